@@ -1,0 +1,1 @@
+//! The embedded Kubernetes API server (filled by the embedded-server work).

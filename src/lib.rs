@@ -1,0 +1,15 @@
+//! Granary: backup infrastructure for Gardener-style Kubernetes landscapes.
+//!
+//! The library holds everything; `main.rs` only parses the command line and calls in.
+//! See `shared/DESIGN.md` §2 for the layout:
+//! - [`api`]: the CRD types of every group Granary serves or reads, their defaults and
+//!   validation, and CRD generation;
+//! - [`runtime`]: plumbing every controller shares (clock, status builders, readiness,
+//!   error codes, configuration files, logging, failpoints);
+//! - [`embedded`]: the embedded Kubernetes API server used by `granary dev` and tests;
+//! - [`velero`]: the Velero-compatible archive format, manifest and object-store layout.
+
+pub mod api;
+pub mod embedded;
+pub mod runtime;
+pub mod velero;
