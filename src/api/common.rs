@@ -1,1 +1,280 @@
-//! (filled by the API work)
+//! Types shared by several API groups: Gardener's `LastOperation`/`LastError` with their
+//! error codes, Gardener-style conditions, secret and object references, and the
+//! `FieldError` every validation function returns.
+
+use chrono::{DateTime, Utc};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// One validation problem at one field path (e.g. `spec.backup.region`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FieldError {
+    pub path: String,
+    pub message: String,
+}
+
+impl FieldError {
+    pub fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
+        FieldError {
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for FieldError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.path, self.message)
+    }
+}
+
+/// Every problem a validation found; empty means valid.
+pub type FieldErrors = Vec<FieldError>;
+
+/// Joins validation problems into one line per problem, for status messages and stderr.
+pub fn describe_field_errors(errors: &[FieldError]) -> String {
+    errors
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// The kind of operation a `lastOperation` describes (Gardener `LastOperationType`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum LastOperationType {
+    Create,
+    Reconcile,
+    Delete,
+    Migrate,
+    Restore,
+    LiveMigrate,
+}
+
+/// The state of a `lastOperation` (Gardener `LastOperationState`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum LastOperationState {
+    Processing,
+    Succeeded,
+    Error,
+    Failed,
+    Pending,
+    Aborted,
+}
+
+/// Gardener's `LastOperation`: what was last done to an object and how it went.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LastOperation {
+    pub description: String,
+    pub last_update_time: DateTime<Utc>,
+    pub progress: i32,
+    pub state: LastOperationState,
+    #[serde(rename = "type")]
+    pub type_: LastOperationType,
+}
+
+/// Gardener's machine-readable error codes (`ERR_*`), carried in `lastError.codes`.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+pub enum ErrorCode {
+    #[serde(rename = "ERR_INFRA_UNAUTHENTICATED")]
+    InfraUnauthenticated,
+    #[serde(rename = "ERR_INFRA_UNAUTHORIZED")]
+    InfraUnauthorized,
+    #[serde(rename = "ERR_INFRA_QUOTA_EXCEEDED")]
+    InfraQuotaExceeded,
+    #[serde(rename = "ERR_INFRA_RATE_LIMITS_EXCEEDED")]
+    InfraRateLimitsExceeded,
+    #[serde(rename = "ERR_INFRA_DEPENDENCIES")]
+    InfraDependencies,
+    #[serde(rename = "ERR_INFRA_RESOURCES_DEPLETED")]
+    InfraResourcesDepleted,
+    #[serde(rename = "ERR_RETRYABLE_INFRA_DEPENDENCIES")]
+    RetryableInfraDependencies,
+    #[serde(rename = "ERR_CLEANUP_CLUSTER_RESOURCES")]
+    CleanupClusterResources,
+    #[serde(rename = "ERR_CONFIGURATION_PROBLEM")]
+    ConfigurationProblem,
+    #[serde(rename = "ERR_RETRYABLE_CONFIGURATION_PROBLEM")]
+    RetryableConfigurationProblem,
+    #[serde(rename = "ERR_PROBLEMATIC_WEBHOOK")]
+    ProblematicWebhook,
+}
+
+impl ErrorCode {
+    /// The exact string Gardener uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::InfraUnauthenticated => "ERR_INFRA_UNAUTHENTICATED",
+            ErrorCode::InfraUnauthorized => "ERR_INFRA_UNAUTHORIZED",
+            ErrorCode::InfraQuotaExceeded => "ERR_INFRA_QUOTA_EXCEEDED",
+            ErrorCode::InfraRateLimitsExceeded => "ERR_INFRA_RATE_LIMITS_EXCEEDED",
+            ErrorCode::InfraDependencies => "ERR_INFRA_DEPENDENCIES",
+            ErrorCode::InfraResourcesDepleted => "ERR_INFRA_RESOURCES_DEPLETED",
+            ErrorCode::RetryableInfraDependencies => "ERR_RETRYABLE_INFRA_DEPENDENCIES",
+            ErrorCode::CleanupClusterResources => "ERR_CLEANUP_CLUSTER_RESOURCES",
+            ErrorCode::ConfigurationProblem => "ERR_CONFIGURATION_PROBLEM",
+            ErrorCode::RetryableConfigurationProblem => "ERR_RETRYABLE_CONFIGURATION_PROBLEM",
+            ErrorCode::ProblematicWebhook => "ERR_PROBLEMATIC_WEBHOOK",
+        }
+    }
+
+    /// Gardener's `HasNonRetryableErrorCode` set: a human has to act before a retry helps.
+    pub fn is_non_retryable(self) -> bool {
+        matches!(
+            self,
+            ErrorCode::InfraUnauthenticated
+                | ErrorCode::InfraUnauthorized
+                | ErrorCode::InfraDependencies
+                | ErrorCode::InfraQuotaExceeded
+                | ErrorCode::InfraRateLimitsExceeded
+                | ErrorCode::ConfigurationProblem
+                | ErrorCode::ProblematicWebhook
+        )
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Gardener's `LastError`: the last error of an operation, with its codes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LastError {
+    pub description: String,
+    #[serde(rename = "taskID", default, skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub codes: Vec<ErrorCode>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_update_time: Option<DateTime<Utc>>,
+}
+
+/// `True`, `False`, `Unknown` or Gardener's `Progressing`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum ConditionStatus {
+    True,
+    False,
+    Unknown,
+    Progressing,
+}
+
+/// A Gardener condition (`gardencorev1beta1.Condition`): like a Kubernetes condition plus
+/// `lastUpdateTime` and error `codes`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub status: ConditionStatus,
+    pub last_transition_time: DateTime<Utc>,
+    pub last_update_time: DateTime<Utc>,
+    pub reason: String,
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub codes: Vec<ErrorCode>,
+}
+
+/// `corev1.SecretReference`: a Secret by name and namespace.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SecretReference {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+}
+
+/// `corev1.ObjectReference` (as Gardener's `credentialsRef` uses it: usually a `v1`
+/// `Secret` or a `security.gardener.cloud/v1alpha1` `WorkloadIdentity`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectReference {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub api_version: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub uid: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub resource_version: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub field_path: String,
+}
+
+impl ObjectReference {
+    /// True when the reference points to a core `v1` Secret.
+    pub fn is_secret(&self) -> bool {
+        self.kind == "Secret" && (self.api_version.is_empty() || self.api_version == "v1")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_codes_serialize_to_gardener_strings() {
+        for code in [
+            ErrorCode::InfraUnauthenticated,
+            ErrorCode::InfraUnauthorized,
+            ErrorCode::InfraQuotaExceeded,
+            ErrorCode::InfraRateLimitsExceeded,
+            ErrorCode::InfraDependencies,
+            ErrorCode::InfraResourcesDepleted,
+            ErrorCode::RetryableInfraDependencies,
+            ErrorCode::CleanupClusterResources,
+            ErrorCode::ConfigurationProblem,
+            ErrorCode::RetryableConfigurationProblem,
+            ErrorCode::ProblematicWebhook,
+        ] {
+            let json = serde_json::to_value(code).expect("a unit enum serializes");
+            assert_eq!(json, serde_json::Value::String(code.as_str().to_string()));
+            let back: ErrorCode = serde_json::from_value(json).expect("round trip");
+            assert_eq!(back, code);
+        }
+        assert!(ErrorCode::InfraUnauthorized.is_non_retryable());
+        assert!(!ErrorCode::RetryableInfraDependencies.is_non_retryable());
+    }
+
+    #[test]
+    fn last_operation_round_trips_with_gardener_field_names() {
+        let json = serde_json::json!({
+            "description": "Backup bucket reconciled",
+            "lastUpdateTime": "2024-05-01T10:00:00Z",
+            "progress": 100,
+            "state": "Succeeded",
+            "type": "Reconcile"
+        });
+        let op: LastOperation = serde_json::from_value(json.clone()).expect("valid");
+        assert_eq!(op.type_, LastOperationType::Reconcile);
+        assert_eq!(serde_json::to_value(&op).expect("serializes"), json);
+
+        let err = serde_json::json!({
+            "description": "access denied",
+            "taskID": "t1",
+            "codes": ["ERR_INFRA_UNAUTHORIZED"],
+            "lastUpdateTime": "2024-05-01T10:00:00Z"
+        });
+        let e: LastError = serde_json::from_value(err.clone()).expect("valid");
+        assert_eq!(serde_json::to_value(&e).expect("serializes"), err);
+    }
+
+    #[test]
+    fn field_error_display_names_the_path() {
+        let e = FieldError::new("spec.backup.region", "required");
+        assert_eq!(e.to_string(), "spec.backup.region: required");
+        assert_eq!(
+            describe_field_errors(&[e.clone(), FieldError::new("spec.x", "bad")]),
+            "spec.backup.region: required; spec.x: bad"
+        );
+    }
+}
