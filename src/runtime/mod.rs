@@ -1,1 +1,14 @@
-//! Shared controller plumbing.
+//! Plumbing every Granary controller shares: the [`clock::Clock`], `lastOperation` and
+//! `lastError` builders ([`status`]), the one readiness function for extension-style
+//! objects ([`readiness`]), the mapping from failures to Gardener error codes
+//! ([`error_codes`]), configuration files ([`config`]), log setup ([`logging`]) and
+//! failpoints for deterministic crash tests ([`failpoints`]).
+
+pub mod clock;
+pub mod config;
+pub mod duration;
+pub mod error_codes;
+pub mod failpoints;
+pub mod logging;
+pub mod readiness;
+pub mod status;
