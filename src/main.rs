@@ -1,1 +1,99 @@
-fn main() {}
+//! The `granary` command line: parses arguments, sets up logging, and calls into the
+//! library. Nothing else lives here.
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use granary::api::crds::{self, Side};
+use granary::runtime::{failpoints, logging};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Backup infrastructure for Gardener-style Kubernetes landscapes.
+#[derive(Parser, Debug)]
+#[command(name = "granary", version, about, long_about = None)]
+struct Cli {
+    /// Log format: text for people, json for log collectors.
+    #[arg(long, global = true, value_enum, default_value_t = logging::LogFormat::Text)]
+    log_format: logging::LogFormat,
+    /// Log level or tracing filter (e.g. `info`, `granary=debug,kube=warn`); RUST_LOG wins.
+    #[arg(long, global = true, default_value = "info")]
+    log_level: String,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Print the CustomResourceDefinitions of every kind Granary serves, as YAML.
+    Crds {
+        /// Only the CRDs installed on this side (garden: core.gardener.cloud; seed:
+        /// extensions.gardener.cloud, velero.io, oadp.openshift.io).
+        #[arg(long, value_enum)]
+        side: Option<Side>,
+        /// Instead of printing, write one file per CRD into DIR/<side>/crds/ (e.g.
+        /// `--write deploy`), removing CRD files that no longer exist.
+        #[arg(long, value_name = "DIR")]
+        write: Option<PathBuf>,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    logging::init(cli.log_format, &cli.log_level)?;
+    failpoints::init_from_env()?;
+    match cli.command {
+        Command::Crds { side, write: None } => {
+            let docs: Vec<String> = crds::crds(side).iter().map(crds::to_yaml).collect();
+            print!("{}", docs.join("---\n"));
+            Ok(())
+        }
+        Command::Crds {
+            side,
+            write: Some(dir),
+        } => write_crds(side, &dir),
+    }
+}
+
+fn write_crds(side: Option<Side>, dir: &std::path::Path) -> anyhow::Result<()> {
+    let sides = match side {
+        Some(s) => vec![s],
+        None => vec![Side::Garden, Side::Seed],
+    };
+    for side in sides {
+        let target = dir.join(side.deploy_dir()).join("crds");
+        std::fs::create_dir_all(&target)
+            .with_context(|| format!("creating {}", target.display()))?;
+        let generated = crds::crds(Some(side));
+        let names: Vec<String> = generated.iter().map(crds::file_name).collect();
+        for entry in
+            std::fs::read_dir(&target).with_context(|| format!("reading {}", target.display()))?
+        {
+            let path = entry?.path();
+            let stale = path.extension().is_some_and(|e| e == "yaml")
+                && !names
+                    .iter()
+                    .any(|n| path.file_name().is_some_and(|f| f == n.as_str()));
+            if stale {
+                std::fs::remove_file(&path)
+                    .with_context(|| format!("removing {}", path.display()))?;
+            }
+        }
+        for (crd, name) in generated.iter().zip(&names) {
+            let path = target.join(name);
+            std::fs::write(&path, crds::to_yaml(crd))
+                .with_context(|| format!("writing {}", path.display()))?;
+        }
+        eprintln!("wrote {} CRDs to {}", names.len(), target.display());
+    }
+    Ok(())
+}

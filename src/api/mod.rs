@@ -4,6 +4,7 @@
 
 pub mod common;
 pub mod core;
+pub mod crds;
 pub mod extensions;
 pub mod oadp;
 pub mod velero;
