@@ -7,9 +7,13 @@
 //! - [`runtime`]: plumbing every controller shares (clock, status builders, readiness,
 //!   error codes, configuration files, logging, failpoints);
 //! - [`embedded`]: the embedded Kubernetes API server used by `granary dev` and tests;
+//! - [`garden`]: garden-side decisions (bucket pools, placement, seed assignment);
+//! - [`seed`]: seed-side decisions (deletion grace period);
 //! - [`velero`]: the Velero-compatible archive format, manifest and object-store layout.
 
 pub mod api;
 pub mod embedded;
+pub mod garden;
 pub mod runtime;
+pub mod seed;
 pub mod velero;

@@ -1,0 +1,238 @@
+//! Which seed provisions a bucket (DESIGN §4 "Bucket → seed assignment"). Candidates are
+//! the ready seeds serving the bucket's pool, ranked same region first, then oldest, then
+//! by name. A bucket keeps its seed while that seed is ready or has been unready for less
+//! than the hand-over time; after that (or when the seed is gone) it is handed to the
+//! best other ready candidate. Seed readiness comes from the seed's liveness Lease
+//! (DESIGN §3.1), never from Gardener's Seed conditions.
+
+use chrono::{DateTime, Duration, Utc};
+
+/// A seed that serves the bucket's pool, with its liveness.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SeedCandidate {
+    pub name: String,
+    pub region: String,
+    pub created: DateTime<Utc>,
+    /// `spec.renewTime` of the seed's Lease `seed-<name>`; `None` if it never renewed.
+    pub last_renewal: Option<DateTime<Utc>>,
+    /// The Seed object has a deletionTimestamp.
+    pub deleting: bool,
+}
+
+impl SeedCandidate {
+    /// Ready: renewed within `ready_within` and not being deleted.
+    pub fn is_ready(&self, now: DateTime<Utc>, ready_within: Duration) -> bool {
+        !self.deleting && self.last_renewal.is_some_and(|t| now - t <= ready_within)
+    }
+
+    /// Since when the seed counts as unready (`None` while ready). A seed that never
+    /// renewed counts as unready since it was created.
+    pub fn unready_since(
+        &self,
+        now: DateTime<Utc>,
+        ready_within: Duration,
+    ) -> Option<DateTime<Utc>> {
+        if self.is_ready(now, ready_within) {
+            return None;
+        }
+        Some(self.last_renewal.map_or(self.created, |t| t + ready_within))
+    }
+}
+
+/// The timing rules of assignment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AssignmentTimings {
+    /// A seed is ready when its Lease was renewed this recently (`seedLiveness.readyWithin`).
+    pub ready_within: Duration,
+    /// A bucket's seed unready this long loses the bucket
+    /// (`controllers.backupBucket.seedHandOverAfter`).
+    pub hand_over_after: Duration,
+}
+
+/// The assignment decision for one bucket.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Assignment {
+    /// The bucket stays where it is.
+    Keep,
+    /// The bucket has no seed yet: give it this one.
+    Assign(String),
+    /// The bucket's seed is gone or unready for too long: hand it over.
+    HandOver { from: String, to: String },
+    /// Nothing can be done now; the bucket keeps its seed (if any) and its status says why.
+    Stuck(String),
+}
+
+/// Candidates in preference order: same region as the pool first, then the oldest seed,
+/// then by name.
+pub fn rank<'a>(pool_region: &str, candidates: &'a [SeedCandidate]) -> Vec<&'a SeedCandidate> {
+    let mut ranked: Vec<&SeedCandidate> = candidates.iter().collect();
+    ranked.sort_by(|a, b| {
+        (a.region != pool_region, a.created, &a.name).cmp(&(
+            b.region != pool_region,
+            b.created,
+            &b.name,
+        ))
+    });
+    ranked
+}
+
+/// Decides where a bucket of a pool in `pool_region` belongs, given its current seed.
+pub fn assign_bucket(
+    current: Option<&str>,
+    pool_region: &str,
+    candidates: &[SeedCandidate],
+    now: DateTime<Utc>,
+    timings: AssignmentTimings,
+) -> Assignment {
+    let best_other = |exclude: Option<&str>| {
+        rank(pool_region, candidates)
+            .into_iter()
+            .find(|c| Some(c.name.as_str()) != exclude && c.is_ready(now, timings.ready_within))
+            .map(|c| c.name.clone())
+    };
+    let Some(current) = current else {
+        return match best_other(None) {
+            Some(seed) => Assignment::Assign(seed),
+            None => Assignment::Stuck(format!(
+                "no ready seed serves this pool (region {pool_region})"
+            )),
+        };
+    };
+    let why_leave = match candidates.iter().find(|c| c.name == current) {
+        None => Some(format!(
+            "seed {current} no longer exists or no longer serves this pool"
+        )),
+        Some(c) if c.deleting => Some(format!("seed {current} is being deleted")),
+        Some(c) => match c.unready_since(now, timings.ready_within) {
+            Some(since) if now - since >= timings.hand_over_after => Some(format!(
+                "seed {current} has been unready since {}",
+                since.to_rfc3339()
+            )),
+            _ => None,
+        },
+    };
+    let Some(why) = why_leave else {
+        return Assignment::Keep;
+    };
+    match best_other(Some(current)) {
+        Some(to) => Assignment::HandOver {
+            from: current.to_string(),
+            to,
+        },
+        None => Assignment::Stuck(format!("{why}, and no other ready seed serves this pool")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    fn t(secs: i64) -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2024, 1, 1, 0, 0, 0)
+            .single()
+            .expect("valid date")
+            + Duration::seconds(secs)
+    }
+
+    fn seed(name: &str, region: &str, created: i64, renewed: Option<i64>) -> SeedCandidate {
+        SeedCandidate {
+            name: name.into(),
+            region: region.into(),
+            created: t(created),
+            last_renewal: renewed.map(t),
+            deleting: false,
+        }
+    }
+
+    const TIMINGS: AssignmentTimings = AssignmentTimings {
+        ready_within: Duration::seconds(40),
+        hand_over_after: Duration::seconds(300),
+    };
+
+    #[test]
+    fn ranks_same_region_then_oldest_then_name() {
+        let seeds = [
+            seed("z", "eu", 5, None),
+            seed("b", "us", 1, None),
+            seed("a", "eu", 5, None),
+            seed("c", "eu", 2, None),
+        ];
+        let names: Vec<_> = rank("eu", &seeds).iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["c", "a", "z", "b"]);
+    }
+
+    #[test]
+    fn a_new_bucket_gets_the_best_ready_seed() {
+        let now = t(1000);
+        let seeds = [
+            seed("old-unready", "eu", 0, Some(900)),
+            seed("far", "us", 1, Some(990)),
+            seed("near", "eu", 10, Some(995)),
+        ];
+        assert_eq!(
+            assign_bucket(None, "eu", &seeds, now, TIMINGS),
+            Assignment::Assign("near".into())
+        );
+        let none_ready = [seed("a", "eu", 0, Some(100))];
+        assert!(
+            matches!(assign_bucket(None, "eu", &none_ready, now, TIMINGS), Assignment::Stuck(m) if m.contains("no ready seed"))
+        );
+    }
+
+    #[test]
+    fn keeps_its_seed_until_unready_longer_than_the_hand_over_time() {
+        let seeds = [seed("a", "eu", 0, Some(1000)), seed("b", "eu", 1, None)];
+        let mut alive = seeds.clone();
+        alive[1].last_renewal = Some(t(2000));
+        // a stops renewing at 1000: unready from 1040; hand-over at 1340.
+        assert_eq!(
+            assign_bucket(Some("a"), "eu", &alive, t(1030), TIMINGS),
+            Assignment::Keep
+        );
+        assert_eq!(
+            assign_bucket(Some("a"), "eu", &alive, t(1339), TIMINGS),
+            Assignment::Keep
+        );
+        let mut later = alive.clone();
+        later[1].last_renewal = Some(t(1340));
+        assert_eq!(
+            assign_bucket(Some("a"), "eu", &later, t(1340), TIMINGS),
+            Assignment::HandOver {
+                from: "a".into(),
+                to: "b".into()
+            }
+        );
+        // No other ready seed: stuck, keeping a, saying why.
+        match assign_bucket(Some("a"), "eu", &seeds, t(5000), TIMINGS) {
+            Assignment::Stuck(m) => assert!(
+                m.contains("seed a has been unready") && m.contains("no other ready seed"),
+                "{m}"
+            ),
+            other => panic!("expected Stuck, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_deleted_or_vanished_seed_is_left_at_once() {
+        let mut seeds = [
+            seed("a", "eu", 0, Some(1000)),
+            seed("b", "eu", 1, Some(1000)),
+        ];
+        seeds[0].deleting = true;
+        assert_eq!(
+            assign_bucket(Some("a"), "eu", &seeds, t(1001), TIMINGS),
+            Assignment::HandOver {
+                from: "a".into(),
+                to: "b".into()
+            }
+        );
+        assert_eq!(
+            assign_bucket(Some("gone"), "eu", &seeds, t(1001), TIMINGS),
+            Assignment::HandOver {
+                from: "gone".into(),
+                to: "b".into()
+            }
+        );
+    }
+}
