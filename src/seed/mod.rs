@@ -1,5 +1,6 @@
 //! The seed side (`granary seed`): the garden → seed mirror and the extension controllers.
-//! The decisions are pure functions ([`grace`]); the controllers arrive with the seed-side
+//! The decisions are pure functions ([`grace`], [`prefix`]); the controllers arrive with the seed-side
 //! issue.
 
 pub mod grace;
+pub mod prefix;
