@@ -1,8 +1,8 @@
 //! Plumbing every Granary controller shares: the [`clock::Clock`], `lastOperation` and
 //! `lastError` builders ([`status`]), the one readiness function for extension-style
 //! objects ([`readiness`]), the mapping from failures to Gardener error codes
-//! ([`error_codes`]), configuration files ([`config`]), log setup ([`logging`]) and
-//! failpoints for deterministic crash tests ([`failpoints`]).
+//! ([`error_codes`]), the operation an object asks for ([`operation`]), configuration
+//! files ([`config`]), log setup ([`logging`]) and failpoints for deterministic crash tests ([`failpoints`]).
 
 pub mod clock;
 pub mod config;
@@ -10,5 +10,6 @@ pub mod duration;
 pub mod error_codes;
 pub mod failpoints;
 pub mod logging;
+pub mod operation;
 pub mod readiness;
 pub mod status;

@@ -1,6 +1,7 @@
 //! The seed side (`granary seed`): the garden → seed mirror and the extension controllers.
-//! The decisions are pure functions ([`grace`], [`prefix`]); the controllers arrive with the seed-side
+//! The decisions are pure functions ([`grace`], [`prefix`], [`etcd_secret`]); the controllers arrive with the seed-side
 //! issue.
 
+pub mod etcd_secret;
 pub mod grace;
 pub mod prefix;
