@@ -2,14 +2,18 @@
 //! `lastError` builders ([`status`]), the one readiness function for extension-style
 //! objects ([`readiness`]), the mapping from failures to Gardener error codes
 //! ([`error_codes`]), the operation an object asks for ([`operation`]), configuration
-//! files ([`config`]), log setup ([`logging`]) and failpoints for deterministic crash tests ([`failpoints`]).
+//! files ([`config`]), log setup ([`logging`]) and failpoints for deterministic crash tests ([`failpoints`]), metrics ([`metrics`]), the
+//! health/metrics endpoint ([`health`]) and `--object-selector` ([`selector`]).
 
 pub mod clock;
 pub mod config;
 pub mod duration;
 pub mod error_codes;
 pub mod failpoints;
+pub mod health;
 pub mod logging;
+pub mod metrics;
 pub mod operation;
 pub mod readiness;
+pub mod selector;
 pub mod status;
