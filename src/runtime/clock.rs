@@ -89,3 +89,36 @@ mod tests {
         assert!(diff.num_seconds().abs() < 5);
     }
 }
+
+/// Converts a Kubernetes timestamp (k8s-openapi's `jiff` based `Time`/`MicroTime` inner
+/// value) into Granary's chrono time.
+pub fn from_k8s(ts: k8s_openapi::jiff::Timestamp) -> DateTime<Utc> {
+    let nanos = ts.as_nanosecond();
+    let secs = nanos.div_euclid(1_000_000_000) as i64;
+    let sub = nanos.rem_euclid(1_000_000_000) as u32;
+    DateTime::from_timestamp(secs, sub).unwrap_or(DateTime::<Utc>::MIN_UTC)
+}
+
+/// Converts Granary's chrono time into the timestamp k8s-openapi's `Time`/`MicroTime` wrap.
+pub fn to_k8s(t: DateTime<Utc>) -> k8s_openapi::jiff::Timestamp {
+    let nanos = i128::from(t.timestamp()) * 1_000_000_000 + i128::from(t.timestamp_subsec_nanos());
+    k8s_openapi::jiff::Timestamp::from_nanosecond(nanos)
+        .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)
+}
+
+#[cfg(test)]
+mod conversion_tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    #[test]
+    fn k8s_time_round_trips() {
+        let t = Utc
+            .with_ymd_and_hms(2024, 5, 6, 7, 8, 9)
+            .single()
+            .expect("valid date")
+            + Duration::microseconds(123_456);
+        assert_eq!(from_k8s(to_k8s(t)), t);
+        assert_eq!(to_k8s(t).to_string(), "2024-05-06T07:08:09.123456Z");
+    }
+}

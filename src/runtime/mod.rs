@@ -3,7 +3,8 @@
 //! objects ([`readiness`]), the mapping from failures to Gardener error codes
 //! ([`error_codes`]), the operation an object asks for ([`operation`]), configuration
 //! files ([`config`]), log setup ([`logging`]) and failpoints for deterministic crash tests ([`failpoints`]), metrics ([`metrics`]), the
-//! health/metrics endpoint ([`health`]) and `--object-selector` ([`selector`]).
+//! health/metrics endpoint ([`health`]), leader election and lease renewal ([`leader`])
+//! and `--object-selector` ([`selector`]).
 
 pub mod clock;
 pub mod config;
@@ -11,6 +12,7 @@ pub mod duration;
 pub mod error_codes;
 pub mod failpoints;
 pub mod health;
+pub mod leader;
 pub mod logging;
 pub mod metrics;
 pub mod operation;
