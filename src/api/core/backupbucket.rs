@@ -23,25 +23,12 @@ use crate::api::common::{
     plural = "backupbuckets",
     status = "BackupBucketStatus",
     derive = "PartialEq",
-    printcolumn(name = "Provider", type_ = "string", json_path = ".spec.provider.type"),
-    printcolumn(name = "Region", type_ = "string", json_path = ".spec.provider.region"),
-    printcolumn(name = "Seed", type_ = "string", json_path = ".spec.seedName"),
-    printcolumn(
-        name = "Status",
-        type_ = "string",
-        json_path = ".status.lastOperation.state"
-    ),
-    printcolumn(
-        name = "Entries",
-        type_ = "integer",
-        json_path = ".status.entryCount",
-        priority = 1
-    ),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
+    printcolumn = r#"{"name": "Provider", "type": "string", "jsonPath": ".spec.provider.type"}"#,
+    printcolumn = r#"{"name": "Region", "type": "string", "jsonPath": ".spec.provider.region"}"#,
+    printcolumn = r#"{"name": "Seed", "type": "string", "jsonPath": ".spec.seedName"}"#,
+    printcolumn = r#"{"name": "Status", "type": "string", "jsonPath": ".status.lastOperation.state"}"#,
+    printcolumn = r#"{"name": "Entries", "type": "integer", "jsonPath": ".status.entryCount", "priority": 1}"#,
+    printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
 #[schemars(transform = super::drop_defaults)]

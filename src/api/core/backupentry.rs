@@ -22,18 +22,10 @@ use crate::api::common::{FieldError, FieldErrors, LastError, LastOperation, Obje
     namespaced,
     status = "BackupEntryStatus",
     derive = "PartialEq",
-    printcolumn(name = "Bucket", type_ = "string", json_path = ".spec.bucketName"),
-    printcolumn(name = "Seed", type_ = "string", json_path = ".spec.seedName"),
-    printcolumn(
-        name = "Status",
-        type_ = "string",
-        json_path = ".status.lastOperation.state"
-    ),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
+    printcolumn = r#"{"name": "Bucket", "type": "string", "jsonPath": ".spec.bucketName"}"#,
+    printcolumn = r#"{"name": "Seed", "type": "string", "jsonPath": ".spec.seedName"}"#,
+    printcolumn = r#"{"name": "Status", "type": "string", "jsonPath": ".status.lastOperation.state"}"#,
+    printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
 #[schemars(transform = super::drop_defaults)]

@@ -22,12 +22,8 @@ use crate::api::common::{Condition, FieldError, FieldErrors};
     plural = "cloudprofiles",
     status = "CloudProfileStatus",
     derive = "PartialEq",
-    printcolumn(name = "Provider", type_ = "string", json_path = ".spec.type"),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
+    printcolumn = r#"{"name": "Provider", "type": "string", "jsonPath": ".spec.type"}"#,
+    printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]

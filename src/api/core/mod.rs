@@ -14,7 +14,7 @@ mod seed;
 mod shoot;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;

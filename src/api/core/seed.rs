@@ -22,13 +22,9 @@ use crate::api::common::{Condition, FieldError, FieldErrors};
     plural = "seeds",
     status = "SeedStatus",
     derive = "PartialEq",
-    printcolumn(name = "Provider", type_ = "string", json_path = ".spec.provider.type"),
-    printcolumn(name = "Region", type_ = "string", json_path = ".spec.provider.region"),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
+    printcolumn = r#"{"name": "Provider", "type": "string", "jsonPath": ".spec.provider.type"}"#,
+    printcolumn = r#"{"name": "Region", "type": "string", "jsonPath": ".spec.provider.region"}"#,
+    printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]

@@ -23,15 +23,11 @@ const PROJECT_NAMESPACE_PREFIX: &str = "garden-";
     namespaced,
     status = "ShootStatus",
     derive = "PartialEq",
-    printcolumn(name = "Provider", type_ = "string", json_path = ".spec.provider.type"),
-    printcolumn(name = "Region", type_ = "string", json_path = ".spec.region"),
-    printcolumn(name = "Seed", type_ = "string", json_path = ".spec.seedName"),
-    printcolumn(name = "Purpose", type_ = "string", json_path = ".spec.purpose"),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
+    printcolumn = r#"{"name": "Provider", "type": "string", "jsonPath": ".spec.provider.type"}"#,
+    printcolumn = r#"{"name": "Region", "type": "string", "jsonPath": ".spec.region"}"#,
+    printcolumn = r#"{"name": "Seed", "type": "string", "jsonPath": ".spec.seedName"}"#,
+    printcolumn = r#"{"name": "Purpose", "type": "string", "jsonPath": ".spec.purpose"}"#,
+    printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]

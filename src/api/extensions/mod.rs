@@ -36,30 +36,10 @@ pub enum ExtensionClass {
     shortname = "bb",
     status = "BackupBucketStatus",
     derive = "PartialEq",
-    printcolumn(
-        name = "Type",
-        type_ = "string",
-        json_path = ".spec.type",
-        description = "The type of the cloud provider for this resource."
-    ),
-    printcolumn(
-        name = "Region",
-        type_ = "string",
-        json_path = ".spec.region",
-        description = "The region into which the backup bucket should be created."
-    ),
-    printcolumn(
-        name = "State",
-        type_ = "string",
-        json_path = ".status.lastOperation.state",
-        description = "Status of the last operation."
-    ),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp",
-        description = "Creation timestamp."
-    )
+    printcolumn = r#"{"name": "Type", "type": "string", "jsonPath": ".spec.type", "description": "The type of the cloud provider for this resource."}"#,
+    printcolumn = r#"{"name": "Region", "type": "string", "jsonPath": ".spec.region", "description": "The region into which the backup bucket should be created."}"#,
+    printcolumn = r#"{"name": "State", "type": "string", "jsonPath": ".status.lastOperation.state", "description": "Status of the last operation."}"#,
+    printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp", "description": "Creation timestamp."}"#
 )]
 #[serde(rename_all = "camelCase")]
 #[schemars(transform = crate::api::core::drop_defaults)]
@@ -87,36 +67,11 @@ pub struct BackupBucketSpec {
     shortname = "be",
     status = "DefaultStatus",
     derive = "PartialEq",
-    printcolumn(
-        name = "Type",
-        type_ = "string",
-        json_path = ".spec.type",
-        description = "The type of the cloud provider for this resource."
-    ),
-    printcolumn(
-        name = "Region",
-        type_ = "string",
-        json_path = ".spec.region",
-        description = "The region into which the backup entry should be created."
-    ),
-    printcolumn(
-        name = "Bucket",
-        type_ = "string",
-        json_path = ".spec.bucketName",
-        description = "The name of the bucket into which the backup entry should be created."
-    ),
-    printcolumn(
-        name = "State",
-        type_ = "string",
-        json_path = ".status.lastOperation.state",
-        description = "Status of the last operation."
-    ),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp",
-        description = "Creation timestamp."
-    )
+    printcolumn = r#"{"name": "Type", "type": "string", "jsonPath": ".spec.type", "description": "The type of the cloud provider for this resource."}"#,
+    printcolumn = r#"{"name": "Region", "type": "string", "jsonPath": ".spec.region", "description": "The region into which the backup entry should be created."}"#,
+    printcolumn = r#"{"name": "Bucket", "type": "string", "jsonPath": ".spec.bucketName", "description": "The name of the bucket into which the backup entry should be created."}"#,
+    printcolumn = r#"{"name": "State", "type": "string", "jsonPath": ".status.lastOperation.state", "description": "Status of the last operation."}"#,
+    printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp", "description": "Creation timestamp."}"#
 )]
 #[serde(rename_all = "camelCase")]
 #[schemars(transform = crate::api::core::drop_defaults)]
