@@ -478,7 +478,7 @@ mod tests {
         #[test]
         fn shard_names_are_always_valid(
             owner in "\\PC{0,80}",
-            region in "[a-zA-Z0-9 ._-]{0,40}",
+            region in "\\PC{0,40}",
             uid in "[a-f0-9-]{0,36}",
             shard in any::<u32>(),
         ) {
