@@ -75,54 +75,78 @@ pub struct LastOperation {
 }
 
 /// Gardener's machine-readable error codes (`ERR_*`), carried in `lastError.codes`.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
-)]
+/// Codes Granary does not know (a newer Gardener may add some) are kept as they are, so
+/// reading and writing back an object never loses one.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ErrorCode {
-    #[serde(rename = "ERR_INFRA_UNAUTHENTICATED")]
     InfraUnauthenticated,
-    #[serde(rename = "ERR_INFRA_UNAUTHORIZED")]
     InfraUnauthorized,
-    #[serde(rename = "ERR_INFRA_QUOTA_EXCEEDED")]
     InfraQuotaExceeded,
-    #[serde(rename = "ERR_INFRA_RATE_LIMITS_EXCEEDED")]
     InfraRateLimitsExceeded,
-    #[serde(rename = "ERR_INFRA_DEPENDENCIES")]
     InfraDependencies,
-    #[serde(rename = "ERR_INFRA_RESOURCES_DEPLETED")]
     InfraResourcesDepleted,
-    #[serde(rename = "ERR_RETRYABLE_INFRA_DEPENDENCIES")]
     RetryableInfraDependencies,
-    #[serde(rename = "ERR_CLEANUP_CLUSTER_RESOURCES")]
     CleanupClusterResources,
-    #[serde(rename = "ERR_CONFIGURATION_PROBLEM")]
     ConfigurationProblem,
-    #[serde(rename = "ERR_RETRYABLE_CONFIGURATION_PROBLEM")]
     RetryableConfigurationProblem,
-    #[serde(rename = "ERR_PROBLEMATIC_WEBHOOK")]
     ProblematicWebhook,
+    /// A code this version of Granary does not know.
+    Other(String),
 }
+
+const KNOWN_CODES: [(ErrorCode, &str); 11] = [
+    (ErrorCode::InfraUnauthenticated, "ERR_INFRA_UNAUTHENTICATED"),
+    (ErrorCode::InfraUnauthorized, "ERR_INFRA_UNAUTHORIZED"),
+    (ErrorCode::InfraQuotaExceeded, "ERR_INFRA_QUOTA_EXCEEDED"),
+    (
+        ErrorCode::InfraRateLimitsExceeded,
+        "ERR_INFRA_RATE_LIMITS_EXCEEDED",
+    ),
+    (ErrorCode::InfraDependencies, "ERR_INFRA_DEPENDENCIES"),
+    (
+        ErrorCode::InfraResourcesDepleted,
+        "ERR_INFRA_RESOURCES_DEPLETED",
+    ),
+    (
+        ErrorCode::RetryableInfraDependencies,
+        "ERR_RETRYABLE_INFRA_DEPENDENCIES",
+    ),
+    (
+        ErrorCode::CleanupClusterResources,
+        "ERR_CLEANUP_CLUSTER_RESOURCES",
+    ),
+    (ErrorCode::ConfigurationProblem, "ERR_CONFIGURATION_PROBLEM"),
+    (
+        ErrorCode::RetryableConfigurationProblem,
+        "ERR_RETRYABLE_CONFIGURATION_PROBLEM",
+    ),
+    (ErrorCode::ProblematicWebhook, "ERR_PROBLEMATIC_WEBHOOK"),
+];
 
 impl ErrorCode {
     /// The exact string Gardener uses.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorCode::InfraUnauthenticated => "ERR_INFRA_UNAUTHENTICATED",
-            ErrorCode::InfraUnauthorized => "ERR_INFRA_UNAUTHORIZED",
-            ErrorCode::InfraQuotaExceeded => "ERR_INFRA_QUOTA_EXCEEDED",
-            ErrorCode::InfraRateLimitsExceeded => "ERR_INFRA_RATE_LIMITS_EXCEEDED",
-            ErrorCode::InfraDependencies => "ERR_INFRA_DEPENDENCIES",
-            ErrorCode::InfraResourcesDepleted => "ERR_INFRA_RESOURCES_DEPLETED",
-            ErrorCode::RetryableInfraDependencies => "ERR_RETRYABLE_INFRA_DEPENDENCIES",
-            ErrorCode::CleanupClusterResources => "ERR_CLEANUP_CLUSTER_RESOURCES",
-            ErrorCode::ConfigurationProblem => "ERR_CONFIGURATION_PROBLEM",
-            ErrorCode::RetryableConfigurationProblem => "ERR_RETRYABLE_CONFIGURATION_PROBLEM",
-            ErrorCode::ProblematicWebhook => "ERR_PROBLEMATIC_WEBHOOK",
+    pub fn as_str(&self) -> &str {
+        if let ErrorCode::Other(code) = self {
+            return code;
         }
+        KNOWN_CODES
+            .iter()
+            .find(|(code, _)| code == self)
+            .map(|(_, text)| *text)
+            .expect("every known variant is in KNOWN_CODES")
+    }
+
+    /// The code for a string; unknown strings are kept as [`ErrorCode::Other`].
+    pub fn parse(text: &str) -> ErrorCode {
+        KNOWN_CODES
+            .iter()
+            .find(|(_, known)| *known == text)
+            .map(|(code, _)| code.clone())
+            .unwrap_or_else(|| ErrorCode::Other(text.to_string()))
     }
 
     /// Gardener's `HasNonRetryableErrorCode` set: a human has to act before a retry helps.
-    pub fn is_non_retryable(self) -> bool {
+    pub fn is_non_retryable(&self) -> bool {
         matches!(
             self,
             ErrorCode::InfraUnauthenticated
@@ -139,6 +163,29 @@ impl ErrorCode {
 impl std::fmt::Display for ErrorCode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for ErrorCode {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for ErrorCode {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        Ok(ErrorCode::parse(&text))
+    }
+}
+
+impl JsonSchema for ErrorCode {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ErrorCode".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({"type": "string"})
     }
 }
 
@@ -236,11 +283,18 @@ mod tests {
             ErrorCode::RetryableConfigurationProblem,
             ErrorCode::ProblematicWebhook,
         ] {
-            let json = serde_json::to_value(code).expect("a unit enum serializes");
+            let json = serde_json::to_value(&code).expect("a code serializes");
             assert_eq!(json, serde_json::Value::String(code.as_str().to_string()));
             let back: ErrorCode = serde_json::from_value(json).expect("round trip");
             assert_eq!(back, code);
         }
+        let unknown: ErrorCode =
+            serde_json::from_value(serde_json::json!("ERR_SOMETHING_NEW")).expect("kept");
+        assert_eq!(unknown, ErrorCode::Other("ERR_SOMETHING_NEW".into()));
+        assert_eq!(
+            serde_json::to_value(&unknown).expect("serializes"),
+            serde_json::json!("ERR_SOMETHING_NEW")
+        );
         assert!(ErrorCode::InfraUnauthorized.is_non_retryable());
         assert!(!ErrorCode::RetryableInfraDependencies.is_non_retryable());
     }

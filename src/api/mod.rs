@@ -2,6 +2,7 @@
 //! validation. Field names are exactly those of the upstream projects (Gardener, Velero,
 //! OADP) so their YAML and tools work unchanged. Nothing here does I/O.
 
+pub mod bucket_name;
 pub mod common;
 pub mod core;
 pub mod crds;

@@ -101,7 +101,7 @@ pub fn codes_from_text(text: &str) -> Vec<ErrorCode> {
     let mut codes: Vec<ErrorCode> = TEXT_MARKERS
         .iter()
         .filter(|(marker, _)| lower.contains(marker))
-        .map(|(_, code)| *code)
+        .map(|(_, code)| code.clone())
         .collect();
     codes.sort();
     codes.dedup();

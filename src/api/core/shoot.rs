@@ -1,0 +1,157 @@
+//! `Shoot` (`core.gardener.cloud/v1beta1`, namespaced in its project namespace): Granary
+//! reads which seed hosts it, its region, purpose and cloud profile, and its technical
+//! ID and UID, from which its BackupEntry name is made. All other fields of a real Shoot
+//! are kept as they are.
+
+use std::collections::BTreeMap;
+
+use kube::{CustomResource, ResourceExt};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Namespaces of Gardener projects are `garden-<project>`; the `garden` project's own
+/// namespace is just `garden`.
+const PROJECT_NAMESPACE_PREFIX: &str = "garden-";
+
+/// The subset of a Shoot's spec that Granary reads.
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "core.gardener.cloud",
+    version = "v1beta1",
+    kind = "Shoot",
+    plural = "shoots",
+    namespaced,
+    status = "ShootStatus",
+    derive = "PartialEq",
+    printcolumn = r#"{"name": "Provider", "type": "string", "jsonPath": ".spec.provider.type"}"#,
+    printcolumn = r#"{"name": "Region", "type": "string", "jsonPath": ".spec.region"}"#,
+    printcolumn = r#"{"name": "Seed", "type": "string", "jsonPath": ".spec.seedName"}"#,
+    printcolumn = r#"{"name": "Purpose", "type": "string", "jsonPath": ".spec.purpose"}"#,
+    printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
+#[schemars(transform = super::drop_defaults)]
+pub struct ShootSpec {
+    /// The profile, by kind (`CloudProfile` or `NamespacedCloudProfile`) and name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cloud_profile: Option<CloudProfileReference>,
+    /// The older way to name the CloudProfile; read when `cloudProfile` is unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cloud_profile_name: Option<String>,
+    #[serde(default)]
+    pub provider: ShootProvider,
+    /// `evaluation`, `testing`, `development`, `production` or `infrastructure`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub purpose: Option<String>,
+    #[serde(default)]
+    pub region: String,
+    /// The seed hosting the control plane, once scheduled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed_name: Option<String>,
+    /// Fields Granary does not read (kubernetes, networking, workers, …).
+    #[serde(flatten)]
+    pub extra: BTreeMap<String, serde_json::Value>,
+}
+
+/// `spec.cloudProfile` of a Shoot.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
+#[schemars(transform = super::drop_defaults)]
+pub struct CloudProfileReference {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub kind: String,
+    pub name: String,
+    #[serde(flatten)]
+    pub extra: BTreeMap<String, serde_json::Value>,
+}
+
+/// `spec.provider` of a Shoot.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
+#[schemars(transform = super::drop_defaults)]
+pub struct ShootProvider {
+    #[serde(rename = "type", default)]
+    pub type_: String,
+    /// Workers, infrastructureConfig, … kept as they are.
+    #[serde(flatten)]
+    pub extra: BTreeMap<String, serde_json::Value>,
+}
+
+/// The subset of a Shoot's status that Granary reads.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
+#[schemars(transform = super::drop_defaults)]
+pub struct ShootStatus {
+    /// The name of the control-plane namespace in the seed.
+    #[serde(
+        rename = "technicalID",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub technical_id: Option<String>,
+    /// The shoot's UID as Gardener records it (kept across control-plane migration).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+    #[serde(flatten)]
+    pub extra: BTreeMap<String, serde_json::Value>,
+}
+
+impl Shoot {
+    /// The CloudProfile's name: `spec.cloudProfile.name`, else the older
+    /// `spec.cloudProfileName`. With kind `NamespacedCloudProfile` this names that
+    /// object, whose parent is the CloudProfile.
+    pub fn cloud_profile_name(&self) -> Option<&str> {
+        match &self.spec.cloud_profile {
+            Some(reference) if !reference.name.is_empty() => Some(reference.name.as_str()),
+            _ => self
+                .spec
+                .cloud_profile_name
+                .as_deref()
+                .filter(|name| !name.is_empty()),
+        }
+    }
+
+    /// The kind `cloud_profile_name()` refers to: `spec.cloudProfile.kind`, defaulting to
+    /// `CloudProfile` (always so for `spec.cloudProfileName`).
+    pub fn cloud_profile_kind(&self) -> &str {
+        match &self.spec.cloud_profile {
+            Some(reference) if !reference.name.is_empty() && !reference.kind.is_empty() => {
+                reference.kind.as_str()
+            }
+            _ => "CloudProfile",
+        }
+    }
+
+    /// The project: the namespace without its `garden-` prefix (`garden` stays `garden`).
+    pub fn project_name(&self) -> String {
+        let namespace = self.namespace().unwrap_or_default();
+        match namespace.strip_prefix(PROJECT_NAMESPACE_PREFIX) {
+            Some(project) if !project.is_empty() => project.to_string(),
+            _ => namespace,
+        }
+    }
+
+    /// `status.technicalID`, else Gardener's default `shoot--<project>--<name>`.
+    pub fn technical_id(&self) -> String {
+        match self.status.as_ref().and_then(|s| s.technical_id.as_deref()) {
+            Some(id) if !id.is_empty() => id.to_string(),
+            _ => format!("shoot--{}--{}", self.project_name(), self.name_any()),
+        }
+    }
+
+    /// The shoot's UID for backups: `status.uid`, else `metadata.uid`.
+    pub fn backup_uid(&self) -> Option<&str> {
+        self.status
+            .as_ref()
+            .and_then(|s| s.uid.as_deref())
+            .filter(|uid| !uid.is_empty())
+            .or(self.metadata.uid.as_deref().filter(|uid| !uid.is_empty()))
+    }
+
+    /// The name of the shoot's BackupEntry, `<technicalID>--<uid>`; `None` before the
+    /// shoot has a UID.
+    pub fn backup_entry_name(&self) -> Option<String> {
+        Some(format!("{}--{}", self.technical_id(), self.backup_uid()?))
+    }
+}
