@@ -153,12 +153,12 @@ impl Item<'_> {
 pub enum ManifestError {
     /// Seed 000's sentinel: the key is already in the manifest.
     #[error("item already exists in manifest: {0}")]
-    ItemAlreadyExists(ItemKey),
+    ItemAlreadyExists(Box<ItemKey>),
     #[error("uid {uid:?} of {new} is already used by {existing}")]
     DuplicateUid {
         uid: String,
-        existing: ItemKey,
-        new: ItemKey,
+        existing: Box<ItemKey>,
+        new: Box<ItemKey>,
     },
     #[error("object cannot be described in a manifest: {0}")]
     InvalidObject(String),
@@ -200,15 +200,15 @@ impl Manifest {
     pub fn add(&mut self, item: ManifestItem) -> Result<(), ManifestError> {
         let (key, meta) = item.split();
         if self.items.contains_key(&key) {
-            return Err(ManifestError::ItemAlreadyExists(key));
+            return Err(ManifestError::ItemAlreadyExists(Box::new(key)));
         }
         if !meta.uid.is_empty()
             && let Some(existing) = self.by_uid.get(meta.uid.as_str())
         {
             return Err(ManifestError::DuplicateUid {
                 uid: meta.uid.clone(),
-                existing: (**existing).clone(),
-                new: key,
+                existing: Box::new((**existing).clone()),
+                new: Box::new(key),
             });
         }
         let key = Arc::new(key);
