@@ -19,6 +19,8 @@ mod reader;
 mod writer;
 
 #[cfg(test)]
+mod hostile_tests;
+#[cfg(test)]
 mod tests;
 
 pub use error::ArchiveError;
