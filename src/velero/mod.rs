@@ -1,1 +1,29 @@
-//! Velero-compatible archive format, manifest and object-store layout (filled by the Velero format work).
+//! The Velero-compatible half of Granary, as pure libraries over bytes: no Kubernetes
+//! client lives here, so everything is testable without a server.
+//!
+//! - [`layout`]: every object-store key of a BackupStorageLocation, built in one place;
+//! - [`archive`]: the backup tarball (`<name>.tar.gz`) writer and a reader that is safe
+//!   against hostile archives;
+//! - [`manifest`]: the per-backup object graph stored as `manifest.json.gz` (seed 000),
+//!   its set operations and the owners-first dependency order;
+//! - [`files`]: the other per-backup files (`velero-backup.json`, resource list,
+//!   results, logs);
+//! - [`label`]: Velero's shortening of over-long label values;
+//! - [`inspect`]: `inspect` and `verify`, the library side of `granary archive`.
+//!
+//! Formats follow Velero 1.18 (shared/reference/velero.md §1, §2) and DESIGN §4.
+
+pub mod archive;
+pub mod files;
+pub mod inspect;
+pub mod label;
+pub mod layout;
+pub mod manifest;
+pub mod resource;
+
+/// `status.formatVersion` of a backup whose tarball is in Velero's format 1.1.0 and which
+/// carries no manifest (what Velero itself writes).
+pub const FORMAT_VERSION_VELERO: &str = "1.1.0";
+/// `status.formatVersion` of a Granary backup that carries `manifest.json.gz` beside its
+/// tarball. The tarball itself stays at 1.1.0, so Velero can still restore it.
+pub const FORMAT_VERSION_WITH_MANIFEST: &str = "1.2.0";

@@ -1,0 +1,325 @@
+//! The per-backup files beside the tarball, encoded as Velero encodes them:
+//! `velero-backup.json` (pretty JSON, no trailing newline), `<name>-resource-list.json.gz`
+//! and `<name>-results.gz` (gzip of compact JSON plus a newline, Go's `json.Encoder`), and
+//! `<name>-logs.gz` (gzip of log lines). Restores use the same results shape.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{Read, Write};
+
+use flate2::Compression;
+use flate2::read::MultiGzDecoder;
+use flate2::write::GzEncoder;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use thiserror::Error;
+
+use super::archive::json::{write_compact_typed, write_pretty};
+use super::manifest::Manifest;
+use super::resource::join_api_version;
+
+/// `apiVersion` of Velero's objects.
+pub const VELERO_API_VERSION: &str = "velero.io/v1";
+
+/// Top-level key order of a typed Kubernetes object as Go writes it.
+const OBJECT_KEY_ORDER: [&str; 5] = ["kind", "apiVersion", "metadata", "spec", "status"];
+
+#[derive(Debug, Error)]
+pub enum FilesError {
+    #[error("invalid JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("I/O error: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("file decompresses to more than {limit} bytes")]
+    TooLarge { limit: u64 },
+    #[error("not a velero.io/v1 Backup: {0}")]
+    NotABackup(String),
+}
+
+/// Encodes `velero-backup.json`: the Backup object with `apiVersion: velero.io/v1` and
+/// `kind: Backup` set, pretty-printed (two-space indent) with `kind`, `apiVersion`,
+/// `metadata`, `spec`, `status` first.
+pub fn encode_backup_json(backup: &Value) -> Result<Vec<u8>, FilesError> {
+    let mut obj = backup
+        .as_object()
+        .cloned()
+        .ok_or_else(|| FilesError::NotABackup("not a JSON object".into()))?;
+    for (field, want) in [("apiVersion", VELERO_API_VERSION), ("kind", "Backup")] {
+        match obj.get(field) {
+            None | Some(Value::Null) => {
+                obj.insert(field.to_owned(), Value::String(want.to_owned()));
+            }
+            Some(Value::String(s)) if s == want => {}
+            Some(other) => return Err(FilesError::NotABackup(format!("{field} is {other}"))),
+        }
+    }
+    let mut out = Vec::new();
+    write_pretty(&mut out, &Value::Object(obj), &OBJECT_KEY_ORDER)?;
+    Ok(out)
+}
+
+/// Decodes `velero-backup.json`, checking `apiVersion` and `kind`.
+pub fn decode_backup_json(bytes: &[u8]) -> Result<Value, FilesError> {
+    let v: Value = serde_json::from_slice(bytes)?;
+    let api = v.get("apiVersion").and_then(Value::as_str);
+    let kind = v.get("kind").and_then(Value::as_str);
+    if api != Some(VELERO_API_VERSION) || kind != Some("Backup") {
+        return Err(FilesError::NotABackup(format!(
+            "apiVersion {api:?}, kind {kind:?}"
+        )));
+    }
+    Ok(v)
+}
+
+/// `<name>-resource-list.json.gz`: `<groupVersion>/<Kind>` → sorted `ns/name` (or `name`
+/// for cluster-scoped objects).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ResourceList(pub BTreeMap<String, BTreeSet<String>>);
+
+impl ResourceList {
+    /// One entry per manifest item, at the item's (preferred) version.
+    pub fn from_manifest(manifest: &Manifest) -> Self {
+        let mut list = Self::default();
+        for item in manifest.iter() {
+            list.add(
+                &item.api_version(),
+                &item.meta.kind,
+                &item.key.namespace,
+                &item.key.name,
+            );
+        }
+        list
+    }
+
+    pub fn add(&mut self, api_version: &str, kind: &str, namespace: &str, name: &str) {
+        let value = if namespace.is_empty() {
+            name.to_owned()
+        } else {
+            format!("{namespace}/{name}")
+        };
+        self.0
+            .entry(format!("{api_version}/{kind}"))
+            .or_default()
+            .insert(value);
+    }
+
+    /// Adds an entry from group and version separately.
+    pub fn add_gv(&mut self, group: &str, version: &str, kind: &str, namespace: &str, name: &str) {
+        self.add(&join_api_version(group, version), kind, namespace, name);
+    }
+
+    pub fn to_gz_bytes(&self) -> Vec<u8> {
+        encode_json_gz(self)
+    }
+
+    pub fn read_gz<R: Read>(input: R, max_bytes: u64) -> Result<Self, FilesError> {
+        Ok(serde_json::from_slice(&gunzip_limited(input, max_bytes)?)?)
+    }
+}
+
+/// Messages of one kind (errors or warnings), grouped as Velero groups them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MessageSet {
+    /// About Velero/Granary itself (object storage, reading the backup…).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub velero: Vec<String>,
+    /// About cluster-scoped resources.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cluster: Vec<String>,
+    /// About resources in each namespace.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub namespaces: BTreeMap<String, Vec<String>>,
+}
+
+impl MessageSet {
+    pub fn add_velero(&mut self, msg: impl Into<String>) {
+        self.velero.push(msg.into());
+    }
+
+    /// Adds to the namespace's list, or to `cluster` when `namespace` is empty.
+    pub fn add(&mut self, namespace: &str, msg: impl Into<String>) {
+        if namespace.is_empty() {
+            self.cluster.push(msg.into());
+        } else {
+            self.namespaces
+                .entry(namespace.to_owned())
+                .or_default()
+                .push(msg.into());
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.velero.is_empty() && self.cluster.is_empty() && self.namespaces.is_empty()
+    }
+
+    /// Total number of messages.
+    pub fn count(&self) -> usize {
+        self.velero.len()
+            + self.cluster.len()
+            + self.namespaces.values().map(Vec::len).sum::<usize>()
+    }
+
+    pub fn merge(&mut self, other: MessageSet) {
+        self.velero.extend(other.velero);
+        self.cluster.extend(other.cluster);
+        for (ns, msgs) in other.namespaces {
+            self.namespaces.entry(ns).or_default().extend(msgs);
+        }
+    }
+}
+
+/// `<name>-results.gz` (and `restore-<name>-results.gz`): `{"errors":…,"warnings":…}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Results {
+    #[serde(default)]
+    pub errors: MessageSet,
+    #[serde(default)]
+    pub warnings: MessageSet,
+}
+
+impl Results {
+    pub fn to_gz_bytes(&self) -> Vec<u8> {
+        encode_json_gz(self)
+    }
+
+    pub fn read_gz<R: Read>(input: R, max_bytes: u64) -> Result<Self, FilesError> {
+        Ok(serde_json::from_slice(&gunzip_limited(input, max_bytes)?)?)
+    }
+}
+
+/// `<name>-logs.gz`: each line followed by a newline, gzip-compressed.
+pub fn encode_logs<I, S>(lines: I) -> Vec<u8>
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<str>,
+{
+    let mut gz = GzEncoder::new(Vec::new(), Compression::default());
+    for line in lines {
+        let line = line.as_ref();
+        // Writes into a Vec cannot fail.
+        gz.write_all(line.as_bytes())
+            .expect("writing to a Vec cannot fail");
+        if !line.ends_with('\n') {
+            gz.write_all(b"\n").expect("writing to a Vec cannot fail");
+        }
+    }
+    gz.finish()
+        .expect("finishing a gzip stream into a Vec cannot fail")
+}
+
+/// Decompresses a gzip stream (all members), refusing more than `max_bytes`.
+pub fn gunzip_limited<R: Read>(input: R, max_bytes: u64) -> Result<Vec<u8>, FilesError> {
+    let mut out = Vec::new();
+    MultiGzDecoder::new(input)
+        .take(max_bytes.saturating_add(1))
+        .read_to_end(&mut out)?;
+    if out.len() as u64 > max_bytes {
+        return Err(FilesError::TooLarge { limit: max_bytes });
+    }
+    Ok(out)
+}
+
+/// gzip(compact Go JSON + "\n"), as Velero's `encodeToJSONGzip`; struct fields keep
+/// their declared (Go) order, e.g. `velero`, `cluster`, `namespaces`.
+fn encode_json_gz<T: Serialize>(value: &T) -> Vec<u8> {
+    let mut gz = GzEncoder::new(Vec::new(), Compression::default());
+    // Only strings, lists and string-keyed maps, written into a Vec: cannot fail.
+    write_compact_typed(&mut gz, value).expect("writing string JSON into a Vec cannot fail");
+    gz.write_all(b"\n").expect("writing to a Vec cannot fail");
+    gz.finish()
+        .expect("finishing a gzip stream into a Vec cannot fail")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::velero::manifest::ManifestItem;
+    use serde_json::json;
+
+    fn gunzip(b: &[u8]) -> String {
+        String::from_utf8(gunzip_limited(b, 1 << 20).expect("gzip")).expect("utf8")
+    }
+
+    #[test]
+    fn backup_json_is_pretty_with_type_first() {
+        let b = json!({"metadata": {"name": "b1", "namespace": "velero"}, "spec": {"ttl": "720h0m0s"}, "status": {"phase": "Completed", "formatVersion": "1.2.0"}});
+        let out = String::from_utf8(encode_backup_json(&b).expect("encodes")).expect("utf8");
+        assert!(
+            out.starts_with(
+                "{\n  \"kind\": \"Backup\",\n  \"apiVersion\": \"velero.io/v1\",\n  \"metadata\": {"
+            ),
+            "{out}"
+        );
+        assert!(!out.ends_with('\n'));
+        let back = decode_backup_json(out.as_bytes()).expect("decodes");
+        assert_eq!(back["status"]["phase"], "Completed");
+        assert!(encode_backup_json(&json!({"kind": "Restore"})).is_err());
+        assert!(decode_backup_json(br#"{"kind":"Restore","apiVersion":"velero.io/v1"}"#).is_err());
+    }
+
+    #[test]
+    fn resource_list_matches_velero_shape() {
+        let mut m = Manifest::new();
+        for (g, v, k, r, ns, n) in [
+            ("", "v1", "Pod", "pods", "ns1", "b"),
+            ("", "v1", "Pod", "pods", "ns1", "a"),
+            ("", "v1", "PersistentVolume", "persistentvolumes", "", "pv1"),
+            ("apps", "v1", "Deployment", "deployments", "ns2", "d"),
+        ] {
+            m.add(ManifestItem {
+                group: g.into(),
+                version: v.into(),
+                kind: k.into(),
+                resource: r.into(),
+                namespace: ns.into(),
+                name: n.into(),
+                uid: String::new(),
+                labels: Default::default(),
+                annotations: Default::default(),
+                owners: vec![],
+            })
+            .expect("unique");
+        }
+        let list = ResourceList::from_manifest(&m);
+        let text = gunzip(&list.to_gz_bytes());
+        assert_eq!(
+            text,
+            "{\"apps/v1/Deployment\":[\"ns2/d\"],\"v1/PersistentVolume\":[\"pv1\"],\"v1/Pod\":[\"ns1/a\",\"ns1/b\"]}\n"
+        );
+        assert_eq!(
+            ResourceList::read_gz(&list.to_gz_bytes()[..], 1 << 20).expect("reads"),
+            list
+        );
+    }
+
+    #[test]
+    fn results_match_velero_shape() {
+        let mut r = Results::default();
+        assert_eq!(
+            gunzip(&r.to_gz_bytes()),
+            "{\"errors\":{},\"warnings\":{}}\n"
+        );
+        r.errors.add_velero("bucket unreachable");
+        r.errors.add("", "pv1 failed");
+        r.warnings.add("ns1", "pod <p> skipped");
+        assert_eq!(
+            gunzip(&r.to_gz_bytes()),
+            "{\"errors\":{\"velero\":[\"bucket unreachable\"],\"cluster\":[\"pv1 failed\"]},\"warnings\":{\"namespaces\":{\"ns1\":[\"pod \\u003cp\\u003e skipped\"]}}}\n"
+        );
+        assert_eq!(r.errors.count(), 2);
+        assert_eq!(
+            Results::read_gz(&r.to_gz_bytes()[..], 1 << 20).expect("reads"),
+            r
+        );
+    }
+
+    #[test]
+    fn logs_are_gzipped_lines() {
+        let gz = encode_logs(["a", "b\n", "c"]);
+        assert_eq!(gunzip(&gz), "a\nb\nc\n");
+        assert!(matches!(
+            gunzip_limited(&gz[..], 3),
+            Err(FilesError::TooLarge { limit: 3 })
+        ));
+    }
+}

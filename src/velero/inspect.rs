@@ -1,0 +1,591 @@
+//! `inspect` and `verify`: what an admin reaches for when a restore surprises them
+//! (`granary archive inspect|verify FILE`). Both stream the tarball once with the safe
+//! reader, so they work on any size and refuse hostile archives; both accept Velero's own
+//! tarballs. A `manifest.json.gz` next to the tarball (as in a downloaded
+//! `backups/<name>/` directory) is read and compared with the one rebuilt from the
+//! tarball.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt;
+use std::fs::File;
+use std::io::{BufReader, Read};
+use std::path::Path;
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use super::archive::{
+    ArchiveEntry, ArchiveError, ArchiveLimits, FORMAT_VERSION, ItemPath, Scope,
+    VERSION_FILE_CONTENTS, VersionDir, read_archive,
+};
+use super::manifest::{Manifest, item_from_object};
+use super::resource::GroupResource;
+
+/// File name of the stored manifest beside a tarball.
+pub const MANIFEST_FILE_NAME: &str = "manifest.json.gz";
+/// Most bytes a stored manifest may decompress to.
+const MAX_MANIFEST_BYTES: u64 = 4 << 30;
+
+/// What a tarball holds.
+#[derive(Debug, Clone, Serialize)]
+pub struct Inspection {
+    /// Contents of `metadata/version` without the newline.
+    pub format_version: Option<String>,
+    pub entries: u64,
+    pub uncompressed_bytes: u64,
+    /// Objects (unversioned item files).
+    pub items: usize,
+    /// Per group resource (`deployments.apps`).
+    pub resources: BTreeMap<String, ResourceSummary>,
+    pub manifest: ManifestSummary,
+}
+
+/// Items of one group resource.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ResourceSummary {
+    pub preferred_version: Option<String>,
+    /// Version directories present (preferred included).
+    pub versions: BTreeSet<String>,
+    pub cluster: usize,
+    /// Items per namespace.
+    pub namespaces: BTreeMap<String, usize>,
+}
+
+/// Where the manifest shown came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ManifestSource {
+    /// `manifest.json.gz` beside the tarball.
+    Stored,
+    /// Rebuilt from the tarball (the backup carries none, e.g. one written by Velero).
+    RebuiltFromTarball,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ManifestSummary {
+    pub source: ManifestSource,
+    /// For a stored manifest: whether it equals the one rebuilt from the tarball.
+    pub matches_tarball: Option<bool>,
+    pub items: usize,
+    pub items_with_owners: usize,
+    /// Owner references to objects not in the backup.
+    pub missing_owner_refs: usize,
+    /// Ownership cycles the dependency order had to break.
+    pub broken_cycles: usize,
+    pub content: Manifest,
+}
+
+/// Inspects the tarball at `path` with default limits.
+pub fn inspect(path: &Path) -> Result<Inspection, ArchiveError> {
+    let stored = read_sibling_manifest(path)?;
+    inspect_reader(
+        BufReader::new(File::open(path)?),
+        stored,
+        &ArchiveLimits::default(),
+    )
+}
+
+/// Inspects a tarball stream; `stored` is its stored manifest, if any.
+pub fn inspect_reader<R: Read>(
+    input: R,
+    stored: Option<Manifest>,
+    limits: &ArchiveLimits,
+) -> Result<Inspection, ArchiveError> {
+    let mut scan = Scan::default();
+    let stats = read_archive(input, limits, |e| scan.entry(e))?;
+    let rebuilt = scan.manifest;
+    let (source, matches_tarball, content) = match stored {
+        Some(m) => {
+            let same = m == rebuilt;
+            (ManifestSource::Stored, Some(same), m)
+        }
+        None => (ManifestSource::RebuiltFromTarball, None, rebuilt),
+    };
+    let order = content.dependency_order();
+    let manifest = ManifestSummary {
+        source,
+        matches_tarball,
+        items: content.len(),
+        items_with_owners: content.iter().filter(|i| !i.meta.owners.is_empty()).count(),
+        missing_owner_refs: content
+            .keys()
+            .map(|k| content.missing_owners(k).len())
+            .sum(),
+        broken_cycles: order.broken_cycles.len(),
+        content: content.clone(),
+    };
+    Ok(Inspection {
+        format_version: scan.version.map(|v| v.trim_end_matches('\n').to_owned()),
+        entries: stats.entries,
+        uncompressed_bytes: stats.uncompressed_bytes,
+        items: scan
+            .resources
+            .values()
+            .map(|r| r.cluster + r.namespaces.values().sum::<usize>())
+            .sum(),
+        resources: scan.resources,
+        manifest,
+    })
+}
+
+/// The outcome of [`verify`]: the archive was read safely; `problems` lists format
+/// violations (empty = valid), `notes` things worth knowing that are not violations.
+#[derive(Debug, Clone, Serialize)]
+pub struct VerifyReport {
+    pub format_version: Option<String>,
+    pub entries: u64,
+    pub items: usize,
+    pub problems: Vec<String>,
+    pub notes: Vec<String>,
+}
+
+impl VerifyReport {
+    pub fn is_ok(&self) -> bool {
+        self.problems.is_empty()
+    }
+}
+
+/// Verifies the tarball at `path`: safety (any refusal is the `Err`) and format (the
+/// report's `problems`).
+pub fn verify(path: &Path) -> Result<VerifyReport, ArchiveError> {
+    let stored = read_sibling_manifest(path)?;
+    verify_reader(
+        BufReader::new(File::open(path)?),
+        stored,
+        &ArchiveLimits::default(),
+    )
+}
+
+/// Verifies a tarball stream; `stored` is its stored manifest, if any.
+pub fn verify_reader<R: Read>(
+    input: R,
+    stored: Option<Manifest>,
+    limits: &ArchiveLimits,
+) -> Result<VerifyReport, ArchiveError> {
+    let mut scan = Scan {
+        verify: true,
+        ..Scan::default()
+    };
+    let stats = read_archive(input, limits, |e| scan.entry(e))?;
+    let mut problems = std::mem::take(&mut scan.problems);
+    let mut notes = std::mem::take(&mut scan.notes);
+    match scan.version.as_deref() {
+        None => problems.push("metadata/version is missing".into()),
+        Some(v) if v.as_bytes() != VERSION_FILE_CONTENTS => problems.push(format!(
+            "metadata/version is {v:?}, expected {FORMAT_VERSION:?} followed by a newline"
+        )),
+        Some(_) => {}
+    }
+    for (key, copies) in &scan.copies {
+        match (copies.unversioned, copies.preferred) {
+            (Some(a), Some(b)) if a != b => problems.push(format!(
+                "{} differs from its preferred-version copy",
+                key.0.unversioned_path()
+            )),
+            (None, Some(_)) => problems.push(format!(
+                "{} has a preferred-version copy but no unversioned file",
+                key.0.unversioned_path()
+            )),
+            (Some(_), None) => notes.push(format!(
+                "{} has no preferred-version copy (archives before Velero 1.4 have none)",
+                key.0.unversioned_path()
+            )),
+            _ => {}
+        }
+    }
+    for (gr, preferred) in &scan.preferred_versions {
+        if preferred.len() > 1 {
+            problems.push(format!(
+                "resources/{gr} has {} preferred-version directories: {preferred:?}",
+                preferred.len()
+            ));
+        }
+    }
+    if scan.resources.is_empty() {
+        notes.push("no items under resources/: a restore would find zero items".into());
+    }
+    if let Some(stored) = stored
+        && stored != scan.manifest
+    {
+        problems.push(format!(
+            "{MANIFEST_FILE_NAME} ({} items) does not match the tarball ({} items)",
+            stored.len(),
+            scan.manifest.len()
+        ));
+    }
+    Ok(VerifyReport {
+        format_version: scan.version.map(|v| v.trim_end_matches('\n').to_owned()),
+        entries: stats.entries,
+        items: scan.manifest.len(),
+        problems,
+        notes,
+    })
+}
+
+fn read_sibling_manifest(tarball: &Path) -> Result<Option<Manifest>, ArchiveError> {
+    let sibling = tarball.with_file_name(MANIFEST_FILE_NAME);
+    match File::open(&sibling) {
+        Ok(f) => Ok(Some(Manifest::read_gz(
+            BufReader::new(f),
+            MAX_MANIFEST_BYTES,
+        )?)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The unversioned identity of an item, shared by its copies.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+struct ObjectPath(ItemPath);
+
+impl ObjectPath {
+    fn of(p: &ItemPath) -> Self {
+        Self(ItemPath {
+            version_dir: VersionDir::Unversioned,
+            ..p.clone()
+        })
+    }
+}
+
+impl ItemPath {
+    fn unversioned_path(&self) -> String {
+        ObjectPath::of(self).0.to_string()
+    }
+}
+
+#[derive(Debug, Default)]
+struct Copies {
+    unversioned: Option<[u8; 32]>,
+    preferred: Option<[u8; 32]>,
+}
+
+/// One pass over the entries, shared by inspect and verify.
+#[derive(Default)]
+struct Scan {
+    verify: bool,
+    first: bool,
+    seen_any: bool,
+    version: Option<String>,
+    manifest: Manifest,
+    resources: BTreeMap<String, ResourceSummary>,
+    copies: BTreeMap<ObjectPath, Copies>,
+    preferred_versions: HashMap<GroupResource, BTreeSet<String>>,
+    problems: Vec<String>,
+    notes: Vec<String>,
+}
+
+impl Scan {
+    fn entry(&mut self, entry: ArchiveEntry<'_>) -> Result<(), ArchiveError> {
+        self.first = !self.seen_any;
+        match entry {
+            ArchiveEntry::Version { contents } => {
+                self.seen_any = true;
+                if self.verify && !self.first {
+                    self.problems
+                        .push("metadata/version is not the first entry".into());
+                }
+                self.version = Some(String::from_utf8_lossy(contents).into_owned());
+            }
+            ArchiveEntry::Item(item) => {
+                self.seen_any = true;
+                let p = item.path;
+                let summary = self
+                    .resources
+                    .entry(p.group_resource.to_string())
+                    .or_default();
+                let described = item_from_object(&p.group_resource, item.object);
+                match &p.version_dir {
+                    VersionDir::Unversioned => {
+                        match &p.scope {
+                            Scope::Cluster => summary.cluster += 1,
+                            Scope::Namespaced(ns) => {
+                                *summary.namespaces.entry(ns.clone()).or_default() += 1
+                            }
+                        }
+                        match described {
+                            Ok(d) if d.namespace == p.scope.namespace() && d.name == p.name => {
+                                self.manifest.add(d)?;
+                            }
+                            Ok(d) => self.problems.push(format!(
+                                "{}: object is {:?}/{:?}, not what its path says",
+                                item.entry_path, d.namespace, d.name
+                            )),
+                            Err(e) => self.problems.push(format!("{}: {e}", item.entry_path)),
+                        }
+                    }
+                    VersionDir::Preferred(v) | VersionDir::Version(v) => {
+                        summary.versions.insert(v.clone());
+                        if let VersionDir::Preferred(_) = p.version_dir {
+                            summary.preferred_version = Some(v.clone());
+                            self.preferred_versions
+                                .entry(p.group_resource.clone())
+                                .or_default()
+                                .insert(v.clone());
+                        }
+                        if self.verify
+                            && let Ok(d) = &described
+                            && &d.version != v
+                        {
+                            self.problems.push(format!(
+                                "{}: object has version {:?}, its directory says {v:?}",
+                                item.entry_path, d.version
+                            ));
+                        }
+                    }
+                }
+                if self.verify {
+                    let digest: [u8; 32] = Sha256::digest(item.bytes).into();
+                    let copies = self.copies.entry(ObjectPath::of(p)).or_default();
+                    match p.version_dir {
+                        VersionDir::Unversioned => copies.unversioned = Some(digest),
+                        VersionDir::Preferred(_) => copies.preferred = Some(digest),
+                        VersionDir::Version(_) => {}
+                    }
+                }
+            }
+            ArchiveEntry::Directory { path } => {
+                if self.verify {
+                    self.notes
+                        .push(format!("directory entry {path:?} (Velero writes none)"));
+                }
+            }
+            ArchiveEntry::Other { path, .. } => {
+                self.seen_any = true;
+                if self.verify {
+                    self.notes
+                        .push(format!("{path:?} is not an item file; restores ignore it"));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for Inspection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "Format version: {}",
+            self.format_version.as_deref().unwrap_or("<missing>")
+        )?;
+        writeln!(
+            f,
+            "Entries: {} ({} bytes uncompressed), objects: {}",
+            self.entries, self.uncompressed_bytes, self.items
+        )?;
+        writeln!(f, "Resources:")?;
+        for (gr, r) in &self.resources {
+            let total = r.cluster + r.namespaces.values().sum::<usize>();
+            write!(f, "  {gr}: {total}")?;
+            if let Some(v) = &r.preferred_version {
+                write!(f, " (preferred version {v})")?;
+            }
+            let others: Vec<&String> = r
+                .versions
+                .iter()
+                .filter(|v| Some(*v) != r.preferred_version.as_ref())
+                .collect();
+            if !others.is_empty() {
+                write!(f, " (other versions {others:?})")?;
+            }
+            writeln!(f)?;
+            if r.cluster > 0 {
+                writeln!(f, "    <cluster>: {}", r.cluster)?;
+            }
+            for (ns, n) in &r.namespaces {
+                writeln!(f, "    {ns}: {n}")?;
+            }
+        }
+        let m = &self.manifest;
+        let source = match (m.source, m.matches_tarball) {
+            (ManifestSource::Stored, Some(true)) => "stored, matches the tarball",
+            (ManifestSource::Stored, _) => "stored, DOES NOT match the tarball",
+            (ManifestSource::RebuiltFromTarball, _) => "rebuilt from the tarball",
+        };
+        writeln!(f, "Manifest ({source}): {} items", m.items)?;
+        writeln!(f, "  with owners: {}", m.items_with_owners)?;
+        writeln!(
+            f,
+            "  owner references outside the backup: {}",
+            m.missing_owner_refs
+        )?;
+        write!(f, "  ownership cycles: {}", m.broken_cycles)
+    }
+}
+
+impl fmt::Display for VerifyReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let verdict = if self.is_ok() { "valid" } else { "INVALID" };
+        write!(
+            f,
+            "Archive is {verdict}: format version {}, {} entries, {} objects",
+            self.format_version.as_deref().unwrap_or("<missing>"),
+            self.entries,
+            self.items
+        )?;
+        for p in &self.problems {
+            write!(f, "\n  problem: {p}")?;
+        }
+        for n in &self.notes {
+            write!(f, "\n  note: {n}")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use chrono::{TimeZone, Utc};
+    use flate2::Compression;
+    use flate2::write::GzEncoder;
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::velero::archive::ArchiveWriter;
+
+    fn pod(ns: &str, name: &str, uid: &str, owner: Option<&str>) -> Value {
+        let mut o = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns, "uid": uid}});
+        if let Some(owner) = owner {
+            o["metadata"]["ownerReferences"] = json!([{"uid": owner}]);
+        }
+        o
+    }
+
+    fn backup() -> (Vec<u8>, Manifest) {
+        let mut w =
+            ArchiveWriter::new(Vec::new(), Utc.timestamp_opt(0, 0).unwrap()).expect("starts");
+        let pods = GroupResource::new("", "pods");
+        w.add_item(&pods, "v1", &pod("a", "p1", "u1", None))
+            .expect("adds");
+        w.add_item(&pods, "v1", &pod("a", "p2", "u2", Some("u1")))
+            .expect("adds");
+        w.add_item(&pods, "v1", &pod("b", "p3", "u3", Some("u-elsewhere")))
+            .expect("adds");
+        let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a", "uid": "u-ns"}});
+        w.add_item(&GroupResource::new("", "namespaces"), "v1", &ns)
+            .expect("adds");
+        w.finish().expect("finishes")
+    }
+
+    #[test]
+    fn inspect_counts_per_resource_and_namespace() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("b1.tar.gz");
+        let (gz, manifest) = backup();
+        std::fs::write(&path, &gz).expect("write");
+
+        let i = inspect(&path).expect("inspects");
+        assert_eq!(i.format_version.as_deref(), Some("1.1.0"));
+        assert_eq!(i.items, 4);
+        assert_eq!(i.entries, 9);
+        let pods = &i.resources["pods"];
+        assert_eq!(pods.preferred_version.as_deref(), Some("v1"));
+        assert_eq!(
+            pods.namespaces,
+            BTreeMap::from([("a".into(), 2), ("b".into(), 1)])
+        );
+        assert_eq!(i.resources["namespaces"].cluster, 1);
+        assert_eq!(i.manifest.source, ManifestSource::RebuiltFromTarball);
+        assert_eq!(i.manifest.items_with_owners, 2);
+        assert_eq!(i.manifest.missing_owner_refs, 1);
+        assert_eq!(i.manifest.content, manifest);
+        let text = i.to_string();
+        assert!(text.contains("pods: 3 (preferred version v1)"), "{text}");
+        assert!(
+            text.contains("Manifest (rebuilt from the tarball): 4 items"),
+            "{text}"
+        );
+        let json = serde_json::to_value(&i).expect("json");
+        assert_eq!(json["manifest"]["content"]["version"], 1);
+
+        // With the stored manifest beside it.
+        std::fs::write(dir.path().join(MANIFEST_FILE_NAME), manifest.to_gz_bytes()).expect("write");
+        let i = inspect(&path).expect("inspects");
+        assert_eq!(
+            (i.manifest.source, i.manifest.matches_tarball),
+            (ManifestSource::Stored, Some(true))
+        );
+        assert!(verify(&path).expect("verifies").is_ok());
+    }
+
+    #[test]
+    fn verify_accepts_ours_and_reports_format_problems() {
+        let (gz, manifest) = backup();
+        let report =
+            verify_reader(&gz[..], Some(manifest), &ArchiveLimits::default()).expect("reads");
+        assert!(report.is_ok(), "{report}");
+        assert!(
+            report
+                .to_string()
+                .starts_with("Archive is valid: format version 1.1.0, 9 entries, 4 objects")
+        );
+
+        // A stale manifest, a missing version file, a preferred copy that differs.
+        let stale = Manifest::new();
+        let report = verify_reader(&gz[..], Some(stale), &ArchiveLimits::default()).expect("reads");
+        assert!(!report.is_ok());
+
+        let mut b = tar::Builder::new(GzEncoder::new(Vec::new(), Compression::default()));
+        for (path, data) in [
+            (
+                "resources/pods/namespaces/a/p.json",
+                r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"a"}}"#,
+            ),
+            (
+                "resources/pods/v1-preferredversion/namespaces/a/p.json",
+                r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"a","x":1}}"#,
+            ),
+            (
+                "resources/pods/namespaces/a/q.json",
+                r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"other","namespace":"a"}}"#,
+            ),
+            ("metadata/version", "1.0.0\n"),
+            ("notes.txt", "hello"),
+        ] {
+            let mut h = tar::Header::new_ustar();
+            h.set_size(data.len() as u64);
+            h.set_mode(0o644);
+            b.append_data(&mut h, path, data.as_bytes())
+                .expect("append");
+        }
+        let bad = b.into_inner().expect("tar").finish().expect("gz");
+        let report = verify_reader(&bad[..], None, &ArchiveLimits::default()).expect("reads");
+        let text = report.to_string();
+        assert!(text.starts_with("Archive is INVALID"), "{text}");
+        assert!(
+            text.contains("metadata/version is not the first entry"),
+            "{text}"
+        );
+        assert!(text.contains("metadata/version is \"1.0.0\\n\""), "{text}");
+        assert!(
+            text.contains("differs from its preferred-version copy"),
+            "{text}"
+        );
+        assert!(text.contains("not what its path says"), "{text}");
+        assert!(
+            text.contains("note: \"notes.txt\" is not an item file"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn verify_refuses_hostile_archives_with_the_reason() {
+        let mut gz = GzEncoder::new(Vec::new(), Compression::default());
+        let mut h = tar::Header::new_gnu();
+        h.as_old_mut().name[..9].copy_from_slice(b"../escape");
+        h.set_size(1);
+        h.set_mode(0o755);
+        h.set_cksum();
+        gz.write_all(h.as_bytes()).expect("header");
+        gz.write_all(&[b'x'; 512]).expect("data");
+        gz.write_all(&[0; 1024]).expect("end");
+        let bytes = gz.finish().expect("gz");
+        let err = verify_reader(&bytes[..], None, &ArchiveLimits::default()).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "entry \"../escape\" escapes the archive root"
+        );
+    }
+}
