@@ -35,6 +35,36 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         write: Option<PathBuf>,
     },
+    /// Look into a Velero backup tarball (Velero's own or Granary's).
+    Archive {
+        #[command(subcommand)]
+        command: ArchiveCommand,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum ArchiveCommand {
+    /// Items per resource and namespace, versions, the manifest and the format version.
+    /// A `manifest.json.gz` next to FILE is read and compared too.
+    Inspect {
+        /// The backup tarball (`<name>.tar.gz`).
+        file: PathBuf,
+        /// Output format.
+        #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Text)]
+        output: OutputFormat,
+    },
+    /// Check format and safety (path escapes, links, sizes, compression bombs); exits
+    /// non-zero with the reason when the archive is refused or invalid.
+    Verify {
+        /// The backup tarball (`<name>.tar.gz`).
+        file: PathBuf,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum OutputFormat {
+    Text,
+    Json,
 }
 
 fn main() -> ExitCode {
@@ -61,6 +91,32 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             side,
             write: Some(dir),
         } => write_crds(side, &dir),
+        Command::Archive { command } => archive(command),
+    }
+}
+
+fn archive(command: ArchiveCommand) -> anyhow::Result<()> {
+    use granary::velero::inspect;
+    match command {
+        ArchiveCommand::Inspect { file, output } => {
+            let found = inspect::inspect(&file).with_context(|| format!("{}", file.display()))?;
+            match output {
+                OutputFormat::Text => print!("{found}"),
+                OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&found)?),
+            }
+            Ok(())
+        }
+        ArchiveCommand::Verify { file } => {
+            let report =
+                inspect::verify(&file).with_context(|| format!("{} refused", file.display()))?;
+            print!("{report}");
+            anyhow::ensure!(
+                report.is_ok(),
+                "{} is not a valid backup archive",
+                file.display()
+            );
+            Ok(())
+        }
     }
 }
 
