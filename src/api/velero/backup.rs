@@ -442,14 +442,13 @@ impl BackupSpec {
             .uploader_config
             .as_ref()
             .and_then(|u| u.parallel_files_upload)
+            && n < 0
         {
-            if n < 0 {
-                push(
-                    &mut errs,
-                    p("uploaderConfig.parallelFilesUpload"),
-                    "must not be negative",
-                );
-            }
+            push(
+                &mut errs,
+                p("uploaderConfig.parallelFilesUpload"),
+                "must not be negative",
+            );
         }
         let hooks = self.hooks.as_ref().and_then(|h| h.resources.as_ref());
         for (i, hook) in hooks.into_iter().flatten().enumerate() {

@@ -19,7 +19,7 @@ mod schedule;
 mod storage_location;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, JSONSchemaProps, JSONSchemaPropsOrArray, JSONSchemaPropsOrBool,

@@ -10,6 +10,8 @@ use super::FieldErrors;
 use super::checks::push;
 
 /// Which backup to delete (`velero.io/v1` DeleteBackupRequest `spec`).
+// Several `printcolumn(type_ = ...)` entries read as duplicated attributes to clippy.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "velero.io",

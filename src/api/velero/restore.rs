@@ -401,14 +401,13 @@ impl RestoreSpec {
             .uploader_config
             .as_ref()
             .and_then(|u| u.parallel_files_download)
+            && n < 0
         {
-            if n < 0 {
-                push(
-                    &mut errs,
-                    p("uploaderConfig.parallelFilesDownload"),
-                    "must not be negative",
-                );
-            }
+            push(
+                &mut errs,
+                p("uploaderConfig.parallelFilesDownload"),
+                "must not be negative",
+            );
         }
         let hooks = self.hooks.as_ref().and_then(|h| h.resources.as_ref());
         for (i, hook) in hooks.into_iter().flatten().enumerate() {

@@ -10,6 +10,8 @@ use super::cron::check_cron;
 use super::{BackupSpec, FieldErrors, ServerDefaults};
 
 /// When to back up and what (`velero.io/v1` Schedule `spec`).
+// Several `printcolumn(type_ = ...)` entries read as duplicated attributes to clippy.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "velero.io",

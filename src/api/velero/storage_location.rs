@@ -18,6 +18,8 @@ use super::checks::{self, push};
 pub const MRAP_BUCKET_PREFIX: &str = "arn:aws:s3:";
 
 /// Where and how to reach a backup store (`velero.io/v1` BackupStorageLocation `spec`).
+// Several `printcolumn(type_ = ...)` entries read as duplicated attributes to clippy.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "velero.io",
