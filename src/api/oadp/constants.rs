@@ -1,0 +1,97 @@
+//! Names the OADP non-admin controller (NAC) puts on objects: labels, annotations,
+//! finalizers, condition types, reasons and messages, the always-excluded resources,
+//! and its periods (shared/reference/velero.md §7).
+
+/// Label on every Velero object NAC creates; its value is [`OADP_LABEL_VALUE`].
+pub const OADP_LABEL: &str = "openshift.io/oadp";
+pub const OADP_LABEL_VALUE: &str = "True";
+/// `app.kubernetes.io/managed-by` with value [`MANAGED_BY_LABEL_VALUE`].
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+pub const MANAGED_BY_LABEL_VALUE: &str = "oadp-nac-controller";
+
+/// Origin labels: the NACUUID of the non-admin object a Velero object was made for.
+pub const NAB_ORIGIN_NACUUID_LABEL: &str = "openshift.io/oadp-nab-origin-nacuuid";
+pub const NAR_ORIGIN_NACUUID_LABEL: &str = "openshift.io/oadp-nar-origin-nacuuid";
+pub const NABSL_ORIGIN_NACUUID_LABEL: &str = "openshift.io/oadp-nabsl-origin-nacuuid";
+pub const NADR_ORIGIN_NACUUID_LABEL: &str = "openshift.io/oadp-nadr-origin-nacuuid";
+/// On a NonAdminBackup recreated by the sync controller: the NACUUID it was synced from.
+pub const NAB_SYNCED_FROM_NACUUID_LABEL: &str = "openshift.io/oadp-nab-synced-from-nacuuid";
+
+/// Origin annotations: name and namespace of the non-admin object.
+pub const NAB_ORIGIN_NAME_ANNOTATION: &str = "openshift.io/oadp-nab-origin-name";
+pub const NAB_ORIGIN_NAMESPACE_ANNOTATION: &str = "openshift.io/oadp-nab-origin-namespace";
+pub const NAR_ORIGIN_NAME_ANNOTATION: &str = "openshift.io/oadp-nar-origin-name";
+pub const NAR_ORIGIN_NAMESPACE_ANNOTATION: &str = "openshift.io/oadp-nar-origin-namespace";
+pub const NABSL_ORIGIN_NAME_ANNOTATION: &str = "openshift.io/oadp-nabsl-origin-name";
+pub const NABSL_ORIGIN_NAMESPACE_ANNOTATION: &str = "openshift.io/oadp-nabsl-origin-namespace";
+pub const NADR_ORIGIN_NAME_ANNOTATION: &str = "openshift.io/oadp-nadr-origin-name";
+pub const NADR_ORIGIN_NAMESPACE_ANNOTATION: &str = "openshift.io/oadp-nadr-origin-namespace";
+
+/// Finalizers NAC keeps on its objects until the Velero side is cleaned up.
+pub const NAB_FINALIZER: &str = "nonadminbackup.oadp.openshift.io/finalizer";
+pub const NAR_FINALIZER: &str = "nonadminrestore.oadp.openshift.io/finalizer";
+pub const NABSL_FINALIZER: &str = "nonadminbackupstoragelocation.oadp.openshift.io/finalizer";
+
+/// Environment variable naming the OADP (Velero) namespace.
+pub const WATCH_NAMESPACE_ENV: &str = "WATCH_NAMESPACE";
+/// Longest generated Velero object name (a DNS-1123 label; also used as a label value).
+pub const MAXIMUM_NAC_OBJECT_NAME_LENGTH: usize = 63;
+/// Longest label or annotation value NAC accepts as valid.
+pub const MAXIMUM_LABEL_ANNOTATION_VALUE_LENGTH: usize = 252;
+
+/// Condition types.
+pub const CONDITION_ACCEPTED: &str = "Accepted";
+pub const CONDITION_QUEUED: &str = "Queued";
+pub const CONDITION_DELETING: &str = "Deleting";
+pub const CONDITION_SECRET_SYNCED: &str = "SecretSynced";
+pub const CONDITION_BACKUP_STORAGE_LOCATION_SYNCED: &str = "BackupStorageLocationSynced";
+pub const CONDITION_CLUSTER_ADMIN_APPROVED: &str = "ClusterAdminApproved";
+pub const CONDITION_SPEC_UPDATE_APPROVED: &str = "SpecUpdateApproved";
+
+/// Condition reasons.
+pub const REASON_INVALID_BACKUP_SPEC: &str = "InvalidBackupSpec";
+pub const REASON_BACKUP_ACCEPTED: &str = "BackupAccepted";
+pub const REASON_BACKUP_SCHEDULED: &str = "BackupScheduled";
+pub const REASON_DELETION_PENDING: &str = "DeletionPending";
+pub const REASON_VELERO_BACKUP_NOT_FOUND: &str = "VeleroBackupNotFound";
+pub const REASON_INVALID_RESTORE_SPEC: &str = "InvalidRestoreSpec";
+pub const REASON_RESTORE_ACCEPTED: &str = "RestoreAccepted";
+pub const REASON_RESTORE_SCHEDULED: &str = "RestoreScheduled";
+
+/// Condition messages NAC writes verbatim.
+pub const MESSAGE_BACKUP_ACCEPTED: &str = "backup accepted";
+pub const MESSAGE_BACKUP_SCHEDULED: &str = "Created Velero Backup object";
+pub const MESSAGE_BACKUP_DELETION_ACCEPTED: &str = "backup accepted for deletion";
+pub const MESSAGE_PERMANENT_DELETION_REQUIRED: &str =
+    "permanent backup deletion requires setting spec.deleteBackup to true";
+
+/// Namespaced resources NAC always excludes from a non-admin backup.
+pub const EXCLUDED_NAMESPACED_RESOURCES: [&str; 3] = [
+    "nonadminbackups",
+    "nonadminrestores",
+    "nonadminbackupstoragelocations",
+];
+/// Cluster-scoped resources NAC always excludes from a non-admin backup.
+pub const EXCLUDED_CLUSTER_RESOURCES: [&str; 7] = [
+    "securitycontextconstraints",
+    "clusterroles",
+    "clusterrolebindings",
+    "priorityclasses",
+    "customresourcedefinitions",
+    "virtualmachineclusterinstancetypes",
+    "virtualmachineclusterpreferences",
+];
+/// Added to `excludedResources` of every Velero Restore NAC creates.
+pub const EXCLUDED_RESTORE_RESOURCE: &str = "volumesnapshotclasses";
+
+/// DPA `nonAdmin.backupSyncPeriod` default (2m); 0 or less disables the NAB sync.
+pub const DEFAULT_BACKUP_SYNC_PERIOD_SECS: i64 = 120;
+/// DPA `nonAdmin.garbageCollectionPeriod` default (24h).
+pub const DEFAULT_GARBAGE_COLLECTION_PERIOD_SECS: i64 = 24 * 3600;
+/// Velero's `--backup-sync-period` default (1m), used when a NABSL sets none.
+pub const VELERO_DEFAULT_BACKUP_SYNC_PERIOD_SECS: i64 = 60;
+
+/// NAC's `CheckLabelAnnotationValueIsValid`: length between 1 and 252.
+pub fn is_valid_label_or_annotation_value(value: &str) -> bool {
+    (1..=MAXIMUM_LABEL_ANNOTATION_VALUE_LENGTH).contains(&value.len())
+}

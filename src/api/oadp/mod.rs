@@ -1,0 +1,52 @@
+//! `oadp.openshift.io/v1alpha1`: the OADP non-admin kinds NonAdminBackup (`nab`),
+//! NonAdminRestore (`nar`) and NonAdminBackupStorageLocation (`nabsl`), which embed the
+//! Velero specs of [`crate::api::velero`], with the names NAC puts on objects, its
+//! NACUUID naming rule and its validation (seed 002, shared/reference/velero.md §7).
+//! Nothing here does I/O.
+
+mod backup;
+mod constants;
+mod naming;
+mod restore;
+mod storage_location;
+mod validation;
+
+#[cfg(test)]
+mod tests;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::CustomResourceExt;
+
+pub use backup::{
+    DataMoverDataUploads, FileSystemPodVolumeBackups, NonAdminBackup, NonAdminBackupSpec,
+    NonAdminBackupStatus, NonAdminPhase, QueueInfo, VeleroBackup, VeleroDeleteBackupRequest,
+};
+pub use constants::*;
+pub use naming::nac_object_name;
+pub use restore::{
+    DataMoverDataDownloads, FileSystemPodVolumeRestores, NonAdminRestore, NonAdminRestoreSpec,
+    NonAdminRestoreStatus, VeleroRestore,
+};
+pub use storage_location::{
+    NonAdminBackupStorageLocation, NonAdminBackupStorageLocationSpec,
+    NonAdminBackupStorageLocationStatus, VeleroBackupStorageLocation, prefix_for_object_storage,
+};
+pub use validation::{
+    enforced_spec_errors, fill_from_enforced, validate_non_admin_backup_spec,
+    validate_non_admin_bsl_spec, validate_non_admin_restore_spec,
+};
+
+/// API group of every kind here.
+pub const GROUP: &str = "oadp.openshift.io";
+/// API version of every kind here.
+pub const VERSION: &str = "v1alpha1";
+
+/// The CRDs of every `oadp.openshift.io/v1alpha1` kind here.
+pub fn crds() -> Vec<CustomResourceDefinition> {
+    use crate::api::velero::tidy_crd;
+    vec![
+        tidy_crd(NonAdminBackup::crd()),
+        tidy_crd(NonAdminRestore::crd()),
+        tidy_crd(NonAdminBackupStorageLocation::crd()),
+    ]
+}

@@ -1,0 +1,508 @@
+//! `velero.io/v1` Backup: its spec (also the template of a Schedule and the
+//! `backupSpec` of an OADP NonAdminBackup), status, phases, defaults and validation.
+//!
+//! Every field is optional on the wire as in Velero; fields are `Option` so an object
+//! read and written back keeps exactly the fields it had (an explicit `hooks: {}` or
+//! `snapshotMoveData: false` survives).
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::core::v1::TypedLocalObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::checks::{self, push};
+use super::{Duration, FieldErrors, ServerDefaults};
+
+/// Extra metadata for the objects a Backup creates (`spec.metadata`).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct Metadata {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub labels: Option<BTreeMap<String, String>>,
+}
+
+/// What to back up and how (`velero.io/v1` Backup `spec`).
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "velero.io",
+    version = "v1",
+    kind = "Backup",
+    namespaced,
+    status = "BackupStatus",
+    derive = "PartialEq",
+    derive = "Default",
+    doc = "Backup is a Velero resource that represents the capture of Kubernetes cluster state at a point in time (API objects and associated volume state)."
+)]
+#[serde(rename_all = "camelCase")]
+pub struct BackupSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Metadata>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub included_namespaces: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub excluded_namespaces: Option<Vec<String>>,
+    /// Old-style resource filter; cannot be combined with the `*ScopedResources` ones.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub included_resources: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub excluded_resources: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub included_cluster_scoped_resources: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub excluded_cluster_scoped_resources: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub included_namespace_scoped_resources: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub excluded_namespace_scoped_resources: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label_selector: Option<LabelSelector>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub or_label_selectors: Option<Vec<LabelSelector>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_volumes: Option<bool>,
+    /// How long the backup is kept (Go duration; Velero default 720h).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl: Option<Duration>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume_group_snapshot_label_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub include_cluster_resources: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hooks: Option<BackupHooks>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_location: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume_snapshot_locations: Option<Vec<String>>,
+    /// Deprecated; read as `defaultVolumesToFsBackup`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_volumes_to_restic: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_volumes_to_fs_backup: Option<bool>,
+    /// Per resource, a comma-separated `ns/name` order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ordered_resources: Option<BTreeMap<String, String>>,
+    /// Velero default 10m.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub csi_snapshot_timeout: Option<Duration>,
+    /// Velero default 4h.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item_operation_timeout: Option<Duration>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_policy: Option<TypedLocalObjectReference>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_move_data: Option<bool>,
+    #[serde(default, rename = "datamover", skip_serializing_if = "Option::is_none")]
+    pub data_mover: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uploader_config: Option<UploaderConfigForBackup>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup_type: Option<BackupType>,
+}
+
+/// `spec.uploaderConfig` of a Backup.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UploaderConfigForBackup {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parallel_files_upload: Option<i64>,
+}
+
+/// How volume data is backed up.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum BackupType {
+    Full,
+    Incremental,
+}
+
+/// `spec.hooks` of a Backup.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct BackupHooks {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<Vec<BackupResourceHookSpec>>,
+}
+
+/// Hooks for the items matching the filters.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BackupResourceHookSpec {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub included_namespaces: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub excluded_namespaces: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub included_resources: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub excluded_resources: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label_selector: Option<LabelSelector>,
+    /// Run before the item is stored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pre: Option<Vec<BackupResourceHook>>,
+    /// Run after the item and its additional items are stored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub post: Option<Vec<BackupResourceHook>>,
+}
+
+/// One backup hook.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct BackupResourceHook {
+    pub exec: ExecHook,
+}
+
+/// A command run in a container of the pod through the exec API.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ExecHook {
+    /// Defaults to the pod's first container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<String>,
+    pub command: Vec<String>,
+    /// Defaults to `Fail` for backup hooks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_error: Option<HookErrorMode>,
+    /// Defaults to 30s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<Duration>,
+}
+
+/// Velero's default for an exec backup hook's `onError`.
+pub const DEFAULT_BACKUP_HOOK_ON_ERROR: HookErrorMode = HookErrorMode::Fail;
+/// Velero's default timeout of an exec hook (backup `timeout`, restore `execTimeout`), in seconds.
+pub const DEFAULT_EXEC_HOOK_TIMEOUT_SECS: i64 = 30;
+
+/// What a failing hook does to the backup or restore.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum HookErrorMode {
+    /// Keep going; the backup/restore ends `PartiallyFailed`.
+    Continue,
+    /// Stop running further hooks; the backup/restore ends `PartiallyFailed`.
+    Fail,
+}
+
+/// Lifecycle phase of a Backup.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+pub enum BackupPhase {
+    New,
+    Queued,
+    ReadyToStart,
+    FailedValidation,
+    InProgress,
+    WaitingForPluginOperations,
+    WaitingForPluginOperationsPartiallyFailed,
+    Finalizing,
+    FinalizingPartiallyFailed,
+    Completed,
+    PartiallyFailed,
+    Failed,
+    Deleting,
+}
+
+impl BackupPhase {
+    /// The exact string Velero uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::New => "New",
+            Self::Queued => "Queued",
+            Self::ReadyToStart => "ReadyToStart",
+            Self::FailedValidation => "FailedValidation",
+            Self::InProgress => "InProgress",
+            Self::WaitingForPluginOperations => "WaitingForPluginOperations",
+            Self::WaitingForPluginOperationsPartiallyFailed => {
+                "WaitingForPluginOperationsPartiallyFailed"
+            }
+            Self::Finalizing => "Finalizing",
+            Self::FinalizingPartiallyFailed => "FinalizingPartiallyFailed",
+            Self::Completed => "Completed",
+            Self::PartiallyFailed => "PartiallyFailed",
+            Self::Failed => "Failed",
+            Self::Deleting => "Deleting",
+        }
+    }
+
+    /// Phases after which Velero does no more work on the backup (deletion aside).
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            Self::FailedValidation | Self::Completed | Self::PartiallyFailed | Self::Failed
+        )
+    }
+}
+
+impl std::fmt::Display for BackupPhase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Observed state of a Backup.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BackupStatus {
+    /// Deprecated major format version (1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<i64>,
+    /// Archive format version ("1.1.0").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format_version: Option<String>,
+    /// Start + ttl; when the backup may be garbage-collected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expiration: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<BackupPhase>,
+    /// Position in the backup queue; only meaningful while `Queued`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_position: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub validation_errors: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_timestamp: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_timestamp: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume_snapshots_attempted: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume_snapshots_completed: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_reason: Option<String>,
+    /// Count of warnings (the messages are in object storage).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warnings: Option<i64>,
+    /// Count of errors (the messages are in object storage).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub errors: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<BackupProgress>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub csi_volume_snapshots_attempted: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub csi_volume_snapshots_completed: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup_item_operations_attempted: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup_item_operations_completed: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup_item_operations_failed: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hook_status: Option<HookStatus>,
+}
+
+/// Best-effort progress of a running backup.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BackupProgress {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_items: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub items_backed_up: Option<i64>,
+}
+
+/// Hook counters of a backup or restore.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HookStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hooks_attempted: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hooks_failed: Option<i64>,
+}
+
+fn unset_or_zero(d: &Option<Duration>) -> bool {
+    d.as_ref().is_none_or(Duration::is_zero)
+}
+
+impl BackupSpec {
+    /// Fills what Velero fills when it prepares a backup: `ttl`, `csiSnapshotTimeout` and
+    /// `itemOperationTimeout` when unset or zero (Velero treats `"0s"` as unset).
+    pub fn apply_defaults(&mut self, defaults: &ServerDefaults) {
+        if unset_or_zero(&self.ttl) {
+            self.ttl = Some(defaults.backup_ttl.clone());
+        }
+        if unset_or_zero(&self.csi_snapshot_timeout) {
+            self.csi_snapshot_timeout = Some(defaults.csi_snapshot_timeout.clone());
+        }
+        if unset_or_zero(&self.item_operation_timeout) {
+            self.item_operation_timeout = Some(defaults.item_operation_timeout.clone());
+        }
+    }
+
+    /// A copy with [`BackupSpec::apply_defaults`] applied using Velero's server defaults.
+    pub fn defaulted(&self) -> Self {
+        let mut spec = self.clone();
+        spec.apply_defaults(&ServerDefaults::default());
+        spec
+    }
+
+    /// True when one of the old-style filters (`includedResources`, `excludedResources`,
+    /// `includeClusterResources`) is set.
+    pub fn uses_old_resource_filters(&self) -> bool {
+        non_empty(&self.included_resources)
+            || non_empty(&self.excluded_resources)
+            || self.include_cluster_resources.is_some()
+    }
+
+    /// The new-style filters that are set, with their JSON names.
+    pub fn new_resource_filters_set(&self) -> Vec<&'static str> {
+        [
+            (
+                "includedClusterScopedResources",
+                &self.included_cluster_scoped_resources,
+            ),
+            (
+                "excludedClusterScopedResources",
+                &self.excluded_cluster_scoped_resources,
+            ),
+            (
+                "includedNamespaceScopedResources",
+                &self.included_namespace_scoped_resources,
+            ),
+            (
+                "excludedNamespaceScopedResources",
+                &self.excluded_namespace_scoped_resources,
+            ),
+        ]
+        .into_iter()
+        .filter(|(_, v)| non_empty(v))
+        .map(|(name, _)| name)
+        .collect()
+    }
+
+    /// Every problem with this spec; paths start with `prefix` (`spec`, `spec.template`,
+    /// `spec.backupSpec`).
+    pub fn validate_at(&self, prefix: &str) -> FieldErrors {
+        let mut errs = FieldErrors::new();
+        let p = |field: &str| format!("{prefix}.{field}");
+        checks::includes_excludes(
+            &mut errs,
+            &p("includedNamespaces"),
+            self.included_namespaces.as_ref(),
+            &p("excludedNamespaces"),
+            self.excluded_namespaces.as_ref(),
+        );
+        checks::includes_excludes(
+            &mut errs,
+            &p("includedResources"),
+            self.included_resources.as_ref(),
+            &p("excludedResources"),
+            self.excluded_resources.as_ref(),
+        );
+        checks::includes_excludes(
+            &mut errs,
+            &p("includedClusterScopedResources"),
+            self.included_cluster_scoped_resources.as_ref(),
+            &p("excludedClusterScopedResources"),
+            self.excluded_cluster_scoped_resources.as_ref(),
+        );
+        checks::includes_excludes(
+            &mut errs,
+            &p("includedNamespaceScopedResources"),
+            self.included_namespace_scoped_resources.as_ref(),
+            &p("excludedNamespaceScopedResources"),
+            self.excluded_namespace_scoped_resources.as_ref(),
+        );
+        if self.uses_old_resource_filters() {
+            for field in self.new_resource_filters_set() {
+                push(
+                    &mut errs,
+                    p(field),
+                    format!(
+                        "new-style resource filters may not be mixed with the old-style ones \
+                         ({prefix}.includedResources, {prefix}.excludedResources, \
+                         {prefix}.includeClusterResources)"
+                    ),
+                );
+            }
+        }
+        checks::selectors(
+            &mut errs,
+            prefix,
+            self.label_selector.as_ref(),
+            self.or_label_selectors.as_ref(),
+        );
+        checks::duration(&mut errs, &p("ttl"), self.ttl.as_ref());
+        checks::duration(
+            &mut errs,
+            &p("csiSnapshotTimeout"),
+            self.csi_snapshot_timeout.as_ref(),
+        );
+        checks::duration(
+            &mut errs,
+            &p("itemOperationTimeout"),
+            self.item_operation_timeout.as_ref(),
+        );
+        checks::configmap_ref(
+            &mut errs,
+            &p("resourcePolicy"),
+            self.resource_policy.as_ref(),
+        );
+        if let Some(n) = self
+            .uploader_config
+            .as_ref()
+            .and_then(|u| u.parallel_files_upload)
+            && n < 0
+        {
+            push(
+                &mut errs,
+                p("uploaderConfig.parallelFilesUpload"),
+                "must not be negative",
+            );
+        }
+        let hooks = self.hooks.as_ref().and_then(|h| h.resources.as_ref());
+        for (i, hook) in hooks.into_iter().flatten().enumerate() {
+            hook.validate_at(&format!("{prefix}.hooks.resources[{i}]"), &mut errs);
+        }
+        errs
+    }
+}
+
+impl BackupResourceHookSpec {
+    fn validate_at(&self, at: &str, errs: &mut FieldErrors) {
+        if self.name.is_empty() {
+            push(errs, format!("{at}.name"), "required");
+        }
+        checks::includes_excludes(
+            errs,
+            &format!("{at}.includedNamespaces"),
+            self.included_namespaces.as_ref(),
+            &format!("{at}.excludedNamespaces"),
+            self.excluded_namespaces.as_ref(),
+        );
+        checks::includes_excludes(
+            errs,
+            &format!("{at}.includedResources"),
+            self.included_resources.as_ref(),
+            &format!("{at}.excludedResources"),
+            self.excluded_resources.as_ref(),
+        );
+        if let Some(sel) = &self.label_selector {
+            checks::label_selector(errs, &format!("{at}.labelSelector"), sel);
+        }
+        for (list, hooks) in [("pre", &self.pre), ("post", &self.post)] {
+            for (j, hook) in hooks.iter().flatten().enumerate() {
+                let here = format!("{at}.{list}[{j}].exec");
+                if hook.exec.command.is_empty() {
+                    push(
+                        errs,
+                        format!("{here}.command"),
+                        "must have at least one element",
+                    );
+                }
+                checks::duration(errs, &format!("{here}.timeout"), hook.exec.timeout.as_ref());
+            }
+        }
+    }
+}
+
+impl Backup {
+    /// Every problem with this Backup's spec, paths from `spec`.
+    pub fn validate(&self) -> FieldErrors {
+        self.spec.validate_at("spec")
+    }
+}
+
+fn non_empty<T>(v: &Option<Vec<T>>) -> bool {
+    v.as_ref().is_some_and(|v| !v.is_empty())
+}

@@ -1,0 +1,122 @@
+//! Small validation helpers shared by the Velero kinds (and the OADP kinds that embed
+//! them): include/exclude lists, label selectors, durations. Each pushes every problem
+//! it finds, with its field path, onto the caller's list.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+
+use super::{Duration, FieldError, FieldErrors};
+
+pub(crate) fn push(errs: &mut FieldErrors, path: impl Into<String>, message: impl Into<String>) {
+    errs.push(FieldError {
+        path: path.into(),
+        message: message.into(),
+    });
+}
+
+/// Velero's include/exclude rule: `*` may not be excluded, and nothing may be both
+/// included and excluded.
+pub(crate) fn includes_excludes(
+    errs: &mut FieldErrors,
+    include_path: &str,
+    includes: Option<&Vec<String>>,
+    exclude_path: &str,
+    excludes: Option<&Vec<String>>,
+) {
+    let Some(excludes) = excludes else { return };
+    for (i, item) in excludes.iter().enumerate() {
+        if item == "*" {
+            push(errs, format!("{exclude_path}[{i}]"), "may not be \"*\"");
+        } else if includes.is_some_and(|inc| inc.contains(item)) {
+            push(
+                errs,
+                format!("{exclude_path}[{i}]"),
+                format!("{item:?} is also listed in {include_path}"),
+            );
+        }
+    }
+}
+
+/// A label selector must convert to a selector: known operators, values only where
+/// the operator takes them.
+pub(crate) fn label_selector(errs: &mut FieldErrors, path: &str, selector: &LabelSelector) {
+    for (i, req) in selector.match_expressions.iter().flatten().enumerate() {
+        let at = format!("{path}.matchExpressions[{i}]");
+        if req.key.is_empty() {
+            push(errs, format!("{at}.key"), "required");
+        }
+        let has_values = req.values.as_ref().is_some_and(|v| !v.is_empty());
+        match req.operator.as_str() {
+            "In" | "NotIn" if !has_values => push(
+                errs,
+                format!("{at}.values"),
+                format!("must be non-empty when operator is {}", req.operator),
+            ),
+            "Exists" | "DoesNotExist" if has_values => push(
+                errs,
+                format!("{at}.values"),
+                format!("must be empty when operator is {}", req.operator),
+            ),
+            "In" | "NotIn" | "Exists" | "DoesNotExist" => {}
+            other => push(
+                errs,
+                format!("{at}.operator"),
+                format!("unknown operator {other:?} (expected In, NotIn, Exists or DoesNotExist)"),
+            ),
+        }
+    }
+}
+
+/// `labelSelector` and `orLabelSelectors` exclude each other; each selector must be valid.
+pub(crate) fn selectors(
+    errs: &mut FieldErrors,
+    prefix: &str,
+    label_selector_value: Option<&LabelSelector>,
+    or_label_selectors: Option<&Vec<LabelSelector>>,
+) {
+    if let Some(sel) = label_selector_value {
+        label_selector(errs, &format!("{prefix}.labelSelector"), sel);
+    }
+    for (i, sel) in or_label_selectors.iter().copied().flatten().enumerate() {
+        label_selector(errs, &format!("{prefix}.orLabelSelectors[{i}]"), sel);
+    }
+    if label_selector_value.is_some() && or_label_selectors.is_some_and(|v| !v.is_empty()) {
+        push(
+            errs,
+            format!("{prefix}.labelSelector"),
+            format!("may not be set together with {prefix}.orLabelSelectors"),
+        );
+    }
+}
+
+/// A duration field must parse as a Go duration and must not be negative.
+pub(crate) fn duration(errs: &mut FieldErrors, path: &str, value: Option<&Duration>) {
+    if let Some(d) = value {
+        match d.to_delta() {
+            Err(e) => push(errs, path, e.to_string()),
+            Ok(delta) if delta < chrono::TimeDelta::zero() => {
+                push(errs, path, format!("must not be negative (got {d})"))
+            }
+            Ok(_) => {}
+        }
+    }
+}
+
+/// A local object reference to a ConfigMap (Velero compares the kind case-insensitively).
+pub(crate) fn configmap_ref(
+    errs: &mut FieldErrors,
+    path: &str,
+    reference: Option<&k8s_openapi::api::core::v1::TypedLocalObjectReference>,
+) {
+    if let Some(r) = reference {
+        if !r.kind.eq_ignore_ascii_case("configmap") {
+            push(
+                errs,
+                format!("{path}.kind"),
+                format!("must be ConfigMap (got {:?})", r.kind),
+            );
+        }
+        if r.name.is_empty() {
+            push(errs, format!("{path}.name"), "required");
+        }
+    }
+}
