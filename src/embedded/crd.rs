@@ -47,13 +47,20 @@ pub(crate) fn validate_crd(crd: &Value) -> Result<(), ApiError> {
     }
     let scope = crd.pointer("/spec/scope").cloned().unwrap_or(Value::Null);
     if scope != "Namespaced" && scope != "Cluster" {
-        causes.push(FieldCause::not_supported("spec.scope", &scope, &[json!("Cluster"), json!("Namespaced")]));
+        causes.push(FieldCause::not_supported(
+            "spec.scope",
+            &scope,
+            &[json!("Cluster"), json!("Namespaced")],
+        ));
     }
     let versions = crd.pointer("/spec/versions").and_then(Value::as_array);
     match versions {
         None => causes.push(FieldCause::required("spec.versions")),
         Some(vs) => {
-            let storage = vs.iter().filter(|v| v.get("storage") == Some(&json!(true))).count();
+            let storage = vs
+                .iter()
+                .filter(|v| v.get("storage") == Some(&json!(true)))
+                .count();
             if storage != 1 {
                 causes.push(FieldCause::invalid(
                     "spec.versions",
@@ -71,7 +78,12 @@ pub(crate) fn validate_crd(crd: &Value) -> Result<(), ApiError> {
     if causes.is_empty() {
         Ok(())
     } else {
-        Err(ApiError::invalid("apiextensions.k8s.io", "CustomResourceDefinition", name, causes))
+        Err(ApiError::invalid(
+            "apiextensions.k8s.io",
+            "CustomResourceDefinition",
+            name,
+            causes,
+        ))
     }
 }
 
@@ -93,10 +105,18 @@ pub(crate) fn resource_infos(crd: &Value) -> Vec<ResourceInfo> {
     let strings = |ptr: &str| -> Vec<String> {
         crd.pointer(ptr)
             .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(|v| v.as_str().map(String::from)).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(String::from))
+                    .collect()
+            })
             .unwrap_or_default()
     };
-    let versions = crd.pointer("/spec/versions").and_then(Value::as_array).cloned().unwrap_or_default();
+    let versions = crd
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
     let storage_version = versions
         .iter()
         .find(|v| v.get("storage") == Some(&json!(true)))
@@ -152,7 +172,10 @@ fn merge_conditions(old: Option<&Value>, new: Vec<Value>) -> Value {
     let merged: Vec<Value> = new
         .into_iter()
         .map(|mut c| {
-            if let Some(prev) = old.iter().find(|o| o["type"] == c["type"] && o["status"] == c["status"]) {
+            if let Some(prev) = old
+                .iter()
+                .find(|o| o["type"] == c["type"] && o["status"] == c["status"])
+            {
                 c["lastTransitionTime"] = prev["lastTransitionTime"].clone();
             }
             c
@@ -164,7 +187,13 @@ fn merge_conditions(old: Option<&Value>, new: Vec<Value>) -> Value {
 impl State {
     /// Writes an object as the server itself (no client rules); `change` returns whether
     /// it changed anything. A deleting object left without finalizers is removed.
-    pub(crate) fn internal_update(&self, gr: &GroupResource, ns: &str, name: &str, change: impl FnOnce(&mut Value) -> bool) {
+    pub(crate) fn internal_update(
+        &self,
+        gr: &GroupResource,
+        ns: &str,
+        name: &str,
+        change: impl FnOnce(&mut Value) -> bool,
+    ) {
         let _ = self.store.mutate(gr, ns, name, |cur, _| {
             let Some(mut obj) = cur else {
                 return Err(ApiError::not_found(&gr.group, &gr.resource, name));
@@ -245,7 +274,12 @@ impl State {
         self.internal_update(&crd_gr(), "", name, |obj| {
             let conditions = merge_conditions(
                 obj.pointer("/status/conditions"),
-                vec![condition("Terminating", "InstanceDeletionInProgress", "CustomResource deletion is in progress", &now)],
+                vec![condition(
+                    "Terminating",
+                    "InstanceDeletionInProgress",
+                    "CustomResource deletion is in progress",
+                    &now,
+                )],
             );
             if obj.pointer("/status/conditions") == Some(&conditions) {
                 return false;
@@ -256,7 +290,10 @@ impl State {
         let (objects, _) = self.store.list(&gr, None, None);
         if objects.is_empty() {
             self.internal_update(&crd_gr(), "", name, |obj| {
-                let Some(f) = obj.pointer_mut("/metadata/finalizers").and_then(Value::as_array_mut) else {
+                let Some(f) = obj
+                    .pointer_mut("/metadata/finalizers")
+                    .and_then(Value::as_array_mut)
+                else {
                     return false;
                 };
                 let before = f.len();
@@ -306,7 +343,11 @@ mod tests {
     fn served_versions_become_resources() {
         let infos = resource_infos(&crd());
         assert_eq!(infos.len(), 2);
-        assert!(infos.iter().all(|i| i.storage_version == "v1" && i.singular == "widget"));
+        assert!(
+            infos
+                .iter()
+                .all(|i| i.storage_version == "v1" && i.singular == "widget")
+        );
         assert!(infos[0].status && infos[0].scale.is_some() && infos[0].schema.is_some());
         assert_eq!(infos[0].openapi_name, "com.example.v1.Widget");
         assert!(validate_crd(&crd()).is_ok());

@@ -138,6 +138,12 @@ mod tests {
             .collect();
         assert!(names.contains(&"deployments/scale"));
         assert!(names.contains(&"statefulsets/status"));
-        assert!(group_list(&r)["groups"].as_array().unwrap().iter().all(|g| g["name"] != ""));
+        assert!(
+            group_list(&r)["groups"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|g| g["name"] != "")
+        );
     }
 }

@@ -36,7 +36,11 @@ impl FieldCause {
             message: format!("Forbidden: {detail}"),
         }
     }
-    pub(crate) fn not_supported(field: impl Into<String>, value: &Value, allowed: &[Value]) -> Self {
+    pub(crate) fn not_supported(
+        field: impl Into<String>,
+        value: &Value,
+        allowed: &[Value],
+    ) -> Self {
         let allowed: Vec<String> = allowed.iter().map(render_value).collect();
         FieldCause {
             reason: "FieldValueNotSupported",
@@ -106,8 +110,12 @@ impl ApiError {
     }
 
     pub(crate) fn path_not_found() -> Self {
-        Self::new(404, "NotFound", "the server could not find the requested resource")
-            .with_details("", "", "")
+        Self::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        )
+        .with_details("", "", "")
     }
 
     pub(crate) fn already_exists(group: &str, resource: &str, name: &str) -> Self {
@@ -191,7 +199,9 @@ impl ApiError {
         Self::new(
             415,
             "UnsupportedMediaType",
-            format!("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml; got {content_type:?}"),
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml; got {content_type:?}"
+            ),
         )
     }
 

@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::objects::{self, FOREGROUND_FINALIZER, NAMESPACE_FINALIZER, ORPHAN_FINALIZER, Propagation};
+use super::objects::{
+    self, FOREGROUND_FINALIZER, NAMESPACE_FINALIZER, ORPHAN_FINALIZER, Propagation,
+};
 use super::state::{DeleteOptions, State};
 use super::store::{DELETING, GroupResource, HAS_OWNERS, Mutation, ObjectKey};
 
@@ -54,7 +56,11 @@ fn decide(owners: &[(u128, OwnerState)]) -> GcAction {
     if owners.is_empty() {
         return GcAction::Keep;
     }
-    let orphaning: Vec<u128> = owners.iter().filter(|(_, s)| *s == OwnerState::Orphaning).map(|(u, _)| *u).collect();
+    let orphaning: Vec<u128> = owners
+        .iter()
+        .filter(|(_, s)| *s == OwnerState::Orphaning)
+        .map(|(u, _)| *u)
+        .collect();
     if !orphaning.is_empty() {
         return GcAction::DropRefs(orphaning);
     }
@@ -65,7 +71,11 @@ fn decide(owners: &[(u128, OwnerState)]) -> GcAction {
         .map(|(u, _)| *u)
         .collect();
     if solid {
-        if gone.is_empty() { GcAction::Keep } else { GcAction::DropRefs(gone) }
+        if gone.is_empty() {
+            GcAction::Keep
+        } else {
+            GcAction::DropRefs(gone)
+        }
     } else if owners.iter().any(|(_, s)| *s == OwnerState::Waiting) {
         GcAction::Delete(Propagation::Foreground)
     } else {
@@ -86,7 +96,11 @@ impl State {
             None => {
                 let _ = self.store.mutate(gr, &key.0, &key.1, |cur, _| match cur {
                     Some(v) => Ok(Mutation::Remove(v)),
-                    None => Err(super::errors::ApiError::not_found(&gr.group, &gr.resource, &key.1)),
+                    None => Err(super::errors::ApiError::not_found(
+                        &gr.group,
+                        &gr.resource,
+                        &key.1,
+                    )),
                 });
             }
         }
@@ -120,48 +134,72 @@ impl State {
                                 .iter()
                                 .map(|r| {
                                     (
-                                        parse_uid(r.get("uid").and_then(Value::as_str).unwrap_or_default()),
-                                        r.get("blockOwnerDeletion").and_then(Value::as_bool).unwrap_or(false),
+                                        parse_uid(
+                                            r.get("uid")
+                                                .and_then(Value::as_str)
+                                                .unwrap_or_default(),
+                                        ),
+                                        r.get("blockOwnerDeletion")
+                                            .and_then(Value::as_bool)
+                                            .unwrap_or(false),
                                     )
                                 })
                                 .collect(),
                         });
                     }
                     if rec.uid != 0 {
-                        nodes.insert(rec.uid, Node { gr: gr.clone(), key: key.clone(), deleting_finalizers });
+                        nodes.insert(
+                            rec.uid,
+                            Node {
+                                gr: gr.clone(),
+                                key: key.clone(),
+                                deleting_finalizers,
+                            },
+                        );
                     }
                 }
             }
         }
-        let state_of = |uid: u128| match nodes.get(&uid).and_then(|n| n.deleting_finalizers.as_ref()) {
-            None if nodes.contains_key(&uid) => OwnerState::Alive,
-            None => OwnerState::Absent,
-            Some(f) if f.iter().any(|x| x == ORPHAN_FINALIZER) => OwnerState::Orphaning,
-            Some(f) if f.iter().any(|x| x == FOREGROUND_FINALIZER) => OwnerState::Waiting,
-            Some(_) => OwnerState::Alive,
-        };
+        let state_of =
+            |uid: u128| match nodes.get(&uid).and_then(|n| n.deleting_finalizers.as_ref()) {
+                None if nodes.contains_key(&uid) => OwnerState::Alive,
+                None => OwnerState::Absent,
+                Some(f) if f.iter().any(|x| x == ORPHAN_FINALIZER) => OwnerState::Orphaning,
+                Some(f) if f.iter().any(|x| x == FOREGROUND_FINALIZER) => OwnerState::Waiting,
+                Some(_) => OwnerState::Alive,
+            };
         for dep in &dependents {
-            let owners: Vec<(u128, OwnerState)> = dep.refs.iter().map(|(u, _)| (*u, state_of(*u))).collect();
+            let owners: Vec<(u128, OwnerState)> =
+                dep.refs.iter().map(|(u, _)| (*u, state_of(*u))).collect();
             match decide(&owners) {
                 GcAction::Keep => {}
-                GcAction::DropRefs(uids) => self.internal_update(&dep.gr, &dep.key.0, &dep.key.1, |obj| {
-                    let Some(refs) = obj.pointer_mut("/metadata/ownerReferences").and_then(Value::as_array_mut) else {
-                        return false;
-                    };
-                    let before = refs.len();
-                    refs.retain(|r| !uids.contains(&parse_uid(r.get("uid").and_then(Value::as_str).unwrap_or_default())));
-                    let (after, changed) = (refs.len(), before != refs.len());
-                    if after == 0
-                        && let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut)
-                    {
-                        m.remove("ownerReferences");
-                    }
-                    changed
-                }),
+                GcAction::DropRefs(uids) => {
+                    self.internal_update(&dep.gr, &dep.key.0, &dep.key.1, |obj| {
+                        let Some(refs) = obj
+                            .pointer_mut("/metadata/ownerReferences")
+                            .and_then(Value::as_array_mut)
+                        else {
+                            return false;
+                        };
+                        let before = refs.len();
+                        refs.retain(|r| {
+                            !uids.contains(&parse_uid(
+                                r.get("uid").and_then(Value::as_str).unwrap_or_default(),
+                            ))
+                        });
+                        let (after, changed) = (refs.len(), before != refs.len());
+                        if after == 0
+                            && let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut)
+                        {
+                            m.remove("ownerReferences");
+                        }
+                        changed
+                    })
+                }
                 GcAction::Delete(p) => {
-                    let already = nodes
-                        .values()
-                        .any(|n| n.gr == dep.gr && n.key == dep.key && n.deleting_finalizers.is_some());
+                    let already = nodes.values().any(|n| {
+                        n.gr == dep.gr && n.key == dep.key && n.deleting_finalizers.is_some()
+                    });
                     if !already {
                         self.delete_as_gc(&dep.gr, &dep.key, p);
                     }
@@ -171,17 +209,24 @@ impl State {
         // Owners waiting for dependents (foreground) or orphaning them: release them
         // once no dependent that holds them back is left.
         for (uid, node) in &nodes {
-            let Some(f) = &node.deleting_finalizers else { continue };
+            let Some(f) = &node.deleting_finalizers else {
+                continue;
+            };
             for (finalizer, blocks) in [(FOREGROUND_FINALIZER, true), (ORPHAN_FINALIZER, false)] {
                 if !f.iter().any(|x| x == finalizer) {
                     continue;
                 }
-                let held = dependents
-                    .iter()
-                    .any(|d| d.refs.iter().any(|(u, block)| u == uid && (*block || !blocks)));
+                let held = dependents.iter().any(|d| {
+                    d.refs
+                        .iter()
+                        .any(|(u, block)| u == uid && (*block || !blocks))
+                });
                 if !held {
                     self.internal_update(&node.gr, &node.key.0, &node.key.1, |obj| {
-                        let Some(fs) = obj.pointer_mut("/metadata/finalizers").and_then(Value::as_array_mut) else {
+                        let Some(fs) = obj
+                            .pointer_mut("/metadata/finalizers")
+                            .and_then(Value::as_array_mut)
+                        else {
                             return false;
                         };
                         let before = fs.len();
@@ -199,7 +244,9 @@ impl State {
         let nsgr = GroupResource::new("", "namespaces");
         let (namespaces, _) = self.store.list(&nsgr, None, None);
         for (key, data) in namespaces {
-            let Ok(ns) = serde_json::from_slice::<Value>(&data) else { continue };
+            let Ok(ns) = serde_json::from_slice::<Value>(&data) else {
+                continue;
+            };
             if !objects::is_deleting(&ns) {
                 continue;
             }
@@ -218,7 +265,10 @@ impl State {
             }
             if contents.is_empty() {
                 self.internal_update(&nsgr, "", &name, |obj| {
-                    let Some(f) = obj.pointer_mut("/spec/finalizers").and_then(Value::as_array_mut) else {
+                    let Some(f) = obj
+                        .pointer_mut("/spec/finalizers")
+                        .and_then(Value::as_array_mut)
+                    else {
                         return false;
                     };
                     let before = f.len();
@@ -258,10 +308,22 @@ mod tests {
     fn gc_decisions() {
         use OwnerState::*;
         assert_eq!(decide(&[(1, Alive)]), GcAction::Keep);
-        assert_eq!(decide(&[(1, Absent)]), GcAction::Delete(Propagation::Background));
-        assert_eq!(decide(&[(1, Waiting)]), GcAction::Delete(Propagation::Foreground));
-        assert_eq!(decide(&[(1, Absent), (2, Alive)]), GcAction::DropRefs(vec![1]));
-        assert_eq!(decide(&[(1, Orphaning), (2, Absent)]), GcAction::DropRefs(vec![1]));
+        assert_eq!(
+            decide(&[(1, Absent)]),
+            GcAction::Delete(Propagation::Background)
+        );
+        assert_eq!(
+            decide(&[(1, Waiting)]),
+            GcAction::Delete(Propagation::Foreground)
+        );
+        assert_eq!(
+            decide(&[(1, Absent), (2, Alive)]),
+            GcAction::DropRefs(vec![1])
+        );
+        assert_eq!(
+            decide(&[(1, Orphaning), (2, Absent)]),
+            GcAction::DropRefs(vec![1])
+        );
         assert_eq!(decide(&[]), GcAction::Keep);
     }
 }

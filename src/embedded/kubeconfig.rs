@@ -10,7 +10,11 @@ pub(crate) fn yaml(name: &str, url: &str, token: &str) -> String {
     )
 }
 
-pub(crate) fn kubeconfig(name: &str, url: &str, token: &str) -> Result<Kubeconfig, kube::config::KubeconfigError> {
+pub(crate) fn kubeconfig(
+    name: &str,
+    url: &str,
+    token: &str,
+) -> Result<Kubeconfig, kube::config::KubeconfigError> {
     Kubeconfig::from_yaml(&yaml(name, url, token))
 }
 

@@ -31,14 +31,17 @@ impl ListQuery {
                 &info.field_selector_fields(),
             )?,
             limit: match get("limit") {
-                Some(l) if !l.is_empty() => Some(l.parse::<usize>().map_err(|_| {
-                    ApiError::bad_request(format!("invalid limit {l:?}"))
-                })?)
+                Some(l) if !l.is_empty() => Some(
+                    l.parse::<usize>()
+                        .map_err(|_| ApiError::bad_request(format!("invalid limit {l:?}")))?,
+                )
                 .filter(|l| *l > 0),
                 _ => None,
             },
             continue_token: get("continue").filter(|c| !c.is_empty()).map(String::from),
-            resource_version: get("resourceVersion").filter(|c| !c.is_empty()).map(String::from),
+            resource_version: get("resourceVersion")
+                .filter(|c| !c.is_empty())
+                .map(String::from),
             resource_version_match: get("resourceVersionMatch")
                 .filter(|c| !c.is_empty())
                 .map(String::from),
@@ -70,21 +73,38 @@ fn encode_continue(rv: u64, key: &ObjectKey) -> String {
 }
 
 fn decode_continue(token: &str) -> Result<ObjectKey, ApiError> {
-    let bad = || ApiError::bad_request("continue key is not valid: incorrect encoded start resourceVersion");
-    let raw = base64::engine::general_purpose::STANDARD.decode(token).map_err(|_| bad())?;
+    let bad = || {
+        ApiError::bad_request("continue key is not valid: incorrect encoded start resourceVersion")
+    };
+    let raw = base64::engine::general_purpose::STANDARD
+        .decode(token)
+        .map_err(|_| bad())?;
     let v: Value = serde_json::from_slice(&raw).map_err(|_| bad())?;
     let start = v.get("start").and_then(Value::as_array).ok_or_else(bad)?;
-    match (start.first().and_then(Value::as_str), start.get(1).and_then(Value::as_str)) {
+    match (
+        start.first().and_then(Value::as_str),
+        start.get(1).and_then(Value::as_str),
+    ) {
         (Some(ns), Some(name)) => Ok((ns.to_string(), name.to_string())),
         _ => Err(bad()),
     }
 }
 
 impl State {
-    pub(crate) fn list(&self, info: &ResourceInfo, ns: Option<&str>, q: &ListQuery) -> Result<ListPage, ApiError> {
-        let after = q.continue_token.as_deref().map(decode_continue).transpose()?;
+    pub(crate) fn list(
+        &self,
+        info: &ResourceInfo,
+        ns: Option<&str>,
+        q: &ListQuery,
+    ) -> Result<ListPage, ApiError> {
+        let after = q
+            .continue_token
+            .as_deref()
+            .map(decode_continue)
+            .transpose()?;
         let (raw, rv) = self.store.list(&info.gr(), ns, after.as_ref());
-        if let (Some(want), Some("Exact")) = (&q.resource_version, q.resource_version_match.as_deref())
+        if let (Some(want), Some("Exact")) =
+            (&q.resource_version, q.resource_version_match.as_deref())
             && want.parse::<u64>().ok() != Some(rv)
         {
             return Err(ApiError::expired(format!(
@@ -105,7 +125,10 @@ impl State {
                     continue;
                 }
                 if convert {
-                    Bytes::from(serde_json::to_vec(&to_served(info, obj)).map_err(|e| ApiError::internal(e.to_string()))?)
+                    Bytes::from(
+                        serde_json::to_vec(&to_served(info, obj))
+                            .map_err(|e| ApiError::internal(e.to_string()))?,
+                    )
                 } else {
                     data
                 }
@@ -144,7 +167,8 @@ pub(crate) fn list_body(info: &ResourceInfo, page: &ListPage) -> Bytes {
     }
     let head = json!({"apiVersion": info.api_version(), "kind": format!("{}List", info.kind), "metadata": meta})
         .to_string();
-    let mut out = Vec::with_capacity(head.len() + page.items.iter().map(|i| i.len() + 1).sum::<usize>() + 16);
+    let mut out =
+        Vec::with_capacity(head.len() + page.items.iter().map(|i| i.len() + 1).sum::<usize>() + 16);
     // Replace the closing brace of the head with the items array.
     out.extend_from_slice(&head.as_bytes()[..head.len() - 1]);
     out.extend_from_slice(b",\"items\":[");

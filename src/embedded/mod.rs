@@ -68,9 +68,15 @@ pub enum EmbeddedError {
     #[error("binding 127.0.0.1:{port}: {source}")]
     Bind { port: u16, source: std::io::Error },
     #[error("data directory {path}: {source}")]
-    DataDir { path: PathBuf, source: std::io::Error },
+    DataDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("writing kubeconfig {path}: {source}")]
-    WriteKubeconfig { path: PathBuf, source: std::io::Error },
+    WriteKubeconfig {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("building kubeconfig: {0}")]
     Kubeconfig(#[from] kube::config::KubeconfigError),
     #[error("building client: {0}")]
@@ -90,7 +96,9 @@ pub struct EmbeddedServer {
 
 impl std::fmt::Debug for EmbeddedServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EmbeddedServer").field("addr", &self.addr).finish_non_exhaustive()
+        f.debug_struct("EmbeddedServer")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
     }
 }
 
@@ -112,7 +120,10 @@ impl EmbeddedServer {
     }
 
     /// Starts a server whose timestamps come from `clock`.
-    pub async fn start_with_clock(opts: EmbeddedOptions, clock: Clock) -> Result<Self, EmbeddedError> {
+    pub async fn start_with_clock(
+        opts: EmbeddedOptions,
+        clock: Clock,
+    ) -> Result<Self, EmbeddedError> {
         let port = opts.port.unwrap_or(0);
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
             .await
@@ -122,7 +133,10 @@ impl EmbeddedServer {
             .map_err(|source| EmbeddedError::Bind { port, source })?;
         let mut store = store::Store::new(HISTORY, WATCH_BUFFER);
         if let Some(dir) = &opts.data_dir {
-            let data_err = |source| EmbeddedError::DataDir { path: dir.clone(), source };
+            let data_err = |source| EmbeddedError::DataDir {
+                path: dir.clone(),
+                source,
+            };
             let (journal, rv, objects) = persist::open(dir).map_err(data_err)?;
             store.restore(rv, objects);
             store.set_journal(Box::new(journal));
@@ -148,6 +162,7 @@ impl EmbeddedServer {
                 Err(e) => return Err(EmbeddedError::Bootstrap(e.to_string())),
             }
         }
+        state.store.compact_history();
         let router = server::router(state.clone());
         let cancel = state.shutdown.clone();
         let server = tokio::spawn(async move {
@@ -184,13 +199,21 @@ impl EmbeddedServer {
 
     /// A kubeconfig for this server (context `granary`, namespace `default`).
     pub fn kubeconfig(&self) -> Result<kube::config::Kubeconfig, EmbeddedError> {
-        Ok(kubeconfig::kubeconfig("granary", &self.url(), self.token())?)
+        Ok(kubeconfig::kubeconfig(
+            "granary",
+            &self.url(),
+            self.token(),
+        )?)
     }
 
     /// Writes the kubeconfig (mode 0600) to `path`.
     pub fn write_kubeconfig(&self, path: &Path) -> Result<(), EmbeddedError> {
-        let err = |source| EmbeddedError::WriteKubeconfig { path: path.to_path_buf(), source };
-        std::fs::write(path, kubeconfig::yaml("granary", &self.url(), self.token())).map_err(err)?;
+        let err = |source| EmbeddedError::WriteKubeconfig {
+            path: path.to_path_buf(),
+            source,
+        };
+        std::fs::write(path, kubeconfig::yaml("granary", &self.url(), self.token()))
+            .map_err(err)?;
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
@@ -201,9 +224,11 @@ impl EmbeddedServer {
 
     /// A `kube::Client` for this server.
     pub async fn client(&self) -> Result<kube::Client, EmbeddedError> {
-        let config =
-            kube::Config::from_custom_kubeconfig(self.kubeconfig()?, &kube::config::KubeConfigOptions::default())
-                .await?;
+        let config = kube::Config::from_custom_kubeconfig(
+            self.kubeconfig()?,
+            &kube::config::KubeConfigOptions::default(),
+        )
+        .await?;
         Ok(kube::Client::try_from(config)?)
     }
 

@@ -58,7 +58,11 @@ pub(crate) fn finalizers(obj: &Value) -> Vec<String> {
     let mut out: Vec<String> = meta(obj)
         .and_then(|m| m.get("finalizers"))
         .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(|v| v.as_str().map(String::from)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(String::from))
+                .collect()
+        })
         .unwrap_or_default();
     // A namespace's own finalizers live in spec.finalizers.
     if obj.get("kind").and_then(Value::as_str) == Some("Namespace")
@@ -76,7 +80,8 @@ pub(crate) fn is_deleting(obj: &Value) -> bool {
 fn is_dns_label(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 63
-        && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
         && !s.starts_with('-')
         && !s.ends_with('-')
 }
@@ -86,7 +91,8 @@ fn is_dns_subdomain(s: &str) -> bool {
         && s.len() <= 253
         && s.split('.').all(|p| {
             !p.is_empty()
-                && p.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                && p.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
                 && !p.starts_with('-')
                 && !p.ends_with('-')
         })
@@ -104,7 +110,11 @@ fn validate_name(info: &ResourceInfo, name: &str) -> Option<FieldCause> {
         })
     } else if info.group == "rbac.authorization.k8s.io" {
         (name == "." || name == ".." || name.contains('/') || name.contains('%')).then(|| {
-            FieldCause::invalid("metadata.name", &v, "may not contain '/' or '%' and may not be '.' or '..'")
+            FieldCause::invalid(
+                "metadata.name",
+                &v,
+                "may not contain '/' or '%' and may not be '.' or '..'",
+            )
         })
     } else {
         (!is_dns_subdomain(name)).then(|| {
@@ -130,7 +140,9 @@ pub(crate) fn name_suffix() -> String {
 /// Checks apiVersion/kind of a request body against the endpoint.
 pub(crate) fn check_type(info: &ResourceInfo, obj: &mut Value) -> Result<(), ApiError> {
     let Some(map) = obj.as_object_mut() else {
-        return Err(ApiError::bad_request("the request body must be a JSON object"));
+        return Err(ApiError::bad_request(
+            "the request body must be a JSON object",
+        ));
     };
     let want_av = info.api_version();
     match map.get("apiVersion").and_then(Value::as_str) {
@@ -184,7 +196,11 @@ pub(crate) fn prepare_create(
     } else {
         meta.remove("namespace");
     }
-    let name = meta.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
+    let name = meta
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
     let name = if name.is_empty() {
         match meta.get("generateName").and_then(Value::as_str) {
             Some(prefix) if !prefix.is_empty() => format!("{prefix}{}", name_suffix()),
@@ -205,12 +221,22 @@ pub(crate) fn prepare_create(
         name
     };
     if let Some(cause) = validate_name(info, &name) {
-        return Err(ApiError::invalid(&info.group, &info.kind, &name, vec![cause]));
+        return Err(ApiError::invalid(
+            &info.group,
+            &info.kind,
+            &name,
+            vec![cause],
+        ));
     }
     meta.insert("name".into(), Value::String(name));
     meta.insert("uid".into(), Value::String(uid.to_string()));
     meta.insert("creationTimestamp".into(), Value::String(now.to_string()));
-    for f in ["resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"] {
+    for f in [
+        "resourceVersion",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "selfLink",
+    ] {
         meta.remove(f);
     }
     if info.generation || info.crd.is_some() {
@@ -321,15 +347,19 @@ pub(crate) fn prepare_update(
         }
         None => {}
     }
-    if let Some(uid) = meta_str(&new, "uid")
-        && Some(uid) != meta_str(old, "uid")
-    {
-        return Err(ApiError::invalid(
-            &info.group,
-            &info.kind,
-            &name,
-            vec![FieldCause::invalid("metadata.uid", &json!(uid), "field is immutable")],
-        ));
+    // kube-apiserver turns the body's uid into a precondition of the update.
+    if let Some(uid) = meta_str(&new, "uid") {
+        let actual = meta_str(old, "uid").unwrap_or_default();
+        if uid != actual {
+            return Err(ApiError::conflict(
+                &info.group,
+                &info.plural,
+                &name,
+                &format!(
+                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {actual}"
+                ),
+            ));
+        }
     }
     let mut result = match endpoint {
         Endpoint::Main => {
@@ -412,7 +442,9 @@ pub(crate) fn check_preconditions(
                 &info.group,
                 &info.plural,
                 name,
-                &format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {actual}"),
+                &format!(
+                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {actual}"
+                ),
             ));
         }
     }
@@ -423,7 +455,9 @@ pub(crate) fn check_preconditions(
                 &info.group,
                 &info.plural,
                 name,
-                &format!("Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {actual}"),
+                &format!(
+                    "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {actual}"
+                ),
             ));
         }
     }
@@ -515,8 +549,14 @@ mod tests {
 
     #[test]
     fn create_rejects_bad_names_and_namespace_mismatch() {
-        let e = prepare_create(&cm(), json!({"metadata": {"name": "Bad_Name"}}), Some("ns"), "t", "u")
-            .unwrap_err();
+        let e = prepare_create(
+            &cm(),
+            json!({"metadata": {"name": "Bad_Name"}}),
+            Some("ns"),
+            "t",
+            "u",
+        )
+        .unwrap_err();
         assert_eq!(e.code, 422);
         let e = prepare_create(&cm(), json!({"metadata": {}}), Some("ns"), "t", "u").unwrap_err();
         assert_eq!(e.code, 422);
@@ -542,14 +582,18 @@ mod tests {
         let old = stored_deploy();
         let mut new = old.clone();
         new["metadata"]["labels"] = json!({"a": "b"});
-        let UpdateDecision::Store(r) = prepare_update(&deploy(), &old, new, Endpoint::Main, true).unwrap() else {
+        let UpdateDecision::Store(r) =
+            prepare_update(&deploy(), &old, new, Endpoint::Main, true).unwrap()
+        else {
             panic!()
         };
         assert_eq!(r["metadata"]["generation"], 1);
         let mut new = old.clone();
         new["spec"]["replicas"] = json!(3);
         new["status"]["replicas"] = json!(9);
-        let UpdateDecision::Store(r) = prepare_update(&deploy(), &old, new, Endpoint::Main, true).unwrap() else {
+        let UpdateDecision::Store(r) =
+            prepare_update(&deploy(), &old, new, Endpoint::Main, true).unwrap()
+        else {
             panic!()
         };
         assert_eq!(r["metadata"]["generation"], 2);
@@ -563,7 +607,9 @@ mod tests {
         new["spec"]["replicas"] = json!(3);
         new["status"]["replicas"] = json!(2);
         new["metadata"]["labels"] = json!({"a": "b"});
-        let UpdateDecision::Store(r) = prepare_update(&deploy(), &old, new, Endpoint::Status, true).unwrap() else {
+        let UpdateDecision::Store(r) =
+            prepare_update(&deploy(), &old, new, Endpoint::Status, true).unwrap()
+        else {
             panic!()
         };
         assert_eq!(r["spec"]["replicas"], 1);
@@ -577,7 +623,12 @@ mod tests {
         let old = stored_deploy();
         let mut new = old.clone();
         new["metadata"]["resourceVersion"] = json!("6");
-        assert_eq!(prepare_update(&deploy(), &old, new, Endpoint::Main, true).unwrap_err().code, 409);
+        assert_eq!(
+            prepare_update(&deploy(), &old, new, Endpoint::Main, true)
+                .unwrap_err()
+                .code,
+            409
+        );
         assert!(matches!(
             prepare_update(&deploy(), &old, old.clone(), Endpoint::Main, true).unwrap(),
             UpdateDecision::Unchanged(_)
@@ -588,14 +639,21 @@ mod tests {
     fn finalizers_hold_deletion_and_cannot_be_added_while_deleting() {
         let mut obj = stored_deploy();
         obj["metadata"]["finalizers"] = json!(["a"]);
-        let DeleteDecision::Mark(marked) = decide_delete(&deploy(), obj, Propagation::Background, "t") else {
+        let DeleteDecision::Mark(marked) =
+            decide_delete(&deploy(), obj, Propagation::Background, "t")
+        else {
             panic!()
         };
         assert_eq!(marked["metadata"]["deletionTimestamp"], "t");
         assert_eq!(marked["metadata"]["generation"], 2);
         let mut add = marked.clone();
         add["metadata"]["finalizers"] = json!(["a", "b"]);
-        assert_eq!(prepare_update(&deploy(), &marked, add, Endpoint::Main, true).unwrap_err().code, 422);
+        assert_eq!(
+            prepare_update(&deploy(), &marked, add, Endpoint::Main, true)
+                .unwrap_err()
+                .code,
+            422
+        );
         let mut clear = marked.clone();
         clear["metadata"]["finalizers"] = json!([]);
         assert!(matches!(

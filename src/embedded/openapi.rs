@@ -44,7 +44,13 @@ fn to_v2(schema: &Value) -> Value {
     let int_or_string = map.get("x-kubernetes-int-or-string") == Some(&json!(true));
     for (k, v) in map {
         match k.as_str() {
-            "nullable" | "anyOf" | "oneOf" | "allOf" | "not" | "default" | "x-kubernetes-validations" => {}
+            "nullable"
+            | "anyOf"
+            | "oneOf"
+            | "allOf"
+            | "not"
+            | "default"
+            | "x-kubernetes-validations" => {}
             "type" if int_or_string => {}
             "properties" if preserve => {}
             "properties" => {
@@ -102,7 +108,10 @@ pub(crate) fn v2(registry: &Registry) -> Value {
     defs.insert(OBJECT_META.into(), object_meta());
     let meta_ref = format!("#/definitions/{OBJECT_META}");
     for info in sorted(registry) {
-        defs.insert(info.openapi_name.clone(), definition(&info, &meta_ref, true));
+        defs.insert(
+            info.openapi_name.clone(),
+            definition(&info, &meta_ref, true),
+        );
     }
     json!({
         "swagger": "2.0",
@@ -117,7 +126,11 @@ pub(crate) fn v3_index(registry: &Registry) -> Value {
     let mut paths = Map::new();
     for (g, versions) in registry.groups() {
         for v in versions {
-            let p = if g.is_empty() { format!("api/{v}") } else { format!("apis/{g}/{v}") };
+            let p = if g.is_empty() {
+                format!("api/{v}")
+            } else {
+                format!("apis/{g}/{v}")
+            };
             let url = format!("/openapi/v3/{p}");
             paths.insert(p, json!({"serverRelativeURL": url}));
         }
@@ -141,7 +154,10 @@ pub(crate) fn v3_group_version(registry: &Registry, path: &str) -> Option<Value>
     let mut schemas = Map::new();
     schemas.insert(OBJECT_META.into(), object_meta());
     for info in infos {
-        schemas.insert(info.openapi_name.clone(), definition(&info, &meta_ref, false));
+        schemas.insert(
+            info.openapi_name.clone(),
+            definition(&info, &meta_ref, false),
+        );
     }
     Some(json!({
         "openapi": "3.0.0",
@@ -217,7 +233,12 @@ fn encode_schema(pb: &mut Pb, s: &Value) {
             pb.boolean(f, v);
         }
     }
-    for (k, f) in [("maxLength", 11), ("minLength", 12), ("maxItems", 14), ("minItems", 15)] {
+    for (k, f) in [
+        ("maxLength", 11),
+        ("minLength", 12),
+        ("maxItems", 14),
+        ("minItems", 15),
+    ] {
         if let Some(v) = map.get(k).and_then(Value::as_i64) {
             pb.int(f, v);
         }
@@ -298,7 +319,10 @@ mod tests {
         }});
         let v = to_v2(&s);
         assert!(v["properties"]["a"].get("nullable").is_none());
-        assert!(v["properties"]["p"].get("type").is_none() && v["properties"]["p"].get("anyOf").is_none());
+        assert!(
+            v["properties"]["p"].get("type").is_none()
+                && v["properties"]["p"].get("anyOf").is_none()
+        );
         assert!(v["properties"]["f"].get("properties").is_none());
     }
 

@@ -75,7 +75,9 @@ impl ApiError {
         ApiError {
             code: 422,
             reason: "Invalid",
-            message: format!("the server rejected our request due to an error in our request: {why}"),
+            message: format!(
+                "the server rejected our request due to an error in our request: {why}"
+            ),
             details: None,
         }
     }
@@ -89,7 +91,12 @@ mod tests {
     #[test]
     fn merge_patch_removes_nulls_and_replaces_lists() {
         let doc = json!({"a": {"b": 1, "c": 2}, "l": [1, 2]});
-        let out = apply_patch(PatchKind::Merge, &doc, &json!({"a": {"b": null, "d": 3}, "l": [3]})).unwrap();
+        let out = apply_patch(
+            PatchKind::Merge,
+            &doc,
+            &json!({"a": {"b": null, "d": 3}, "l": [3]}),
+        )
+        .unwrap();
         assert_eq!(out, json!({"a": {"c": 2, "d": 3}, "l": [3]}));
     }
 
@@ -101,18 +108,41 @@ mod tests {
             &doc,
             &json!([{"op": "add", "path": "/a/-", "value": 3}, {"op": "replace", "path": "/b", "value": 1}]),
         );
-        assert_eq!(out.unwrap_err().code, 422, "replace of a missing path fails");
-        let out = apply_patch(PatchKind::Json, &doc, &json!([{"op": "add", "path": "/a/-", "value": 3}])).unwrap();
+        assert_eq!(
+            out.unwrap_err().code,
+            422,
+            "replace of a missing path fails"
+        );
+        let out = apply_patch(
+            PatchKind::Json,
+            &doc,
+            &json!([{"op": "add", "path": "/a/-", "value": 3}]),
+        )
+        .unwrap();
         assert_eq!(out, json!({"a": [1, 2, 3]}));
-        let bad = apply_patch(PatchKind::Json, &doc, &json!([{"op": "test", "path": "/a/0", "value": 9}]));
+        let bad = apply_patch(
+            PatchKind::Json,
+            &doc,
+            &json!([{"op": "test", "path": "/a/0", "value": 9}]),
+        );
         assert_eq!(bad.unwrap_err().code, 422);
     }
 
     #[test]
     fn apply_body_may_be_yaml() {
-        let v = parse_body(PatchKind::Apply, b"apiVersion: v1\nkind: ConfigMap\ndata:\n  a: b\n").unwrap();
+        let v = parse_body(
+            PatchKind::Apply,
+            b"apiVersion: v1\nkind: ConfigMap\ndata:\n  a: b\n",
+        )
+        .unwrap();
         assert_eq!(v["data"]["a"], "b");
-        assert_eq!(PatchKind::from_content_type("application/apply-patch+yaml; charset=utf-8").unwrap(), PatchKind::Apply);
-        assert_eq!(PatchKind::from_content_type("text/plain").unwrap_err().code, 415);
+        assert_eq!(
+            PatchKind::from_content_type("application/apply-patch+yaml; charset=utf-8").unwrap(),
+            PatchKind::Apply
+        );
+        assert_eq!(
+            PatchKind::from_content_type("text/plain").unwrap_err().code,
+            415
+        );
     }
 }

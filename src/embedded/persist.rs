@@ -61,13 +61,20 @@ pub(crate) fn open(dir: &Path) -> std::io::Result<Restored> {
             lines += 1;
         }
     }
-    let file = OpenOptions::new().create(true).append(true).read(true).open(&path)?;
+    let file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .read(true)
+        .open(&path)?;
     if file.metadata()?.len() != good_len {
         tracing::warn!(path = %path.display(), kept = good_len, "dropping a torn tail of the object log");
         file.set_len(good_len)?;
         file.sync_all()?;
     }
-    let restored = objects.into_iter().map(|((gr, key), data)| (gr, key, data)).collect();
+    let restored = objects
+        .into_iter()
+        .map(|((gr, key), data)| (gr, key, data))
+        .collect();
     Ok((
         Log {
             dir: dir.to_path_buf(),
@@ -79,19 +86,29 @@ pub(crate) fn open(dir: &Path) -> std::io::Result<Restored> {
 }
 
 /// Applies one log entry; false when it is malformed.
-fn apply(entry: &Value, objects: &mut HashMap<(GroupResource, ObjectKey), Bytes>, rv: &mut u64) -> bool {
+fn apply(
+    entry: &Value,
+    objects: &mut HashMap<(GroupResource, ObjectKey), Bytes>,
+    rv: &mut u64,
+) -> bool {
     let s = |k: &str| entry.get(k).and_then(Value::as_str);
     let key = match (s("g"), s("r"), s("ns"), s("n")) {
-        (Some(g), Some(r), Some(ns), Some(n)) => Some((GroupResource::new(g, r), (ns.to_string(), n.to_string()))),
+        (Some(g), Some(r), Some(ns), Some(n)) => {
+            Some((GroupResource::new(g, r), (ns.to_string(), n.to_string())))
+        }
         _ => None,
     };
     match (s("op"), key) {
         (Some("rv"), _) => {
-            let Some(v) = entry.get("rv").and_then(Value::as_u64) else { return false };
+            let Some(v) = entry.get("rv").and_then(Value::as_u64) else {
+                return false;
+            };
             *rv = (*rv).max(v);
         }
         (Some("put"), Some(key)) => {
-            let Some(obj) = entry.get("o") else { return false };
+            let Some(obj) = entry.get("o") else {
+                return false;
+            };
             let obj_rv = obj
                 .pointer("/metadata/resourceVersion")
                 .and_then(Value::as_str)
@@ -101,7 +118,9 @@ fn apply(entry: &Value, objects: &mut HashMap<(GroupResource, ObjectKey), Bytes>
             objects.insert(key, Bytes::from(obj.to_string()));
         }
         (Some("del"), Some(key)) => {
-            let Some(v) = entry.get("rv").and_then(Value::as_u64) else { return false };
+            let Some(v) = entry.get("rv").and_then(Value::as_u64) else {
+                return false;
+            };
             *rv = (*rv).max(v);
             objects.remove(&key);
         }
@@ -111,7 +130,8 @@ fn apply(entry: &Value, objects: &mut HashMap<(GroupResource, ObjectKey), Bytes>
 }
 
 fn put_line(gr: &GroupResource, key: &ObjectKey, data: &[u8]) -> Vec<u8> {
-    let head = json!({"op": "put", "g": gr.group, "r": gr.resource, "ns": key.0, "n": key.1}).to_string();
+    let head =
+        json!({"op": "put", "g": gr.group, "r": gr.resource, "ns": key.0, "n": key.1}).to_string();
     let mut line = Vec::with_capacity(head.len() + data.len() + 8);
     line.extend_from_slice(&head.as_bytes()[..head.len() - 1]);
     line.extend_from_slice(b",\"o\":");
@@ -134,7 +154,11 @@ impl Log {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn write_snapshot(&self, rv: u64, objects: &HashMap<GroupResource, BTreeMap<ObjectKey, Record>>) -> std::io::Result<(File, u64)> {
+    fn write_snapshot(
+        &self,
+        rv: u64,
+        objects: &HashMap<GroupResource, BTreeMap<ObjectKey, Record>>,
+    ) -> std::io::Result<(File, u64)> {
         let tmp = self.dir.join(format!("{LOG}.tmp"));
         let mut out = std::io::BufWriter::new(File::create(&tmp)?);
         out.write_all(json!({"op": "rv", "rv": rv}).to_string().as_bytes())?;
@@ -161,11 +185,17 @@ impl Journal for Log {
     }
 
     fn remove(&self, gr: &GroupResource, key: &ObjectKey, rv: u64) {
-        let line = json!({"op": "del", "g": gr.group, "r": gr.resource, "ns": key.0, "n": key.1, "rv": rv}).to_string() + "\n";
+        let line =
+            json!({"op": "del", "g": gr.group, "r": gr.resource, "ns": key.0, "n": key.1, "rv": rv})
+                .to_string() + "\n";
         self.lock().append(line.as_bytes());
     }
 
-    fn maybe_compact(&self, rv: u64, objects: &HashMap<GroupResource, BTreeMap<ObjectKey, Record>>) {
+    fn maybe_compact(
+        &self,
+        rv: u64,
+        objects: &HashMap<GroupResource, BTreeMap<ObjectKey, Record>>,
+    ) {
         let live: u64 = objects.values().map(|m| m.len() as u64).sum();
         if self.lock().lines < COMPACT_MIN.max(2 * live) {
             return;
@@ -176,7 +206,9 @@ impl Journal for Log {
                 inner.file = file;
                 inner.lines = lines;
             }
-            Err(e) => tracing::error!(error = %e, "compacting the object log failed; keeping the old log"),
+            Err(e) => {
+                tracing::error!(error = %e, "compacting the object log failed; keeping the old log")
+            }
         }
     }
 
@@ -202,22 +234,34 @@ mod tests {
         {
             let (log, rv, objs) = open(dir.path()).unwrap();
             assert_eq!((rv, objs.len()), (0, 0));
-            log.put(&gr, &("ns".into(), "a".into()), br#"{"metadata":{"name":"a","resourceVersion":"5"}}"#);
-            log.put(&gr, &("ns".into(), "b".into()), br#"{"metadata":{"name":"b","resourceVersion":"6"}}"#);
+            log.put(
+                &gr,
+                &("ns".into(), "a".into()),
+                br#"{"metadata":{"name":"a","resourceVersion":"5"}}"#,
+            );
+            log.put(
+                &gr,
+                &("ns".into(), "b".into()),
+                br#"{"metadata":{"name":"b","resourceVersion":"6"}}"#,
+            );
             log.remove(&gr, &("ns".into(), "a".into()), 7);
             log.flush();
         }
         // A torn write: half a line at the end.
         let path = dir.path().join(LOG);
         let mut f = OpenOptions::new().append(true).open(&path).unwrap();
-        f.write_all(br#"{"op":"put","g":"","r":"configmaps","ns":"ns","n":"c","o":{"meta"#).unwrap();
+        f.write_all(br#"{"op":"put","g":"","r":"configmaps","ns":"ns","n":"c","o":{"meta"#)
+            .unwrap();
         drop(f);
         let (_, rv, objs) = open(dir.path()).unwrap();
         assert_eq!(rv, 7);
         assert_eq!(objs.len(), 1);
-        assert_eq!(objs[0].1 .1, "b");
+        assert_eq!(objs[0].1.1, "b");
         let len = std::fs::metadata(&path).unwrap().len();
-        assert!(std::fs::read(&path).unwrap().ends_with(b"}\n"), "torn tail truncated ({len} bytes)");
+        assert!(
+            std::fs::read(&path).unwrap().ends_with(b"}\n"),
+            "torn tail truncated ({len} bytes)"
+        );
     }
 
     #[test]
@@ -226,7 +270,14 @@ mod tests {
         let gr = GroupResource::new("", "configmaps");
         let (log, _, _) = open(dir.path()).unwrap();
         let mut map = BTreeMap::new();
-        map.insert(("ns".into(), "x".into()), Record { uid: 0, flags: 0, data: rec(r#"{"metadata":{"name":"x","resourceVersion":"3"}}"#) });
+        map.insert(
+            ("ns".into(), "x".into()),
+            Record {
+                uid: 0,
+                flags: 0,
+                data: rec(r#"{"metadata":{"name":"x","resourceVersion":"3"}}"#),
+            },
+        );
         let mut objects = HashMap::new();
         objects.insert(gr.clone(), map);
         let (_, lines) = log.write_snapshot(42, &objects).unwrap();

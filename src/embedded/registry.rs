@@ -130,7 +130,12 @@ impl Registry {
         self.inner.read().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub(crate) fn lookup(&self, group: &str, version: &str, plural: &str) -> Option<Arc<ResourceInfo>> {
+    pub(crate) fn lookup(
+        &self,
+        group: &str,
+        version: &str,
+        plural: &str,
+    ) -> Option<Arc<ResourceInfo>> {
         self.read()
             .by_gvr
             .get(&(group.to_string(), version.to_string(), plural.to_string()))
@@ -182,7 +187,11 @@ impl Registry {
         remove_crd_locked(&mut inner, crd);
         let mut keys = Vec::new();
         for info in infos {
-            keys.push((info.group.clone(), info.version.clone(), info.plural.clone()));
+            keys.push((
+                info.group.clone(),
+                info.version.clone(),
+                info.plural.clone(),
+            ));
             add(&mut inner, info);
         }
         inner.crds.insert(crd.to_string(), keys);
@@ -208,7 +217,11 @@ fn add(inner: &mut Inner, info: ResourceInfo) {
         inner.group_order.push(info.group.clone());
     }
     inner.by_gvr.insert(
-        (info.group.clone(), info.version.clone(), info.plural.clone()),
+        (
+            info.group.clone(),
+            info.version.clone(),
+            info.plural.clone(),
+        ),
         Arc::new(info),
     );
 }
@@ -276,7 +289,12 @@ mod tests {
     fn builtins_are_served() {
         let r = Registry::new();
         assert!(r.lookup("", "v1", "configmaps").is_some());
-        assert!(r.lookup("apps", "v1", "deployments").unwrap().scale.is_some());
+        assert!(
+            r.lookup("apps", "v1", "deployments")
+                .unwrap()
+                .scale
+                .is_some()
+        );
         assert!(r.groups().iter().any(|(g, _)| g == "coordination.k8s.io"));
     }
 }

@@ -40,7 +40,9 @@ fn type_error(path: &str, v: &Value, want: &str) -> FieldCause {
     FieldCause {
         reason: "FieldValueTypeInvalid",
         field: path.to_string(),
-        message: format!("Invalid value: \"{actual}\": {path} in body must be of type {want}: \"{actual}\""),
+        message: format!(
+            "Invalid value: \"{actual}\": {path} in body must be of type {want}: \"{actual}\""
+        ),
     }
 }
 
@@ -91,7 +93,12 @@ pub(crate) fn validate_and_prune(schema: &Value, obj: &mut Value) -> Vec<FieldCa
     errors
 }
 
-fn check_required(schema: &Value, map: &Map<String, Value>, path: &str, errors: &mut Vec<FieldCause>) {
+fn check_required(
+    schema: &Value,
+    map: &Map<String, Value>,
+    path: &str,
+    errors: &mut Vec<FieldCause>,
+) {
     if let Some(req) = schema.get("required").and_then(Value::as_array) {
         for r in req.iter().filter_map(Value::as_str) {
             if !map.contains_key(r) {
@@ -107,7 +114,10 @@ fn walk(schema: &Value, v: &mut Value, path: &str, errors: &mut Vec<FieldCause>)
             errors.push(type_error(
                 path,
                 v,
-                schema.get("type").and_then(Value::as_str).unwrap_or("object"),
+                schema
+                    .get("type")
+                    .and_then(Value::as_str)
+                    .unwrap_or("object"),
             ));
         }
         return;
@@ -142,7 +152,12 @@ fn walk(schema: &Value, v: &mut Value, path: &str, errors: &mut Vec<FieldCause>)
     }
 }
 
-fn walk_object(schema: &Value, map: &mut Map<String, Value>, path: &str, errors: &mut Vec<FieldCause>) {
+fn walk_object(
+    schema: &Value,
+    map: &mut Map<String, Value>,
+    path: &str,
+    errors: &mut Vec<FieldCause>,
+) {
     let props = schema.get("properties").and_then(Value::as_object);
     let additional = schema.get("additionalProperties");
     let preserve = flag(schema, "x-kubernetes-preserve-unknown-fields");
@@ -168,7 +183,8 @@ fn walk_object(schema: &Value, map: &mut Map<String, Value>, path: &str, errors:
             }
             (None, Some(Value::Bool(true))) => {}
             (None, _) if preserve => {}
-            (None, _) if embedded && matches!(key.as_str(), "apiVersion" | "kind" | "metadata") => {}
+            (None, _) if embedded && matches!(key.as_str(), "apiVersion" | "kind" | "metadata") => {
+            }
             (None, _) => {
                 map.remove(&key);
             }
@@ -184,15 +200,31 @@ fn check_bounds(schema: &Value, v: &Value, path: &str, errors: &mut Vec<FieldCau
         if let Some(min) = num("minimum") {
             let excl = flag(schema, "exclusiveMinimum");
             if x < min || (excl && x == min) {
-                let op = if excl { "greater than" } else { "greater than or equal to" };
-                errors.push(FieldCause::invalid(path, v, &format!("{path} in body should be {op} {min}")));
+                let op = if excl {
+                    "greater than"
+                } else {
+                    "greater than or equal to"
+                };
+                errors.push(FieldCause::invalid(
+                    path,
+                    v,
+                    &format!("{path} in body should be {op} {min}"),
+                ));
             }
         }
         if let Some(max) = num("maximum") {
             let excl = flag(schema, "exclusiveMaximum");
             if x > max || (excl && x == max) {
-                let op = if excl { "less than" } else { "less than or equal to" };
-                errors.push(FieldCause::invalid(path, v, &format!("{path} in body should be {op} {max}")));
+                let op = if excl {
+                    "less than"
+                } else {
+                    "less than or equal to"
+                };
+                errors.push(FieldCause::invalid(
+                    path,
+                    v,
+                    &format!("{path} in body should be {op} {max}"),
+                ));
             }
         }
     }
@@ -201,7 +233,11 @@ fn check_bounds(schema: &Value, v: &Value, path: &str, errors: &mut Vec<FieldCau
         if let Some(min) = int("minLength")
             && len < min
         {
-            errors.push(FieldCause::invalid(path, v, &format!("{path} in body should be at least {min} chars long")));
+            errors.push(FieldCause::invalid(
+                path,
+                v,
+                &format!("{path} in body should be at least {min} chars long"),
+            ));
         }
         if let Some(max) = int("maxLength")
             && len > max
@@ -216,7 +252,11 @@ fn check_bounds(schema: &Value, v: &Value, path: &str, errors: &mut Vec<FieldCau
             && let Ok(re) = regex::Regex::new(p)
             && !re.is_match(s)
         {
-            errors.push(FieldCause::invalid(path, v, &format!("{path} in body should match '{p}'")));
+            errors.push(FieldCause::invalid(
+                path,
+                v,
+                &format!("{path} in body should match '{p}'"),
+            ));
         }
     }
     if let Some(a) = v.as_array() {
@@ -224,7 +264,11 @@ fn check_bounds(schema: &Value, v: &Value, path: &str, errors: &mut Vec<FieldCau
         if let Some(min) = int("minItems")
             && len < min
         {
-            errors.push(FieldCause::invalid(path, v, &format!("{path} in body should have at least {min} items")));
+            errors.push(FieldCause::invalid(
+                path,
+                v,
+                &format!("{path} in body should have at least {min} items"),
+            ));
         }
         if let Some(max) = int("maxItems")
             && len > max
@@ -280,7 +324,10 @@ mod tests {
         assert!(obj["spec"].get("unknown").is_none());
         assert_eq!(obj["spec"]["free"]["any"]["thing"], 1);
         assert!(obj["spec"]["note"].is_null() && obj["spec"].get("note").is_some());
-        assert!(obj["spec"].get("other").is_none(), "null of non-nullable is dropped");
+        assert!(
+            obj["spec"].get("other").is_none(),
+            "null of non-nullable is dropped"
+        );
         assert_eq!(obj["metadata"]["name"], "a");
     }
 
@@ -290,12 +337,24 @@ mod tests {
                                       "labels": {"x": 1}, "port": 1.5}});
         let errs = validate_and_prune(&schema(), &mut obj);
         let fields: Vec<&str> = errs.iter().map(|e| e.field.as_str()).collect();
-        assert_eq!(fields, ["spec.color", "spec.labels.x", "spec.port", "spec.size", "spec.tags[1]"]);
+        assert_eq!(
+            fields,
+            [
+                "spec.color",
+                "spec.labels.x",
+                "spec.port",
+                "spec.size",
+                "spec.tags[1]"
+            ]
+        );
         assert_eq!(
             errs[3].message,
             "Invalid value: \"string\": spec.size in body must be of type integer: \"string\""
         );
-        assert_eq!(errs[0].message, "Unsupported value: \"pink\": supported values: \"red\", \"blue\"");
+        assert_eq!(
+            errs[0].message,
+            "Unsupported value: \"pink\": supported values: \"red\", \"blue\""
+        );
     }
 
     #[test]

@@ -24,7 +24,9 @@ pub(crate) struct LabelSelector {
 }
 
 fn bad(sel: &str, why: &str) -> ApiError {
-    ApiError::bad_request(format!("unable to parse requirement: {why} (selector {sel:?})"))
+    ApiError::bad_request(format!(
+        "unable to parse requirement: {why} (selector {sel:?})"
+    ))
 }
 
 fn valid_key(key: &str) -> bool {
@@ -123,9 +125,17 @@ impl LabelSelector {
                 }
                 LabelOp::Ne(v.to_string())
             } else if let Some(v) = rest.strip_prefix('>') {
-                LabelOp::Gt(v.trim().parse().map_err(|_| bad(sel, "expected an integer"))?)
+                LabelOp::Gt(
+                    v.trim()
+                        .parse()
+                        .map_err(|_| bad(sel, "expected an integer"))?,
+                )
             } else if let Some(v) = rest.strip_prefix('<') {
-                LabelOp::Lt(v.trim().parse().map_err(|_| bad(sel, "expected an integer"))?)
+                LabelOp::Lt(
+                    v.trim()
+                        .parse()
+                        .map_err(|_| bad(sel, "expected an integer"))?,
+                )
             } else if let Some(v) = rest.strip_prefix("notin") {
                 LabelOp::NotIn(parse_set(sel, v)?)
             } else if let Some(v) = rest.strip_prefix("in") {
@@ -152,7 +162,11 @@ impl LabelSelector {
                 let values: Vec<String> = e
                     .get("values")
                     .and_then(Value::as_array)
-                    .map(|a| a.iter().filter_map(|v| v.as_str().map(String::from)).collect())
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|v| v.as_str().map(String::from))
+                            .collect()
+                    })
                     .unwrap_or_default();
                 let op = match e.get("operator")?.as_str()? {
                     "In" => LabelOp::In(values),
@@ -200,19 +214,19 @@ impl LabelSelector {
                 LabelOp::NotIn(set) => v.is_none_or(|v| !set.iter().any(|s| s == v)),
                 LabelOp::Exists => v.is_some(),
                 LabelOp::DoesNotExist => v.is_none(),
-                LabelOp::Gt(n) => v.and_then(|v| v.parse::<i64>().ok()).is_some_and(|v| v > *n),
-                LabelOp::Lt(n) => v.and_then(|v| v.parse::<i64>().ok()).is_some_and(|v| v < *n),
+                LabelOp::Gt(n) => v
+                    .and_then(|v| v.parse::<i64>().ok())
+                    .is_some_and(|v| v > *n),
+                LabelOp::Lt(n) => v
+                    .and_then(|v| v.parse::<i64>().ok())
+                    .is_some_and(|v| v < *n),
             }
         })
     }
 
     /// Matches the labels of a whole object.
     pub(crate) fn matches_object(&self, obj: &Value) -> bool {
-        self.is_empty()
-            || self.matches(
-                obj.pointer("/metadata/labels")
-                    .and_then(Value::as_object),
-            )
+        self.is_empty() || self.matches(obj.pointer("/metadata/labels").and_then(Value::as_object))
     }
 }
 
@@ -291,21 +305,45 @@ mod tests {
     fn equality_and_inequality() {
         let l = labels(json!({"app": "web", "tier": "front"}));
         assert!(LabelSelector::parse("app=web").unwrap().matches(Some(&l)));
-        assert!(LabelSelector::parse("app==web,tier=front").unwrap().matches(Some(&l)));
+        assert!(
+            LabelSelector::parse("app==web,tier=front")
+                .unwrap()
+                .matches(Some(&l))
+        );
         assert!(!LabelSelector::parse("app!=web").unwrap().matches(Some(&l)));
-        assert!(LabelSelector::parse("missing!=x").unwrap().matches(Some(&l)));
+        assert!(
+            LabelSelector::parse("missing!=x")
+                .unwrap()
+                .matches(Some(&l))
+        );
         assert!(LabelSelector::parse("").unwrap().matches(None));
     }
 
     #[test]
     fn sets_and_existence() {
         let l = labels(json!({"env": "prod", "a.b/c": "1"}));
-        assert!(LabelSelector::parse("env in (dev, prod)").unwrap().matches(Some(&l)));
-        assert!(!LabelSelector::parse("env notin (prod)").unwrap().matches(Some(&l)));
-        assert!(LabelSelector::parse("x notin (prod)").unwrap().matches(Some(&l)));
+        assert!(
+            LabelSelector::parse("env in (dev, prod)")
+                .unwrap()
+                .matches(Some(&l))
+        );
+        assert!(
+            !LabelSelector::parse("env notin (prod)")
+                .unwrap()
+                .matches(Some(&l))
+        );
+        assert!(
+            LabelSelector::parse("x notin (prod)")
+                .unwrap()
+                .matches(Some(&l))
+        );
         assert!(LabelSelector::parse("a.b/c").unwrap().matches(Some(&l)));
         assert!(!LabelSelector::parse("!env").unwrap().matches(Some(&l)));
-        assert!(LabelSelector::parse("!nope,env in (prod),a.b/c>0").unwrap().matches(Some(&l)));
+        assert!(
+            LabelSelector::parse("!nope,env in (prod),a.b/c>0")
+                .unwrap()
+                .matches(Some(&l))
+        );
     }
 
     #[test]
@@ -337,8 +375,16 @@ mod tests {
         let obj = json!({"metadata": {"name": "a", "namespace": "ns"}, "type": "Opaque"});
         let f = FieldSelector::parse("metadata.name=a,metadata.namespace!=x", &[]).unwrap();
         assert!(f.matches(&obj));
-        assert!(!FieldSelector::parse("metadata.name==b", &[]).unwrap().matches(&obj));
-        assert!(FieldSelector::parse("type=Opaque", &["type"]).unwrap().matches(&obj));
+        assert!(
+            !FieldSelector::parse("metadata.name==b", &[])
+                .unwrap()
+                .matches(&obj)
+        );
+        assert!(
+            FieldSelector::parse("type=Opaque", &["type"])
+                .unwrap()
+                .matches(&obj)
+        );
         assert_eq!(FieldSelector::parse("spec.x=1", &[]).unwrap_err().code, 400);
     }
 }

@@ -93,10 +93,16 @@ struct ApiRequest {
 
 impl ApiRequest {
     fn param(&self, k: &str) -> Option<&str> {
-        self.query.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str())
+        self.query
+            .iter()
+            .find(|(n, _)| n == k)
+            .map(|(_, v)| v.as_str())
     }
     fn header(&self, k: header::HeaderName) -> &str {
-        self.headers.get(k).and_then(|v| v.to_str().ok()).unwrap_or_default()
+        self.headers
+            .get(k)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
     }
     fn wants_table(&self) -> bool {
         self.header(header::ACCEPT).contains("as=Table")
@@ -104,13 +110,16 @@ impl ApiRequest {
     fn json_body(&self) -> Result<Value, ApiError> {
         let ct = self.header(header::CONTENT_TYPE);
         if ct.contains("yaml") {
-            let text = std::str::from_utf8(&self.body).map_err(|e| ApiError::bad_request(e.to_string()))?;
-            return serde_saphyr::from_str(text).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")));
+            let text = std::str::from_utf8(&self.body)
+                .map_err(|e| ApiError::bad_request(e.to_string()))?;
+            return serde_saphyr::from_str(text)
+                .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")));
         }
         if ct.contains("protobuf") {
             return Err(ApiError::unsupported_media_type(ct));
         }
-        serde_json::from_slice(&self.body).map_err(|e| ApiError::bad_request(format!("error decoding body: {e}")))
+        serde_json::from_slice(&self.body)
+            .map_err(|e| ApiError::bad_request(format!("error decoding body: {e}")))
     }
 }
 
@@ -118,12 +127,17 @@ fn route(state: &SharedState, path: &str, req: &ApiRequest) -> Result<Response, 
     let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     let get_only = |v: Option<Value>| -> Result<Response, ApiError> {
         if req.method != Method::GET {
-            return Err(ApiError::method_not_allowed(format!("the server does not allow this method on the requested resource ({path})")));
+            return Err(ApiError::method_not_allowed(format!(
+                "the server does not allow this method on the requested resource ({path})"
+            )));
         }
-        v.map(|v| json_response(StatusCode::OK, &v)).ok_or_else(ApiError::path_not_found)
+        v.map(|v| json_response(StatusCode::OK, &v))
+            .ok_or_else(ApiError::path_not_found)
     };
     match segs.as_slice() {
-        [] => get_only(Some(json!({"paths": ["/api", "/api/v1", "/apis", "/openapi/v2", "/openapi/v3", "/version"]}))),
+        [] => get_only(Some(
+            json!({"paths": ["/api", "/api/v1", "/apis", "/openapi/v2", "/openapi/v3", "/version"]}),
+        )),
         ["version"] => get_only(Some(discovery::version())),
         ["api"] => get_only(Some(discovery::core_versions(&state.address))),
         ["apis"] => get_only(Some(discovery::group_list(&state.registry))),
@@ -132,14 +146,19 @@ fn route(state: &SharedState, path: &str, req: &ApiRequest) -> Result<Response, 
                 let bytes = openapi::v2_protobuf(&state.registry);
                 return Ok(Response::builder()
                     .status(StatusCode::OK)
-                    .header(header::CONTENT_TYPE, "application/com.github.proto-openapi.spec.v2@v1.0+protobuf")
+                    .header(
+                        header::CONTENT_TYPE,
+                        "application/com.github.proto-openapi.spec.v2@v1.0+protobuf",
+                    )
                     .body(Body::from(bytes))
                     .expect("static header is valid"));
             }
             get_only(Some(openapi::v2(&state.registry)))
         }
         ["openapi", "v3"] => get_only(Some(openapi::v3_index(&state.registry))),
-        ["openapi", "v3", rest @ ..] => get_only(openapi::v3_group_version(&state.registry, &rest.join("/"))),
+        ["openapi", "v3", rest @ ..] => {
+            get_only(openapi::v3_group_version(&state.registry, &rest.join("/")))
+        }
         ["api", v] => get_only(discovery::resource_list(&state.registry, "", v)),
         ["api", v, rest @ ..] => resource(state, "", v, rest, req),
         ["apis", g] => get_only(discovery::group(&state.registry, g)),
@@ -150,9 +169,17 @@ fn route(state: &SharedState, path: &str, req: &ApiRequest) -> Result<Response, 
 }
 
 /// `[namespaces/<ns>/]<resource>[/<name>[/<subresource>]]`
-fn resource(state: &SharedState, group: &str, version: &str, rest: &[&str], req: &ApiRequest) -> Result<Response, ApiError> {
+fn resource(
+    state: &SharedState,
+    group: &str,
+    version: &str,
+    rest: &[&str],
+    req: &ApiRequest,
+) -> Result<Response, ApiError> {
     let (ns, resource, name, sub) = match rest {
-        ["namespaces", ns, r, tail @ ..] if !(tail.is_empty() && matches!(*r, "status" | "finalize")) => {
+        ["namespaces", ns, r, tail @ ..]
+            if !(tail.is_empty() && matches!(*r, "status" | "finalize")) =>
+        {
             (Some(*ns), *r, tail.first().copied(), tail.get(1).copied())
         }
         [r, tail @ ..] => (None, *r, tail.first().copied(), tail.get(1).copied()),
@@ -161,7 +188,10 @@ fn resource(state: &SharedState, group: &str, version: &str, rest: &[&str], req:
     if rest.len() > 5 || (ns.is_none() && rest.len() > 3) {
         return Err(ApiError::path_not_found());
     }
-    let info = state.registry.lookup(group, version, resource).ok_or_else(ApiError::path_not_found)?;
+    let info = state
+        .registry
+        .lookup(group, version, resource)
+        .ok_or_else(ApiError::path_not_found)?;
     if ns.is_some() && !info.namespaced {
         return Err(ApiError::path_not_found());
     }
@@ -173,7 +203,11 @@ fn resource(state: &SharedState, group: &str, version: &str, rest: &[&str], req:
         Some(_) => return Err(ApiError::path_not_found()),
     }
     let ns_key = ns.unwrap_or_default();
-    let endpoint = if sub == Some("status") { Endpoint::Status } else { Endpoint::Main };
+    let endpoint = if sub == Some("status") {
+        Endpoint::Status
+    } else {
+        Endpoint::Main
+    };
     match (&req.method, name) {
         (&Method::GET, None) => {
             let q = ListQuery::parse(&info, &req.query)?;
@@ -184,7 +218,11 @@ fn resource(state: &SharedState, group: &str, version: &str, rest: &[&str], req:
                 let info2 = info.clone();
                 let clock = state.clock.clone();
                 let stream = tokio_stream::wrappers::ReceiverStream::new(rx).map(move |chunk| {
-                    Ok::<_, Infallible>(if table { table::watch_line(&info2, chunk, &clock()) } else { chunk })
+                    Ok::<_, Infallible>(if table {
+                        table::watch_line(&info2, chunk, &clock())
+                    } else {
+                        chunk
+                    })
                 });
                 return Ok(Response::builder()
                     .status(StatusCode::OK)
@@ -194,17 +232,26 @@ fn resource(state: &SharedState, group: &str, version: &str, rest: &[&str], req:
             }
             let page = state.list(&info, ns, &q)?;
             if req.wants_table() {
-                return Ok(json_response(StatusCode::OK, &table::list_table(&info, &page, &state.now_time())));
+                return Ok(json_response(
+                    StatusCode::OK,
+                    &table::list_table(&info, &page, &state.now_time()),
+                ));
             }
             Ok(respond(StatusCode::OK, list_body(&info, &page)))
         }
         (&Method::GET, Some(name)) => {
             if sub == Some("scale") {
-                return Ok(json_response(StatusCode::OK, &state.get_scale(&info, ns_key, name)?));
+                return Ok(json_response(
+                    StatusCode::OK,
+                    &state.get_scale(&info, ns_key, name)?,
+                ));
             }
             let obj = state.get(&info, ns_key, name)?;
             if req.wants_table() {
-                return Ok(json_response(StatusCode::OK, &table::object_table(&info, &obj, &state.now_time())));
+                return Ok(json_response(
+                    StatusCode::OK,
+                    &table::object_table(&info, &obj, &state.now_time()),
+                ));
             }
             Ok(json_response(StatusCode::OK, &obj))
         }
@@ -227,38 +274,63 @@ fn resource(state: &SharedState, group: &str, version: &str, rest: &[&str], req:
         (&Method::PATCH, Some(name)) => {
             let kind = PatchKind::from_content_type(req.header(header::CONTENT_TYPE))?;
             if kind == PatchKind::Apply && req.param("fieldManager").is_none_or(str::is_empty) {
-                return Err(ApiError::bad_request("fieldManager is required for apply requests"));
+                return Err(ApiError::bad_request(
+                    "fieldManager is required for apply requests",
+                ));
             }
             let body = parse_body(kind, &req.body)?;
             if sub == Some("scale") {
-                let out = state.update_scale(&info, ns_key, name, |cur| apply_patch(kind, &cur, &body))?;
+                let out = state
+                    .update_scale(&info, ns_key, name, |cur| apply_patch(kind, &cur, &body))?;
                 return Ok(json_response(StatusCode::OK, &out));
             }
             let (out, created) = state.patch(&info, ns_key, name, kind, body, endpoint)?;
-            let code = if created { StatusCode::CREATED } else { StatusCode::OK };
+            let code = if created {
+                StatusCode::CREATED
+            } else {
+                StatusCode::OK
+            };
             Ok(json_response(code, &out))
         }
         (&Method::DELETE, Some(name)) => {
             let opts = delete_options(req)?;
-            Ok(json_response(StatusCode::OK, &state.delete(&info, ns_key, name, &opts)?))
+            Ok(json_response(
+                StatusCode::OK,
+                &state.delete(&info, ns_key, name, &opts)?,
+            ))
         }
         (&Method::DELETE, None) => {
             let opts = delete_options(req)?;
             let q = ListQuery::parse(&info, &req.query)?;
-            let q = ListQuery { limit: None, continue_token: None, ..q };
+            let q = ListQuery {
+                limit: None,
+                continue_token: None,
+                ..q
+            };
             let page = state.list(&info, ns, &q)?;
             let mut deleted = Vec::new();
             for item in &page.items {
-                let Ok(obj) = serde_json::from_slice::<Value>(item) else { continue };
-                let name = super::objects::meta_str(&obj, "name").unwrap_or_default().to_string();
-                let obj_ns = super::objects::meta_str(&obj, "namespace").unwrap_or_default().to_string();
+                let Ok(obj) = serde_json::from_slice::<Value>(item) else {
+                    continue;
+                };
+                let name = super::objects::meta_str(&obj, "name")
+                    .unwrap_or_default()
+                    .to_string();
+                let obj_ns = super::objects::meta_str(&obj, "namespace")
+                    .unwrap_or_default()
+                    .to_string();
                 match state.delete(&info, &obj_ns, &name, &opts) {
                     Ok(v) => deleted.push(Bytes::from(v.to_string())),
                     Err(e) if e.code == 404 => {}
                     Err(e) => return Err(e),
                 }
             }
-            let page = super::list::ListPage { items: deleted, resource_version: state.store.current_rv(), continue_token: None, remaining: None };
+            let page = super::list::ListPage {
+                items: deleted,
+                resource_version: state.store.current_rv(),
+                continue_token: None,
+                remaining: None,
+            };
             Ok(respond(StatusCode::OK, list_body(&info, &page)))
         }
         _ => Err(ApiError::method_not_allowed(format!(
@@ -269,13 +341,25 @@ fn resource(state: &SharedState, group: &str, version: &str, rest: &[&str], req:
 }
 
 fn delete_options(req: &ApiRequest) -> Result<DeleteOptions, ApiError> {
-    let body = if req.body.is_empty() { None } else { Some(req.json_body()?) };
+    let body = if req.body.is_empty() {
+        None
+    } else {
+        Some(req.json_body()?)
+    };
     DeleteOptions::parse(body.as_ref(), req.param("propagationPolicy"))
 }
 
 /// `PUT /api/v1/namespaces/<name>/finalize`: only `spec.finalizers` changes.
-fn finalize_namespace(state: &SharedState, info: &Arc<ResourceInfo>, name: &str, body: Value) -> Result<Value, ApiError> {
-    let finalizers = body.pointer("/spec/finalizers").cloned().unwrap_or(json!([]));
+fn finalize_namespace(
+    state: &SharedState,
+    info: &Arc<ResourceInfo>,
+    name: &str,
+    body: Value,
+) -> Result<Value, ApiError> {
+    let finalizers = body
+        .pointer("/spec/finalizers")
+        .cloned()
+        .unwrap_or(json!([]));
     state.get(info, "", name)?;
     state.internal_update(&info.gr(), "", name, |obj| {
         if obj.pointer("/spec/finalizers") == Some(&finalizers) {

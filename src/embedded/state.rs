@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 use super::Clock;
 use super::errors::{ApiError, FieldCause};
 use super::objects::{
-    self, DeleteDecision, Endpoint, Propagation, UpdateDecision, check_preconditions, decide_delete,
-    meta_str, prepare_create, prepare_update,
+    self, DeleteDecision, Endpoint, Propagation, UpdateDecision, check_preconditions,
+    decide_delete, meta_str, prepare_create, prepare_update,
 };
 use super::patch::{PatchKind, apply_patch};
 use super::registry::{Registry, ResourceInfo};
@@ -37,7 +37,10 @@ pub(crate) struct DeleteOptions {
 }
 
 impl DeleteOptions {
-    pub(crate) fn parse(body: Option<&Value>, query_policy: Option<&str>) -> Result<Self, ApiError> {
+    pub(crate) fn parse(
+        body: Option<&Value>,
+        query_policy: Option<&str>,
+    ) -> Result<Self, ApiError> {
         let policy = body
             .and_then(|b| b.get("propagationPolicy"))
             .and_then(Value::as_str)
@@ -79,7 +82,10 @@ fn to_storage(info: &ResourceInfo, mut obj: Value) -> Value {
     if info.version != info.storage_version
         && let Some(m) = obj.as_object_mut()
     {
-        m.insert("apiVersion".into(), Value::String(info.storage_api_version()));
+        m.insert(
+            "apiVersion".into(),
+            Value::String(info.storage_api_version()),
+        );
     }
     obj
 }
@@ -132,7 +138,12 @@ impl State {
         (self.clock)().to_rfc3339_opts(SecondsFormat::Secs, true)
     }
 
-    fn check_namespace(&self, info: &ResourceInfo, ns: Option<&str>, name: &str) -> Result<(), ApiError> {
+    fn check_namespace(
+        &self,
+        info: &ResourceInfo,
+        ns: Option<&str>,
+        name: &str,
+    ) -> Result<(), ApiError> {
         let Some(ns) = ns.filter(|_| info.namespaced) else {
             return Ok(());
         };
@@ -149,8 +160,15 @@ impl State {
 
     fn check_crd_active(&self, info: &ResourceInfo) -> Result<(), ApiError> {
         if let Some(crd) = &info.crd {
-            let gr = super::store::GroupResource::new("apiextensions.k8s.io", "customresourcedefinitions");
-            if self.store.get(&gr, "", crd).is_some_and(|c| objects::is_deleting(&c)) {
+            let gr = super::store::GroupResource::new(
+                "apiextensions.k8s.io",
+                "customresourcedefinitions",
+            );
+            if self
+                .store
+                .get(&gr, "", crd)
+                .is_some_and(|c| objects::is_deleting(&c))
+            {
                 return Err(ApiError::method_not_allowed(
                     "create not allowed while custom resource definition is terminating",
                 ));
@@ -159,7 +177,12 @@ impl State {
         Ok(())
     }
 
-    pub(crate) fn create(&self, info: &ResourceInfo, ns: Option<&str>, body: Value) -> Result<Value, ApiError> {
+    pub(crate) fn create(
+        &self,
+        info: &ResourceInfo,
+        ns: Option<&str>,
+        body: Value,
+    ) -> Result<Value, ApiError> {
         let uid = uuid::Uuid::new_v4().to_string();
         let mut obj = prepare_create(info, body, ns, &self.now(), &uid)?;
         let name = meta_str(&obj, "name").unwrap_or_default().to_string();
@@ -172,11 +195,17 @@ impl State {
             super::crd::validate_crd(&obj)?;
         }
         let stored = to_storage(info, obj);
-        let ns_key = if info.namespaced { ns.unwrap_or_default() } else { "" };
-        let out = self.store.mutate(&info.gr(), ns_key, &name, |cur, _| match cur {
-            Some(_) => Err(ApiError::already_exists(&info.group, &info.plural, &name)),
-            None => Ok(Mutation::Put(stored)),
-        })?;
+        let ns_key = if info.namespaced {
+            ns.unwrap_or_default()
+        } else {
+            ""
+        };
+        let out = self
+            .store
+            .mutate(&info.gr(), ns_key, &name, |cur, _| match cur {
+                Some(_) => Err(ApiError::already_exists(&info.group, &info.plural, &name)),
+                None => Ok(Mutation::Put(stored)),
+            })?;
         Ok(to_served(info, out.object))
     }
 
@@ -208,7 +237,10 @@ impl State {
             check_identity(info, &desired, ns, name)?;
             if info.crd.is_some() {
                 // Prune first so unknown fields alone do not count as a change.
-                let _ = validate_and_prune(info.schema.as_deref().unwrap_or(&Value::Null), &mut desired);
+                let _ = validate_and_prune(
+                    info.schema.as_deref().unwrap_or(&Value::Null),
+                    &mut desired,
+                );
             }
             let decision = prepare_update(info, &cur, desired, endpoint, require_rv)?;
             Ok(match decision {
@@ -271,7 +303,9 @@ impl State {
                 };
             }
         }
-        let out = self.modify(info, ns, name, endpoint, false, |cur| apply_patch(kind, &cur, &body))?;
+        let out = self.modify(info, ns, name, endpoint, false, |cur| {
+            apply_patch(kind, &cur, &body)
+        })?;
         Ok((out, false))
     }
 
@@ -299,7 +333,12 @@ impl State {
     }
 
     /// Reads the autoscaling/v1 `Scale` of an object.
-    pub(crate) fn get_scale(&self, info: &ResourceInfo, ns: &str, name: &str) -> Result<Value, ApiError> {
+    pub(crate) fn get_scale(
+        &self,
+        info: &ResourceInfo,
+        ns: &str,
+        name: &str,
+    ) -> Result<Value, ApiError> {
         let obj = self.get(info, ns, name)?;
         Ok(scale_of(info, &obj))
     }
@@ -328,7 +367,11 @@ impl State {
                     "autoscaling",
                     "Scale",
                     name,
-                    vec![FieldCause::invalid("spec.replicas", &replicas, "must be greater than or equal to 0")],
+                    vec![FieldCause::invalid(
+                        "spec.replicas",
+                        &replicas,
+                        "must be greater than or equal to 0",
+                    )],
                 ));
             }
             let mut next = cur;
@@ -361,14 +404,23 @@ fn check_identity(info: &ResourceInfo, obj: &Value, ns: &str, name: &str) -> Res
 }
 
 pub(crate) fn scale_of(info: &ResourceInfo, obj: &Value) -> Value {
-    let paths = info.scale.clone().unwrap_or_else(|| super::registry::ScalePaths {
-        spec_replicas: ".spec.replicas".into(),
-        status_replicas: ".status.replicas".into(),
-        label_selector: None,
-    });
+    let paths = info
+        .scale
+        .clone()
+        .unwrap_or_else(|| super::registry::ScalePaths {
+            spec_replicas: ".spec.replicas".into(),
+            status_replicas: ".status.replicas".into(),
+            label_selector: None,
+        });
     let m = objects::meta(obj).cloned().unwrap_or_default();
     let mut meta = serde_json::Map::new();
-    for f in ["name", "namespace", "uid", "resourceVersion", "creationTimestamp"] {
+    for f in [
+        "name",
+        "namespace",
+        "uid",
+        "resourceVersion",
+        "creationTimestamp",
+    ] {
         if let Some(v) = m.get(f) {
             meta.insert(f.into(), v.clone());
         }

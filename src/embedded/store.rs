@@ -184,6 +184,12 @@ impl Store {
         }
     }
 
+    /// Forgets the change history (after bootstrap, so that resourceVersions from before
+    /// are "too old" for watches, as after an etcd compaction).
+    pub(crate) fn compact_history(&self) {
+        self.write().history.clear();
+    }
+
     pub(crate) fn set_journal(&mut self, journal: Box<dyn Journal>) {
         self.journal = Some(journal);
     }
@@ -449,7 +455,10 @@ mod tests {
         put(&store, "b");
         put(&store, "c");
         let gr = GroupResource::new("", "configmaps");
-        let err = store.watch(&gr, None, WatchFrom::After(first - 1)).err().unwrap();
+        let err = store
+            .watch(&gr, None, WatchFrom::After(first - 1))
+            .err()
+            .unwrap();
         assert_eq!(err.code, 410);
         let ok = store.watch(&gr, None, WatchFrom::After(first + 1)).unwrap();
         assert_eq!(ok.replay.len(), 1);

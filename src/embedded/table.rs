@@ -15,15 +15,27 @@ pub(crate) fn human_age(secs: i64) -> String {
     if s < 120 {
         format!("{s}s")
     } else if m < 10 {
-        if s % 60 == 0 { format!("{m}m") } else { format!("{m}m{}s", s % 60) }
+        if s % 60 == 0 {
+            format!("{m}m")
+        } else {
+            format!("{m}m{}s", s % 60)
+        }
     } else if m < 180 {
         format!("{m}m")
     } else if h < 8 {
-        if m % 60 == 0 { format!("{h}h") } else { format!("{h}h{}m", m % 60) }
+        if m % 60 == 0 {
+            format!("{h}h")
+        } else {
+            format!("{h}h{}m", m % 60)
+        }
     } else if h < 48 {
         format!("{h}h")
     } else if d < 8 {
-        if h % 24 == 0 { format!("{d}d") } else { format!("{d}d{}h", h % 24) }
+        if h % 24 == 0 {
+            format!("{d}d")
+        } else {
+            format!("{d}d{}h", h % 24)
+        }
     } else {
         format!("{d}d")
     }
@@ -33,7 +45,11 @@ pub(crate) fn human_age(secs: i64) -> String {
 /// `.a[?(@.type=="Ready")].status`.
 pub(crate) fn json_path<'a>(obj: &'a Value, path: &str) -> Option<&'a Value> {
     let mut cur = obj;
-    let mut rest = path.trim().trim_start_matches('{').trim_end_matches('}').trim_start_matches('.');
+    let mut rest = path
+        .trim()
+        .trim_start_matches('{')
+        .trim_end_matches('}')
+        .trim_start_matches('.');
     while !rest.is_empty() {
         if let Some(after) = rest.strip_prefix('[') {
             let end = after.find(']')?;
@@ -43,7 +59,8 @@ pub(crate) fn json_path<'a>(obj: &'a Value, path: &str) -> Option<&'a Value> {
                 let (field, want) = filter.split_once("==")?;
                 let want = want.trim().trim_matches(|c| c == '"' || c == '\'');
                 cur = cur.as_array()?.iter().find(|e| {
-                    e.get(field.trim()).is_some_and(|v| v.as_str().map_or(v.to_string() == want, |s| s == want))
+                    e.get(field.trim())
+                        .is_some_and(|v| v.as_str().map_or(v.to_string() == want, |s| s == want))
                 })?;
             } else {
                 cur = cur.get(inner.parse::<usize>().ok()?)?;
@@ -58,7 +75,9 @@ pub(crate) fn json_path<'a>(obj: &'a Value, path: &str) -> Option<&'a Value> {
 }
 
 fn columns(info: &ResourceInfo) -> Vec<Value> {
-    let mut cols = vec![json!({"name": "Name", "type": "string", "format": "name", "description": "Name must be unique within a namespace.", "priority": 0})];
+    let mut cols = vec![
+        json!({"name": "Name", "type": "string", "format": "name", "description": "Name must be unique within a namespace.", "priority": 0}),
+    ];
     if info.printer_columns.is_empty() {
         cols.push(json!({"name": "Age", "type": "string", "format": "", "description": "CreationTimestamp", "priority": 0}));
     }
@@ -88,8 +107,12 @@ fn row(info: &ResourceInfo, obj: &Value, now: &DateTime<Utc>) -> Value {
         cells.push(json!(age_of(obj, now)));
     }
     for c in &info.printer_columns {
-        let path = c.get("jsonPath").and_then(Value::as_str).unwrap_or_default();
-        let cell = if path == ".metadata.creationTimestamp" && c.get("type") == Some(&json!("date")) {
+        let path = c
+            .get("jsonPath")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let cell = if path == ".metadata.creationTimestamp" && c.get("type") == Some(&json!("date"))
+        {
             json!(age_of(obj, now))
         } else {
             json_path(obj, path).cloned().unwrap_or(Value::Null)
@@ -131,8 +154,15 @@ pub(crate) fn list_table(info: &ResourceInfo, page: &ListPage, now: &DateTime<Ut
 }
 
 pub(crate) fn object_table(info: &ResourceInfo, obj: &Value, now: &DateTime<Utc>) -> Value {
-    let rv = obj.pointer("/metadata/resourceVersion").cloned().unwrap_or(json!(""));
-    table(info, vec![row(info, obj, now)], json!({"resourceVersion": rv}))
+    let rv = obj
+        .pointer("/metadata/resourceVersion")
+        .cloned()
+        .unwrap_or(json!(""));
+    table(
+        info,
+        vec![row(info, obj, now)],
+        json!({"resourceVersion": rv}),
+    )
 }
 
 /// Rewrites one watch line so its object is a one-row Table.
@@ -165,7 +195,10 @@ mod tests {
     fn json_paths() {
         let o = json!({"status": {"conditions": [{"type": "A", "status": "False"}, {"type": "Ready", "status": "True"}]},
                        "spec": {"list": [1, 2]}});
-        assert_eq!(json_path(&o, ".status.conditions[?(@.type==\"Ready\")].status"), Some(&json!("True")));
+        assert_eq!(
+            json_path(&o, ".status.conditions[?(@.type==\"Ready\")].status"),
+            Some(&json!("True"))
+        );
         assert_eq!(json_path(&o, ".spec.list[1]"), Some(&json!(2)));
         assert_eq!(json_path(&o, ".spec.none"), None);
     }

@@ -75,7 +75,9 @@ impl Filter {
             return Some(data.clone());
         }
         let obj: Value = serde_json::from_slice(data).ok()?;
-        serde_json::to_vec(&to_served(&self.info, obj)).ok().map(Bytes::from)
+        serde_json::to_vec(&to_served(&self.info, obj))
+            .ok()
+            .map(Bytes::from)
     }
 
     fn selects(&self, data: &Bytes) -> bool {
