@@ -36,6 +36,7 @@ mod server;
 mod state;
 mod store;
 mod table;
+mod tls;
 mod watch;
 
 use std::net::SocketAddr;
@@ -81,6 +82,8 @@ pub enum EmbeddedError {
     Kubeconfig(#[from] kube::config::KubeconfigError),
     #[error("building client: {0}")]
     Client(#[from] kube::Error),
+    #[error("making the serving certificate: {0}")]
+    Tls(String),
     #[error("bootstrapping: {0}")]
     Bootstrap(String),
 }
@@ -90,6 +93,7 @@ pub enum EmbeddedError {
 pub struct EmbeddedServer {
     addr: SocketAddr,
     state: Arc<State>,
+    ca_pem: String,
     server: Option<JoinHandle<()>>,
     controllers: Option<JoinHandle<()>>,
 }
@@ -165,6 +169,9 @@ impl EmbeddedServer {
         state.store.compact_history();
         let router = server::router(state.clone());
         let cancel = state.shutdown.clone();
+        let identity = tls::generate().map_err(EmbeddedError::Tls)?;
+        let listener = tls::TlsListener::new(listener, identity.acceptor, cancel.clone())
+            .map_err(|source| EmbeddedError::Bind { port, source })?;
         let server = tokio::spawn(async move {
             let result = axum::serve(listener, router)
                 .with_graceful_shutdown(cancel.cancelled_owned())
@@ -174,18 +181,24 @@ impl EmbeddedServer {
             }
         });
         let controllers = tokio::spawn(gc::run_controllers(state.clone()));
-        tracing::info!(url = %format!("http://{addr}"), "embedded API server listening");
+        tracing::info!(url = %format!("https://{addr}"), "embedded API server listening");
         Ok(EmbeddedServer {
             addr,
             state,
+            ca_pem: identity.ca_pem,
             server: Some(server),
             controllers: Some(controllers),
         })
     }
 
-    /// `http://127.0.0.1:<port>`.
+    /// `https://127.0.0.1:<port>`.
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        format!("https://{}", self.addr)
+    }
+
+    /// PEM of the CA the serving certificate chains to (also in the kubeconfig).
+    pub fn ca_pem(&self) -> &str {
+        &self.ca_pem
     }
 
     pub fn port(&self) -> u16 {
@@ -203,6 +216,7 @@ impl EmbeddedServer {
             "granary",
             &self.url(),
             self.token(),
+            &self.ca_pem,
         )?)
     }
 
@@ -212,8 +226,11 @@ impl EmbeddedServer {
             path: path.to_path_buf(),
             source,
         };
-        std::fs::write(path, kubeconfig::yaml("granary", &self.url(), self.token()))
-            .map_err(err)?;
+        std::fs::write(
+            path,
+            kubeconfig::yaml("granary", &self.url(), self.token(), &self.ca_pem),
+        )
+        .map_err(err)?;
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;

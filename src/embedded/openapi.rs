@@ -152,17 +152,40 @@ pub(crate) fn v3_group_version(registry: &Registry, path: &str) -> Option<Value>
     }
     let meta_ref = format!("#/components/schemas/{OBJECT_META}");
     let mut schemas = Map::new();
+    let mut paths = Map::new();
     schemas.insert(OBJECT_META.into(), object_meta());
     for info in infos {
         schemas.insert(
             info.openapi_name.clone(),
             definition(&info, &meta_ref, false),
         );
+        // kubectl explain finds a resource's kind through the operation on its path.
+        let prefix = if group.is_empty() {
+            "/api".to_string()
+        } else {
+            format!("/apis/{group}")
+        };
+        let scope = if info.namespaced {
+            "namespaces/{namespace}/"
+        } else {
+            ""
+        };
+        let path = format!("{prefix}/{version}/{scope}{}/{{name}}", info.plural);
+        let schema_ref = format!("#/components/schemas/{}", info.openapi_name);
+        paths.insert(
+            path,
+            json!({"get": {
+                "operationId": format!("read{}", info.kind),
+                "x-kubernetes-action": "get",
+                "x-kubernetes-group-version-kind": {"group": info.group, "version": info.version, "kind": info.kind},
+                "responses": {"200": {"description": "OK", "content": {"application/json": {"schema": {"$ref": schema_ref}}}}}
+            }}),
+        );
     }
     Some(json!({
         "openapi": "3.0.0",
         "info": {"title": "Kubernetes", "version": "v1.33.0"},
-        "paths": {},
+        "paths": paths,
         "components": {"schemas": schemas},
     }))
 }

@@ -146,10 +146,7 @@ fn route(state: &SharedState, path: &str, req: &ApiRequest) -> Result<Response, 
                 let bytes = openapi::v2_protobuf(&state.registry);
                 return Ok(Response::builder()
                     .status(StatusCode::OK)
-                    .header(
-                        header::CONTENT_TYPE,
-                        "application/com.github.proto-openapi.spec.v2@v1.0+protobuf",
-                    )
+                    .header(header::CONTENT_TYPE, "application/octet-stream")
                     .body(Body::from(bytes))
                     .expect("static header is valid"));
             }
@@ -341,7 +338,9 @@ fn resource(
 }
 
 fn delete_options(req: &ApiRequest) -> Result<DeleteOptions, ApiError> {
-    let body = if req.body.is_empty() {
+    // kubectl sends DeleteOptions of built-in kinds as protobuf, which this server does
+    // not decode: such a body counts as default options (the query still applies).
+    let body = if req.body.is_empty() || req.header(header::CONTENT_TYPE).contains("protobuf") {
         None
     } else {
         Some(req.json_body()?)

@@ -5,3 +5,4 @@ mod support;
 
 mod conformance;
 mod conformance_crd;
+mod kubectl;
