@@ -211,7 +211,7 @@ fn add(inner: &mut Inner, info: ResourceInfo) {
     let versions = inner.groups.entry(info.group.clone()).or_default();
     if !versions.contains(&info.version) {
         versions.push(info.version.clone());
-        versions.sort_by(|a, b| version_priority(b).cmp(&version_priority(a)));
+        versions.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
     }
     if !inner.group_order.contains(&info.group) {
         inner.group_order.push(info.group.clone());
@@ -236,13 +236,11 @@ fn remove_crd_locked(inner: &mut Inner, crd: &str) {
             .by_gvr
             .keys()
             .any(|(g, v, _)| *g == key.0 && *v == key.1);
-        if !still_served {
-            if let Some(vs) = inner.groups.get_mut(&key.0) {
-                vs.retain(|v| *v != key.1);
-                if vs.is_empty() {
-                    inner.groups.remove(&key.0);
-                    inner.group_order.retain(|g| *g != key.0);
-                }
+        if !still_served && let Some(vs) = inner.groups.get_mut(&key.0) {
+            vs.retain(|v| *v != key.1);
+            if vs.is_empty() {
+                inner.groups.remove(&key.0);
+                inner.group_order.retain(|g| *g != key.0);
             }
         }
     }
@@ -281,7 +279,7 @@ mod tests {
     #[test]
     fn version_ordering_follows_kubernetes() {
         let mut vs = vec!["v1alpha1", "v2", "v1beta2", "v1", "v1beta1", "foo"];
-        vs.sort_by(|a, b| version_priority(b).cmp(&version_priority(a)));
+        vs.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
         assert_eq!(vs, ["v2", "v1", "v1beta2", "v1beta1", "v1alpha1", "foo"]);
     }
 

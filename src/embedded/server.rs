@@ -367,5 +367,5 @@ fn finalize_namespace(
         obj["spec"]["finalizers"] = finalizers.clone();
         true
     });
-    state.get(info, "", name).or_else(|_| Ok(body))
+    state.get(info, "", name).or(Ok(body))
 }

@@ -59,8 +59,13 @@ pub(crate) fn json_path<'a>(obj: &'a Value, path: &str) -> Option<&'a Value> {
                 let (field, want) = filter.split_once("==")?;
                 let want = want.trim().trim_matches(|c| c == '"' || c == '\'');
                 cur = cur.as_array()?.iter().find(|e| {
-                    e.get(field.trim())
-                        .is_some_and(|v| v.as_str().map_or(v.to_string() == want, |s| s == want))
+                    e.get(field.trim()).is_some_and(|v| {
+                        let text = match v {
+                            Value::String(s) => s.clone(),
+                            other => other.to_string(),
+                        };
+                        text == want
+                    })
                 })?;
             } else {
                 cur = cur.get(inner.parse::<usize>().ok()?)?;

@@ -35,6 +35,9 @@ pub struct Side {
     pub kubeconfig_path: PathBuf,
 }
 
+/// An object deleted when the test ends: (resource, namespace, name).
+type Cleanup = (ApiResource, Option<String>, String);
+
 /// What a test works against.
 pub struct TestCluster {
     pub garden: Side,
@@ -43,7 +46,7 @@ pub struct TestCluster {
     /// Unique per test: use it in names and as `--object-selector`.
     pub object_selector: String,
     tmp: tempfile::TempDir,
-    cleanup: Mutex<Vec<(ApiResource, Option<String>, String, bool)>>,
+    cleanup: Mutex<Vec<Cleanup>>,
 }
 
 fn unique_suffix() -> String {
@@ -158,7 +161,7 @@ impl TestCluster {
         self.cleanup
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push((ar, namespace.map(String::from), name.to_string(), false));
+            .push((ar, namespace.map(String::from), name.to_string()));
     }
 
     /// Applies every document of a YAML string (server-side apply, forced).
@@ -277,7 +280,7 @@ impl Drop for TestCluster {
                 .expect("runtime");
             rt.block_on(async move {
                 let side = real_side(&path).await;
-                for (ar, ns, name, _) in items.into_iter().rev() {
+                for (ar, ns, name) in items.into_iter().rev() {
                     let api: Api<DynamicObject> = match &ns {
                         Some(ns) => Api::namespaced_with(side.client.clone(), ns, &ar),
                         None => Api::all_with(side.client.clone(), &ar),
