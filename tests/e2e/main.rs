@@ -5,4 +5,5 @@ mod support;
 
 mod conformance;
 mod conformance_crd;
+mod durability;
 mod kubectl;
