@@ -296,11 +296,17 @@ impl State {
                 let mut obj = body;
                 objects::meta_mut(&mut obj).insert("name".into(), json!(name));
                 let ns_opt = (!ns.is_empty()).then_some(ns);
-                return match self.create(info, ns_opt, obj) {
-                    // Lost a race with another creator: patch what is there now.
-                    Err(e) if e.reason == "AlreadyExists" => Err(e),
-                    other => other.map(|o| (o, true)),
-                };
+                match self.create(info, ns_opt, obj.clone()) {
+                    Ok(created) => return Ok((created, true)),
+                    // Lost a race with another creator: merge into what is there now.
+                    Err(e) if e.reason == "AlreadyExists" => {
+                        let out = self.modify(info, ns, name, endpoint, false, |cur| {
+                            apply_patch(kind, &cur, &obj)
+                        })?;
+                        return Ok((out, false));
+                    }
+                    Err(e) => return Err(e),
+                }
             }
         }
         let out = self.modify(info, ns, name, endpoint, false, |cur| {
