@@ -1,0 +1,166 @@
+//! Benchmark of the embedded API server (issue 3): creates per second and list latency
+//! at 10k and 100k objects, watch fan-out to 50 watchers, and memory per stored object.
+//! Prints one JSON object per measurement. `GRANARY_BENCH_SIZES=1000,5000` overrides the
+//! sizes (the default is 10000,100000).
+
+use std::time::Instant;
+
+use futures::{StreamExt, TryStreamExt};
+use granary::embedded::{EmbeddedOptions, EmbeddedServer};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
+use serde_json::json;
+
+fn rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| {
+            s.split_whitespace()
+                .nth(1)
+                .and_then(|p| p.parse::<u64>().ok())
+        })
+        .map(|pages| pages * 4096)
+        .unwrap_or(0)
+}
+
+fn configmap(i: usize) -> ConfigMap {
+    serde_json::from_value(json!({
+        "metadata": {"name": format!("cm-{i:07}"), "labels": {"bench": "yes", "shard": (i % 10).to_string()}},
+        "data": {"key": format!("value-{i}")}
+    }))
+    .expect("valid configmap")
+}
+
+async fn create_many(api: &Api<ConfigMap>, from: usize, to: usize) -> u64 {
+    let bytes = std::sync::atomic::AtomicU64::new(0);
+    futures::stream::iter(from..to)
+        .for_each_concurrent(32, |i| {
+            let api = api.clone();
+            let bytes = &bytes;
+            async move {
+                let created = api
+                    .create(&PostParams::default(), &configmap(i))
+                    .await
+                    .expect("create");
+                let len = serde_json::to_vec(&created).map(|v| v.len()).unwrap_or(0) as u64;
+                bytes.fetch_add(len, std::sync::atomic::Ordering::Relaxed);
+            }
+        })
+        .await;
+    bytes.into_inner()
+}
+
+#[tokio::main]
+async fn main() {
+    let sizes: Vec<usize> = std::env::var("GRANARY_BENCH_SIZES")
+        .ok()
+        .map(|s| s.split(',').filter_map(|n| n.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![10_000, 100_000]);
+    let server = EmbeddedServer::start(EmbeddedOptions::default())
+        .await
+        .expect("server starts");
+    let client = server.client().await.expect("client");
+    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    let mut have = 0;
+    let rss_start = rss_bytes();
+    let mut json_bytes = 0;
+    for size in sizes {
+        let start = Instant::now();
+        json_bytes += create_many(&api, have, size).await;
+        let secs = start.elapsed().as_secs_f64();
+        println!(
+            "{}",
+            json!({"bench": "embedded.create", "objects": size, "created": size - have, "seconds": secs,
+                   "creates_per_second": (size - have) as f64 / secs})
+        );
+        have = size;
+        let start = Instant::now();
+        let list = api.list(&ListParams::default()).await.expect("list");
+        let full = start.elapsed().as_secs_f64();
+        let start = Instant::now();
+        let page = api
+            .list(&ListParams::default().limit(500))
+            .await
+            .expect("list page");
+        let paged = start.elapsed().as_secs_f64();
+        let start = Instant::now();
+        let selected = api
+            .list(&ListParams::default().labels("shard=3"))
+            .await
+            .expect("list selected");
+        let selector = start.elapsed().as_secs_f64();
+        println!(
+            "{}",
+            json!({"bench": "embedded.list", "objects": list.items.len(), "full_list_seconds": full,
+                   "page_500_seconds": paged, "page_items": page.items.len(),
+                   "label_selector_seconds": selector, "selected": selected.items.len()})
+        );
+        let rss = rss_bytes().saturating_sub(rss_start);
+        println!(
+            "{}",
+            json!({"bench": "embedded.memory", "objects": size, "rss_growth_bytes": rss,
+                   "json_bytes": json_bytes,
+                   "overhead_bytes_per_object": (rss.saturating_sub(json_bytes)) as f64 / size as f64,
+                   "note": "RSS growth includes allocator slack and the client side of this process"})
+        );
+    }
+    // Watch fan-out: 50 watchers each receive every one of 1000 new objects.
+    let watchers = 50;
+    let events = 1000;
+    let rv = api
+        .list(&ListParams::default().limit(1))
+        .await
+        .expect("list")
+        .metadata
+        .resource_version
+        .expect("rv");
+    let mut handles = Vec::new();
+    for _ in 0..watchers {
+        let stream = api
+            .watch(
+                &WatchParams::default().labels("fanout=yes").timeout(120),
+                &rv,
+            )
+            .await
+            .expect("watch");
+        handles.push(tokio::spawn(async move {
+            let mut stream = stream.boxed();
+            let mut seen = 0;
+            while seen < events {
+                match stream.try_next().await {
+                    Ok(Some(WatchEvent::Added(_))) => seen += 1,
+                    Ok(Some(_)) => {}
+                    _ => break,
+                }
+            }
+            seen
+        }));
+    }
+    let start = Instant::now();
+    futures::stream::iter(0..events)
+        .for_each_concurrent(32, |i| {
+            let api = api.clone();
+            async move {
+                let mut c = configmap(10_000_000 + i);
+                c.metadata
+                    .labels
+                    .get_or_insert_default()
+                    .insert("fanout".into(), "yes".into());
+                api.create(&PostParams::default(), &c)
+                    .await
+                    .expect("create");
+            }
+        })
+        .await;
+    let mut delivered = 0;
+    for h in handles {
+        delivered += h.await.unwrap_or(0);
+    }
+    let secs = start.elapsed().as_secs_f64();
+    println!(
+        "{}",
+        json!({"bench": "embedded.watch_fanout", "watchers": watchers, "events": events,
+               "delivered": delivered, "seconds": secs, "events_per_second": delivered as f64 / secs})
+    );
+    server.shutdown().await;
+}

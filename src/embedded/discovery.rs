@@ -1,0 +1,149 @@
+//! Discovery documents: `/version`, `/api`, `/api/v1`, `/apis`, `/apis/<g>`,
+//! `/apis/<g>/<v>`, built from the registry so CRDs appear as soon as they are served.
+
+use serde_json::{Value, json};
+
+use super::builtin::{RESOURCE_VERBS, SUBRESOURCE_VERBS};
+use super::registry::Registry;
+
+pub(crate) fn version() -> Value {
+    json!({
+        "major": "1",
+        "minor": "33",
+        "gitVersion": "v1.33.0-granary",
+        "gitCommit": "0000000000000000000000000000000000000000",
+        "gitTreeState": "clean",
+        "buildDate": "2025-01-01T00:00:00Z",
+        "goVersion": "go1.24.0",
+        "compiler": "gc",
+        "platform": "linux/amd64"
+    })
+}
+
+pub(crate) fn core_versions(server_address: &str) -> Value {
+    json!({
+        "kind": "APIVersions",
+        "versions": ["v1"],
+        "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": server_address}]
+    })
+}
+
+fn group_json(name: &str, versions: &[String]) -> Value {
+    let vs: Vec<Value> = versions
+        .iter()
+        .map(|v| json!({"groupVersion": format!("{name}/{v}"), "version": v}))
+        .collect();
+    json!({
+        "name": name,
+        "versions": vs,
+        "preferredVersion": vs.first().cloned().unwrap_or(Value::Null),
+    })
+}
+
+pub(crate) fn group_list(registry: &Registry) -> Value {
+    let groups: Vec<Value> = registry
+        .groups()
+        .into_iter()
+        .filter(|(g, _)| !g.is_empty())
+        .map(|(g, vs)| group_json(&g, &vs))
+        .collect();
+    json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+}
+
+pub(crate) fn group(registry: &Registry, name: &str) -> Option<Value> {
+    let (g, vs) = registry.groups().into_iter().find(|(g, _)| g == name)?;
+    let mut v = group_json(&g, &vs);
+    v["kind"] = json!("APIGroup");
+    v["apiVersion"] = json!("v1");
+    Some(v)
+}
+
+pub(crate) fn resource_list(registry: &Registry, group: &str, version: &str) -> Option<Value> {
+    let infos = registry.resources(group, version);
+    if infos.is_empty() {
+        return None;
+    }
+    let mut resources = Vec::new();
+    for i in infos {
+        let mut r = json!({
+            "name": i.plural,
+            "singularName": i.singular,
+            "namespaced": i.namespaced,
+            "kind": i.kind,
+            "verbs": RESOURCE_VERBS,
+        });
+        if !i.short_names.is_empty() {
+            r["shortNames"] = json!(i.short_names);
+        }
+        if !i.categories.is_empty() {
+            r["categories"] = json!(i.categories);
+        }
+        resources.push(r);
+        if i.status {
+            resources.push(json!({
+                "name": format!("{}/status", i.plural),
+                "singularName": "",
+                "namespaced": i.namespaced,
+                "kind": i.kind,
+                "verbs": SUBRESOURCE_VERBS,
+            }));
+        }
+        if i.scale.is_some() {
+            resources.push(json!({
+                "name": format!("{}/scale", i.plural),
+                "singularName": "",
+                "namespaced": i.namespaced,
+                "group": "autoscaling",
+                "version": "v1",
+                "kind": "Scale",
+                "verbs": SUBRESOURCE_VERBS,
+            }));
+        }
+        if i.plural == "namespaces" {
+            resources.push(json!({
+                "name": "namespaces/finalize",
+                "singularName": "",
+                "namespaced": false,
+                "kind": "Namespace",
+                "verbs": ["update"],
+            }));
+        }
+    }
+    let gv = if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
+    Some(json!({
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": gv,
+        "resources": resources,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn apps_lists_subresources() {
+        let r = Registry::new();
+        let list = resource_list(&r, "apps", "v1").unwrap();
+        let names: Vec<&str> = list["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["name"].as_str().unwrap())
+            .collect();
+        assert!(names.contains(&"deployments/scale"));
+        assert!(names.contains(&"statefulsets/status"));
+        assert!(
+            group_list(&r)["groups"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|g| g["name"] != "")
+        );
+    }
+}

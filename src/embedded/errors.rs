@@ -1,0 +1,268 @@
+//! API errors as kube-apiserver reports them: a `Status` object with `reason` and `code`,
+//! so that clients (`kube::Error::Api`, kubectl) see the same thing a real cluster sends.
+
+use serde_json::{Value, json};
+
+/// One field-level cause of an `Invalid` error (`details.causes[]`).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct FieldCause {
+    /// `FieldValueRequired`, `FieldValueInvalid`, `FieldValueNotSupported`, ...
+    pub reason: &'static str,
+    /// Dotted path such as `spec.replicas` or `spec.items[0].name`.
+    pub field: String,
+    /// The part of the message after the field path.
+    pub message: String,
+}
+
+impl FieldCause {
+    pub(crate) fn required(field: impl Into<String>) -> Self {
+        FieldCause {
+            reason: "FieldValueRequired",
+            field: field.into(),
+            message: "Required value".into(),
+        }
+    }
+    pub(crate) fn invalid(field: impl Into<String>, value: &Value, detail: &str) -> Self {
+        FieldCause {
+            reason: "FieldValueInvalid",
+            field: field.into(),
+            message: format!("Invalid value: {}: {detail}", render_value(value)),
+        }
+    }
+    pub(crate) fn forbidden(field: impl Into<String>, detail: &str) -> Self {
+        FieldCause {
+            reason: "FieldValueForbidden",
+            field: field.into(),
+            message: format!("Forbidden: {detail}"),
+        }
+    }
+    pub(crate) fn not_supported(
+        field: impl Into<String>,
+        value: &Value,
+        allowed: &[Value],
+    ) -> Self {
+        let allowed: Vec<String> = allowed.iter().map(render_value).collect();
+        FieldCause {
+            reason: "FieldValueNotSupported",
+            field: field.into(),
+            message: format!(
+                "Unsupported value: {}: supported values: {}",
+                render_value(value),
+                allowed.join(", ")
+            ),
+        }
+    }
+    fn text(&self) -> String {
+        format!("{}: {}", self.field, self.message)
+    }
+}
+
+/// Renders a value the way Go's `%#v`-ish field errors show it.
+fn render_value(v: &Value) -> String {
+    match v {
+        Value::String(s) => format!("{s:?}"),
+        Value::Object(_) => "\"object\"".into(),
+        Value::Array(_) => "\"array\"".into(),
+        other => other.to_string(),
+    }
+}
+
+/// An error answered to the client as a `Status` object.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ApiError {
+    pub code: u16,
+    pub reason: &'static str,
+    pub message: String,
+    pub details: Option<Value>,
+}
+
+/// `configmaps` for the core group, `backups.velero.io` otherwise (Go's GroupResource).
+pub(crate) fn qualified(group: &str, resource: &str) -> String {
+    if group.is_empty() {
+        resource.to_string()
+    } else {
+        format!("{resource}.{group}")
+    }
+}
+
+impl ApiError {
+    fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            code,
+            reason,
+            message: message.into(),
+            details: None,
+        }
+    }
+
+    fn with_details(mut self, group: &str, kind: &str, name: &str) -> Self {
+        self.details = Some(json!({"name": name, "group": group, "kind": kind}));
+        self
+    }
+
+    pub(crate) fn not_found(group: &str, resource: &str, name: &str) -> Self {
+        Self::new(
+            404,
+            "NotFound",
+            format!("{} \"{name}\" not found", qualified(group, resource)),
+        )
+        .with_details(group, resource, name)
+    }
+
+    pub(crate) fn path_not_found() -> Self {
+        Self::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        )
+        .with_details("", "", "")
+    }
+
+    pub(crate) fn already_exists(group: &str, resource: &str, name: &str) -> Self {
+        Self::new(
+            409,
+            "AlreadyExists",
+            format!("{} \"{name}\" already exists", qualified(group, resource)),
+        )
+        .with_details(group, resource, name)
+    }
+
+    pub(crate) fn conflict(group: &str, resource: &str, name: &str, why: &str) -> Self {
+        Self::new(
+            409,
+            "Conflict",
+            format!(
+                "Operation cannot be fulfilled on {} \"{name}\": {why}",
+                qualified(group, resource)
+            ),
+        )
+        .with_details(group, resource, name)
+    }
+
+    pub(crate) fn stale(group: &str, resource: &str, name: &str) -> Self {
+        Self::conflict(
+            group,
+            resource,
+            name,
+            "the object has been modified; please apply your changes to the latest version and try again",
+        )
+    }
+
+    pub(crate) fn invalid(group: &str, kind: &str, name: &str, causes: Vec<FieldCause>) -> Self {
+        let texts: Vec<String> = causes.iter().map(FieldCause::text).collect();
+        let summary = if texts.len() == 1 {
+            texts[0].clone()
+        } else {
+            format!("[{}]", texts.join(", "))
+        };
+        let causes_json: Vec<Value> = causes
+            .iter()
+            .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
+            .collect();
+        let qualified_kind = if group.is_empty() {
+            kind.to_string()
+        } else {
+            format!("{kind}.{group}")
+        };
+        ApiError {
+            code: 422,
+            reason: "Invalid",
+            message: format!("{qualified_kind} \"{name}\" is invalid: {summary}"),
+            details: Some(
+                json!({"name": name, "group": group, "kind": kind, "causes": causes_json}),
+            ),
+        }
+    }
+
+    pub(crate) fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(400, "BadRequest", message)
+    }
+
+    pub(crate) fn method_not_allowed(message: impl Into<String>) -> Self {
+        Self::new(405, "MethodNotAllowed", message)
+    }
+
+    pub(crate) fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(403, "Forbidden", message)
+    }
+
+    /// A resourceVersion or continue token older than the retained history.
+    pub(crate) fn expired(message: impl Into<String>) -> Self {
+        Self::new(410, "Expired", message)
+    }
+
+    pub(crate) fn unauthorized() -> Self {
+        Self::new(401, "Unauthorized", "Unauthorized")
+    }
+
+    pub(crate) fn unsupported_media_type(content_type: &str) -> Self {
+        Self::new(
+            415,
+            "UnsupportedMediaType",
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml; got {content_type:?}"
+            ),
+        )
+    }
+
+    pub(crate) fn internal(message: impl Into<String>) -> Self {
+        Self::new(500, "InternalError", message)
+    }
+
+    /// The `Status` object for this error.
+    pub(crate) fn to_status(&self) -> Value {
+        let mut s = json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        });
+        if let Some(d) = &self.details {
+            s["details"] = d.clone();
+        }
+        s
+    }
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({}): {}", self.reason, self.code, self.message)
+    }
+}
+
+impl std::error::Error for ApiError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn not_found_message_matches_kube_apiserver() {
+        let e = ApiError::not_found("", "configmaps", "x");
+        assert_eq!(e.message, "configmaps \"x\" not found");
+        let e = ApiError::not_found("velero.io", "backups", "b");
+        assert_eq!(e.message, "backups.velero.io \"b\" not found");
+        assert_eq!(e.to_status()["code"], 404);
+    }
+
+    #[test]
+    fn invalid_lists_every_cause() {
+        let e = ApiError::invalid(
+            "example.com",
+            "Widget",
+            "w",
+            vec![
+                FieldCause::required("spec.size"),
+                FieldCause::invalid("spec.color", &json!(3), "must be string"),
+            ],
+        );
+        assert_eq!(
+            e.message,
+            "Widget.example.com \"w\" is invalid: [spec.size: Required value, spec.color: Invalid value: 3: must be string]"
+        );
+        assert_eq!(e.details.unwrap()["causes"][0]["field"], "spec.size");
+    }
+}

@@ -1,0 +1,329 @@
+//! Background controllers of the embedded server: ownerReference garbage collection
+//! (background, foreground and orphan propagation) and namespace deletion. They run in
+//! one task, woken after writes that may concern them (and once a second).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::objects::{
+    self, FOREGROUND_FINALIZER, NAMESPACE_FINALIZER, ORPHAN_FINALIZER, Propagation,
+};
+use super::state::{DeleteOptions, State};
+use super::store::{DELETING, GroupResource, HAS_OWNERS, Mutation, ObjectKey};
+
+/// An object as the garbage collector sees it.
+struct Node {
+    gr: GroupResource,
+    key: ObjectKey,
+    /// Finalizers when the object is being deleted (else empty).
+    deleting_finalizers: Option<Vec<String>>,
+}
+
+struct Dependent {
+    gr: GroupResource,
+    key: ObjectKey,
+    /// (owner uid, blockOwnerDeletion)
+    refs: Vec<(u128, bool)>,
+}
+
+fn parse_uid(s: &str) -> u128 {
+    uuid::Uuid::parse_str(s).map(|u| u.as_u128()).unwrap_or(0)
+}
+
+/// What happens to one dependent, given its owners' states.
+#[derive(Debug, PartialEq)]
+enum GcAction {
+    Keep,
+    /// Remove the references to these owners.
+    DropRefs(Vec<u128>),
+    Delete(Propagation),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum OwnerState {
+    Absent,
+    Alive,
+    /// Deleting with `foregroundDeletion`: dependents go first.
+    Waiting,
+    /// Deleting with `orphan`: references to it are removed.
+    Orphaning,
+}
+
+fn decide(owners: &[(u128, OwnerState)]) -> GcAction {
+    if owners.is_empty() {
+        return GcAction::Keep;
+    }
+    let orphaning: Vec<u128> = owners
+        .iter()
+        .filter(|(_, s)| *s == OwnerState::Orphaning)
+        .map(|(u, _)| *u)
+        .collect();
+    if !orphaning.is_empty() {
+        return GcAction::DropRefs(orphaning);
+    }
+    let solid = owners.iter().any(|(_, s)| *s == OwnerState::Alive);
+    let gone: Vec<u128> = owners
+        .iter()
+        .filter(|(_, s)| matches!(s, OwnerState::Absent | OwnerState::Waiting))
+        .map(|(u, _)| *u)
+        .collect();
+    if solid {
+        if gone.is_empty() {
+            GcAction::Keep
+        } else {
+            GcAction::DropRefs(gone)
+        }
+    } else if owners.iter().any(|(_, s)| *s == OwnerState::Waiting) {
+        GcAction::Delete(Propagation::Foreground)
+    } else {
+        GcAction::Delete(Propagation::Background)
+    }
+}
+
+impl State {
+    fn delete_as_gc(&self, gr: &GroupResource, key: &ObjectKey, propagation: Propagation) {
+        let opts = DeleteOptions {
+            propagation: Some(propagation),
+            preconditions: None,
+        };
+        match self.registry.lookup_gr(gr) {
+            Some(info) => {
+                let _ = self.delete(&info, &key.0, &key.1, &opts);
+            }
+            None => {
+                let _ = self.store.mutate(gr, &key.0, &key.1, |cur, _| match cur {
+                    Some(v) => Ok(Mutation::Remove(v)),
+                    None => Err(super::errors::ApiError::not_found(
+                        &gr.group,
+                        &gr.resource,
+                        &key.1,
+                    )),
+                });
+            }
+        }
+    }
+
+    /// One pass of the garbage collector.
+    pub(crate) fn collect_garbage(&self) {
+        let mut nodes: HashMap<u128, Node> = HashMap::new();
+        let mut dependents = Vec::new();
+        {
+            let inner = self.store.read();
+            for (gr, map) in &inner.objects {
+                for (key, rec) in map {
+                    let parsed = if rec.flags != 0 {
+                        serde_json::from_slice::<Value>(&rec.data).ok()
+                    } else {
+                        None
+                    };
+                    let deleting_finalizers = (rec.flags & DELETING != 0)
+                        .then(|| parsed.as_ref().map(objects::finalizers).unwrap_or_default());
+                    if rec.flags & HAS_OWNERS != 0
+                        && let Some(refs) = parsed
+                            .as_ref()
+                            .and_then(|p| p.pointer("/metadata/ownerReferences"))
+                            .and_then(Value::as_array)
+                    {
+                        dependents.push(Dependent {
+                            gr: gr.clone(),
+                            key: key.clone(),
+                            refs: refs
+                                .iter()
+                                .map(|r| {
+                                    (
+                                        parse_uid(
+                                            r.get("uid")
+                                                .and_then(Value::as_str)
+                                                .unwrap_or_default(),
+                                        ),
+                                        r.get("blockOwnerDeletion")
+                                            .and_then(Value::as_bool)
+                                            .unwrap_or(false),
+                                    )
+                                })
+                                .collect(),
+                        });
+                    }
+                    if rec.uid != 0 {
+                        nodes.insert(
+                            rec.uid,
+                            Node {
+                                gr: gr.clone(),
+                                key: key.clone(),
+                                deleting_finalizers,
+                            },
+                        );
+                    }
+                }
+            }
+        }
+        let state_of =
+            |uid: u128| match nodes.get(&uid).and_then(|n| n.deleting_finalizers.as_ref()) {
+                None if nodes.contains_key(&uid) => OwnerState::Alive,
+                None => OwnerState::Absent,
+                Some(f) if f.iter().any(|x| x == ORPHAN_FINALIZER) => OwnerState::Orphaning,
+                Some(f) if f.iter().any(|x| x == FOREGROUND_FINALIZER) => OwnerState::Waiting,
+                Some(_) => OwnerState::Alive,
+            };
+        for dep in &dependents {
+            let owners: Vec<(u128, OwnerState)> =
+                dep.refs.iter().map(|(u, _)| (*u, state_of(*u))).collect();
+            match decide(&owners) {
+                GcAction::Keep => {}
+                GcAction::DropRefs(uids) => {
+                    self.internal_update(&dep.gr, &dep.key.0, &dep.key.1, |obj| {
+                        let Some(refs) = obj
+                            .pointer_mut("/metadata/ownerReferences")
+                            .and_then(Value::as_array_mut)
+                        else {
+                            return false;
+                        };
+                        let before = refs.len();
+                        refs.retain(|r| {
+                            !uids.contains(&parse_uid(
+                                r.get("uid").and_then(Value::as_str).unwrap_or_default(),
+                            ))
+                        });
+                        let (after, changed) = (refs.len(), before != refs.len());
+                        if after == 0
+                            && let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut)
+                        {
+                            m.remove("ownerReferences");
+                        }
+                        changed
+                    })
+                }
+                GcAction::Delete(p) => {
+                    let already = nodes.values().any(|n| {
+                        n.gr == dep.gr && n.key == dep.key && n.deleting_finalizers.is_some()
+                    });
+                    if !already {
+                        self.delete_as_gc(&dep.gr, &dep.key, p);
+                    }
+                }
+            }
+        }
+        // Owners waiting for dependents (foreground) or orphaning them: release them
+        // once no dependent that holds them back is left.
+        for (uid, node) in &nodes {
+            let Some(f) = &node.deleting_finalizers else {
+                continue;
+            };
+            for (finalizer, blocks) in [(FOREGROUND_FINALIZER, true), (ORPHAN_FINALIZER, false)] {
+                if !f.iter().any(|x| x == finalizer) {
+                    continue;
+                }
+                let held = dependents.iter().any(|d| {
+                    d.refs
+                        .iter()
+                        .any(|(u, block)| u == uid && (*block || !blocks))
+                });
+                if !held {
+                    self.internal_update(&node.gr, &node.key.0, &node.key.1, |obj| {
+                        let Some(fs) = obj
+                            .pointer_mut("/metadata/finalizers")
+                            .and_then(Value::as_array_mut)
+                        else {
+                            return false;
+                        };
+                        let before = fs.len();
+                        fs.retain(|x| x != finalizer);
+                        before != fs.len()
+                    });
+                }
+            }
+        }
+    }
+
+    /// One pass of the namespace controller: empties terminating namespaces, then lets
+    /// them go.
+    pub(crate) fn finalize_namespaces(&self) {
+        let nsgr = GroupResource::new("", "namespaces");
+        let (namespaces, _) = self.store.list(&nsgr, None, None);
+        for (key, data) in namespaces {
+            let Ok(ns) = serde_json::from_slice::<Value>(&data) else {
+                continue;
+            };
+            if !objects::is_deleting(&ns) {
+                continue;
+            }
+            let name = key.1;
+            let mut contents: Vec<(GroupResource, ObjectKey, bool)> = Vec::new();
+            {
+                let inner = self.store.read();
+                for (gr, map) in &inner.objects {
+                    for (k, rec) in map.range((name.clone(), String::new())..) {
+                        if k.0 != name {
+                            break;
+                        }
+                        contents.push((gr.clone(), k.clone(), rec.flags & DELETING != 0));
+                    }
+                }
+            }
+            if contents.is_empty() {
+                self.internal_update(&nsgr, "", &name, |obj| {
+                    let Some(f) = obj
+                        .pointer_mut("/spec/finalizers")
+                        .and_then(Value::as_array_mut)
+                    else {
+                        return false;
+                    };
+                    let before = f.len();
+                    f.retain(|x| x != NAMESPACE_FINALIZER);
+                    before != f.len()
+                });
+                continue;
+            }
+            for (gr, k, deleting) in contents {
+                if !deleting {
+                    self.delete_as_gc(&gr, &k, Propagation::Background);
+                }
+            }
+        }
+    }
+}
+
+/// Runs the controllers until shutdown.
+pub(crate) async fn run_controllers(state: Arc<State>) {
+    loop {
+        state.reconcile_crds();
+        state.collect_garbage();
+        state.finalize_namespaces();
+        tokio::select! {
+            _ = state.shutdown.cancelled() => return,
+            _ = state.store.kick.notified() => {}
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gc_decisions() {
+        use OwnerState::*;
+        assert_eq!(decide(&[(1, Alive)]), GcAction::Keep);
+        assert_eq!(
+            decide(&[(1, Absent)]),
+            GcAction::Delete(Propagation::Background)
+        );
+        assert_eq!(
+            decide(&[(1, Waiting)]),
+            GcAction::Delete(Propagation::Foreground)
+        );
+        assert_eq!(
+            decide(&[(1, Absent), (2, Alive)]),
+            GcAction::DropRefs(vec![1])
+        );
+        assert_eq!(
+            decide(&[(1, Orphaning), (2, Absent)]),
+            GcAction::DropRefs(vec![1])
+        );
+        assert_eq!(decide(&[]), GcAction::Keep);
+    }
+}

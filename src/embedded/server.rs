@@ -1,0 +1,371 @@
+//! HTTP: bearer-token authentication, path routing in kube-apiserver's URL layout,
+//! and turning verb results and errors into responses.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Query, Request, State as AxumState};
+use axum::response::Response;
+use bytes::Bytes;
+use futures::StreamExt;
+use http::{HeaderMap, Method, StatusCode, header};
+use serde_json::{Value, json};
+
+use super::discovery;
+use super::errors::ApiError;
+use super::list::{ListQuery, list_body};
+use super::objects::Endpoint;
+use super::openapi;
+use super::patch::{PatchKind, apply_patch, parse_body};
+use super::registry::ResourceInfo;
+use super::state::{DeleteOptions, SharedState};
+use super::table;
+use super::watch::{self, WatchParams};
+
+/// Largest request body accepted (kube-apiserver's limit is 3 MiB per object; lists of
+/// CRDs applied at once can be larger).
+const MAX_BODY: usize = 16 * 1024 * 1024;
+
+pub(crate) fn router(state: SharedState) -> Router {
+    Router::new().fallback(handle).with_state(state)
+}
+
+fn respond(code: StatusCode, body: Bytes) -> Response {
+    Response::builder()
+        .status(code)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(body))
+        .expect("status and static header are valid")
+}
+
+fn json_response(code: StatusCode, v: &Value) -> Response {
+    respond(code, Bytes::from(v.to_string()))
+}
+
+pub(crate) fn error_response(e: &ApiError) -> Response {
+    let code = StatusCode::from_u16(e.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    json_response(code, &e.to_status())
+}
+
+async fn handle(AxumState(state): AxumState<SharedState>, req: Request) -> Response {
+    let path = req.uri().path().to_string();
+    if matches!(path.as_str(), "/healthz" | "/livez" | "/readyz") {
+        return Response::new(Body::from("ok"));
+    }
+    let expected = format!("Bearer {}", state.token);
+    let authorized = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v == expected);
+    if !authorized {
+        return error_response(&ApiError::unauthorized());
+    }
+    let query: Vec<(String, String)> = Query::<Vec<(String, String)>>::try_from_uri(req.uri())
+        .map(|q| q.0)
+        .unwrap_or_default();
+    let method = req.method().clone();
+    let headers = req.headers().clone();
+    let body = match axum::body::to_bytes(req.into_body(), MAX_BODY).await {
+        Ok(b) => b,
+        Err(e) => return error_response(&ApiError::bad_request(format!("reading body: {e}"))),
+    };
+    let req = ApiRequest {
+        method,
+        headers,
+        query,
+        body,
+    };
+    match route(&state, &path, &req) {
+        Ok(r) => r,
+        Err(e) => error_response(&e),
+    }
+}
+
+struct ApiRequest {
+    method: Method,
+    headers: HeaderMap,
+    query: Vec<(String, String)>,
+    body: Bytes,
+}
+
+impl ApiRequest {
+    fn param(&self, k: &str) -> Option<&str> {
+        self.query
+            .iter()
+            .find(|(n, _)| n == k)
+            .map(|(_, v)| v.as_str())
+    }
+    fn header(&self, k: header::HeaderName) -> &str {
+        self.headers
+            .get(k)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+    }
+    fn wants_table(&self) -> bool {
+        self.header(header::ACCEPT).contains("as=Table")
+    }
+    fn json_body(&self) -> Result<Value, ApiError> {
+        let ct = self.header(header::CONTENT_TYPE);
+        if ct.contains("yaml") {
+            let text = std::str::from_utf8(&self.body)
+                .map_err(|e| ApiError::bad_request(e.to_string()))?;
+            return serde_saphyr::from_str(text)
+                .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")));
+        }
+        if ct.contains("protobuf") {
+            return Err(ApiError::unsupported_media_type(ct));
+        }
+        serde_json::from_slice(&self.body)
+            .map_err(|e| ApiError::bad_request(format!("error decoding body: {e}")))
+    }
+}
+
+fn route(state: &SharedState, path: &str, req: &ApiRequest) -> Result<Response, ApiError> {
+    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let get_only = |v: Option<Value>| -> Result<Response, ApiError> {
+        if req.method != Method::GET {
+            return Err(ApiError::method_not_allowed(format!(
+                "the server does not allow this method on the requested resource ({path})"
+            )));
+        }
+        v.map(|v| json_response(StatusCode::OK, &v))
+            .ok_or_else(ApiError::path_not_found)
+    };
+    match segs.as_slice() {
+        [] => get_only(Some(
+            json!({"paths": ["/api", "/api/v1", "/apis", "/openapi/v2", "/openapi/v3", "/version"]}),
+        )),
+        ["version"] => get_only(Some(discovery::version())),
+        ["api"] => get_only(Some(discovery::core_versions(&state.address))),
+        ["apis"] => get_only(Some(discovery::group_list(&state.registry))),
+        ["openapi", "v2"] => {
+            if req.header(header::ACCEPT).contains("protobuf") {
+                let bytes = openapi::v2_protobuf(&state.registry);
+                return Ok(Response::builder()
+                    .status(StatusCode::OK)
+                    .header(header::CONTENT_TYPE, "application/octet-stream")
+                    .body(Body::from(bytes))
+                    .expect("static header is valid"));
+            }
+            get_only(Some(openapi::v2(&state.registry)))
+        }
+        ["openapi", "v3"] => get_only(Some(openapi::v3_index(&state.registry))),
+        ["openapi", "v3", rest @ ..] => {
+            get_only(openapi::v3_group_version(&state.registry, &rest.join("/")))
+        }
+        ["api", v] => get_only(discovery::resource_list(&state.registry, "", v)),
+        ["api", v, rest @ ..] => resource(state, "", v, rest, req),
+        ["apis", g] => get_only(discovery::group(&state.registry, g)),
+        ["apis", g, v] => get_only(discovery::resource_list(&state.registry, g, v)),
+        ["apis", g, v, rest @ ..] => resource(state, g, v, rest, req),
+        _ => Err(ApiError::path_not_found()),
+    }
+}
+
+/// `[namespaces/<ns>/]<resource>[/<name>[/<subresource>]]`
+fn resource(
+    state: &SharedState,
+    group: &str,
+    version: &str,
+    rest: &[&str],
+    req: &ApiRequest,
+) -> Result<Response, ApiError> {
+    let (ns, resource, name, sub) = match rest {
+        ["namespaces", ns, r, tail @ ..]
+            if !(tail.is_empty() && matches!(*r, "status" | "finalize")) =>
+        {
+            (Some(*ns), *r, tail.first().copied(), tail.get(1).copied())
+        }
+        [r, tail @ ..] => (None, *r, tail.first().copied(), tail.get(1).copied()),
+        [] => return Err(ApiError::path_not_found()),
+    };
+    if rest.len() > 5 || (ns.is_none() && rest.len() > 3) {
+        return Err(ApiError::path_not_found());
+    }
+    let info = state
+        .registry
+        .lookup(group, version, resource)
+        .ok_or_else(ApiError::path_not_found)?;
+    if ns.is_some() && !info.namespaced {
+        return Err(ApiError::path_not_found());
+    }
+    match sub {
+        None => {}
+        Some("status") if info.status => {}
+        Some("scale") if info.scale.is_some() => {}
+        Some("finalize") if info.plural == "namespaces" => {}
+        Some(_) => return Err(ApiError::path_not_found()),
+    }
+    let ns_key = ns.unwrap_or_default();
+    let endpoint = if sub == Some("status") {
+        Endpoint::Status
+    } else {
+        Endpoint::Main
+    };
+    match (&req.method, name) {
+        (&Method::GET, None) => {
+            let q = ListQuery::parse(&info, &req.query)?;
+            if matches!(req.param("watch"), Some("true" | "1")) {
+                let params = WatchParams::parse(q, &req.query);
+                let rx = watch::start(state.clone(), info.clone(), ns.map(String::from), params);
+                let table = req.wants_table();
+                let info2 = info.clone();
+                let clock = state.clock.clone();
+                let stream = tokio_stream::wrappers::ReceiverStream::new(rx).map(move |chunk| {
+                    Ok::<_, Infallible>(if table {
+                        table::watch_line(&info2, chunk, &clock())
+                    } else {
+                        chunk
+                    })
+                });
+                return Ok(Response::builder()
+                    .status(StatusCode::OK)
+                    .header(header::CONTENT_TYPE, "application/json")
+                    .body(Body::from_stream(stream))
+                    .expect("static header is valid"));
+            }
+            let page = state.list(&info, ns, &q)?;
+            if req.wants_table() {
+                return Ok(json_response(
+                    StatusCode::OK,
+                    &table::list_table(&info, &page, &state.now_time()),
+                ));
+            }
+            Ok(respond(StatusCode::OK, list_body(&info, &page)))
+        }
+        (&Method::GET, Some(name)) => {
+            if sub == Some("scale") {
+                return Ok(json_response(
+                    StatusCode::OK,
+                    &state.get_scale(&info, ns_key, name)?,
+                ));
+            }
+            let obj = state.get(&info, ns_key, name)?;
+            if req.wants_table() {
+                return Ok(json_response(
+                    StatusCode::OK,
+                    &table::object_table(&info, &obj, &state.now_time()),
+                ));
+            }
+            Ok(json_response(StatusCode::OK, &obj))
+        }
+        (&Method::POST, None) => {
+            if info.namespaced && ns.is_none() {
+                return Err(ApiError::path_not_found());
+            }
+            let created = state.create(&info, ns, req.json_body()?)?;
+            Ok(json_response(StatusCode::CREATED, &created))
+        }
+        (&Method::PUT, Some(name)) => {
+            let body = req.json_body()?;
+            let out = match sub {
+                Some("scale") => state.update_scale(&info, ns_key, name, |_| Ok(body))?,
+                Some("finalize") => finalize_namespace(state, &info, name, body)?,
+                _ => state.update(&info, ns_key, name, body, endpoint)?,
+            };
+            Ok(json_response(StatusCode::OK, &out))
+        }
+        (&Method::PATCH, Some(name)) => {
+            let kind = PatchKind::from_content_type(req.header(header::CONTENT_TYPE))?;
+            if kind == PatchKind::Apply && req.param("fieldManager").is_none_or(str::is_empty) {
+                return Err(ApiError::bad_request(
+                    "fieldManager is required for apply requests",
+                ));
+            }
+            let body = parse_body(kind, &req.body)?;
+            if sub == Some("scale") {
+                let out = state
+                    .update_scale(&info, ns_key, name, |cur| apply_patch(kind, &cur, &body))?;
+                return Ok(json_response(StatusCode::OK, &out));
+            }
+            let (out, created) = state.patch(&info, ns_key, name, kind, body, endpoint)?;
+            let code = if created {
+                StatusCode::CREATED
+            } else {
+                StatusCode::OK
+            };
+            Ok(json_response(code, &out))
+        }
+        (&Method::DELETE, Some(name)) => {
+            let opts = delete_options(req)?;
+            Ok(json_response(
+                StatusCode::OK,
+                &state.delete(&info, ns_key, name, &opts)?,
+            ))
+        }
+        (&Method::DELETE, None) => {
+            let opts = delete_options(req)?;
+            let q = ListQuery::parse(&info, &req.query)?;
+            let q = ListQuery {
+                limit: None,
+                continue_token: None,
+                ..q
+            };
+            let page = state.list(&info, ns, &q)?;
+            let mut deleted = Vec::new();
+            for item in &page.items {
+                let Ok(obj) = serde_json::from_slice::<Value>(item) else {
+                    continue;
+                };
+                let name = super::objects::meta_str(&obj, "name")
+                    .unwrap_or_default()
+                    .to_string();
+                let obj_ns = super::objects::meta_str(&obj, "namespace")
+                    .unwrap_or_default()
+                    .to_string();
+                match state.delete(&info, &obj_ns, &name, &opts) {
+                    Ok(v) => deleted.push(Bytes::from(v.to_string())),
+                    Err(e) if e.code == 404 => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            let page = super::list::ListPage {
+                items: deleted,
+                resource_version: state.store.current_rv(),
+                continue_token: None,
+                remaining: None,
+            };
+            Ok(respond(StatusCode::OK, list_body(&info, &page)))
+        }
+        _ => Err(ApiError::method_not_allowed(format!(
+            "the server does not allow this method on the requested resource ({})",
+            super::errors::qualified(&info.group, &info.plural)
+        ))),
+    }
+}
+
+fn delete_options(req: &ApiRequest) -> Result<DeleteOptions, ApiError> {
+    // kubectl sends DeleteOptions of built-in kinds as protobuf, which this server does
+    // not decode: such a body counts as default options (the query still applies).
+    let body = if req.body.is_empty() || req.header(header::CONTENT_TYPE).contains("protobuf") {
+        None
+    } else {
+        Some(req.json_body()?)
+    };
+    DeleteOptions::parse(body.as_ref(), req.param("propagationPolicy"))
+}
+
+/// `PUT /api/v1/namespaces/<name>/finalize`: only `spec.finalizers` changes.
+fn finalize_namespace(
+    state: &SharedState,
+    info: &Arc<ResourceInfo>,
+    name: &str,
+    body: Value,
+) -> Result<Value, ApiError> {
+    let finalizers = body
+        .pointer("/spec/finalizers")
+        .cloned()
+        .unwrap_or(json!([]));
+    state.get(info, "", name)?;
+    state.internal_update(&info.gr(), "", name, |obj| {
+        if obj.pointer("/spec/finalizers") == Some(&finalizers) {
+            return false;
+        }
+        obj["spec"]["finalizers"] = finalizers.clone();
+        true
+    });
+    state.get(info, "", name).or(Ok(body))
+}

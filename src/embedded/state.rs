@@ -1,0 +1,456 @@
+//! The server's shared state and the verbs on objects that both the HTTP layer and the
+//! background controllers call: create, get, update, patch, delete, scale.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::SecondsFormat;
+use serde_json::{Value, json};
+
+use super::Clock;
+use super::errors::{ApiError, FieldCause};
+use super::objects::{
+    self, DeleteDecision, Endpoint, Propagation, UpdateDecision, check_preconditions,
+    decide_delete, meta_str, prepare_create, prepare_update,
+};
+use super::patch::{PatchKind, apply_patch};
+use super::registry::{Registry, ResourceInfo};
+use super::schema::validate_and_prune;
+use super::store::{Mutation, Store};
+
+pub(crate) struct State {
+    pub store: Store,
+    pub registry: Registry,
+    pub token: String,
+    pub clock: Clock,
+    pub bookmark_interval: Duration,
+    pub shutdown: tokio_util::sync::CancellationToken,
+    /// `127.0.0.1:<port>`, for discovery's serverAddressByClientCIDRs.
+    pub address: String,
+}
+
+/// Options of a delete (query parameters and `DeleteOptions` body merged).
+#[derive(Debug, Clone)]
+pub(crate) struct DeleteOptions {
+    pub propagation: Option<Propagation>,
+    pub preconditions: Option<Value>,
+}
+
+impl DeleteOptions {
+    pub(crate) fn parse(
+        body: Option<&Value>,
+        query_policy: Option<&str>,
+    ) -> Result<Self, ApiError> {
+        let policy = body
+            .and_then(|b| b.get("propagationPolicy"))
+            .and_then(Value::as_str)
+            .or(query_policy);
+        let orphan = body
+            .and_then(|b| b.get("orphanDependents"))
+            .and_then(Value::as_bool);
+        let propagation = match (policy, orphan) {
+            (Some("Background"), _) => Some(Propagation::Background),
+            (Some("Foreground"), _) => Some(Propagation::Foreground),
+            (Some("Orphan"), _) => Some(Propagation::Orphan),
+            (Some(other), _) => {
+                return Err(ApiError::bad_request(format!(
+                    "unsupported propagationPolicy {other:?}: must be Background, Foreground or Orphan"
+                )));
+            }
+            (None, Some(true)) => Some(Propagation::Orphan),
+            (None, Some(false)) => Some(Propagation::Background),
+            (None, None) => None,
+        };
+        Ok(DeleteOptions {
+            propagation,
+            preconditions: body.and_then(|b| b.get("preconditions")).cloned(),
+        })
+    }
+}
+
+/// Relabels a stored object to the version `info` serves (CRD conversion `None`).
+pub(crate) fn to_served(info: &ResourceInfo, mut obj: Value) -> Value {
+    if info.version != info.storage_version
+        && let Some(m) = obj.as_object_mut()
+    {
+        m.insert("apiVersion".into(), Value::String(info.api_version()));
+    }
+    obj
+}
+
+fn to_storage(info: &ResourceInfo, mut obj: Value) -> Value {
+    if info.version != info.storage_version
+        && let Some(m) = obj.as_object_mut()
+    {
+        m.insert(
+            "apiVersion".into(),
+            Value::String(info.storage_api_version()),
+        );
+    }
+    obj
+}
+
+/// Validates (and prunes) a custom object against its version's schema.
+fn validate_custom(info: &ResourceInfo, obj: &mut Value) -> Result<(), ApiError> {
+    let Some(schema) = &info.schema else {
+        return Ok(());
+    };
+    let errors = validate_and_prune(schema, obj);
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        let name = meta_str(obj, "name").unwrap_or_default().to_string();
+        Err(ApiError::invalid(&info.group, &info.kind, &name, errors))
+    }
+}
+
+/// Reads `.a.b` style paths (the forms CRD scale paths use).
+pub(crate) fn get_path<'a>(obj: &'a Value, path: &str) -> Option<&'a Value> {
+    let mut cur = obj;
+    for part in path.trim_start_matches('.').split('.') {
+        cur = cur.get(part)?;
+    }
+    Some(cur)
+}
+
+fn set_path(obj: &mut Value, path: &str, v: Value) {
+    let mut cur = obj;
+    let parts: Vec<&str> = path.trim_start_matches('.').split('.').collect();
+    for (i, part) in parts.iter().enumerate() {
+        if !cur.is_object() {
+            *cur = json!({});
+        }
+        let map = cur.as_object_mut().expect("made an object above");
+        if i + 1 == parts.len() {
+            map.insert(part.to_string(), v);
+            return;
+        }
+        cur = map.entry(part.to_string()).or_insert_with(|| json!({}));
+    }
+}
+
+impl State {
+    pub(crate) fn now_time(&self) -> chrono::DateTime<chrono::Utc> {
+        (self.clock)()
+    }
+
+    pub(crate) fn now(&self) -> String {
+        (self.clock)().to_rfc3339_opts(SecondsFormat::Secs, true)
+    }
+
+    fn check_namespace(
+        &self,
+        info: &ResourceInfo,
+        ns: Option<&str>,
+        name: &str,
+    ) -> Result<(), ApiError> {
+        let Some(ns) = ns.filter(|_| info.namespaced) else {
+            return Ok(());
+        };
+        let nsgr = super::store::GroupResource::new("", "namespaces");
+        match self.store.get(&nsgr, "", ns) {
+            None => Err(ApiError::not_found("", "namespaces", ns)),
+            Some(obj) if objects::is_deleting(&obj) => Err(ApiError::forbidden(format!(
+                "{} \"{name}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",
+                super::errors::qualified(&info.group, &info.plural)
+            ))),
+            Some(_) => Ok(()),
+        }
+    }
+
+    fn check_crd_active(&self, info: &ResourceInfo) -> Result<(), ApiError> {
+        if let Some(crd) = &info.crd {
+            let gr = super::store::GroupResource::new(
+                "apiextensions.k8s.io",
+                "customresourcedefinitions",
+            );
+            if self
+                .store
+                .get(&gr, "", crd)
+                .is_some_and(|c| objects::is_deleting(&c))
+            {
+                return Err(ApiError::method_not_allowed(
+                    "create not allowed while custom resource definition is terminating",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn create(
+        &self,
+        info: &ResourceInfo,
+        ns: Option<&str>,
+        body: Value,
+    ) -> Result<Value, ApiError> {
+        let uid = uuid::Uuid::new_v4().to_string();
+        let mut obj = prepare_create(info, body, ns, &self.now(), &uid)?;
+        let name = meta_str(&obj, "name").unwrap_or_default().to_string();
+        self.check_namespace(info, ns, &name)?;
+        self.check_crd_active(info)?;
+        if info.crd.is_some() {
+            validate_custom(info, &mut obj)?;
+        }
+        if info.plural == "customresourcedefinitions" {
+            super::crd::validate_crd(&obj)?;
+        }
+        let stored = to_storage(info, obj);
+        let ns_key = if info.namespaced {
+            ns.unwrap_or_default()
+        } else {
+            ""
+        };
+        let out = self
+            .store
+            .mutate(&info.gr(), ns_key, &name, |cur, _| match cur {
+                Some(_) => Err(ApiError::already_exists(&info.group, &info.plural, &name)),
+                None => Ok(Mutation::Put(stored)),
+            })?;
+        Ok(to_served(info, out.object))
+    }
+
+    pub(crate) fn get(&self, info: &ResourceInfo, ns: &str, name: &str) -> Result<Value, ApiError> {
+        self.store
+            .get(&info.gr(), ns, name)
+            .map(|o| to_served(info, o))
+            .ok_or_else(|| ApiError::not_found(&info.group, &info.plural, name))
+    }
+
+    /// The common read-modify-write of update and patch: `change` turns the stored
+    /// object (at the served version) into the client's desired object.
+    fn modify(
+        &self,
+        info: &ResourceInfo,
+        ns: &str,
+        name: &str,
+        endpoint: Endpoint,
+        require_rv: bool,
+        change: impl FnOnce(Value) -> Result<Value, ApiError>,
+    ) -> Result<Value, ApiError> {
+        let out = self.store.mutate(&info.gr(), ns, name, |cur, _| {
+            let Some(cur) = cur else {
+                return Err(ApiError::not_found(&info.group, &info.plural, name));
+            };
+            let cur = to_served(info, cur);
+            let mut desired = change(cur.clone())?;
+            objects::check_type(info, &mut desired)?;
+            check_identity(info, &desired, ns, name)?;
+            if info.crd.is_some() {
+                // Prune first so unknown fields alone do not count as a change.
+                let _ = validate_and_prune(
+                    info.schema.as_deref().unwrap_or(&Value::Null),
+                    &mut desired,
+                );
+            }
+            let decision = prepare_update(info, &cur, desired, endpoint, require_rv)?;
+            Ok(match decision {
+                UpdateDecision::Unchanged(v) => Mutation::Unchanged(v),
+                UpdateDecision::Store(mut v) => {
+                    if info.crd.is_some() {
+                        validate_custom(info, &mut v)?;
+                    }
+                    if info.plural == "customresourcedefinitions" {
+                        super::crd::validate_crd(&v)?;
+                    }
+                    Mutation::Put(to_storage(info, v))
+                }
+                UpdateDecision::Remove(v) => Mutation::Remove(to_storage(info, v)),
+            })
+        })?;
+        Ok(to_served(info, out.object))
+    }
+
+    pub(crate) fn update(
+        &self,
+        info: &ResourceInfo,
+        ns: &str,
+        name: &str,
+        body: Value,
+        endpoint: Endpoint,
+    ) -> Result<Value, ApiError> {
+        self.modify(info, ns, name, endpoint, true, |_| Ok(body))
+    }
+
+    /// Applies a patch; returns the object and whether it was created (apply only).
+    pub(crate) fn patch(
+        &self,
+        info: &ResourceInfo,
+        ns: &str,
+        name: &str,
+        kind: PatchKind,
+        body: Value,
+        endpoint: Endpoint,
+    ) -> Result<(Value, bool), ApiError> {
+        if kind == PatchKind::Strategic && info.crd.is_some() {
+            return Err(ApiError::unsupported_media_type(
+                "application/strategic-merge-patch+json (not supported for custom resources)",
+            ));
+        }
+        if kind == PatchKind::Apply {
+            if body.get("apiVersion").is_none() || body.get("kind").is_none() {
+                return Err(ApiError::bad_request(
+                    "apply patches must set apiVersion and kind",
+                ));
+            }
+            if endpoint == Endpoint::Main && self.store.get(&info.gr(), ns, name).is_none() {
+                let mut obj = body;
+                objects::meta_mut(&mut obj).insert("name".into(), json!(name));
+                let ns_opt = (!ns.is_empty()).then_some(ns);
+                match self.create(info, ns_opt, obj.clone()) {
+                    Ok(created) => return Ok((created, true)),
+                    // Lost a race with another creator: merge into what is there now.
+                    Err(e) if e.reason == "AlreadyExists" => {
+                        let out = self.modify(info, ns, name, endpoint, false, |cur| {
+                            apply_patch(kind, &cur, &obj)
+                        })?;
+                        return Ok((out, false));
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        let out = self.modify(info, ns, name, endpoint, false, |cur| {
+            apply_patch(kind, &cur, &body)
+        })?;
+        Ok((out, false))
+    }
+
+    pub(crate) fn delete(
+        &self,
+        info: &ResourceInfo,
+        ns: &str,
+        name: &str,
+        opts: &DeleteOptions,
+    ) -> Result<Value, ApiError> {
+        let now = self.now();
+        let propagation = opts.propagation.unwrap_or(Propagation::Background);
+        let out = self.store.mutate(&info.gr(), ns, name, |cur, _| {
+            let Some(cur) = cur else {
+                return Err(ApiError::not_found(&info.group, &info.plural, name));
+            };
+            check_preconditions(info, &cur, opts.preconditions.as_ref())?;
+            Ok(match decide_delete(info, cur, propagation, &now) {
+                DeleteDecision::Remove(v) => Mutation::Remove(v),
+                DeleteDecision::Mark(v) => Mutation::Put(v),
+                DeleteDecision::Unchanged(v) => Mutation::Unchanged(v),
+            })
+        })?;
+        Ok(to_served(info, out.object))
+    }
+
+    /// Reads the autoscaling/v1 `Scale` of an object.
+    pub(crate) fn get_scale(
+        &self,
+        info: &ResourceInfo,
+        ns: &str,
+        name: &str,
+    ) -> Result<Value, ApiError> {
+        let obj = self.get(info, ns, name)?;
+        Ok(scale_of(info, &obj))
+    }
+
+    /// Writes a `Scale` (after `change` turns the current Scale into the desired one).
+    pub(crate) fn update_scale(
+        &self,
+        info: &ResourceInfo,
+        ns: &str,
+        name: &str,
+        change: impl FnOnce(Value) -> Result<Value, ApiError>,
+    ) -> Result<Value, ApiError> {
+        let Some(paths) = info.scale.clone() else {
+            return Err(ApiError::path_not_found());
+        };
+        let out = self.modify(info, ns, name, Endpoint::Main, false, |cur| {
+            let scale = change(scale_of(info, &cur))?;
+            if let Some(rv) = meta_str(&scale, "resourceVersion")
+                && Some(rv) != meta_str(&cur, "resourceVersion")
+            {
+                return Err(ApiError::stale(&info.group, &info.plural, name));
+            }
+            let replicas = scale.pointer("/spec/replicas").cloned().unwrap_or(json!(0));
+            if !replicas.is_i64() || replicas.as_i64().is_some_and(|r| r < 0) {
+                return Err(ApiError::invalid(
+                    "autoscaling",
+                    "Scale",
+                    name,
+                    vec![FieldCause::invalid(
+                        "spec.replicas",
+                        &replicas,
+                        "must be greater than or equal to 0",
+                    )],
+                ));
+            }
+            let mut next = cur;
+            set_path(&mut next, &paths.spec_replicas, replicas);
+            Ok(next)
+        })?;
+        Ok(scale_of(info, &out))
+    }
+}
+
+/// Name and namespace are immutable; a body must name the object of its URL.
+fn check_identity(info: &ResourceInfo, obj: &Value, ns: &str, name: &str) -> Result<(), ApiError> {
+    match meta_str(obj, "name") {
+        Some(n) if n != name => {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({n}) does not match the name on the URL ({name})"
+            )));
+        }
+        _ => {}
+    }
+    if info.namespaced
+        && let Some(n) = meta_str(obj, "namespace")
+        && n != ns
+    {
+        return Err(ApiError::bad_request(
+            "the namespace of the provided object does not match the namespace sent on the request",
+        ));
+    }
+    Ok(())
+}
+
+pub(crate) fn scale_of(info: &ResourceInfo, obj: &Value) -> Value {
+    let paths = info
+        .scale
+        .clone()
+        .unwrap_or_else(|| super::registry::ScalePaths {
+            spec_replicas: ".spec.replicas".into(),
+            status_replicas: ".status.replicas".into(),
+            label_selector: None,
+        });
+    let m = objects::meta(obj).cloned().unwrap_or_default();
+    let mut meta = serde_json::Map::new();
+    for f in [
+        "name",
+        "namespace",
+        "uid",
+        "resourceVersion",
+        "creationTimestamp",
+    ] {
+        if let Some(v) = m.get(f) {
+            meta.insert(f.into(), v.clone());
+        }
+    }
+    let selector = match &paths.label_selector {
+        Some(p) => get_path(obj, p).and_then(Value::as_str).map(String::from),
+        None => obj
+            .pointer("/spec/selector")
+            .and_then(super::selectors::LabelSelector::from_object)
+            .map(|s| s.to_string_form()),
+    };
+    let mut status = json!({
+        "replicas": get_path(obj, &paths.status_replicas).cloned().unwrap_or(json!(0)),
+    });
+    if let Some(s) = selector {
+        status["selector"] = json!(s);
+    }
+    json!({
+        "apiVersion": "autoscaling/v1",
+        "kind": "Scale",
+        "metadata": meta,
+        "spec": {"replicas": get_path(obj, &paths.spec_replicas).cloned().unwrap_or(json!(0))},
+        "status": status,
+    })
+}
+
+pub(crate) type SharedState = Arc<State>;

@@ -1,0 +1,479 @@
+//! The object store: every object of every resource, kept as its JSON bytes, with one
+//! global, monotonically increasing resourceVersion and a bounded history of changes
+//! that watches replay from.
+//!
+//! All writes go through [`Store::mutate`], which runs a caller's decision on the current
+//! object under the write lock, so read-modify-write is atomic (optimistic concurrency is
+//! checked inside the decision). Watchers get events through a bounded broadcast channel:
+//! a watcher that falls too far behind is dropped and must re-watch or re-list.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use bytes::Bytes;
+use serde_json::Value;
+use tokio::sync::{Notify, broadcast};
+
+use super::errors::ApiError;
+
+/// A resource across its versions, e.g. `("apps", "deployments")`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct GroupResource {
+    pub group: String,
+    pub resource: String,
+}
+
+impl GroupResource {
+    pub(crate) fn new(group: &str, resource: &str) -> Self {
+        GroupResource {
+            group: group.to_string(),
+            resource: resource.to_string(),
+        }
+    }
+}
+
+/// (namespace, name); the namespace is empty for cluster-scoped objects.
+pub(crate) type ObjectKey = (String, String);
+
+/// What a write does to the object (ADDED/MODIFIED/DELETED).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum EventType {
+    Added,
+    Modified,
+    Deleted,
+}
+
+impl EventType {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        }
+    }
+}
+
+/// One change, as replayed to watchers.
+#[derive(Debug)]
+pub(crate) struct StoreEvent {
+    pub rv: u64,
+    pub gr: GroupResource,
+    pub namespace: String,
+    pub kind: EventType,
+    /// The object after the change (for DELETED: the last state, with the deletion's rv).
+    pub object: Bytes,
+    /// The object before the change, so selector-filtered watches can turn a MODIFIED
+    /// that leaves the selection into DELETED.
+    pub old: Option<Bytes>,
+}
+
+/// A stored object: its JSON plus the few facts background controllers scan for.
+#[derive(Debug, Clone)]
+pub(crate) struct Record {
+    pub uid: u128,
+    pub flags: u8,
+    pub data: Bytes,
+}
+
+/// The object carries `metadata.ownerReferences`.
+pub(crate) const HAS_OWNERS: u8 = 1;
+/// The object carries `metadata.deletionTimestamp`.
+pub(crate) const DELETING: u8 = 2;
+
+/// The result of a caller's decision inside [`Store::mutate`].
+pub(crate) enum Mutation {
+    /// Store this object (the store sets `metadata.resourceVersion`).
+    Put(Value),
+    /// Remove the object; the value is its final state for the DELETED event.
+    Remove(Value),
+    /// Nothing changes (e.g. an update that is a no-op); the value is answered as is.
+    Unchanged(Value),
+}
+
+/// What [`Store::mutate`] did.
+pub(crate) struct Outcome {
+    pub object: Value,
+}
+
+/// Receives every write, in order, for durability (see `persist.rs`).
+pub(crate) trait Journal: Send + Sync {
+    fn put(&self, gr: &GroupResource, key: &ObjectKey, data: &[u8]);
+    fn remove(&self, gr: &GroupResource, key: &ObjectKey, rv: u64);
+    /// Called after each write with the live objects, to rewrite the log when it grew.
+    fn maybe_compact(&self, rv: u64, objects: &HashMap<GroupResource, BTreeMap<ObjectKey, Record>>);
+    /// Makes everything written so far durable.
+    fn flush(&self);
+}
+
+pub(crate) struct Inner {
+    pub rv: u64,
+    pub objects: HashMap<GroupResource, BTreeMap<ObjectKey, Record>>,
+    history: VecDeque<Arc<StoreEvent>>,
+}
+
+/// Where a watch starts.
+pub(crate) enum WatchFrom {
+    /// Synthetic ADDED events for the current state, then changes.
+    Snapshot,
+    /// Changes with a resourceVersion greater than this one.
+    After(u64),
+}
+
+/// What a watch starts with.
+pub(crate) struct WatchStart {
+    pub initial: Vec<Bytes>,
+    pub replay: Vec<Arc<StoreEvent>>,
+    pub receiver: broadcast::Receiver<Arc<StoreEvent>>,
+    pub rv: u64,
+}
+
+pub(crate) struct Store {
+    inner: RwLock<Inner>,
+    tx: broadcast::Sender<Arc<StoreEvent>>,
+    history_cap: usize,
+    journal: Option<Box<dyn Journal>>,
+    /// Woken after writes that background controllers care about.
+    pub kick: Notify,
+}
+
+pub(crate) fn flags_of(obj: &Value) -> u8 {
+    let mut f = 0;
+    if obj
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .is_some_and(|a| !a.is_empty())
+    {
+        f |= HAS_OWNERS;
+    }
+    if obj
+        .pointer("/metadata/deletionTimestamp")
+        .is_some_and(|v| !v.is_null())
+    {
+        f |= DELETING;
+    }
+    f
+}
+
+pub(crate) fn uid_of(obj: &Value) -> u128 {
+    obj.pointer("/metadata/uid")
+        .and_then(Value::as_str)
+        .and_then(|s| uuid::Uuid::parse_str(s).ok())
+        .map(|u| u.as_u128())
+        .unwrap_or(0)
+}
+
+fn set_rv(obj: &mut Value, rv: u64) {
+    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
+    }
+}
+
+impl Store {
+    pub(crate) fn new(history_cap: usize, channel_cap: usize) -> Self {
+        let (tx, _) = broadcast::channel(channel_cap);
+        Store {
+            inner: RwLock::new(Inner {
+                rv: 1,
+                objects: HashMap::new(),
+                history: VecDeque::new(),
+            }),
+            tx,
+            history_cap,
+            journal: None,
+            kick: Notify::new(),
+        }
+    }
+
+    /// Forgets the change history (after bootstrap, so that resourceVersions from before
+    /// are "too old" for watches, as after an etcd compaction).
+    pub(crate) fn compact_history(&self) {
+        self.write().history.clear();
+    }
+
+    pub(crate) fn set_journal(&mut self, journal: Box<dyn Journal>) {
+        self.journal = Some(journal);
+    }
+
+    /// Loads objects restored from disk (before serving).
+    pub(crate) fn restore(&self, rv: u64, objects: Vec<(GroupResource, ObjectKey, Bytes)>) {
+        let mut inner = self.write();
+        for (gr, key, data) in objects {
+            let Ok(v) = serde_json::from_slice::<Value>(&data) else {
+                continue;
+            };
+            let record = Record {
+                uid: uid_of(&v),
+                flags: flags_of(&v),
+                data,
+            };
+            inner.objects.entry(gr).or_default().insert(key, record);
+        }
+        inner.rv = inner.rv.max(rv);
+    }
+
+    /// Makes every write so far durable (no-op without a data directory).
+    pub(crate) fn flush(&self) {
+        if let Some(j) = &self.journal {
+            j.flush();
+        }
+    }
+
+    pub(crate) fn read(&self) -> RwLockReadGuard<'_, Inner> {
+        // A poisoned lock means a panic while holding it; the data is still consistent
+        // because every write completes before any observable side effect.
+        self.inner.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, Inner> {
+        self.inner.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn current_rv(&self) -> u64 {
+        self.read().rv
+    }
+
+    pub(crate) fn get(&self, gr: &GroupResource, ns: &str, name: &str) -> Option<Value> {
+        let inner = self.read();
+        let rec = inner
+            .objects
+            .get(gr)?
+            .get(&(ns.to_string(), name.to_string()))?;
+        serde_json::from_slice(&rec.data).ok()
+    }
+
+    /// Objects of `gr` (in `ns` when given), in key order, strictly after `after`.
+    pub(crate) fn list(
+        &self,
+        gr: &GroupResource,
+        ns: Option<&str>,
+        after: Option<&ObjectKey>,
+    ) -> (Vec<(ObjectKey, Bytes)>, u64) {
+        let inner = self.read();
+        let mut out = Vec::new();
+        if let Some(map) = inner.objects.get(gr) {
+            let start = match (after, ns) {
+                (Some(a), _) => std::ops::Bound::Excluded(a.clone()),
+                (None, Some(ns)) => std::ops::Bound::Included((ns.to_string(), String::new())),
+                (None, None) => std::ops::Bound::Unbounded,
+            };
+            for (k, rec) in map.range((start, std::ops::Bound::Unbounded)) {
+                if let Some(ns) = ns
+                    && k.0 != ns
+                {
+                    if k.0.as_str() > ns {
+                        break;
+                    }
+                    continue;
+                }
+                out.push((k.clone(), rec.data.clone()));
+            }
+        }
+        (out, inner.rv)
+    }
+
+    /// Runs `decide` on the current object (if any) with the resourceVersion the write
+    /// will get, and applies its decision atomically.
+    pub(crate) fn mutate(
+        &self,
+        gr: &GroupResource,
+        ns: &str,
+        name: &str,
+        decide: impl FnOnce(Option<Value>, u64) -> Result<Mutation, ApiError>,
+    ) -> Result<Outcome, ApiError> {
+        let key: ObjectKey = (ns.to_string(), name.to_string());
+        let mut inner = self.write();
+        let old = inner.objects.get(gr).and_then(|m| m.get(&key)).cloned();
+        let current = match &old {
+            Some(rec) => Some(
+                serde_json::from_slice::<Value>(&rec.data)
+                    .map_err(|e| ApiError::internal(format!("corrupt stored object: {e}")))?,
+            ),
+            None => None,
+        };
+        let next_rv = inner.rv + 1;
+        let (object, kind, data) = match decide(current, next_rv)? {
+            Mutation::Unchanged(v) => {
+                return Ok(Outcome { object: v });
+            }
+            Mutation::Put(mut v) => {
+                set_rv(&mut v, next_rv);
+                let data = Bytes::from(
+                    serde_json::to_vec(&v).map_err(|e| ApiError::internal(e.to_string()))?,
+                );
+                let record = Record {
+                    uid: uid_of(&v),
+                    flags: flags_of(&v),
+                    data: data.clone(),
+                };
+                if let Some(j) = &self.journal {
+                    j.put(gr, &key, &data);
+                }
+                inner
+                    .objects
+                    .entry(gr.clone())
+                    .or_default()
+                    .insert(key.clone(), record);
+                let kind = if old.is_some() {
+                    EventType::Modified
+                } else {
+                    EventType::Added
+                };
+                (v, kind, data)
+            }
+            Mutation::Remove(mut v) => {
+                set_rv(&mut v, next_rv);
+                let data = Bytes::from(
+                    serde_json::to_vec(&v).map_err(|e| ApiError::internal(e.to_string()))?,
+                );
+                if let Some(j) = &self.journal {
+                    j.remove(gr, &key, next_rv);
+                }
+                if let Some(m) = inner.objects.get_mut(gr) {
+                    m.remove(&key);
+                    if m.is_empty() {
+                        inner.objects.remove(gr);
+                    }
+                }
+                (v, EventType::Deleted, data)
+            }
+        };
+        inner.rv = next_rv;
+        if let Some(j) = &self.journal {
+            j.maybe_compact(next_rv, &inner.objects);
+        }
+        let interesting = kind == EventType::Deleted
+            || flags_of(&object) != 0
+            || old.as_ref().is_some_and(|r| r.flags != 0)
+            || gr.resource == "namespaces"
+            || gr.resource == "customresourcedefinitions";
+        let event = Arc::new(StoreEvent {
+            rv: next_rv,
+            gr: gr.clone(),
+            namespace: ns.to_string(),
+            kind,
+            object: data,
+            old: old.map(|r| r.data),
+        });
+        if inner.history.len() >= self.history_cap {
+            inner.history.pop_front();
+        }
+        inner.history.push_back(event.clone());
+        // No receivers is fine: nobody watches.
+        let _ = self.tx.send(event);
+        drop(inner);
+        if interesting {
+            self.kick.notify_one();
+        }
+        Ok(Outcome { object })
+    }
+
+    /// Starts a watch on `gr` (in `ns` when given) atomically with respect to writes.
+    pub(crate) fn watch(
+        &self,
+        gr: &GroupResource,
+        ns: Option<&str>,
+        from: WatchFrom,
+    ) -> Result<WatchStart, ApiError> {
+        let inner = self.read();
+        let receiver = self.tx.subscribe();
+        match from {
+            WatchFrom::Snapshot => {
+                let mut initial = Vec::new();
+                if let Some(map) = inner.objects.get(gr) {
+                    for (k, rec) in map {
+                        if ns.is_none_or(|ns| ns == k.0) {
+                            initial.push(rec.data.clone());
+                        }
+                    }
+                }
+                Ok(WatchStart {
+                    initial,
+                    replay: Vec::new(),
+                    receiver,
+                    rv: inner.rv,
+                })
+            }
+            WatchFrom::After(rv) => {
+                let oldest_known = inner.history.front().map(|e| e.rv).unwrap_or(inner.rv + 1);
+                // Events after `rv` are all retained iff rv+1 >= oldest retained, or
+                // nothing happened after rv at all.
+                if rv < inner.rv && rv + 1 < oldest_known {
+                    return Err(ApiError::expired(format!(
+                        "too old resource version: {rv} ({})",
+                        oldest_known.saturating_sub(1)
+                    )));
+                }
+                let replay = inner
+                    .history
+                    .iter()
+                    .filter(|e| e.rv > rv && e.gr == *gr && ns.is_none_or(|ns| ns == e.namespace))
+                    .cloned()
+                    .collect();
+                Ok(WatchStart {
+                    initial: Vec::new(),
+                    replay,
+                    receiver,
+                    rv: inner.rv.max(rv),
+                })
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn put(store: &Store, name: &str) -> u64 {
+        let gr = GroupResource::new("", "configmaps");
+        let out = store
+            .mutate(&gr, "ns", name, |_, _| {
+                Ok(Mutation::Put(json!({"metadata": {"name": name}})))
+            })
+            .unwrap();
+        out.object["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap()
+    }
+
+    #[test]
+    fn resource_versions_increase_globally() {
+        let store = Store::new(10, 10);
+        let a = put(&store, "a");
+        let b = put(&store, "b");
+        assert!(b > a);
+        assert_eq!(store.current_rv(), b);
+    }
+
+    #[test]
+    fn watch_from_compacted_version_is_gone() {
+        let store = Store::new(2, 10);
+        let first = put(&store, "a");
+        put(&store, "b");
+        put(&store, "c");
+        let gr = GroupResource::new("", "configmaps");
+        let err = store
+            .watch(&gr, None, WatchFrom::After(first - 1))
+            .err()
+            .unwrap();
+        assert_eq!(err.code, 410);
+        let ok = store.watch(&gr, None, WatchFrom::After(first + 1)).unwrap();
+        assert_eq!(ok.replay.len(), 1);
+    }
+
+    #[test]
+    fn list_in_namespace_after_key() {
+        let store = Store::new(10, 10);
+        put(&store, "a");
+        put(&store, "b");
+        let gr = GroupResource::new("", "configmaps");
+        let (items, _) = store.list(&gr, Some("ns"), Some(&("ns".into(), "a".into())));
+        assert_eq!(items.len(), 1);
+        assert_eq!(items[0].0.1, "b");
+        let (items, _) = store.list(&gr, Some("other"), None);
+        assert!(items.is_empty());
+    }
+}

@@ -1,0 +1,9 @@
+//! End-to-end tests, one module per scenario family, sharing `tests/support/`.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod conformance;
+mod conformance_crd;
+mod durability;
+mod kubectl;
