@@ -17,6 +17,15 @@ if ! cargo nextest --version >/dev/null 2>&1; then
   cargo install cargo-nextest --locked
 fi
 
+if ! command -v kubectl >/dev/null 2>&1; then
+  echo "==> installing kubectl (Debian's kubernetes-client) for the kubectl tests"
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && apt-get install -y -qq kubernetes-client >/dev/null
+  else
+    sudo apt-get update -qq && sudo apt-get install -y -qq kubernetes-client >/dev/null
+  fi
+fi
+
 if [ -f scripts/emulators.sh ]; then
   # shellcheck source=scripts/emulators.sh
   source scripts/emulators.sh

@@ -24,15 +24,26 @@ fn stderr(o: &Output) -> String {
 fn crds_prints_every_crd_and_splits_by_side() {
     let all = granary(&["crds"]);
     assert!(all.status.success(), "{}", stderr(&all));
-    let crds: Vec<CustomResourceDefinition> = serde_saphyr::from_multiple(&stdout(&all)).expect("valid CRD YAML");
+    let crds: Vec<CustomResourceDefinition> =
+        serde_saphyr::from_multiple(&stdout(&all)).expect("valid CRD YAML");
     assert_eq!(crds.len(), granary::api::crds::crds(None).len());
-    let names: Vec<String> = crds.iter().filter_map(|c| c.metadata.name.clone()).collect();
-    for expected in ["backupbuckets.core.gardener.cloud", "backupentries.extensions.gardener.cloud"] {
-        assert!(names.iter().any(|n| n == expected), "{expected} missing from {names:?}");
+    let names: Vec<String> = crds
+        .iter()
+        .filter_map(|c| c.metadata.name.clone())
+        .collect();
+    for expected in [
+        "backupbuckets.core.gardener.cloud",
+        "backupentries.extensions.gardener.cloud",
+    ] {
+        assert!(
+            names.iter().any(|n| n == expected),
+            "{expected} missing from {names:?}"
+        );
     }
 
     let garden = granary(&["crds", "--side", "garden"]);
-    let garden: Vec<CustomResourceDefinition> = serde_saphyr::from_multiple(&stdout(&garden)).expect("valid CRD YAML");
+    let garden: Vec<CustomResourceDefinition> =
+        serde_saphyr::from_multiple(&stdout(&garden)).expect("valid CRD YAML");
     assert!(!garden.is_empty() && garden.iter().all(|c| c.spec.group == "core.gardener.cloud"));
 
     let bad = granary(&["crds", "--side", "moon"]);
@@ -50,8 +61,12 @@ fn crds_write_produces_the_checked_in_files() {
         for entry in std::fs::read_dir(dir.path().join(side).join("crds")).expect("written") {
             let path = entry.expect("entry").path();
             let name = path.file_name().expect("named");
-            let checked_in = std::fs::read_to_string(repo.join(side).join("crds").join(name)).expect("checked in");
-            assert_eq!(std::fs::read_to_string(&path).expect("readable"), checked_in);
+            let checked_in = std::fs::read_to_string(repo.join(side).join("crds").join(name))
+                .expect("checked in");
+            assert_eq!(
+                std::fs::read_to_string(&path).expect("readable"),
+                checked_in
+            );
         }
     }
 }
@@ -68,8 +83,12 @@ fn write_backup(path: &std::path::Path) {
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": "web", "namespace": "team-a", "uid": "u2"}
     });
-    writer.add_item(&GroupResource::new("", "configmaps"), Some("v1"), &cm).expect("add configmap");
-    writer.add_item(&GroupResource::new("apps", "deployments"), Some("v1"), &deploy).expect("add deployment");
+    writer
+        .add_item(&GroupResource::new("", "configmaps"), "v1", &cm)
+        .expect("add configmap");
+    writer
+        .add_item(&GroupResource::new("apps", "deployments"), "v1", &deploy)
+        .expect("add deployment");
     writer.finish().expect("finish");
 }
 
@@ -81,17 +100,31 @@ fn archive_inspect_and_verify_a_good_backup() {
     let p = path.to_str().expect("utf-8 path");
 
     let verify = granary(&["archive", "verify", p]);
-    assert!(verify.status.success(), "{}{}", stdout(&verify), stderr(&verify));
+    assert!(
+        verify.status.success(),
+        "{}{}",
+        stdout(&verify),
+        stderr(&verify)
+    );
 
     let inspect = granary(&["archive", "inspect", p, "-o", "json"]);
     assert!(inspect.status.success(), "{}", stderr(&inspect));
     let json: serde_json::Value = serde_json::from_str(&stdout(&inspect)).expect("JSON output");
     assert_eq!(json["items"], 2);
-    assert_eq!(json["format_version"].as_str().or(json["formatVersion"].as_str()), Some("1.1.0"));
+    assert_eq!(
+        json["format_version"]
+            .as_str()
+            .or(json["formatVersion"].as_str()),
+        Some("1.1.0")
+    );
 
     let text = granary(&["archive", "inspect", p]);
     assert!(text.status.success());
-    assert!(stdout(&text).contains("deployments.apps"), "{}", stdout(&text));
+    assert!(
+        stdout(&text).contains("deployments.apps"),
+        "{}",
+        stdout(&text)
+    );
 }
 
 #[test]

@@ -3,6 +3,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod cli;
 mod conformance;
 mod conformance_crd;
 mod durability;
