@@ -41,6 +41,8 @@ pub(crate) struct S3Store {
     page_size: Option<i32>,
     delete_batch: usize,
     concurrency: usize,
+    tls_only_policy: bool,
+    immutability: Option<crate::store::Immutability>,
 }
 
 impl S3Store {
@@ -77,11 +79,15 @@ impl S3Store {
             region,
             stats: retrier.stats(),
             retrier,
-            secrets: vec![creds.secret_access_key, creds.access_key_id],
+            secrets: vec![creds.secret_access_key.clone(), creds.access_key_id.clone()],
             part_size: opts.part_size.max(1),
             page_size: opts.list_page_size.map(|p| p.clamp(1, 1000) as i32),
             delete_batch: opts.delete_batch_size.clamp(1, S3_MAX_DELETE_BATCH),
             concurrency: opts.concurrency.clamp(1, 8),
+            tls_only_policy: opts
+                .tls_only_policy
+                .unwrap_or_else(|| creds.endpoint.as_deref().is_none_or(|e| e.starts_with("https://"))),
+            immutability: opts.immutability.clone(),
         })
     }
 

@@ -115,9 +115,9 @@ impl LocalStore {
         let start = if start_rel.is_empty() {
             dir.clone()
         } else {
-            match checked_key(start_rel) {
-                Ok(p) => dir.join(p),
-                Err(_) => return Ok(Vec::new()),
+            match dir_path(start_rel) {
+                Some(p) => dir.join(p),
+                None => return Ok(Vec::new()),
             }
         };
         let mut out = Vec::new();
@@ -132,8 +132,7 @@ impl LocalStore {
                 let path = entry.path();
                 let ft = entry.file_type().await.map_err(|e| io_err(e, "stat"))?;
                 let Ok(rel) = path.strip_prefix(&dir) else { continue };
-                let Some(rel) = rel.to_str() else { continue };
-                let key = rel.replace(std::path::MAIN_SEPARATOR, "/");
+                let Some(key) = decode_rel(rel, ft.is_file()) else { continue };
                 if ft.is_dir() {
                     let as_prefix = format!("{key}/");
                     if as_prefix.starts_with(prefix) || prefix.starts_with(&as_prefix) {
@@ -284,6 +283,11 @@ impl ObjectStore for LocalStore {
     }
 }
 
+/// Suffix of every object file. Segments are stored with `%` escaped as `%25`, so no
+/// escaped name ends in `%f`: object files and directories never collide, and key `a`
+/// can live next to key `a/b` as on every cloud store.
+const OBJECT_SUFFIX: &str = "%f";
+
 /// The relative path of a key, refusing anything that could leave the bucket.
 fn checked_key(key: &str) -> Result<PathBuf> {
     let bad = key.is_empty()
@@ -297,7 +301,38 @@ fn checked_key(key: &str) -> Result<PathBuf> {
             format!("key {key:?} is not allowed by the local provider (empty, `.`/`..` segment, or absolute)"),
         ));
     }
-    Ok(key.split('/').collect())
+    let segs: Vec<&str> = key.split('/').collect();
+    let last = segs.len() - 1;
+    Ok(segs
+        .iter()
+        .enumerate()
+        .map(|(i, seg)| {
+            let e = seg.replace('%', "%25");
+            if i == last { format!("{e}{OBJECT_SUFFIX}") } else { e }
+        })
+        .collect())
+}
+
+/// The directory path of a key prefix made of whole segments (`a/b` → `a/b`).
+fn dir_path(prefix_dirs: &str) -> Option<PathBuf> {
+    if prefix_dirs.split('/').any(|seg| seg.is_empty() || seg == "." || seg == ".." || seg.contains('\\')) {
+        return None;
+    }
+    Some(prefix_dirs.split('/').map(|seg| seg.replace('%', "%25")).collect())
+}
+
+/// The key of a file path relative to the bucket, or `None` for non-object files.
+fn decode_rel(rel: &Path, is_file: bool) -> Option<String> {
+    let mut segs = Vec::new();
+    for c in rel.components() {
+        segs.push(c.as_os_str().to_str()?.to_string());
+    }
+    if is_file {
+        let last = segs.last_mut()?;
+        let stripped = last.strip_suffix(OBJECT_SUFFIX)?.to_string();
+        *last = stripped;
+    }
+    Some(segs.iter().map(|s| s.replace("%25", "%")).collect::<Vec<_>>().join("/"))
 }
 
 fn meta_of(key: String, md: &std::fs::Metadata) -> ObjectMeta {
@@ -331,6 +366,10 @@ mod tests {
         for k in ["../x", "a/../../x", "/etc/passwd", "a//b", "", "a/./b", "a\\b", "a/"] {
             assert_eq!(checked_key(k).unwrap_err().kind(), ErrorKind::Invalid, "{k}");
         }
-        assert!(checked_key("a b/ü+%/c").is_ok());
+        let p = checked_key("a b/ü+%/c%").unwrap();
+        assert_eq!(p, PathBuf::from("a b/ü+%25/c%25%f"));
+        assert_eq!(decode_rel(&p, true).as_deref(), Some("a b/ü+%/c%"));
+        assert_eq!(decode_rel(Path::new("x/y"), true), None, "not an object file");
+        assert_eq!(decode_rel(Path::new("x%25f"), false).as_deref(), Some("x%f"));
     }
 }

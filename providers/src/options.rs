@@ -28,6 +28,9 @@ pub struct StoreOptions {
     pub gcp_project: Option<String>,
     /// Object lock applied to new S3 buckets (from providerConfig).
     pub immutability: Option<Immutability>,
+    /// Whether S3 buckets get a TLS-only bucket policy. `None`: only when the endpoint
+    /// is https (on plain http the policy would deny Granary's own requests).
+    pub tls_only_policy: Option<bool>,
 }
 
 impl Default for StoreOptions {
@@ -42,6 +45,7 @@ impl Default for StoreOptions {
             local_root: None,
             gcp_project: None,
             immutability: None,
+            tls_only_policy: None,
         }
     }
 }

@@ -25,7 +25,23 @@ fn invalid(e: impl std::fmt::Display) -> Error {
 
 pub(super) async fn ensure_bucket(s: &S3Store, bucket: &str, opts: &BucketOptions) -> Result<BucketReport> {
     let mut report = BucketReport::default();
-    let lock = opts.immutability.clone();
+    let lock = opts.immutability.clone().or_else(|| s.immutability.clone());
+    // us-east-1 answers 200 to a re-create by the owner, so whether this call created
+    // the bucket is decided by a HEAD first; ownership still by CreateBucket's answer.
+    let existed = s
+        .retrier
+        .run("head_bucket", || async {
+            match s.client.head_bucket().bucket(bucket).send().await {
+                Ok(_) => Ok(true),
+                Err(e) => match s.err(e, format_args!("head bucket {bucket}")) {
+                    Error::NotFound(_) | Error::BucketNotFound(_) => Ok(false),
+                    // 403: exists but not ours (or no permission); CreateBucket decides.
+                    Error::Unauthorized(_) => Ok(true),
+                    other => Err(other),
+                },
+            }
+        })
+        .await?;
     let created = s
         .retrier
         .run("create_bucket", || async {
@@ -54,7 +70,7 @@ pub(super) async fn ensure_bucket(s: &S3Store, bucket: &str, opts: &BucketOption
         })
         .await;
     report.created = match created {
-        Ok(c) => c,
+        Ok(c) => c && !existed,
         // Some stores (and us-east-1 semantics) say "exists" for our own bucket too:
         // only a bucket in our own ListBuckets is ours.
         Err(Error::Conflict(m)) if m == "BucketAlreadyExists" => {
@@ -162,23 +178,6 @@ async fn harden(s: &S3Store, bucket: &str, lock: Option<&Immutability>, report: 
         .await;
     soften("public access block", r, report)?;
 
-    // TLS-only policy.
-    let policy = tls_only_policy(bucket);
-    let r = s
-        .retrier
-        .run("put_bucket_policy", || async {
-            s.client
-                .put_bucket_policy()
-                .bucket(bucket)
-                .policy(&policy)
-                .send()
-                .await
-                .map(|_| ())
-                .map_err(|e| s.err(e, "TLS-only bucket policy"))
-        })
-        .await;
-    soften("TLS-only bucket policy", r, report)?;
-
     // Lifecycle: abort incomplete multipart uploads.
     let lifecycle = BucketLifecycleConfiguration::builder()
         .rules(
@@ -246,7 +245,39 @@ async fn harden(s: &S3Store, bucket: &str, lock: Option<&Immutability>, report: 
         soften("object lock", r, report)?;
     }
 
-    verify(s, bucket, lock, report).await
+    verify(s, bucket, lock, report).await?;
+
+    // Last, because over plain http it denies everything after it.
+    if !s.tls_only_policy {
+        report.warnings.push(format!(
+            "TLS-only bucket policy not applied to bucket {bucket}: the endpoint is plain http and the policy would deny Granary's own requests"
+        ));
+        return Ok(());
+    }
+    // TLS-only policy.
+    let policy = tls_only_policy(bucket);
+    let r = s
+        .retrier
+        .run("put_bucket_policy", || async {
+            s.client
+                .put_bucket_policy()
+                .bucket(bucket)
+                .policy(&policy)
+                .send()
+                .await
+                .map(|_| ())
+                .map_err(|e| s.err(e, "TLS-only bucket policy"))
+        })
+        .await;
+    soften("TLS-only bucket policy", r, report)?;
+    match s.client.get_bucket_policy().bucket(bucket).send().await {
+        Ok(out) if out.policy().is_some_and(|p| p.contains("aws:SecureTransport")) => {}
+        _ => report.warnings.push(format!(
+            "TLS-only bucket policy is not in effect on bucket {bucket} (read back after applying)"
+        )),
+    }
+
+    Ok(())
 }
 
 fn tls_only_policy(bucket: &str) -> String {
@@ -294,10 +325,6 @@ async fn verify(s: &S3Store, bucket: &str, lock: Option<&Immutability>, report: 
             }
         }
         Err(_) => missing.push("public access block"),
-    }
-    match s.client.get_bucket_policy().bucket(bucket).send().await {
-        Ok(out) if out.policy().is_some_and(|p| p.contains("aws:SecureTransport")) => {}
-        _ => missing.push("TLS-only bucket policy"),
     }
     match s.client.get_bucket_lifecycle_configuration().bucket(bucket).send().await {
         Ok(out) => {
