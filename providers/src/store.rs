@@ -241,3 +241,21 @@ pub(crate) fn roll_up(prefix: &str, delimiter: &str, last_prefix: &mut Option<St
         None => Some(ListEntry::Object(meta)),
     }
 }
+
+/// Reads up to `size` bytes (less only at the end of the reader).
+pub(crate) async fn read_part(reader: &mut BoxReader, size: usize) -> Result<Bytes> {
+    use tokio::io::AsyncReadExt;
+    let mut buf = bytes::BytesMut::with_capacity(size);
+    while buf.len() < size {
+        let mut limited = (&mut *reader).take((size - buf.len()) as u64);
+        let n = limited
+            .read_buf(&mut buf)
+            .await
+            .map_err(|e| crate::error::Error::new(crate::error::ErrorKind::Transient, format!("reading upload source: {e}")))?;
+        if n == 0 {
+            break;
+        }
+    }
+    Ok(buf.freeze())
+}
+

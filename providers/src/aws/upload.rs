@@ -10,24 +10,7 @@ use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart};
 
 use super::S3Store;
 use crate::error::{Error, ErrorKind, Result};
-use crate::store::{BoxReader, ObjectStore};
-
-/// Reads up to `size` bytes (less only at the end of the reader).
-pub(crate) async fn read_part(reader: &mut BoxReader, size: usize) -> Result<Bytes> {
-    use tokio::io::AsyncReadExt;
-    let mut buf = bytes::BytesMut::with_capacity(size);
-    while buf.len() < size {
-        let mut limited = (&mut *reader).take((size - buf.len()) as u64);
-        let n = limited
-            .read_buf(&mut buf)
-            .await
-            .map_err(|e| Error::new(ErrorKind::Transient, format!("reading upload source: {e}")))?;
-        if n == 0 {
-            break;
-        }
-    }
-    Ok(buf.freeze())
-}
+use crate::store::{BoxReader, ObjectStore, read_part};
 
 pub(super) async fn put_reader(s: &S3Store, bucket: &str, key: &str, mut reader: BoxReader) -> Result<u64> {
     let first = read_part(&mut reader, s.part_size).await?;
