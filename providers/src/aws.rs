@@ -46,7 +46,11 @@ pub(crate) struct S3Store {
 }
 
 impl S3Store {
-    pub(crate) fn new(creds: AwsCredentials, region: Option<&str>, opts: &StoreOptions) -> Result<Self> {
+    pub(crate) fn new(
+        creds: AwsCredentials,
+        region: Option<&str>,
+        opts: &StoreOptions,
+    ) -> Result<Self> {
         let region = region
             .map(str::to_string)
             .or_else(|| creds.region.clone())
@@ -84,9 +88,12 @@ impl S3Store {
             page_size: opts.list_page_size.map(|p| p.clamp(1, 1000) as i32),
             delete_batch: opts.delete_batch_size.clamp(1, S3_MAX_DELETE_BATCH),
             concurrency: opts.concurrency.clamp(1, 8),
-            tls_only_policy: opts
-                .tls_only_policy
-                .unwrap_or_else(|| creds.endpoint.as_deref().is_none_or(|e| e.starts_with("https://"))),
+            tls_only_policy: opts.tls_only_policy.unwrap_or_else(|| {
+                creds
+                    .endpoint
+                    .as_deref()
+                    .is_none_or(|e| e.starts_with("https://"))
+            }),
             immutability: opts.immutability.clone(),
         })
     }
@@ -206,7 +213,10 @@ impl ObjectStore for S3Store {
             match body.try_next().await {
                 Ok(Some(chunk)) => Ok(Some((chunk, body))),
                 Ok(None) => Ok(None),
-                Err(e) => Err(Error::new(ErrorKind::Transient, format!("reading object body: {e}"))),
+                Err(e) => Err(Error::new(
+                    ErrorKind::Transient,
+                    format!("reading object body: {e}"),
+                )),
             }
         })
         .boxed())
@@ -243,7 +253,10 @@ impl ObjectStore for S3Store {
         stream::try_unfold(Some(None::<String>), move |state| async move {
             let Some(token) = state else { return Ok(None) };
             let (entries, next) = self.list_page(bucket, prefix, delimiter, token).await?;
-            Ok(Some((stream::iter(entries.into_iter().map(Ok)), next.map(Some))))
+            Ok(Some((
+                stream::iter(entries.into_iter().map(Ok)),
+                next.map(Some),
+            )))
         })
         .try_flatten()
         .boxed()
@@ -277,7 +290,9 @@ impl ObjectStore for S3Store {
                         .delete(delete.clone())
                         .send()
                         .await
-                        .map_err(|e| self.err(e, format_args!("delete {} keys in {bucket}", chunk.len())))?;
+                        .map_err(|e| {
+                            self.err(e, format_args!("delete {} keys in {bucket}", chunk.len()))
+                        })?;
                     // Per-key failures: retry the whole (idempotent) batch when any is
                     // retryable; otherwise report the first.
                     let mut worst: Option<Error> = None;
@@ -286,7 +301,8 @@ impl ObjectStore for S3Store {
                         if code == "NoSuchKey" {
                             continue;
                         }
-                        let kind = kind_for_status(if code == "InternalError" { 500 } else { 400 }, code);
+                        let kind =
+                            kind_for_status(if code == "InternalError" { 500 } else { 400 }, code);
                         let err = Error::new(
                             kind,
                             format!(
@@ -295,7 +311,10 @@ impl ObjectStore for S3Store {
                                 e.message().unwrap_or("")
                             ),
                         );
-                        if worst.as_ref().is_none_or(|w| !w.is_retryable() && err.is_retryable()) {
+                        if worst
+                            .as_ref()
+                            .is_none_or(|w| !w.is_retryable() && err.is_retryable())
+                        {
                             worst = Some(err);
                         }
                     }
@@ -311,7 +330,13 @@ impl ObjectStore for S3Store {
         Ok(report)
     }
 
-    async fn copy(&self, src_bucket: &str, src_key: &str, dst_bucket: &str, dst_key: &str) -> Result<()> {
+    async fn copy(
+        &self,
+        src_bucket: &str,
+        src_key: &str,
+        dst_bucket: &str,
+        dst_key: &str,
+    ) -> Result<()> {
         let source = format!("{src_bucket}/{}", encode_key(src_key));
         self.retrier
             .run("copy", || async {
@@ -322,7 +347,12 @@ impl ObjectStore for S3Store {
                     .key(dst_key)
                     .send()
                     .await
-                    .map_err(|e| self.err(e, format_args!("copy {src_bucket}/{src_key} to {dst_bucket}/{dst_key}")))
+                    .map_err(|e| {
+                        self.err(
+                            e,
+                            format_args!("copy {src_bucket}/{src_key} to {dst_bucket}/{dst_key}"),
+                        )
+                    })
             })
             .await
             .map(|_| ())
@@ -350,21 +380,32 @@ where
     R: std::fmt::Debug + HasStatus,
 {
     match &e {
-        SdkError::ConstructionFailure(_) => Error::new(ErrorKind::Invalid, format!("request could not be built: {}", source_chain(&e))),
+        SdkError::ConstructionFailure(_) => Error::new(
+            ErrorKind::Invalid,
+            format!("request could not be built: {}", source_chain(&e)),
+        ),
         SdkError::TimeoutError(_) => Error::new(ErrorKind::Transient, "request timed out"),
-        SdkError::DispatchFailure(_) => {
-            Error::new(ErrorKind::Transient, format!("connection failed: {}", source_chain(&e)))
-        }
+        SdkError::DispatchFailure(_) => Error::new(
+            ErrorKind::Transient,
+            format!("connection failed: {}", source_chain(&e)),
+        ),
         SdkError::ResponseError(r) => {
             let status = r.raw().status_code();
-            let kind = if status >= 400 { kind_for_status(status, "") } else { ErrorKind::Transient };
+            let kind = if status >= 400 {
+                kind_for_status(status, "")
+            } else {
+                ErrorKind::Transient
+            };
             Error::new(kind, format!("HTTP {status}: unreadable response"))
         }
         SdkError::ServiceError(se) => {
             let status = se.raw().status_code();
             let code = se.err().code().unwrap_or("");
             let msg = se.err().message().unwrap_or("");
-            Error::new(kind_for_status(status, code), format!("HTTP {status} {code}: {msg}"))
+            Error::new(
+                kind_for_status(status, code),
+                format!("HTTP {status} {code}: {msg}"),
+            )
         }
         _ => Error::new(ErrorKind::Transient, source_chain(&e)),
     }

@@ -81,7 +81,9 @@ impl AzureStore {
     }
 
     fn err(&self, e: azure_core::Error, what: impl std::fmt::Display) -> Error {
-        az_error(&e).context(what).scrubbed(&[self.creds.storage_key.as_str()])
+        az_error(&e)
+            .context(what)
+            .scrubbed(&[self.creds.storage_key.as_str()])
     }
 
     async fn list_page(
@@ -102,7 +104,10 @@ impl AzureStore {
                 };
                 let pager = c.list_blobs(Some(opts)).map_err(|e| self.err(e, "list"))?;
                 let mut pages = pager.into_pages();
-                let first = pages.try_next().await.map_err(|e| self.err(e, format_args!("list {bucket}/{prefix}")))?;
+                let first = pages
+                    .try_next()
+                    .await
+                    .map_err(|e| self.err(e, format_args!("list {bucket}/{prefix}")))?;
                 match first {
                     Some(resp) => resp.into_model().map_err(|e| self.err(e, "list response")),
                     None => Err(Error::new(ErrorKind::Transient, "list returned no page")),
@@ -117,7 +122,10 @@ impl AzureStore {
                 Some(ObjectMeta {
                     key: b.name?,
                     size: props.as_ref().and_then(|p| p.content_length).unwrap_or(0),
-                    last_modified: props.as_ref().and_then(|p| p.last_modified).and_then(to_chrono),
+                    last_modified: props
+                        .as_ref()
+                        .and_then(|p| p.last_modified)
+                        .and_then(to_chrono),
                     etag: props.and_then(|p| p.etag).map(|e| e.to_string()),
                 })
             })
@@ -131,7 +139,12 @@ impl AzureStore {
                 self.container(bucket)?
                     .blob_client(key)
                     .block_blob_client()
-                    .stage_block(&id, chunk.len() as u64, RequestContent::from(chunk.to_vec()), None)
+                    .stage_block(
+                        &id,
+                        chunk.len() as u64,
+                        RequestContent::from(chunk.to_vec()),
+                        None,
+                    )
                     .await
                     .map_err(|e| self.err(e, format_args!("stage block of {bucket}/{key}")))
             })
@@ -149,10 +162,17 @@ impl std::fmt::Debug for AzureStore {
     }
 }
 
-fn build_client(creds: &AzureCredentials, now: DateTime<Utc>) -> Result<(BlobServiceClient, DateTime<Utc>)> {
+fn build_client(
+    creds: &AzureCredentials,
+    now: DateTime<Utc>,
+) -> Result<(BlobServiceClient, DateTime<Utc>)> {
     let base = creds.service_url();
-    let mut url = Url::parse(&base)
-        .map_err(|_| Error::new(ErrorKind::Invalid, "secret key `endpoint` is not a valid blob service URL"))?;
+    let mut url = Url::parse(&base).map_err(|_| {
+        Error::new(
+            ErrorKind::Invalid,
+            "secret key `endpoint` is not a valid blob service URL",
+        )
+    })?;
     let expiry = now + Duration::hours(SAS_LIFETIME_HOURS);
     let sas = AccountSas {
         account: creds.storage_account.clone(),
@@ -177,7 +197,9 @@ fn build_client(creds: &AzureCredentials, now: DateTime<Utc>) -> Result<(BlobSer
 fn az_error(e: &azure_core::Error) -> Error {
     use azure_core::error::ErrorKind as K;
     let kind = match e.kind() {
-        K::HttpResponse { status, error_code, .. } => {
+        K::HttpResponse {
+            status, error_code, ..
+        } => {
             let status: u16 = (*status).into();
             let code = error_code.as_deref().unwrap_or("");
             // A 404 for a copy source is a missing object.
@@ -241,7 +263,10 @@ impl ObjectStore for AzureStore {
         } else {
             match self.list_page(bucket, "", None).await {
                 Ok((items, _)) if !items.is_empty() => {
-                    return Err(Error::new(ErrorKind::Conflict, format!("container {bucket} is not empty")));
+                    return Err(Error::new(
+                        ErrorKind::Conflict,
+                        format!("container {bucket} is not empty"),
+                    ));
                 }
                 Ok(_) => Ok(()),
                 Err(e) => Err(e),
@@ -386,7 +411,10 @@ impl ObjectStore for AzureStore {
         let pages = stream::try_unfold(Some(None::<String>), move |state| async move {
             let Some(marker) = state else { return Ok(None) };
             let (metas, next) = self.list_page(bucket, prefix, marker).await?;
-            Ok(Some((stream::iter(metas.into_iter().map(Ok)), next.map(Some))))
+            Ok(Some((
+                stream::iter(metas.into_iter().map(Ok)),
+                next.map(Some),
+            )))
         })
         .try_flatten();
         let mut last_prefix: Option<String> = None;
@@ -433,13 +461,23 @@ impl ObjectStore for AzureStore {
         Ok(report)
     }
 
-    async fn copy(&self, src_bucket: &str, src_key: &str, dst_bucket: &str, dst_key: &str) -> Result<()> {
+    async fn copy(
+        &self,
+        src_bucket: &str,
+        src_key: &str,
+        dst_bucket: &str,
+        dst_key: &str,
+    ) -> Result<()> {
         let what = format!("copy {src_bucket}/{src_key} to {dst_bucket}/{dst_key}");
         // The source URL carries our SAS, which authorises the read.
         let status = self
             .retrier
             .run("copy", || async {
-                let source = self.container(src_bucket)?.blob_client(src_key).url().to_string();
+                let source = self
+                    .container(src_bucket)?
+                    .blob_client(src_key)
+                    .url()
+                    .to_string();
                 let resp = self
                     .container(dst_bucket)?
                     .blob_client(dst_key)
@@ -470,10 +508,18 @@ impl ObjectStore for AzureStore {
             match resp.copy_status().ok().flatten() {
                 Some(CopyStatus::Success) | None => return Ok(()),
                 Some(CopyStatus::Pending) => {}
-                Some(other) => return Err(Error::new(ErrorKind::Transient, format!("{what}: copy ended {other:?}"))),
+                Some(other) => {
+                    return Err(Error::new(
+                        ErrorKind::Transient,
+                        format!("{what}: copy ended {other:?}"),
+                    ));
+                }
             }
             if tokio::time::Instant::now() > deadline {
-                return Err(Error::new(ErrorKind::Transient, format!("{what}: still pending after 10 minutes")));
+                return Err(Error::new(
+                    ErrorKind::Transient,
+                    format!("{what}: still pending after 10 minutes"),
+                ));
             }
             tokio::time::sleep(delay).await;
             delay = (delay * 2).min(std::time::Duration::from_secs(5));

@@ -30,7 +30,11 @@ pub struct AccountSas {
 
 impl AccountSas {
     fn protocol(&self) -> &'static str {
-        if self.https_only { "https" } else { "https,http" }
+        if self.https_only {
+            "https"
+        } else {
+            "https,http"
+        }
     }
 
     /// The string-to-sign of an account SAS (service version 2020-08-04).
@@ -46,11 +50,18 @@ impl AccountSas {
 
     /// The base64 HMAC-SHA256 signature with the base64 account key.
     pub fn signature(&self, key_b64: &str) -> Result<String> {
-        let key = B64
-            .decode(key_b64.trim())
-            .map_err(|_| Error::new(ErrorKind::Invalid, "secret key `storageKey` is not valid base64"))?;
-        let mut mac = Hmac::<Sha256>::new_from_slice(&key)
-            .map_err(|_| Error::new(ErrorKind::Invalid, "secret key `storageKey` cannot be used as an HMAC key"))?;
+        let key = B64.decode(key_b64.trim()).map_err(|_| {
+            Error::new(
+                ErrorKind::Invalid,
+                "secret key `storageKey` is not valid base64",
+            )
+        })?;
+        let mut mac = Hmac::<Sha256>::new_from_slice(&key).map_err(|_| {
+            Error::new(
+                ErrorKind::Invalid,
+                "secret key `storageKey` cannot be used as an HMAC key",
+            )
+        })?;
         mac.update(self.string_to_sign().as_bytes());
         Ok(B64.encode(mac.finalize().into_bytes()))
     }
@@ -95,9 +106,15 @@ mod tests {
             sas.string_to_sign(),
             "devstoreaccount1\nrwdlac\nb\nsco\n2026-01-01T00:00:00Z\n2026-01-02T00:00:00Z\n\nhttps,http\n2020-08-04\n"
         );
-        assert_eq!(sas.signature(AZURITE_KEY).unwrap(), "4fCBbUTOwctZjVD0uUD/JCQ8i1XNIbfVB2Q3qfBKEZg=");
+        assert_eq!(
+            sas.signature(AZURITE_KEY).unwrap(),
+            "4fCBbUTOwctZjVD0uUD/JCQ8i1XNIbfVB2Q3qfBKEZg="
+        );
         let q = sas.query(AZURITE_KEY).unwrap();
-        assert!(q.contains("sig=4fCBbUTOwctZjVD0uUD%2FJCQ8i1XNIbfVB2Q3qfBKEZg%3D"), "{q}");
+        assert!(
+            q.contains("sig=4fCBbUTOwctZjVD0uUD%2FJCQ8i1XNIbfVB2Q3qfBKEZg%3D"),
+            "{q}"
+        );
         assert!(q.contains("spr=https%2Chttp"), "{q}");
 
         let sas = AccountSas {
@@ -106,12 +123,20 @@ mod tests {
             expiry: Utc.with_ymd_and_hms(2030, 6, 16, 12, 0, 0).unwrap(),
             https_only: true,
         };
-        assert_eq!(sas.signature("a2V5").unwrap(), "hWbQWLCperkbCGJ0Cy1cuF0S0RWLlqNFH6/KBwsAC8A=");
+        assert_eq!(
+            sas.signature("a2V5").unwrap(),
+            "hWbQWLCperkbCGJ0Cy1cuF0S0RWLlqNFH6/KBwsAC8A="
+        );
     }
 
     #[test]
     fn bad_key_names_key_not_value() {
-        let sas = AccountSas { account: "a".into(), start: Utc::now(), expiry: Utc::now(), https_only: true };
+        let sas = AccountSas {
+            account: "a".into(),
+            start: Utc::now(),
+            expiry: Utc::now(),
+            https_only: true,
+        };
         let e = sas.signature("%%%SECRET").unwrap_err();
         assert!(e.message().contains("storageKey") && !e.message().contains("SECRET"));
     }

@@ -82,7 +82,10 @@ impl fmt::Debug for Credentials {
                 .finish_non_exhaustive(),
             Credentials::Gcp(c) => f
                 .debug_struct("Gcp")
-                .field("service_account_json", &c.service_account_json.as_ref().map(|_| "<redacted>"))
+                .field(
+                    "service_account_json",
+                    &c.service_account_json.as_ref().map(|_| "<redacted>"),
+                )
                 .field("endpoint", &c.endpoint)
                 .finish(),
             Credentials::Local => f.write_str("Local"),
@@ -127,7 +130,9 @@ impl Credentials {
                         invalid("secret key `serviceaccount.json` is not valid JSON")
                     })?;
                     if !v.is_object() {
-                        return Err(invalid("secret key `serviceaccount.json` is not a JSON object"));
+                        return Err(invalid(
+                            "secret key `serviceaccount.json` is not a JSON object",
+                        ));
                     }
                 }
                 Ok(Credentials::Gcp(GcpCredentials {
@@ -162,7 +167,12 @@ pub fn velero_aws_secret(
         if let Some(section) = line.strip_prefix('[') {
             let name = section
                 .strip_suffix(']')
-                .ok_or_else(|| invalid(format!("velero credentials file `cloud`: line {} has an unclosed section", n + 1)))?
+                .ok_or_else(|| {
+                    invalid(format!(
+                        "velero credentials file `cloud`: line {} has an unclosed section",
+                        n + 1
+                    ))
+                })?
                 .trim();
             let name = name.strip_prefix("profile ").unwrap_or(name).trim();
             in_profile = name == wanted;
@@ -185,13 +195,21 @@ pub fn velero_aws_secret(
         };
         out.insert(target.to_string(), v.trim().as_bytes().to_vec());
     }
-    for (from, to) in [("region", "region"), ("s3Url", "endpoint"), ("s3ForcePathStyle", "s3ForcePathStyle")] {
+    for (from, to) in [
+        ("region", "region"),
+        ("s3Url", "endpoint"),
+        ("s3ForcePathStyle", "s3ForcePathStyle"),
+    ] {
         if let Some(v) = bsl_config.get(from) {
             out.insert(to.to_string(), v.as_bytes().to_vec());
         }
     }
     for key in ["aws_access_key_id", "aws_secret_access_key"] {
-        let mapped = if key == "aws_access_key_id" { "accessKeyID" } else { "secretAccessKey" };
+        let mapped = if key == "aws_access_key_id" {
+            "accessKeyID"
+        } else {
+            "secretAccessKey"
+        };
         if !out.contains_key(mapped) {
             return Err(invalid(format!(
                 "velero credentials file `cloud`: profile `{wanted}` has no `{key}`"
@@ -212,7 +230,11 @@ fn optional(data: &SecretData, key: &str) -> Result<Option<String>> {
             let s = std::str::from_utf8(v)
                 .map_err(|_| invalid(format!("secret key `{key}` is not UTF-8")))?
                 .trim();
-            Ok(if s.is_empty() { None } else { Some(s.to_string()) })
+            Ok(if s.is_empty() {
+                None
+            } else {
+                Some(s.to_string())
+            })
         }
     }
 }
@@ -236,7 +258,9 @@ fn optional_bool(data: &SecretData, key: &str) -> Result<bool> {
         None => Ok(false),
         Some(v) if v.eq_ignore_ascii_case("true") => Ok(true),
         Some(v) if v.eq_ignore_ascii_case("false") => Ok(false),
-        Some(_) => Err(invalid(format!("secret key `{key}` must be \"true\" or \"false\""))),
+        Some(_) => Err(invalid(format!(
+            "secret key `{key}` must be \"true\" or \"false\""
+        ))),
     }
 }
 
@@ -244,7 +268,8 @@ fn optional_bool(data: &SecretData, key: &str) -> Result<bool> {
 fn base64_len_ok(s: &str) -> Option<()> {
     let ok = !s.is_empty()
         && s.len() % 4 == 0
-        && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/' || b == b'=');
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/' || b == b'=');
     ok.then_some(())
 }
 
@@ -253,7 +278,10 @@ mod tests {
     use super::*;
 
     fn data(pairs: &[(&str, &str)]) -> SecretData {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.as_bytes().to_vec())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.as_bytes().to_vec()))
+            .collect()
     }
 
     #[test]
@@ -268,7 +296,9 @@ mod tests {
             ]),
         )
         .unwrap();
-        let Credentials::Aws(a) = &c else { panic!("aws") };
+        let Credentials::Aws(a) = &c else {
+            panic!("aws")
+        };
         assert!(a.force_path_style);
         assert!(!format!("{c:?}").contains("s3cr3t"));
         assert!(!format!("{c:?}").contains("AKIA1"));
@@ -283,25 +313,46 @@ mod tests {
         assert!(!e.message().contains("AKIAXYZ"), "{e}");
         let e = Credentials::from_secret(
             ProviderKind::Aws,
-            &data(&[("accessKeyID", "a"), ("secretAccessKey", "b"), ("s3ForcePathStyle", "yes-s3cr3t")]),
+            &data(&[
+                ("accessKeyID", "a"),
+                ("secretAccessKey", "b"),
+                ("s3ForcePathStyle", "yes-s3cr3t"),
+            ]),
         )
         .unwrap_err();
         assert!(e.message().contains("s3ForcePathStyle") && !e.message().contains("s3cr3t"));
-        let e = Credentials::from_secret(ProviderKind::Azure, &data(&[("storageAccount", "a"), ("storageKey", "not base64!")]))
-            .unwrap_err();
-        assert!(e.message().contains("storageKey") && !e.message().contains("base64!"), "{e}");
+        let e = Credentials::from_secret(
+            ProviderKind::Azure,
+            &data(&[("storageAccount", "a"), ("storageKey", "not base64!")]),
+        )
+        .unwrap_err();
+        assert!(
+            e.message().contains("storageKey") && !e.message().contains("base64!"),
+            "{e}"
+        );
     }
 
     #[test]
     fn gcp_anonymous_only_with_endpoint() {
         let e = Credentials::from_secret(ProviderKind::Gcp, &data(&[])).unwrap_err();
         assert!(e.message().contains("serviceaccount.json"));
-        let c = Credentials::from_secret(ProviderKind::Gcp, &data(&[("endpoint", "http://127.0.0.1:4443")])).unwrap();
+        let c = Credentials::from_secret(
+            ProviderKind::Gcp,
+            &data(&[("endpoint", "http://127.0.0.1:4443")]),
+        )
+        .unwrap();
         assert_eq!(
             c,
-            Credentials::Gcp(GcpCredentials { service_account_json: None, endpoint: Some("http://127.0.0.1:4443".into()) })
+            Credentials::Gcp(GcpCredentials {
+                service_account_json: None,
+                endpoint: Some("http://127.0.0.1:4443".into())
+            })
         );
-        let e = Credentials::from_secret(ProviderKind::Gcp, &data(&[("serviceaccount.json", "{not json PRIVATE")])).unwrap_err();
+        let e = Credentials::from_secret(
+            ProviderKind::Gcp,
+            &data(&[("serviceaccount.json", "{not json PRIVATE")]),
+        )
+        .unwrap_err();
         assert!(!e.message().contains("PRIVATE"));
     }
 
@@ -309,12 +360,20 @@ mod tests {
     fn azure_endpoint_wins_over_domain() {
         let c = Credentials::from_secret(
             ProviderKind::Azure,
-            &data(&[("storageAccount", "acct"), ("storageKey", "a2V5"), ("endpoint", "http://127.0.0.1:1/devstoreaccount1/")]),
+            &data(&[
+                ("storageAccount", "acct"),
+                ("storageKey", "a2V5"),
+                ("endpoint", "http://127.0.0.1:1/devstoreaccount1/"),
+            ]),
         )
         .unwrap();
         let Credentials::Azure(a) = c else { panic!() };
         assert_eq!(a.service_url(), "http://127.0.0.1:1/devstoreaccount1");
-        let c = Credentials::from_secret(ProviderKind::Azure, &data(&[("storageAccount", "acct"), ("storageKey", "a2V5")])).unwrap();
+        let c = Credentials::from_secret(
+            ProviderKind::Azure,
+            &data(&[("storageAccount", "acct"), ("storageKey", "a2V5")]),
+        )
+        .unwrap();
         let Credentials::Azure(a) = c else { panic!() };
         assert_eq!(a.service_url(), "https://acct.blob.core.windows.net");
     }
@@ -336,9 +395,15 @@ mod tests {
         assert_eq!(a.region.as_deref(), Some("eu-west-1"));
         assert!(a.force_path_style);
 
-        let e = velero_aws_secret(b"[default]\naws_access_key_id=AKIA3\n", None, &BTreeMap::new()).unwrap_err();
+        let e = velero_aws_secret(
+            b"[default]\naws_access_key_id=AKIA3\n",
+            None,
+            &BTreeMap::new(),
+        )
+        .unwrap_err();
         assert!(e.message().contains("aws_secret_access_key") && !e.message().contains("AKIA3"));
-        let e = velero_aws_secret(b"[default]\nnonsense SECRETVALUE\n", None, &BTreeMap::new()).unwrap_err();
+        let e = velero_aws_secret(b"[default]\nnonsense SECRETVALUE\n", None, &BTreeMap::new())
+            .unwrap_err();
         assert!(e.message().contains("line 2") && !e.message().contains("SECRETVALUE"));
     }
 }

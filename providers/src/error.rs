@@ -163,8 +163,14 @@ impl Error {
 /// Classification shared by all HTTP-speaking providers.
 pub(crate) fn kind_for_status(status: u16, code: &str) -> ErrorKind {
     match code {
-        "SlowDown" | "ServerBusy" | "TooManyRequests" | "RequestLimitExceeded" | "Throttling"
-        | "ThrottlingException" | "rateLimitExceeded" | "userRateLimitExceeded" => {
+        "SlowDown"
+        | "ServerBusy"
+        | "TooManyRequests"
+        | "RequestLimitExceeded"
+        | "Throttling"
+        | "ThrottlingException"
+        | "rateLimitExceeded"
+        | "userRateLimitExceeded" => {
             return ErrorKind::Throttled;
         }
         "TooManyBuckets" | "AccountLimitExceeded" | "quotaExceeded" => {
@@ -172,14 +178,23 @@ pub(crate) fn kind_for_status(status: u16, code: &str) -> ErrorKind {
         }
         "NoSuchBucket" | "ContainerNotFound" => return ErrorKind::BucketNotFound,
         "NoSuchKey" | "BlobNotFound" | "NotFound" => return ErrorKind::NotFound,
-        "InvalidAccessKeyId" | "SignatureDoesNotMatch" | "AuthenticationFailed"
-        | "ExpiredToken" | "InvalidToken" | "InvalidClientTokenId" => {
+        "InvalidAccessKeyId"
+        | "SignatureDoesNotMatch"
+        | "AuthenticationFailed"
+        | "ExpiredToken"
+        | "InvalidToken"
+        | "InvalidClientTokenId" => {
             return ErrorKind::Unauthenticated;
         }
-        "AccessDenied" | "AuthorizationFailure" | "AuthorizationPermissionMismatch"
+        "AccessDenied"
+        | "AuthorizationFailure"
+        | "AuthorizationPermissionMismatch"
         | "InsufficientAccountPermissions" => return ErrorKind::Unauthorized,
-        "BucketAlreadyExists" | "BucketNotEmpty" | "ContainerBeingDeleted"
-        | "ContainerAlreadyExists" | "OperationAborted" => return ErrorKind::Conflict,
+        "BucketAlreadyExists"
+        | "BucketNotEmpty"
+        | "ContainerBeingDeleted"
+        | "ContainerAlreadyExists"
+        | "OperationAborted" => return ErrorKind::Conflict,
         "RequestTimeout" | "InternalError" | "OperationTimedOut" | "ServiceUnavailable" => {
             return ErrorKind::Transient;
         }
@@ -252,11 +267,20 @@ mod tests {
     fn status_mapping() {
         assert_eq!(kind_for_status(503, "SlowDown"), ErrorKind::Throttled);
         assert_eq!(kind_for_status(500, ""), ErrorKind::Transient);
-        assert_eq!(kind_for_status(403, "SignatureDoesNotMatch"), ErrorKind::Unauthenticated);
+        assert_eq!(
+            kind_for_status(403, "SignatureDoesNotMatch"),
+            ErrorKind::Unauthenticated
+        );
         assert_eq!(kind_for_status(403, ""), ErrorKind::Unauthorized);
-        assert_eq!(kind_for_status(404, "NoSuchBucket"), ErrorKind::BucketNotFound);
+        assert_eq!(
+            kind_for_status(404, "NoSuchBucket"),
+            ErrorKind::BucketNotFound
+        );
         assert_eq!(kind_for_status(429, ""), ErrorKind::Throttled);
-        assert_eq!(kind_for_status(400, "TooManyBuckets"), ErrorKind::QuotaExceeded);
+        assert_eq!(
+            kind_for_status(400, "TooManyBuckets"),
+            ErrorKind::QuotaExceeded
+        );
     }
 
     #[test]

@@ -16,7 +16,9 @@ use gcloud_storage::client::{Client, ClientConfig};
 use gcloud_storage::http::Error as GcsError;
 use gcloud_storage::http::buckets::delete::DeleteBucketRequest;
 use gcloud_storage::http::buckets::get::GetBucketRequest;
-use gcloud_storage::http::buckets::insert::{BucketCreationConfig, InsertBucketParam, InsertBucketRequest};
+use gcloud_storage::http::buckets::insert::{
+    BucketCreationConfig, InsertBucketParam, InsertBucketRequest,
+};
 use gcloud_storage::http::buckets::{IamConfiguration, iam_configuration};
 use gcloud_storage::http::objects::delete::DeleteObjectRequest;
 use gcloud_storage::http::objects::download::Range;
@@ -60,7 +62,11 @@ impl std::fmt::Debug for GcsStore {
 }
 
 impl GcsStore {
-    pub(crate) async fn new(creds: GcpCredentials, region: Option<&str>, opts: &StoreOptions) -> Result<Self> {
+    pub(crate) async fn new(
+        creds: GcpCredentials,
+        region: Option<&str>,
+        opts: &StoreOptions,
+    ) -> Result<Self> {
         let mut config = ClientConfig::default();
         if let Some(e) = &creds.endpoint {
             config.storage_endpoint = e.trim_end_matches('/').to_string();
@@ -72,14 +78,21 @@ impl GcsStore {
                 if project.is_none() {
                     project = serde_json::from_str::<serde_json::Value>(json)
                         .ok()
-                        .and_then(|v| v.get("project_id").and_then(|p| p.as_str()).map(str::to_string));
+                        .and_then(|v| {
+                            v.get("project_id")
+                                .and_then(|p| p.as_str())
+                                .map(str::to_string)
+                        });
                 }
                 let file = gcloud_storage::client::google_cloud_auth::credentials::CredentialsFile::new_from_str(json)
                     .await
                     .map_err(|_| Error::new(ErrorKind::Invalid, "secret key `serviceaccount.json` is not a usable service account key"))?;
                 config.with_credentials(file).await.map_err(|e| {
-                    Error::new(ErrorKind::Unauthenticated, format!("service account token source: {e}"))
-                        .scrubbed(&[json.as_str()])
+                    Error::new(
+                        ErrorKind::Unauthenticated,
+                        format!("service account token source: {e}"),
+                    )
+                    .scrubbed(&[json.as_str()])
                 })?
             }
         };
@@ -96,7 +109,8 @@ impl GcsStore {
         };
         let retrier = Retrier::new(opts.retry.clone());
         // Chunks must be multiples of 256 KiB.
-        let part_size = (opts.part_size.max(GCS_CHUNK_QUANTUM) / GCS_CHUNK_QUANTUM) * GCS_CHUNK_QUANTUM;
+        let part_size =
+            (opts.part_size.max(GCS_CHUNK_QUANTUM) / GCS_CHUNK_QUANTUM) * GCS_CHUNK_QUANTUM;
         Ok(GcsStore {
             client: Client::new(config),
             project,
@@ -141,11 +155,18 @@ impl GcsStore {
                 ListEntry::Object(ObjectMeta {
                     key: o.name,
                     size: o.size.max(0) as u64,
-                    last_modified: o.updated.and_then(|t| DateTime::from_timestamp(t.unix_timestamp(), t.nanosecond())),
+                    last_modified: o
+                        .updated
+                        .and_then(|t| DateTime::from_timestamp(t.unix_timestamp(), t.nanosecond())),
                     etag: Some(o.etag).filter(|e| !e.is_empty()),
                 })
             })
-            .chain(resp.prefixes.unwrap_or_default().into_iter().map(ListEntry::Prefix))
+            .chain(
+                resp.prefixes
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(ListEntry::Prefix),
+            )
             .collect();
         entries.sort_by(|a, b| a.name().cmp(b.name()));
         Ok((entries, resp.next_page_token.filter(|t| !t.is_empty())))
@@ -163,7 +184,11 @@ impl GcsStore {
             Err(e) => gcs_error(e, true).kind() == ErrorKind::BucketNotFound,
             Ok(_) => false,
         };
-        let kind = if missing { ErrorKind::BucketNotFound } else { ErrorKind::NotFound };
+        let kind = if missing {
+            ErrorKind::BucketNotFound
+        } else {
+            ErrorKind::NotFound
+        };
         Error::new(kind, message)
     }
 }
@@ -174,7 +199,10 @@ fn gcs_error(e: GcsError, bucket_scope: bool) -> Error {
     let (status, reason, message) = match &e {
         GcsError::Response(r) => (
             Some(r.code),
-            r.errors.first().map(|i| i.reason.clone()).unwrap_or_default(),
+            r.errors
+                .first()
+                .map(|i| i.reason.clone())
+                .unwrap_or_default(),
             r.message.clone(),
         ),
         GcsError::HttpClient(h) => (h.status().map(|s| s.as_u16()), String::new(), e.to_string()),
@@ -187,7 +215,9 @@ fn gcs_error(e: GcsError, bucket_scope: bool) -> Error {
         return Error::new(ErrorKind::Transient, message);
     };
     let mut kind = kind_for_status(status, &reason);
-    if kind == ErrorKind::NotFound && (bucket_scope || message.to_ascii_lowercase().contains("bucket")) {
+    if kind == ErrorKind::NotFound
+        && (bucket_scope || message.to_ascii_lowercase().contains("bucket"))
+    {
         kind = ErrorKind::BucketNotFound;
     }
     Error::new(kind, format!("HTTP {status} {reason}: {message}"))
@@ -220,11 +250,15 @@ impl ObjectStore for GcsStore {
                     bucket: BucketCreationConfig {
                         location: self.location.clone(),
                         iam_configuration: Some(IamConfiguration {
-                            uniform_bucket_level_access: Some(iam_configuration::UniformBucketLevelAccess {
-                                enabled: true,
-                                locked_time: None,
-                            }),
-                            public_access_prevention: Some(iam_configuration::PublicAccessPrevention::Enforced),
+                            uniform_bucket_level_access: Some(
+                                iam_configuration::UniformBucketLevelAccess {
+                                    enabled: true,
+                                    locked_time: None,
+                                },
+                            ),
+                            public_access_prevention: Some(
+                                iam_configuration::PublicAccessPrevention::Enforced,
+                            ),
                         }),
                         ..Default::default()
                     },
@@ -347,7 +381,9 @@ impl ObjectStore for GcsStore {
                         &UploadType::Simple(Media::new(key.to_string())),
                     )
                     .await
-                    .map_err(|e| object_error(e).context(format_args!("start upload {bucket}/{key}")))
+                    .map_err(|e| {
+                        object_error(e).context(format_args!("start upload {bucket}/{key}"))
+                    })
             })
             .await?;
         let mut offset = 0u64;
@@ -363,7 +399,9 @@ impl ObjectStore for GcsStore {
                         .upload_multiple_chunk(current.clone(), &range)
                         .await
                         .map(|_| ())
-                        .map_err(|e| object_error(e).context(format_args!("upload chunk of {bucket}/{key}")))
+                        .map_err(|e| {
+                            object_error(e).context(format_args!("upload chunk of {bucket}/{key}"))
+                        })
                 })
                 .await?;
             offset += len;
@@ -395,7 +433,10 @@ impl ObjectStore for GcsStore {
             Err(Error::NotFound(m)) => return Err(self.which_missing(bucket, m).await),
             Err(e) => return Err(e),
         };
-        Ok(s.map_err(|e| object_error(e).context("reading object body")).boxed())
+        Ok(
+            s.map_err(|e| object_error(e).context("reading object body"))
+                .boxed(),
+        )
     }
 
     async fn head(&self, bucket: &str, key: &str) -> Result<ObjectMeta> {
@@ -419,7 +460,9 @@ impl ObjectStore for GcsStore {
         Ok(ObjectMeta {
             key: key.to_string(),
             size: o.size.max(0) as u64,
-            last_modified: o.updated.and_then(|t| DateTime::<Utc>::from_timestamp(t.unix_timestamp(), t.nanosecond())),
+            last_modified: o
+                .updated
+                .and_then(|t| DateTime::<Utc>::from_timestamp(t.unix_timestamp(), t.nanosecond())),
             etag: Some(o.etag).filter(|e| !e.is_empty()),
         })
     }
@@ -433,7 +476,10 @@ impl ObjectStore for GcsStore {
         stream::try_unfold(Some(None::<String>), move |state| async move {
             let Some(token) = state else { return Ok(None) };
             let (entries, next) = self.list_page(bucket, prefix, delimiter, token).await?;
-            Ok(Some((stream::iter(entries.into_iter().map(Ok)), next.map(Some))))
+            Ok(Some((
+                stream::iter(entries.into_iter().map(Ok)),
+                next.map(Some),
+            )))
         })
         .try_flatten()
         .boxed()
@@ -452,7 +498,9 @@ impl ObjectStore for GcsStore {
                                 ..Default::default()
                             })
                             .await
-                            .map_err(|e| object_error(e).context(format_args!("delete {bucket}/{key}")))
+                            .map_err(|e| {
+                                object_error(e).context(format_args!("delete {bucket}/{key}"))
+                            })
                     })
                     .await;
                 match r {
@@ -472,7 +520,13 @@ impl ObjectStore for GcsStore {
         Ok(report)
     }
 
-    async fn copy(&self, src_bucket: &str, src_key: &str, dst_bucket: &str, dst_key: &str) -> Result<()> {
+    async fn copy(
+        &self,
+        src_bucket: &str,
+        src_key: &str,
+        dst_bucket: &str,
+        dst_key: &str,
+    ) -> Result<()> {
         // Rewrite (not copyTo): large objects are copied over several calls with a token.
         let mut token: Option<String> = None;
         loop {
@@ -490,7 +544,9 @@ impl ObjectStore for GcsStore {
                         })
                         .await
                         .map_err(|e| {
-                            object_error(e).context(format_args!("copy {src_bucket}/{src_key} to {dst_bucket}/{dst_key}"))
+                            object_error(e).context(format_args!(
+                                "copy {src_bucket}/{src_key} to {dst_bucket}/{dst_key}"
+                            ))
                         })
                 })
                 .await?;
@@ -499,7 +555,10 @@ impl ObjectStore for GcsStore {
             }
             token = resp.rewrite_token;
             if token.is_none() {
-                return Err(Error::new(ErrorKind::Transient, "rewrite not done and no token to continue"));
+                return Err(Error::new(
+                    ErrorKind::Transient,
+                    "rewrite not done and no token to continue",
+                ));
             }
         }
     }

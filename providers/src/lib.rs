@@ -100,7 +100,10 @@ pub async fn open_with(
             #[cfg(feature = "local")]
             {
                 let root = options.local_root.clone().ok_or_else(|| {
-                    Error::new(ErrorKind::Invalid, "the local provider needs a data directory (--data-dir)")
+                    Error::new(
+                        ErrorKind::Invalid,
+                        "the local provider needs a data directory (--data-dir)",
+                    )
                 })?;
                 Ok(Arc::new(LocalStore::new(root)?))
             }
@@ -145,5 +148,8 @@ pub async fn open_with(
 
 #[allow(dead_code)]
 fn disabled(name: &str) -> Error {
-    Error::new(ErrorKind::Invalid, format!("provider {name} is not compiled in (cargo feature `{name}`)"))
+    Error::new(
+        ErrorKind::Invalid,
+        format!("provider {name} is not compiled in (cargo feature `{name}`)"),
+    )
 }

@@ -38,11 +38,11 @@ impl LocalStore {
     }
 
     fn bucket_dir(&self, bucket: &str) -> Result<PathBuf> {
-        if bucket.is_empty()
-            || bucket.starts_with('.')
-            || bucket.contains(['/', '\\', '\0'])
-        {
-            return Err(Error::new(ErrorKind::Invalid, format!("bad bucket name {bucket:?}")));
+        if bucket.is_empty() || bucket.starts_with('.') || bucket.contains(['/', '\\', '\0']) {
+            return Err(Error::new(
+                ErrorKind::Invalid,
+                format!("bad bucket name {bucket:?}"),
+            ));
         }
         Ok(self.root.join(bucket))
     }
@@ -51,7 +51,10 @@ impl LocalStore {
         let dir = self.bucket_dir(bucket)?;
         match tokio::fs::metadata(&dir).await {
             Ok(m) if m.is_dir() => Ok(dir),
-            Ok(_) => Err(Error::new(ErrorKind::Conflict, format!("{bucket} is not a directory"))),
+            Ok(_) => Err(Error::new(
+                ErrorKind::Conflict,
+                format!("{bucket} is not a directory"),
+            )),
             Err(e) if e.kind() == IoKind::NotFound => {
                 Err(Error::new(ErrorKind::BucketNotFound, bucket.to_string()))
             }
@@ -65,7 +68,9 @@ impl LocalStore {
     }
 
     fn temp_path(&self) -> PathBuf {
-        self.root.join(".tmp").join(uuid::Uuid::new_v4().to_string())
+        self.root
+            .join(".tmp")
+            .join(uuid::Uuid::new_v4().to_string())
     }
 
     /// Renames a finished temp file to its key, creating parent directories.
@@ -86,8 +91,12 @@ impl LocalStore {
         let dest = self.object_path(bucket, key).await?;
         let tmp = self.temp_path();
         let result = async {
-            let mut f = tokio::fs::File::create(&tmp).await.map_err(|e| io_err(e, "create temp file"))?;
-            let n = tokio::io::copy(&mut reader, &mut f).await.map_err(|e| io_err(e, "write"))?;
+            let mut f = tokio::fs::File::create(&tmp)
+                .await
+                .map_err(|e| io_err(e, "create temp file"))?;
+            let n = tokio::io::copy(&mut reader, &mut f)
+                .await
+                .map_err(|e| io_err(e, "write"))?;
             f.sync_all().await.map_err(|e| io_err(e, "sync"))?;
             Ok::<_, Error>(n)
         }
@@ -128,11 +137,19 @@ impl LocalStore {
                 Err(e) if matches!(e.kind(), IoKind::NotFound | IoKind::NotADirectory) => continue,
                 Err(e) => return Err(io_err(e, "read directory")),
             };
-            while let Some(entry) = rd.next_entry().await.map_err(|e| io_err(e, "read directory"))? {
+            while let Some(entry) = rd
+                .next_entry()
+                .await
+                .map_err(|e| io_err(e, "read directory"))?
+            {
                 let path = entry.path();
                 let ft = entry.file_type().await.map_err(|e| io_err(e, "stat"))?;
-                let Ok(rel) = path.strip_prefix(&dir) else { continue };
-                let Some(key) = decode_rel(rel, ft.is_file()) else { continue };
+                let Ok(rel) = path.strip_prefix(&dir) else {
+                    continue;
+                };
+                let Some(key) = decode_rel(rel, ft.is_file()) else {
+                    continue;
+                };
                 if ft.is_dir() {
                     let as_prefix = format!("{key}/");
                     if as_prefix.starts_with(prefix) || prefix.starts_with(&as_prefix) {
@@ -176,7 +193,10 @@ impl ObjectStore for LocalStore {
     async fn ensure_bucket(&self, bucket: &str, _opts: &BucketOptions) -> Result<BucketReport> {
         let dir = self.bucket_dir(bucket)?;
         match tokio::fs::create_dir(&dir).await {
-            Ok(()) => Ok(BucketReport { created: true, warnings: vec![] }),
+            Ok(()) => Ok(BucketReport {
+                created: true,
+                warnings: vec![],
+            }),
             Err(e) if e.kind() == IoKind::AlreadyExists => {
                 self.existing_bucket(bucket).await?;
                 Ok(BucketReport::default())
@@ -192,17 +212,26 @@ impl ObjectStore for LocalStore {
             Err(e) => return Err(e),
         };
         if empty_first {
-            tokio::fs::remove_dir_all(&dir).await.map_err(|e| io_err(e, bucket))
+            tokio::fs::remove_dir_all(&dir)
+                .await
+                .map_err(|e| io_err(e, bucket))
         } else if self.keys(bucket, "").await?.is_empty() {
             // Only empty directories remain; remove them.
-            tokio::fs::remove_dir_all(&dir).await.map_err(|e| io_err(e, bucket))
+            tokio::fs::remove_dir_all(&dir)
+                .await
+                .map_err(|e| io_err(e, bucket))
         } else {
-            Err(Error::new(ErrorKind::Conflict, format!("bucket {bucket} is not empty")))
+            Err(Error::new(
+                ErrorKind::Conflict,
+                format!("bucket {bucket} is not empty"),
+            ))
         }
     }
 
     async fn put(&self, bucket: &str, key: &str, data: Bytes) -> Result<()> {
-        self.write_reader(bucket, key, Box::pin(std::io::Cursor::new(data))).await.map(|_| ())
+        self.write_reader(bucket, key, Box::pin(std::io::Cursor::new(data)))
+            .await
+            .map(|_| ())
     }
 
     async fn put_reader(&self, bucket: &str, key: &str, reader: BoxReader) -> Result<u64> {
@@ -211,7 +240,9 @@ impl ObjectStore for LocalStore {
 
     async fn get(&self, bucket: &str, key: &str) -> Result<ByteStream> {
         let path = self.object_path(bucket, key).await?;
-        let f = tokio::fs::File::open(&path).await.map_err(|e| io_err(e, key))?;
+        let f = tokio::fs::File::open(&path)
+            .await
+            .map_err(|e| io_err(e, key))?;
         let md = f.metadata().await.map_err(|e| io_err(e, key))?;
         if !md.is_file() {
             return Err(Error::new(ErrorKind::NotFound, key.to_string()));
@@ -223,7 +254,9 @@ impl ObjectStore for LocalStore {
 
     async fn head(&self, bucket: &str, key: &str) -> Result<ObjectMeta> {
         let path = self.object_path(bucket, key).await?;
-        let md = tokio::fs::metadata(&path).await.map_err(|e| io_err(e, key))?;
+        let md = tokio::fs::metadata(&path)
+            .await
+            .map_err(|e| io_err(e, key))?;
         if !md.is_file() {
             return Err(Error::new(ErrorKind::NotFound, key.to_string()));
         }
@@ -271,7 +304,13 @@ impl ObjectStore for LocalStore {
         Ok(report)
     }
 
-    async fn copy(&self, src_bucket: &str, src_key: &str, dst_bucket: &str, dst_key: &str) -> Result<()> {
+    async fn copy(
+        &self,
+        src_bucket: &str,
+        src_key: &str,
+        dst_bucket: &str,
+        dst_key: &str,
+    ) -> Result<()> {
         let src = self.object_path(src_bucket, src_key).await?;
         let dst = self.object_path(dst_bucket, dst_key).await?;
         let tmp = self.temp_path();
@@ -294,11 +333,15 @@ fn checked_key(key: &str) -> Result<PathBuf> {
         || key.contains('\0')
         || key.contains('\\')
         || key.starts_with('/')
-        || key.split('/').any(|seg| seg.is_empty() || seg == "." || seg == "..");
+        || key
+            .split('/')
+            .any(|seg| seg.is_empty() || seg == "." || seg == "..");
     if bad {
         return Err(Error::new(
             ErrorKind::Invalid,
-            format!("key {key:?} is not allowed by the local provider (empty, `.`/`..` segment, or absolute)"),
+            format!(
+                "key {key:?} is not allowed by the local provider (empty, `.`/`..` segment, or absolute)"
+            ),
         ));
     }
     let segs: Vec<&str> = key.split('/').collect();
@@ -308,17 +351,29 @@ fn checked_key(key: &str) -> Result<PathBuf> {
         .enumerate()
         .map(|(i, seg)| {
             let e = seg.replace('%', "%25");
-            if i == last { format!("{e}{OBJECT_SUFFIX}") } else { e }
+            if i == last {
+                format!("{e}{OBJECT_SUFFIX}")
+            } else {
+                e
+            }
         })
         .collect())
 }
 
 /// The directory path of a key prefix made of whole segments (`a/b` → `a/b`).
 fn dir_path(prefix_dirs: &str) -> Option<PathBuf> {
-    if prefix_dirs.split('/').any(|seg| seg.is_empty() || seg == "." || seg == ".." || seg.contains('\\')) {
+    if prefix_dirs
+        .split('/')
+        .any(|seg| seg.is_empty() || seg == "." || seg == ".." || seg.contains('\\'))
+    {
         return None;
     }
-    Some(prefix_dirs.split('/').map(|seg| seg.replace('%', "%25")).collect())
+    Some(
+        prefix_dirs
+            .split('/')
+            .map(|seg| seg.replace('%', "%25"))
+            .collect(),
+    )
 }
 
 /// The key of a file path relative to the bucket, or `None` for non-object files.
@@ -332,7 +387,12 @@ fn decode_rel(rel: &Path, is_file: bool) -> Option<String> {
         let stripped = last.strip_suffix(OBJECT_SUFFIX)?.to_string();
         *last = stripped;
     }
-    Some(segs.iter().map(|s| s.replace("%25", "%")).collect::<Vec<_>>().join("/"))
+    Some(
+        segs.iter()
+            .map(|s| s.replace("%25", "%"))
+            .collect::<Vec<_>>()
+            .join("/"),
+    )
 }
 
 fn meta_of(key: String, md: &std::fs::Metadata) -> ObjectMeta {
@@ -363,13 +423,33 @@ mod tests {
 
     #[test]
     fn escaping_keys_refused() {
-        for k in ["../x", "a/../../x", "/etc/passwd", "a//b", "", "a/./b", "a\\b", "a/"] {
-            assert_eq!(checked_key(k).unwrap_err().kind(), ErrorKind::Invalid, "{k}");
+        for k in [
+            "../x",
+            "a/../../x",
+            "/etc/passwd",
+            "a//b",
+            "",
+            "a/./b",
+            "a\\b",
+            "a/",
+        ] {
+            assert_eq!(
+                checked_key(k).unwrap_err().kind(),
+                ErrorKind::Invalid,
+                "{k}"
+            );
         }
         let p = checked_key("a b/ü+%/c%").unwrap();
         assert_eq!(p, PathBuf::from("a b/ü+%25/c%25%f"));
         assert_eq!(decode_rel(&p, true).as_deref(), Some("a b/ü+%/c%"));
-        assert_eq!(decode_rel(Path::new("x/y"), true), None, "not an object file");
-        assert_eq!(decode_rel(Path::new("x%25f"), false).as_deref(), Some("x%f"));
+        assert_eq!(
+            decode_rel(Path::new("x/y"), true),
+            None,
+            "not an object file"
+        );
+        assert_eq!(
+            decode_rel(Path::new("x%25f"), false).as_deref(),
+            Some("x%f")
+        );
     }
 }

@@ -152,7 +152,9 @@ mod tests {
         assert_eq!(calls.load(Ordering::SeqCst), 1);
 
         let out: Result<()> = r
-            .run("t", || async { Err(Error::new(ErrorKind::Transient, "reset")) })
+            .run("t", || async {
+                Err(Error::new(ErrorKind::Transient, "reset"))
+            })
             .await;
         assert_eq!(out.unwrap_err().kind(), ErrorKind::Transient);
         assert_eq!(r.stats().retries(), 2 + 3);

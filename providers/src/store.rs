@@ -226,7 +226,12 @@ pub async fn list_all(
 
 /// Rolls up flat listing keys into common prefixes, for stores whose list API has no
 /// delimiter. `keys` must arrive sorted; the returned entries keep that order.
-pub(crate) fn roll_up(prefix: &str, delimiter: &str, last_prefix: &mut Option<String>, meta: ObjectMeta) -> Option<ListEntry> {
+pub(crate) fn roll_up(
+    prefix: &str,
+    delimiter: &str,
+    last_prefix: &mut Option<String>,
+    meta: ObjectMeta,
+) -> Option<ListEntry> {
     let rest = meta.key.strip_prefix(prefix).unwrap_or(&meta.key);
     match rest.find(delimiter) {
         Some(i) => {
@@ -248,14 +253,15 @@ pub(crate) async fn read_part(reader: &mut BoxReader, size: usize) -> Result<Byt
     let mut buf = bytes::BytesMut::with_capacity(size);
     while buf.len() < size {
         let mut limited = (&mut *reader).take((size - buf.len()) as u64);
-        let n = limited
-            .read_buf(&mut buf)
-            .await
-            .map_err(|e| crate::error::Error::new(crate::error::ErrorKind::Transient, format!("reading upload source: {e}")))?;
+        let n = limited.read_buf(&mut buf).await.map_err(|e| {
+            crate::error::Error::new(
+                crate::error::ErrorKind::Transient,
+                format!("reading upload source: {e}"),
+            )
+        })?;
         if n == 0 {
             break;
         }
     }
     Ok(buf.freeze())
 }
-

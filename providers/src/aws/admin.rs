@@ -7,9 +7,8 @@ use aws_sdk_s3::types::{
     AbortIncompleteMultipartUpload, BucketLifecycleConfiguration, BucketLocationConstraint,
     CreateBucketConfiguration, DefaultRetention, Delete, ExpirationStatus, LifecycleRule,
     LifecycleRuleFilter, ObjectIdentifier, ObjectLockConfiguration, ObjectLockEnabled,
-    ObjectLockRetentionMode, ObjectLockRule, PublicAccessBlockConfiguration,
-    ServerSideEncryption, ServerSideEncryptionByDefault, ServerSideEncryptionConfiguration,
-    ServerSideEncryptionRule,
+    ObjectLockRetentionMode, ObjectLockRule, PublicAccessBlockConfiguration, ServerSideEncryption,
+    ServerSideEncryptionByDefault, ServerSideEncryptionConfiguration, ServerSideEncryptionRule,
 };
 
 use super::S3Store;
@@ -23,7 +22,11 @@ fn invalid(e: impl std::fmt::Display) -> Error {
     Error::new(ErrorKind::Invalid, e.to_string())
 }
 
-pub(super) async fn ensure_bucket(s: &S3Store, bucket: &str, opts: &BucketOptions) -> Result<BucketReport> {
+pub(super) async fn ensure_bucket(
+    s: &S3Store,
+    bucket: &str,
+    opts: &BucketOptions,
+) -> Result<BucketReport> {
     let mut report = BucketReport::default();
     let lock = opts.immutability.clone().or_else(|| s.immutability.clone());
     // us-east-1 answers 200 to a re-create by the owner, so whether this call created
@@ -59,10 +62,14 @@ pub(super) async fn ensure_bucket(s: &S3Store, bucket: &str, opts: &BucketOption
             match req.send().await {
                 Ok(_) => Ok(true),
                 Err(e) => {
-                    let code = aws_sdk_s3::error::ProvideErrorMetadata::code(&e).unwrap_or("").to_string();
+                    let code = aws_sdk_s3::error::ProvideErrorMetadata::code(&e)
+                        .unwrap_or("")
+                        .to_string();
                     match code.as_str() {
                         "BucketAlreadyOwnedByYou" => Ok(false),
-                        "BucketAlreadyExists" => Err(Error::new(ErrorKind::Conflict, "BucketAlreadyExists")),
+                        "BucketAlreadyExists" => {
+                            Err(Error::new(ErrorKind::Conflict, "BucketAlreadyExists"))
+                        }
                         _ => Err(s.err(e, format_args!("create bucket {bucket}"))),
                     }
                 }
@@ -118,15 +125,27 @@ async fn owned_by_us(s: &S3Store, bucket: &str) -> Result<bool> {
 fn soften(step: &str, r: Result<()>, report: &mut BucketReport) -> Result<()> {
     match r {
         Ok(()) => Ok(()),
-        Err(e) if matches!(e.kind(), ErrorKind::Unauthorized | ErrorKind::Invalid | ErrorKind::Conflict) => {
-            report.warnings.push(format!("{step} could not be applied: {e}"));
+        Err(e)
+            if matches!(
+                e.kind(),
+                ErrorKind::Unauthorized | ErrorKind::Invalid | ErrorKind::Conflict
+            ) =>
+        {
+            report
+                .warnings
+                .push(format!("{step} could not be applied: {e}"));
             Ok(())
         }
         Err(e) => Err(e),
     }
 }
 
-async fn harden(s: &S3Store, bucket: &str, lock: Option<&Immutability>, report: &mut BucketReport) -> Result<()> {
+async fn harden(
+    s: &S3Store,
+    bucket: &str,
+    lock: Option<&Immutability>,
+    report: &mut BucketReport,
+) -> Result<()> {
     // Default encryption.
     let sse = ServerSideEncryptionConfiguration::builder()
         .rules(
@@ -270,8 +289,22 @@ async fn harden(s: &S3Store, bucket: &str, lock: Option<&Immutability>, report: 
         })
         .await;
     soften("TLS-only bucket policy", r, report)?;
-    match s.client.get_bucket_policy().bucket(bucket).send().await {
-        Ok(out) if out.policy().is_some_and(|p| p.contains("aws:SecureTransport")) => {}
+    match s
+        .retrier
+        .run("get_bucket_policy", || async {
+            s.client
+                .get_bucket_policy()
+                .bucket(bucket)
+                .send()
+                .await
+                .map_err(|e| s.err(e, "get_bucket_policy"))
+        })
+        .await
+    {
+        Ok(out)
+            if out
+                .policy()
+                .is_some_and(|p| p.contains("aws:SecureTransport")) => {}
         _ => report.warnings.push(format!(
             "TLS-only bucket policy is not in effect on bucket {bucket} (read back after applying)"
         )),
@@ -296,9 +329,25 @@ fn tls_only_policy(bucket: &str) -> String {
 }
 
 /// Reads every hardening setting back; what is missing becomes a warning.
-async fn verify(s: &S3Store, bucket: &str, lock: Option<&Immutability>, report: &mut BucketReport) -> Result<()> {
+async fn verify(
+    s: &S3Store,
+    bucket: &str,
+    lock: Option<&Immutability>,
+    report: &mut BucketReport,
+) -> Result<()> {
     let mut missing: Vec<&str> = Vec::new();
-    match s.client.get_bucket_encryption().bucket(bucket).send().await {
+    match s
+        .retrier
+        .run("get_bucket_encryption", || async {
+            s.client
+                .get_bucket_encryption()
+                .bucket(bucket)
+                .send()
+                .await
+                .map_err(|e| s.err(e, "get_bucket_encryption"))
+        })
+        .await
+    {
         Ok(out) => {
             let ok = out.server_side_encryption_configuration().is_some_and(|c| {
                 c.rules().iter().any(|r| {
@@ -312,7 +361,18 @@ async fn verify(s: &S3Store, bucket: &str, lock: Option<&Immutability>, report: 
         }
         Err(_) => missing.push("default encryption"),
     }
-    match s.client.get_public_access_block().bucket(bucket).send().await {
+    match s
+        .retrier
+        .run("get_public_access_block", || async {
+            s.client
+                .get_public_access_block()
+                .bucket(bucket)
+                .send()
+                .await
+                .map_err(|e| s.err(e, "get_public_access_block"))
+        })
+        .await
+    {
         Ok(out) => {
             let ok = out.public_access_block_configuration().is_some_and(|c| {
                 c.block_public_acls() == Some(true)
@@ -326,7 +386,18 @@ async fn verify(s: &S3Store, bucket: &str, lock: Option<&Immutability>, report: 
         }
         Err(_) => missing.push("public access block"),
     }
-    match s.client.get_bucket_lifecycle_configuration().bucket(bucket).send().await {
+    match s
+        .retrier
+        .run("get_bucket_lifecycle_configuration", || async {
+            s.client
+                .get_bucket_lifecycle_configuration()
+                .bucket(bucket)
+                .send()
+                .await
+                .map_err(|e| s.err(e, "get_bucket_lifecycle_configuration"))
+        })
+        .await
+    {
         Ok(out) => {
             let ok = out.rules().iter().any(|r| {
                 r.id() == Some(LIFECYCLE_RULE_ID)
@@ -341,7 +412,18 @@ async fn verify(s: &S3Store, bucket: &str, lock: Option<&Immutability>, report: 
         Err(_) => missing.push("lifecycle rule"),
     }
     if let Some(lock) = lock {
-        match s.client.get_object_lock_configuration().bucket(bucket).send().await {
+        match s
+            .retrier
+            .run("get_object_lock_configuration", || async {
+                s.client
+                    .get_object_lock_configuration()
+                    .bucket(bucket)
+                    .send()
+                    .await
+                    .map_err(|e| s.err(e, "get_object_lock_configuration"))
+            })
+            .await
+        {
             Ok(out) => {
                 let ok = out.object_lock_configuration().is_some_and(|c| {
                     c.object_lock_enabled() == Some(&ObjectLockEnabled::Enabled)
@@ -349,8 +431,7 @@ async fn verify(s: &S3Store, bucket: &str, lock: Option<&Immutability>, report: 
                             .and_then(|r| r.default_retention())
                             .and_then(|d| d.days())
                             == Some(lock.retention_days as i32)
-                })
-                ;
+                });
                 if !ok {
                     missing.push("object lock");
                 }
@@ -416,13 +497,25 @@ async fn empty_bucket(s: &S3Store, bucket: &str) -> Result<()> {
             .versions()
             .iter()
             .map(|v| (v.key(), v.version_id()))
-            .chain(out.delete_markers().iter().map(|m| (m.key(), m.version_id())))
+            .chain(
+                out.delete_markers()
+                    .iter()
+                    .map(|m| (m.key(), m.version_id())),
+            )
             .filter_map(|(k, v)| {
-                ObjectIdentifier::builder().set_key(k.map(str::to_string)).set_version_id(v.map(str::to_string)).build().ok()
+                ObjectIdentifier::builder()
+                    .set_key(k.map(str::to_string))
+                    .set_version_id(v.map(str::to_string))
+                    .build()
+                    .ok()
             })
             .collect();
         if !ids.is_empty() {
-            let delete = Delete::builder().set_objects(Some(ids)).quiet(true).build().map_err(invalid)?;
+            let delete = Delete::builder()
+                .set_objects(Some(ids))
+                .quiet(true)
+                .build()
+                .map_err(invalid)?;
             s.retrier
                 .run("delete_versions", || async {
                     s.client
@@ -457,7 +550,14 @@ async fn empty_bucket(s: &S3Store, bucket: &str) -> Result<()> {
         .await?;
     for u in out.uploads() {
         if let (Some(k), Some(id)) = (u.key(), u.upload_id()) {
-            let _ = s.client.abort_multipart_upload().bucket(bucket).key(k).upload_id(id).send().await;
+            let _ = s
+                .client
+                .abort_multipart_upload()
+                .bucket(bucket)
+                .key(k)
+                .upload_id(id)
+                .send()
+                .await;
         }
     }
     Ok(())

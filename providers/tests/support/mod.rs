@@ -48,7 +48,10 @@ pub fn init() {
 }
 
 pub fn data(pairs: &[(&str, &str)]) -> SecretData {
-    pairs.iter().map(|(k, v)| (k.to_string(), v.as_bytes().to_vec())).collect()
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.as_bytes().to_vec()))
+        .collect()
 }
 
 /// Secret data and provider type for a backend at `endpoint`.
@@ -66,7 +69,11 @@ pub fn secret_for(backend: Backend, endpoint: &str) -> (&'static str, SecretData
         ),
         Backend::Azure => (
             "azure",
-            data(&[("storageAccount", AZURITE_ACCOUNT), ("storageKey", AZURITE_KEY), ("endpoint", endpoint)]),
+            data(&[
+                ("storageAccount", AZURITE_ACCOUNT),
+                ("storageKey", AZURITE_KEY),
+                ("endpoint", endpoint),
+            ]),
         ),
         Backend::Gcs => ("gcp", data(&[("endpoint", endpoint)])),
     }
@@ -83,7 +90,10 @@ pub fn endpoint(backend: Backend) -> Option<String> {
 
 /// A test store on `backend`, or `None` when its emulator is unavailable (skip).
 /// The temp dir of `local` lives as long as the returned guard.
-pub async fn open(backend: Backend, opts: StoreOptions) -> Option<(Arc<dyn ObjectStore>, Option<tempfile::TempDir>)> {
+pub async fn open(
+    backend: Backend,
+    opts: StoreOptions,
+) -> Option<(Arc<dyn ObjectStore>, Option<tempfile::TempDir>)> {
     init();
     let ep = endpoint(backend)?;
     let mut opts = opts;
@@ -120,4 +130,42 @@ pub async fn put_many(store: &dyn ObjectStore, bucket: &str, keys: &[String]) {
         .try_collect::<Vec<()>>()
         .await
         .expect("put_many");
+}
+
+/// A store on `backend` talking to `endpoint` (e.g. a fault proxy in front of the
+/// emulator) instead of the emulator itself.
+pub async fn open_at(backend: Backend, endpoint: &str, opts: StoreOptions) -> Arc<dyn ObjectStore> {
+    init();
+    let (kind, secret) = secret_for(backend, endpoint);
+    granary_providers::open(kind, Some("us-east-1"), &secret, &opts)
+        .await
+        .expect("opening store")
+}
+
+/// A small workload touching every kind of request: create, puts, list, get, head,
+/// copy, delete prefix, delete bucket.
+pub async fn workload(store: &dyn ObjectStore, tag: &str) -> granary_providers::Result<()> {
+    use granary_providers::{BucketOptions, get_bytes, list_all};
+    let b = bucket(tag);
+    store.ensure_bucket(&b, &BucketOptions::default()).await?;
+    for i in 0..12 {
+        store
+            .put(&b, &format!("w/{i:02}"), Bytes::from(format!("v{i}")))
+            .await?;
+    }
+    let listed = list_all(store, &b, "w/", None).await?;
+    assert_eq!(listed.len(), 12);
+    for i in [0, 5, 11] {
+        let got = get_bytes(store, &b, &format!("w/{i:02}")).await?;
+        assert_eq!(got, format!("v{i}"));
+        assert_eq!(
+            store.head(&b, &format!("w/{i:02}")).await?.size as usize,
+            got.len()
+        );
+    }
+    store.copy(&b, "w/03", &b, "c/03").await?;
+    let r = store.delete_prefix(&b, "w/").await?;
+    assert_eq!(r.deleted, 12);
+    store.delete_bucket(&b, true).await?;
+    Ok(())
 }

@@ -72,11 +72,18 @@ impl FaultProxy {
 
     pub async fn start(upstream: &str, fault: Fault, schedule: Schedule) -> FaultProxy {
         let up = url::Url::parse(upstream).expect("upstream URL");
-        let authority = format!("{}:{}", up.host_str().expect("host"), up.port_or_known_default().expect("port"));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
+        let authority = format!(
+            "{}:{}",
+            up.host_str().expect("host"),
+            up.port_or_known_default().expect("port")
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind proxy");
         let addr = listener.local_addr().expect("proxy addr");
         let counters = Arc::new(Counters::default());
-        let client: Client<HttpConnector, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
+        let client: Client<HttpConnector, Full<Bytes>> =
+            Client::builder(TokioExecutor::new()).build_http();
         let c2 = counters.clone();
         let rng = Arc::new(std::sync::Mutex::new(match schedule {
             Schedule::Seeded { seed, .. } => seed | 1,
@@ -84,7 +91,9 @@ impl FaultProxy {
         }));
         let task = tokio::spawn(async move {
             loop {
-                let Ok((tcp, _)) = listener.accept().await else { return };
+                let Ok((tcp, _)) = listener.accept().await else {
+                    return;
+                };
                 let client = client.clone();
                 let counters = c2.clone();
                 let authority = authority.clone();
@@ -111,25 +120,55 @@ impl FaultProxy {
                             };
                             let (parts, body) = req.into_parts();
                             // Always drain the request body so the client sees a clean answer.
-                            let body = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+                            let body = body
+                                .collect()
+                                .await
+                                .map(|b| b.to_bytes())
+                                .unwrap_or_default();
                             if hit {
                                 counters.faults.fetch_add(1, Ordering::SeqCst);
                                 match fault {
-                                    Fault::SlowDown => return Ok(canned(503, "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>", "application/xml")),
-                                    Fault::Internal => return Ok(canned(500, "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>InternalError</Code><Message>injected</Message></Error>", "application/xml")),
-                                    Fault::Status(s) => return Ok(canned(s, "{\"error\":{\"code\":0,\"message\":\"injected\"}}", "application/json")),
-                                    Fault::Reset => return Err(std::io::Error::other("injected reset")),
+                                    Fault::SlowDown => {
+                                        return Ok(canned(
+                                            503,
+                                            "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>",
+                                            "application/xml",
+                                        ));
+                                    }
+                                    Fault::Internal => {
+                                        return Ok(canned(
+                                            500,
+                                            "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>InternalError</Code><Message>injected</Message></Error>",
+                                            "application/xml",
+                                        ));
+                                    }
+                                    Fault::Status(s) => {
+                                        return Ok(canned(
+                                            s,
+                                            "{\"error\":{\"code\":0,\"message\":\"injected\"}}",
+                                            "application/json",
+                                        ));
+                                    }
+                                    Fault::Reset => {
+                                        return Err(std::io::Error::other("injected reset"));
+                                    }
                                     Fault::Latency(d) => tokio::time::sleep(d).await,
                                 }
                             }
-                            let pq = parts.uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
-                            let uri: hyper::Uri = format!("http://{authority}{pq}").parse().expect("uri");
+                            let pq = parts
+                                .uri
+                                .path_and_query()
+                                .map(|p| p.as_str())
+                                .unwrap_or("/");
+                            let uri: hyper::Uri =
+                                format!("http://{authority}{pq}").parse().expect("uri");
                             let mut fwd = Request::from_parts(parts, Full::new(body));
                             *fwd.uri_mut() = uri;
                             match client.request(fwd).await {
                                 Ok(resp) => {
                                     let (p, b) = resp.into_parts();
-                                    let b = b.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+                                    let b =
+                                        b.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
                                     Ok::<_, std::io::Error>(Response::from_parts(p, Full::new(b)))
                                 }
                                 Err(_) => Ok(canned(502, "", "text/plain")),
@@ -143,14 +182,18 @@ impl FaultProxy {
                 });
             }
         });
-        FaultProxy { addr, counters, task }
+        FaultProxy {
+            addr,
+            counters,
+            task,
+        }
     }
 }
 
 fn canned(status: u16, body: &'static str, ct: &str) -> Response<Full<Bytes>> {
     let mut r = Response::new(Full::new(Bytes::from_static(body.as_bytes())));
     *r.status_mut() = StatusCode::from_u16(status).expect("status");
-    r.headers_mut().insert("content-type", ct.parse().expect("content type"));
+    r.headers_mut()
+        .insert("content-type", ct.parse().expect("content type"));
     r
 }
-
