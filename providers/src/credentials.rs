@@ -267,7 +267,7 @@ fn optional_bool(data: &SecretData, key: &str) -> Result<bool> {
 /// Cheap base64 shape check that does not need the base64 crate in every build.
 fn base64_len_ok(s: &str) -> Option<()> {
     let ok = !s.is_empty()
-        && s.len() % 4 == 0
+        && s.len().is_multiple_of(4)
         && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/' || b == b'=');
     ok.then_some(())

@@ -19,9 +19,12 @@
 //!   applied (warning when asked).
 
 mod credentials;
+#[cfg_attr(not(any(feature = "aws", feature = "azure", feature = "gcp")), allow(dead_code))]
 mod error;
 mod options;
+#[cfg_attr(not(any(feature = "aws", feature = "azure", feature = "gcp")), allow(dead_code))]
 mod retry;
+#[cfg_attr(not(any(feature = "aws", feature = "azure", feature = "gcp")), allow(dead_code))]
 mod store;
 
 #[cfg(feature = "local")]
