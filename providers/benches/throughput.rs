@@ -24,7 +24,11 @@ struct Generated {
 }
 
 impl AsyncRead for Generated {
-    fn poll_read(mut self: Pin<&mut Self>, _: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
         let n = (buf.remaining() as u64).min(self.remaining) as usize;
         let fill: Vec<u8> = (0..n).map(|i| (i % 251) as u8).collect();
         buf.put_slice(&fill);
@@ -36,18 +40,32 @@ impl AsyncRead for Generated {
 fn peak_rss_mib() -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).map(str::to_string))
-        .and_then(|l| l.split_whitespace().nth(1).and_then(|k| k.parse::<f64>().ok()))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .map(str::to_string)
+        })
+        .and_then(|l| {
+            l.split_whitespace()
+                .nth(1)
+                .and_then(|k| k.parse::<f64>().ok())
+        })
         .map_or(0.0, |kib| kib / 1024.0)
 }
 
 fn env_num(name: &str, default: u64) -> u64 {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 async fn many_objects(name: &str, store: &dyn ObjectStore, n: u64) {
     let b = support::bucket("bench");
-    store.ensure_bucket(&b, &BucketOptions::default()).await.expect("bucket");
+    store
+        .ensure_bucket(&b, &BucketOptions::default())
+        .await
+        .expect("bucket");
     let keys: Vec<String> = (0..n).map(|i| format!("src/{i:06}")).collect();
     support::put_many(store, &b, &keys).await;
 
@@ -81,10 +99,16 @@ async fn many_objects(name: &str, store: &dyn ObjectStore, n: u64) {
 
 async fn large_object(name: &str, store: &dyn ObjectStore, mib: u64) {
     let b = support::bucket("bench-big");
-    store.ensure_bucket(&b, &BucketOptions::default()).await.expect("bucket");
+    store
+        .ensure_bucket(&b, &BucketOptions::default())
+        .await
+        .expect("bucket");
     let len = mib * 1024 * 1024;
     let t = Instant::now();
-    store.put_reader(&b, "big", Box::pin(Generated { remaining: len })).await.expect("upload");
+    store
+        .put_reader(&b, "big", Box::pin(Generated { remaining: len }))
+        .await
+        .expect("upload");
     let up = t.elapsed().as_secs_f64();
     let t = Instant::now();
     let mut s = store.get(&b, "big").await.expect("download");
@@ -111,8 +135,15 @@ async fn main() {
         concurrency: 16,
         ..support::options()
     };
-    for (name, backend) in [("local", Backend::Local), ("s3", Backend::S3), ("azure", Backend::Azure), ("gcs", Backend::Gcs)] {
-        let Some((store, _guard)) = support::open(backend, opts.clone()).await else { continue };
+    for (name, backend) in [
+        ("local", Backend::Local),
+        ("s3", Backend::S3),
+        ("azure", Backend::Azure),
+        ("gcs", Backend::Gcs),
+    ] {
+        let Some((store, _guard)) = support::open(backend, opts.clone()).await else {
+            continue;
+        };
         many_objects(name, store.as_ref(), n).await;
         if matches!(backend, Backend::Local | Backend::S3) {
             large_object(name, store.as_ref(), mib).await;

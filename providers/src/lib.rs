@@ -10,21 +10,40 @@
 //! What each store cannot do:
 //! - `local`: no hardening (a directory has none); no object lock.
 //! - `aws`: object lock can only be enabled when the bucket is created; an existing
-//!   bucket without it gets a warning, not a change.
+//!   bucket without it gets a warning, not a change. The TLS-only bucket policy is
+//!   applied only when the endpoint is https (on plain http it would deny Granary's own
+//!   requests; a warning says so) unless `StoreOptions::tls_only_policy` forces it.
+//!   `copy` is a single CopyObject, so objects above 5 GiB cannot be copied yet.
+//!   Ownership of an existing bucket is decided by CreateBucket's answer and, for
+//!   `BucketAlreadyExists`, by ListBuckets.
 //! - `azure`: encryption at rest, TLS-only and public-access settings are account-level
 //!   and cannot be set with an account key; `ensure_bucket` reports them as warnings.
 //!   The 1.1 SDK has no delimiter listing, so common prefixes are rolled up client-side
 //!   from a flat listing (correct, but lists every key under the prefix).
-//! - `gcp`: uniform bucket-level access is set on create; retention/object lock is not
-//!   applied (warning when asked).
+//! - `gcp`: uniform bucket-level access and public access prevention are set on
+//!   create (read back; a mismatch is a warning); retention/object lock is not applied
+//!   (warning when asked). The HTTP client has no per-request timeout. Emulators
+//!   (endpoint without `serviceaccount.json`) use anonymous access and project
+//!   `granary`.
+//! - `local`: keys with empty, `.` or `..` segments are refused; listing reads the
+//!   whole matching subtree into memory before streaming it.
 
 mod credentials;
-#[cfg_attr(not(any(feature = "aws", feature = "azure", feature = "gcp")), allow(dead_code))]
+#[cfg_attr(
+    not(any(feature = "aws", feature = "azure", feature = "gcp")),
+    allow(dead_code)
+)]
 mod error;
 mod options;
-#[cfg_attr(not(any(feature = "aws", feature = "azure", feature = "gcp")), allow(dead_code))]
+#[cfg_attr(
+    not(any(feature = "aws", feature = "azure", feature = "gcp")),
+    allow(dead_code)
+)]
 mod retry;
-#[cfg_attr(not(any(feature = "aws", feature = "azure", feature = "gcp")), allow(dead_code))]
+#[cfg_attr(
+    not(any(feature = "aws", feature = "azure", feature = "gcp")),
+    allow(dead_code)
+)]
 mod store;
 
 #[cfg(feature = "local")]

@@ -175,6 +175,18 @@ fn start_fake_gcs() -> Option<String> {
     Some(format!("http://127.0.0.1:{port}"))
 }
 
+/// Skips loudly, or under CI=true fails, for an emulator that is not installed.
+fn missing(what: &str, install: &str) {
+    let msg = format!(
+        "!!! {what} {install} is not installed under {}: run `source scripts/emulators.sh && emulators_install`",
+        tools_dir().display()
+    );
+    if std::env::var("CI").as_deref() == Ok("true") {
+        panic!("{msg} (CI=true: a missing emulator fails the run)");
+    }
+    eprintln!("{msg}; SKIPPING these tests");
+}
+
 /// The endpoint from `var`, or one started here, or `None` (skip; under CI=true, fail).
 fn endpoint(
     var: &str,
@@ -190,14 +202,7 @@ fn endpoint(
         }
         let started = start();
         if started.is_none() {
-            let msg = format!(
-                "!!! {var} is not set and {install} is not installed under {}: run `source scripts/emulators.sh && emulators_install`",
-                tools_dir().display()
-            );
-            if std::env::var("CI").as_deref() == Ok("true") {
-                panic!("{msg} (CI=true: a missing emulator fails the run)");
-            }
-            eprintln!("{msg}; SKIPPING these tests");
+            missing(&format!("{var} is not set and"), install);
         }
         started
     })
@@ -239,12 +244,8 @@ pub fn gcs() -> Option<String> {
 pub fn s3_auth() -> Option<String> {
     let r = start_moto(true);
     if r.is_none() {
-        // Reuse the skip/fail policy message.
-        static CELL: OnceLock<Option<String>> = OnceLock::new();
-        return endpoint(
-            "GRANARY_TEST_S3_AUTH_ENDPOINT_UNUSED",
-            &CELL,
-            || None,
+        missing(
+            "the credential test needs its own moto with authentication on, but",
             "moto[server]==5.2.5",
         );
     }
