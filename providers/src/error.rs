@@ -73,21 +73,6 @@ impl ErrorKind {
             ErrorKind::Invalid => "invalid",
         }
     }
-
-    /// The Gardener error code (`lastError.codes`) this kind maps to, if any.
-    pub fn gardener_code(self) -> Option<&'static str> {
-        match self {
-            ErrorKind::NotFound => None,
-            ErrorKind::BucketNotFound => Some("ERR_INFRA_DEPENDENCIES"),
-            ErrorKind::Unauthenticated => Some("ERR_INFRA_UNAUTHENTICATED"),
-            ErrorKind::Unauthorized => Some("ERR_INFRA_UNAUTHORIZED"),
-            ErrorKind::Throttled => Some("ERR_INFRA_RATE_LIMITS_EXCEEDED"),
-            ErrorKind::QuotaExceeded => Some("ERR_INFRA_QUOTA_EXCEEDED"),
-            ErrorKind::Conflict => Some("ERR_INFRA_DEPENDENCIES"),
-            ErrorKind::Transient => Some("ERR_RETRYABLE_INFRA_DEPENDENCIES"),
-            ErrorKind::Invalid => Some("ERR_CONFIGURATION_PROBLEM"),
-        }
-    }
 }
 
 impl fmt::Display for ErrorKind {
@@ -287,7 +272,6 @@ mod tests {
     fn labels_and_codes() {
         let e = Error::new(ErrorKind::Unauthenticated, "x");
         assert_eq!(e.kind().label(), "unauthenticated");
-        assert_eq!(e.kind().gardener_code(), Some("ERR_INFRA_UNAUTHENTICATED"));
         assert!(!e.is_retryable());
         assert!(Error::new(ErrorKind::Throttled, "x").is_retryable());
     }

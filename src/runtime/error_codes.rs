@@ -44,7 +44,9 @@ impl FailureKind {
                 vec![ErrorCode::RetryableInfraDependencies]
             }
             FailureKind::Transient => vec![ErrorCode::RetryableInfraDependencies],
-            FailureKind::NotFound | FailureKind::Conflict => Vec::new(),
+            // Somebody else owns the bucket: a person has to pick another name.
+            FailureKind::Conflict => vec![ErrorCode::InfraDependencies],
+            FailureKind::NotFound => Vec::new(),
         }
     }
 
@@ -63,6 +65,28 @@ impl FailureKind {
             FailureKind::Dependency => "Dependency",
         }
     }
+}
+
+impl From<granary_providers::ErrorKind> for FailureKind {
+    fn from(kind: granary_providers::ErrorKind) -> Self {
+        use granary_providers::ErrorKind as P;
+        match kind {
+            P::NotFound => FailureKind::NotFound,
+            P::BucketNotFound => FailureKind::BucketNotFound,
+            P::Unauthenticated => FailureKind::Unauthenticated,
+            P::Unauthorized => FailureKind::Unauthorized,
+            P::Throttled => FailureKind::Throttled,
+            P::QuotaExceeded => FailureKind::QuotaExceeded,
+            P::Conflict => FailureKind::Conflict,
+            P::Transient => FailureKind::Transient,
+            P::Invalid => FailureKind::Invalid,
+        }
+    }
+}
+
+/// The Gardener codes of an object-store failure.
+pub fn provider_error_codes(error: &granary_providers::Error) -> Vec<ErrorCode> {
+    FailureKind::from(error.kind()).codes()
 }
 
 /// Markers in provider error text and the code each one means. Matched case-insensitively
@@ -139,6 +163,16 @@ mod tests {
             vec![ErrorCode::RetryableInfraDependencies]
         );
         assert!(FailureKind::NotFound.codes().is_empty());
+        assert_eq!(
+            FailureKind::Conflict.codes(),
+            vec![ErrorCode::InfraDependencies]
+        );
+        let e =
+            granary_providers::Error::new(granary_providers::ErrorKind::Unauthenticated, "bad key");
+        assert_eq!(
+            provider_error_codes(&e),
+            vec![ErrorCode::InfraUnauthenticated]
+        );
     }
 
     #[test]
