@@ -27,7 +27,7 @@ use crate::options::StoreOptions;
 use crate::retry::{Retrier, RetryStats};
 use crate::store::{
     BoxReader, BucketOptions, BucketReport, ByteStream, DeleteReport, ListEntry, ObjectMeta,
-    ObjectStore, ProviderKind, read_part, roll_up,
+    ObjectStore, ProviderKind, delete_each, read_part, roll_up,
 };
 
 /// A SAS lives this long; it is renewed when less than a quarter is left.
@@ -430,35 +430,20 @@ impl ObjectStore for AzureStore {
     }
 
     async fn delete_many(&self, bucket: &str, keys: &[String]) -> Result<DeleteReport> {
-        let results: Vec<Result<()>> = stream::iter(keys.iter().cloned())
-            .map(|key: String| async move {
-                let key = key.as_str();
-                let r = self
-                    .retrier
-                    .run("delete", || async {
-                        self.container(bucket)?
-                            .blob_client(key)
-                            .delete(None)
-                            .await
-                            .map(|_| ())
-                            .map_err(|e| self.err(e, format_args!("delete {bucket}/{key}")))
-                    })
-                    .await;
-                match r {
-                    Err(Error::NotFound(_)) => Ok(()),
-                    other => other,
-                }
-            })
-            .buffer_unordered(self.concurrency)
-            .collect()
-            .await;
-        let mut report = DeleteReport::default();
-        for r in results {
-            r?;
-            report.deleted += 1;
-            report.requests += 1;
-        }
-        Ok(report)
+        delete_each(keys, self.concurrency, |key: String| async move {
+            let key = key.as_str();
+            self.retrier
+                .run("delete", || async {
+                    self.container(bucket)?
+                        .blob_client(key)
+                        .delete(None)
+                        .await
+                        .map(|_| ())
+                        .map_err(|e| self.err(e, format_args!("delete {bucket}/{key}")))
+                })
+                .await
+        })
+        .await
     }
 
     async fn copy(

@@ -34,7 +34,7 @@ use crate::options::StoreOptions;
 use crate::retry::{Retrier, RetryStats};
 use crate::store::{
     BoxReader, BucketOptions, BucketReport, ByteStream, DeleteReport, ListEntry, ObjectMeta,
-    ObjectStore, ProviderKind, read_part,
+    ObjectStore, ProviderKind, delete_each, read_part,
 };
 
 /// Resumable upload chunks must be multiples of this.
@@ -486,38 +486,21 @@ impl ObjectStore for GcsStore {
     }
 
     async fn delete_many(&self, bucket: &str, keys: &[String]) -> Result<DeleteReport> {
-        let results: Vec<Result<()>> = stream::iter(keys.iter().cloned())
-            .map(|key: String| async move {
-                let r = self
-                    .retrier
-                    .run("delete", || async {
-                        self.client
-                            .delete_object(&DeleteObjectRequest {
-                                bucket: bucket.to_string(),
-                                object: key.clone(),
-                                ..Default::default()
-                            })
-                            .await
-                            .map_err(|e| {
-                                object_error(e).context(format_args!("delete {bucket}/{key}"))
-                            })
-                    })
-                    .await;
-                match r {
-                    Err(Error::NotFound(_)) => Ok(()),
-                    other => other,
-                }
-            })
-            .buffer_unordered(self.concurrency)
-            .collect()
-            .await;
-        let mut report = DeleteReport::default();
-        for r in results {
-            r?;
-            report.deleted += 1;
-            report.requests += 1;
-        }
-        Ok(report)
+        delete_each(keys, self.concurrency, |key: String| async move {
+            self.retrier
+                .run("delete", || async {
+                    self.client
+                        .delete_object(&DeleteObjectRequest {
+                            bucket: bucket.to_string(),
+                            object: key.clone(),
+                            ..Default::default()
+                        })
+                        .await
+                        .map_err(|e| object_error(e).context(format_args!("delete {bucket}/{key}")))
+                })
+                .await
+        })
+        .await
     }
 
     async fn copy(

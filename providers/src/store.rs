@@ -248,6 +248,39 @@ pub(crate) fn roll_up(
 }
 
 /// Reads up to `size` bytes (less only at the end of the reader).
+/// Deletes keys one request each with at most `concurrency` requests in flight (for
+/// stores without a batch delete). A key that is already gone counts as deleted.
+pub(crate) async fn delete_each<F, Fut>(
+    keys: &[String],
+    concurrency: usize,
+    delete_one: F,
+) -> Result<DeleteReport>
+where
+    F: Fn(String) -> Fut,
+    Fut: std::future::Future<Output = Result<()>>,
+{
+    let results: Vec<Result<()>> = futures::stream::iter(keys.iter().cloned())
+        .map(|key| {
+            let fut = delete_one(key);
+            async move {
+                match fut.await {
+                    Err(crate::error::Error::NotFound(_)) => Ok(()),
+                    other => other,
+                }
+            }
+        })
+        .buffer_unordered(concurrency.max(1))
+        .collect()
+        .await;
+    let mut report = DeleteReport::default();
+    for r in results {
+        r?;
+        report.deleted += 1;
+        report.requests += 1;
+    }
+    Ok(report)
+}
+
 pub(crate) async fn read_part(reader: &mut BoxReader, size: usize) -> Result<Bytes> {
     use tokio::io::AsyncReadExt;
     let mut buf = bytes::BytesMut::with_capacity(size);
