@@ -49,7 +49,8 @@ where
     .await
 }
 
-/// Removes `finalizer` from `obj` if present. A vanished object is fine.
+/// Removes `finalizer` from object `obj` if present, re-reading the object when a
+/// concurrent write changed it since `obj` was read. A vanished object is fine.
 pub(crate) async fn remove_finalizer<K>(
     api: &Api<K>,
     obj: &K,
@@ -58,27 +59,36 @@ pub(crate) async fn remove_finalizer<K>(
 where
     K: Resource + Clone + DeserializeOwned + Serialize + Debug,
 {
-    if !obj.finalizers().iter().any(|f| f == finalizer) {
-        return Ok(());
+    let name = obj.name_any();
+    let mut current = obj.clone();
+    for attempt in 0.. {
+        if !current.finalizers().iter().any(|f| f == finalizer) {
+            return Ok(());
+        }
+        let list: Vec<String> = current
+            .finalizers()
+            .iter()
+            .filter(|f| *f != finalizer)
+            .cloned()
+            .collect();
+        match api
+            .patch(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(finalizer_patch(&current, list)),
+            )
+            .await
+        {
+            Ok(_) => return Ok(()),
+            Err(e) if is_not_found(&e) => return Ok(()),
+            Err(e) if is_conflict(&e) && attempt < 5 => match api.get_opt(&name).await? {
+                Some(fresh) => current = fresh,
+                None => return Ok(()),
+            },
+            Err(e) => return Err(e),
+        }
     }
-    let list: Vec<String> = obj
-        .finalizers()
-        .iter()
-        .filter(|f| *f != finalizer)
-        .cloned()
-        .collect();
-    match api
-        .patch(
-            &obj.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(finalizer_patch(obj, list)),
-        )
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(e) if is_not_found(&e) => Ok(()),
-        Err(e) => Err(e),
-    }
+    Ok(())
 }
 
 /// Sets (`Some`) or removes (`None`) annotations of object `name`.
