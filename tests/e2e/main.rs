@@ -17,3 +17,4 @@ mod conformance_crd;
 mod durability;
 mod kubectl;
 mod seed;
+mod seed_grace;
