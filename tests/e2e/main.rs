@@ -17,4 +17,5 @@ mod conformance_crd;
 mod durability;
 mod kubectl;
 mod seed;
+mod seed_credentials;
 mod seed_grace;
