@@ -19,3 +19,4 @@ mod kubectl;
 mod seed;
 mod seed_credentials;
 mod seed_grace;
+mod seed_handover;
