@@ -17,6 +17,7 @@ mod conformance_crd;
 mod durability;
 mod kubectl;
 mod seed;
+mod seed_crash;
 mod seed_credentials;
 mod seed_grace;
 mod seed_handover;

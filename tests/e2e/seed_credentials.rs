@@ -30,7 +30,11 @@ async fn seed_bad_credentials_heal_after_rotation() {
     let bad: Vec<(String, String)> = good
         .iter()
         .map(|(k, v)| {
-            let v = if k == "storageKey" { wrong_key.to_string() } else { v.clone() };
+            let v = if k == "storageKey" {
+                wrong_key.to_string()
+            } else {
+                v.clone()
+            };
             (k.clone(), v)
         })
         .collect();
@@ -42,7 +46,8 @@ async fn seed_bad_credentials_heal_after_rotation() {
     ensure_namespace(&l.garden, &project).await;
     let (entry, _) = l.entry_name("cr");
     l.create_bucket(&bucket, "seed-c").await;
-    l.create_entry(&project, &entry, &bucket, "seed-c", &[]).await;
+    l.create_entry(&project, &entry, &bucket, "seed-c", &[])
+        .await;
 
     let buckets = l.buckets();
     poll_until("garden bucket shows the auth error", || async {
@@ -62,7 +67,10 @@ async fn seed_bad_credentials_heal_after_rotation() {
     .await;
     let b = buckets.get(&bucket).await.unwrap();
     let description = b.status.unwrap().last_error.unwrap().description;
-    assert!(!description.contains(wrong_key), "no secret in status: {description}");
+    assert!(
+        !description.contains(wrong_key),
+        "no secret in status: {description}"
+    );
 
     // Rotate to the right key in the garden: copied, used, healed; no restart.
     l.set_credentials(&good).await;
@@ -72,7 +80,11 @@ async fn seed_bad_credentials_heal_after_rotation() {
     for name in [bucket_secret_name(&bucket), entry_secret_name(&entry)] {
         let copy = seed_secrets.get(&name).await.unwrap();
         let key = copy.data.unwrap()["storageKey"].0.clone();
-        assert_eq!(String::from_utf8(key).unwrap(), granary_key(&good), "{name}");
+        assert_eq!(
+            String::from_utf8(key).unwrap(),
+            granary_key(&good),
+            "{name}"
+        );
     }
     l.store()
         .await

@@ -26,8 +26,10 @@ async fn seed_grace_period_purposes_and_force_deletion() {
     let mut config = l.config("seed-g");
     config.controllers.backup_entry.deletion_grace_period = Some(ConfigDuration(GRACE));
     config.controllers.backup_entry.deletion_grace_period_hours = 24;
-    config.controllers.backup_entry.deletion_grace_period_shoot_purposes =
-        vec!["production".to_string()];
+    config
+        .controllers
+        .backup_entry
+        .deletion_grace_period_shoot_purposes = vec!["production".to_string()];
     let agent = l.start_agent(None, config).await;
 
     let bucket = l.bucket_name("gr");
@@ -39,10 +41,26 @@ async fn seed_grace_period_purposes_and_force_deletion() {
     let (evaluation, _) = l.entry_name("eval");
     let (forced, _) = l.entry_name("force");
     let purpose = |p: &'static str| vec![(ANNOTATION_SHOOT_PURPOSE, p)];
-    l.create_entry(&project, &production, &bucket, "seed-g", &purpose("production")).await;
-    l.create_entry(&project, &no_purpose, &bucket, "seed-g", &[]).await;
-    l.create_entry(&project, &evaluation, &bucket, "seed-g", &purpose("evaluation")).await;
-    l.create_entry(&project, &forced, &bucket, "seed-g", &purpose("production")).await;
+    l.create_entry(
+        &project,
+        &production,
+        &bucket,
+        "seed-g",
+        &purpose("production"),
+    )
+    .await;
+    l.create_entry(&project, &no_purpose, &bucket, "seed-g", &[])
+        .await;
+    l.create_entry(
+        &project,
+        &evaluation,
+        &bucket,
+        "seed-g",
+        &purpose("evaluation"),
+    )
+    .await;
+    l.create_entry(&project, &forced, &bucket, "seed-g", &purpose("production"))
+        .await;
     for e in [&production, &no_purpose, &evaluation, &forced] {
         l.wait_entry_ready(&project, e).await;
         l.fill(&bucket, e, 10).await;
@@ -50,7 +68,10 @@ async fn seed_grace_period_purposes_and_force_deletion() {
 
     let deleted_at = Instant::now();
     for e in [&production, &no_purpose, &evaluation, &forced] {
-        l.entries(&project).delete(e, &DeleteParams::default()).await.unwrap();
+        l.entries(&project)
+            .delete(e, &DeleteParams::default())
+            .await
+            .unwrap();
     }
     // An unlisted purpose has no grace period.
     l.wait_entry_gone(&project, &evaluation).await;
@@ -61,19 +82,24 @@ async fn seed_grace_period_purposes_and_force_deletion() {
         let api = l.entries(&project);
         poll_until(&format!("{e} Pending"), || async {
             let obj = api.get(e).await.unwrap();
-            obj.status
-                .and_then(|s| s.last_operation)
-                .is_some_and(|op| {
-                    op.state == LastOperationState::Pending
-                        && op.type_ == LastOperationType::Delete
-                        && op.description.starts_with("deletion scheduled for ")
-                })
+            obj.status.and_then(|s| s.last_operation).is_some_and(|op| {
+                op.state == LastOperationState::Pending
+                    && op.type_ == LastOperationType::Delete
+                    && op.description.starts_with("deletion scheduled for ")
+            })
         })
         .await;
     }
-    assert!(deleted_at.elapsed() < GRACE - SLACK, "checked within the grace period");
+    assert!(
+        deleted_at.elapsed() < GRACE - SLACK,
+        "checked within the grace period"
+    );
     for e in [&production, &no_purpose, &forced] {
-        assert_eq!(l.count(&bucket, &format!("{e}/")).await, 11, "nothing deleted yet");
+        assert_eq!(
+            l.count(&bucket, &format!("{e}/")).await,
+            11,
+            "nothing deleted yet"
+        );
     }
     let metrics = http_get(agent.metrics_address.unwrap(), "/metrics").await;
     assert!(
@@ -86,12 +112,17 @@ async fn seed_grace_period_purposes_and_force_deletion() {
         .patch(
             &forced,
             &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": {ANNOTATION_FORCE_DELETION: "true"}}})),
+            &Patch::Merge(
+                json!({"metadata": {"annotations": {ANNOTATION_FORCE_DELETION: "true"}}}),
+            ),
         )
         .await
         .unwrap();
     l.wait_entry_gone(&project, &forced).await;
-    assert!(deleted_at.elapsed() < GRACE - SLACK, "forced before the grace period ended");
+    assert!(
+        deleted_at.elapsed() < GRACE - SLACK,
+        "forced before the grace period ended"
+    );
     assert_eq!(l.count(&bucket, &format!("{forced}/")).await, 0);
     assert_eq!(l.count(&bucket, &format!("{production}/")).await, 11);
 
@@ -100,6 +131,9 @@ async fn seed_grace_period_purposes_and_force_deletion() {
         l.wait_entry_gone(&project, e).await;
         assert_eq!(l.count(&bucket, &format!("{e}/")).await, 0);
     }
-    assert!(deleted_at.elapsed() >= GRACE - SLACK, "not before the grace period");
+    assert!(
+        deleted_at.elapsed() >= GRACE - SLACK,
+        "not before the grace period"
+    );
     agent.shutdown().await;
 }

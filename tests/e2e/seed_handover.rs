@@ -13,7 +13,9 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
 fn migrated(op: Option<&granary::api::common::LastOperation>) -> bool {
-    op.is_some_and(|o| o.type_ == LastOperationType::Migrate && o.state == LastOperationState::Succeeded)
+    op.is_some_and(|o| {
+        o.type_ == LastOperationType::Migrate && o.state == LastOperationState::Succeeded
+    })
 }
 
 /// Plays the garden controller: assign to `seed` (spec), or relabel for it.
@@ -36,14 +38,17 @@ async fn seed_hand_over_entry_and_bucket() {
     let seed_b = other.client().await.expect("client");
     install_seed_crds(&l.cluster, &seed_b).await;
     let agent_a = l.start_agent(None, l.config("seed-a")).await;
-    let agent_b = l.start_agent(Some(seed_b.clone()), l.config("seed-b")).await;
+    let agent_b = l
+        .start_agent(Some(seed_b.clone()), l.config("seed-b"))
+        .await;
 
     let bucket = l.bucket_name("ho");
     let project = l.cluster.name("garden-h");
     ensure_namespace(&l.garden, &project).await;
     let (entry, _) = l.entry_name("ho");
     l.create_bucket(&bucket, "seed-a").await;
-    l.create_entry(&project, &entry, &bucket, "seed-a", &[]).await;
+    l.create_entry(&project, &entry, &bucket, "seed-a", &[])
+        .await;
     l.wait_entry_ready(&project, &entry).await;
     l.fill(&bucket, &entry, 20).await;
     let before = l.count(&bucket, "").await;
@@ -51,7 +56,10 @@ async fn seed_hand_over_entry_and_bucket() {
 
     // The shoot moves to seed-b.
     let entries = l.entries(&project);
-    entries.patch(&entry, &PatchParams::default(), &assign("seed-b")).await.unwrap();
+    entries
+        .patch(&entry, &PatchParams::default(), &assign("seed-b"))
+        .await
+        .unwrap();
     poll_until("entry released by seed-a", || async {
         let e = entries.get(&entry).await.unwrap();
         let s = e.status.unwrap_or_default();
@@ -59,9 +67,19 @@ async fn seed_hand_over_entry_and_bucket() {
     })
     .await;
     let ext_a: Api<extensions::BackupEntry> = Api::all(l.seed.clone());
-    assert!(ext_a.get_opt(&entry).await.unwrap().is_none(), "seed-a let go of the entry");
-    assert_eq!(l.count(&bucket, "").await, before, "a hand-over deletes nothing");
-    entries.patch(&entry, &PatchParams::default(), &relabel("seed-b")).await.unwrap();
+    assert!(
+        ext_a.get_opt(&entry).await.unwrap().is_none(),
+        "seed-a let go of the entry"
+    );
+    assert_eq!(
+        l.count(&bucket, "").await,
+        before,
+        "a hand-over deletes nothing"
+    );
+    entries
+        .patch(&entry, &PatchParams::default(), &relabel("seed-b"))
+        .await
+        .unwrap();
     poll_until("entry restored on seed-b", || async {
         let e = entries.get(&entry).await.unwrap();
         let s = e.status.unwrap_or_default();
@@ -77,7 +95,10 @@ async fn seed_hand_over_entry_and_bucket() {
 
     // The bucket is reassigned to seed-b.
     let buckets = l.buckets();
-    buckets.patch(&bucket, &PatchParams::default(), &assign("seed-b")).await.unwrap();
+    buckets
+        .patch(&bucket, &PatchParams::default(), &assign("seed-b"))
+        .await
+        .unwrap();
     poll_until("bucket released by seed-a", || async {
         let b = buckets.get(&bucket).await.unwrap();
         let s = b.status.unwrap_or_default();
@@ -86,15 +107,24 @@ async fn seed_hand_over_entry_and_bucket() {
     .await;
     let bucket_a: Api<extensions::BackupBucket> = Api::all(l.seed.clone());
     assert!(bucket_a.get_opt(&bucket).await.unwrap().is_none());
-    buckets.patch(&bucket, &PatchParams::default(), &relabel("seed-b")).await.unwrap();
+    buckets
+        .patch(&bucket, &PatchParams::default(), &relabel("seed-b"))
+        .await
+        .unwrap();
     poll_until("bucket restored on seed-b", || async {
         let b = buckets.get(&bucket).await.unwrap();
         let s = b.status.unwrap_or_default();
         s.seed_name.as_deref() == Some("seed-b")
-            && s.last_operation.is_some_and(|o| o.state == LastOperationState::Succeeded && o.type_ == LastOperationType::Restore)
+            && s.last_operation.is_some_and(|o| {
+                o.state == LastOperationState::Succeeded && o.type_ == LastOperationType::Restore
+            })
     })
     .await;
-    assert_eq!(l.count(&bucket, "").await, before, "every object is still there");
+    assert_eq!(
+        l.count(&bucket, "").await,
+        before,
+        "every object is still there"
+    );
     agent_a.shutdown().await;
     agent_b.shutdown().await;
     other.shutdown().await;
