@@ -321,6 +321,7 @@ impl SeedAgent {
                     let ready = ready.clone();
                     let disabled = disabled.clone();
                     async move {
+                        tracing::info!(seed = %ctx.seed_name, "seed controllers started");
                         ready.set(true);
                         run_controllers(ctx, &disabled).await;
                     }

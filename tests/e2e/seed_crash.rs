@@ -27,7 +27,7 @@ fn spawn(l: &Landscape, config: &std::path::Path, failpoints: Option<&str>) -> C
         .args(["--metrics-bind-address", "127.0.0.1:0"])
         .args(["--delete-batch-size", &BATCH.to_string()])
         .env("AWS_EC2_METADATA_DISABLED", "true")
-        .env("RUST_LOG", "warn")
+        .env("RUST_LOG", "info")
         .stdout(Stdio::null())
         // Logs stay in the test's data dir (kept when a test fails with --no-capture).
         .stderr(
@@ -47,11 +47,28 @@ fn spawn(l: &Landscape, config: &std::path::Path, failpoints: Option<&str>) -> C
     cmd.spawn().expect("granary seed starts")
 }
 
+/// Prints the agents' logs when the test fails, so a failure can be diagnosed.
+struct DumpLogsOnPanic(std::path::PathBuf);
+
+impl Drop for DumpLogsOnPanic {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        for run in ["true", "false"] {
+            let path = self.0.join(format!("seed-{run}.log"));
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            eprintln!("--- {} ---\n{text}", path.display());
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn seed_binary_resumes_prefix_deletion_after_crash() {
     let Some(l) = Landscape::start(Backend::S3).await else {
         return;
     };
+    let _logs = DumpLogsOnPanic(l.data_dir.path().to_path_buf());
     let config = l.data_dir.path().join("seed.yaml");
     std::fs::write(
         &config,

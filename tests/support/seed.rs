@@ -305,13 +305,12 @@ impl Landscape {
         let api = self.buckets();
         poll_until(&format!("garden bucket {name} Succeeded"), || async {
             let b = api.get(name).await.expect("get bucket");
-            let ok = succeeded(b.status.as_ref().and_then(|s| s.last_operation.as_ref()))
+            succeeded(b.status.as_ref().and_then(|s| s.last_operation.as_ref()))
                 && b.status.as_ref().and_then(|s| s.observed_generation) == b.metadata.generation
                 && b.status
                     .as_ref()
                     .and_then(|s| s.last_error.as_ref())
-                    .is_none();
-            ok
+                    .is_none()
         })
         .await;
         api.get(name).await.expect("get bucket")
@@ -322,13 +321,12 @@ impl Landscape {
         let api = self.entries(ns);
         poll_until(&format!("garden entry {name} Succeeded"), || async {
             let e = api.get(name).await.expect("get entry");
-            let ok = succeeded(e.status.as_ref().and_then(|s| s.last_operation.as_ref()))
+            succeeded(e.status.as_ref().and_then(|s| s.last_operation.as_ref()))
                 && e.status.as_ref().and_then(|s| s.observed_generation) == e.metadata.generation
                 && e.status
                     .as_ref()
                     .and_then(|s| s.last_error.as_ref())
-                    .is_none();
-            ok
+                    .is_none()
         })
         .await;
         api.get(name).await.expect("get entry")

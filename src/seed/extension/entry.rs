@@ -306,7 +306,9 @@ impl Actuator<BackupEntry> for EntryActuator {
             }
             BucketLayout::Shared => {
                 let prefix = entry_key_prefix(BucketLayout::Shared, &name);
+                tracing::info!(entry = %name, bucket = %bucket, prefix = %prefix, "deleting the entry's objects");
                 let n = self.delete_prefix(ctx, store, bucket, &prefix).await?;
+                tracing::info!(entry = %name, deleted = n, "entry's objects deleted");
                 format!("{n} objects under {bucket}/{prefix} deleted")
             }
         };
