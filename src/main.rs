@@ -35,11 +35,45 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         write: Option<PathBuf>,
     },
+    /// Run the seed agent: mirror the garden's BackupBuckets/BackupEntries assigned to
+    /// this seed and run the extension controllers against the object stores.
+    Seed(SeedArgs),
     /// Look into a Velero backup tarball (Velero's own or Granary's).
     Archive {
         #[command(subcommand)]
         command: ArchiveCommand,
     },
+}
+
+#[derive(clap::Args, Debug)]
+struct SeedArgs {
+    /// This seed's name (overrides `seedName` in the configuration file).
+    #[arg(long)]
+    seed_name: Option<String>,
+    /// Kubeconfig of the garden cluster (overrides `gardenKubeconfig`).
+    #[arg(long, value_name = "PATH")]
+    garden_kubeconfig: Option<PathBuf>,
+    /// Kubeconfig of the seed cluster; default: in-cluster or KUBECONFIG.
+    #[arg(long, value_name = "PATH")]
+    kubeconfig: Option<PathBuf>,
+    /// SeedConfiguration file (YAML).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Root directory of the `local` object store.
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+    /// Only act on objects labelled granary.gardener.cloud/instance=VALUE.
+    #[arg(long, value_name = "VALUE")]
+    object_selector: Option<String>,
+    /// Address of /metrics, /healthz and /readyz (overrides server.metricsBindAddress).
+    #[arg(long, value_name = "ADDR")]
+    metrics_bind_address: Option<String>,
+    /// Controllers to switch off: mirror, backupbucket, backupentry, liveness.
+    #[arg(long, value_delimiter = ',', value_name = "NAME,...")]
+    disable_controllers: Vec<String>,
+    /// Keys per batched object delete (S3 allows at most 1000).
+    #[arg(long, value_name = "N")]
+    delete_batch_size: Option<usize>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -92,6 +126,23 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             write: Some(dir),
         } => write_crds(side, &dir),
         Command::Archive { command } => archive(command),
+        Command::Seed(args) => {
+            let opts = granary::seed::SeedOptions {
+                seed_name: args.seed_name,
+                garden_kubeconfig: args.garden_kubeconfig,
+                kubeconfig: args.kubeconfig,
+                config: args.config,
+                data_dir: args.data_dir,
+                object_selector: args.object_selector,
+                metrics_bind_address: args.metrics_bind_address,
+                disable_controllers: args.disable_controllers,
+                delete_batch_size: args.delete_batch_size,
+            };
+            tokio::runtime::Runtime::new()
+                .context("starting the async runtime")?
+                .block_on(granary::seed::run(opts))
+                .context("granary seed")
+        }
     }
 }
 

@@ -1,7 +1,23 @@
-//! The seed side (`granary seed`): the garden → seed mirror and the extension controllers.
-//! The decisions are pure functions ([`grace`], [`prefix`], [`etcd_secret`]); the controllers arrive with the seed-side
-//! issue.
+//! The seed side (`granary seed`, DESIGN §1, §3.2, §4): the garden → seed [`mirror`]
+//! (the gardenlet's role) and the [`extension`] controllers (the provider extension's
+//! role), run by [`agent`]. Decisions are pure functions: [`grace`] (the deletion grace
+//! period), [`prefix`] (an entry's prefix in its bucket), [`etcd_secret`] (the shoot's
+//! etcd backup secret); the runtime readiness and operation functions decide the rest.
 
+pub mod agent;
+pub(crate) mod context;
 pub mod etcd_secret;
+pub(crate) mod extension;
 pub mod grace;
+pub(crate) mod kube_ops;
+pub mod metrics;
+pub(crate) mod mirror;
 pub mod prefix;
+pub(crate) mod queue;
+
+pub use agent::{RunningSeed, SeedAgent, SeedController, SeedError, SeedOptions, run};
+pub use extension::entry::FAILPOINT_DELETE_BATCH;
+
+/// On an extension BackupEntry: the namespace of its garden BackupEntry, so the mirror
+/// finds the garden object from the seed object.
+pub const ANNOTATION_GARDEN_NAMESPACE: &str = "granary.gardener.cloud/garden-namespace";

@@ -3,8 +3,21 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+#[path = "../support/seed.rs"]
+mod seed_support;
+
+// The providers' emulator finder/starter, shared rather than copied.
+#[path = "../../providers/tests/support/emulators.rs"]
+#[allow(dead_code)]
+mod provider_emulators;
+
 mod cli;
 mod conformance;
 mod conformance_crd;
 mod durability;
 mod kubectl;
+mod seed;
+mod seed_crash;
+mod seed_credentials;
+mod seed_grace;
+mod seed_handover;

@@ -1,0 +1,615 @@
+//! `granary seed`: builds the clients and the [`Context`], starts the watches that feed
+//! the work queues of the mirror and the extension controllers, renews the seed's
+//! liveness Lease in the garden, serves `/healthz`, `/readyz` and `/metrics`, and runs
+//! all of it under leader election when the configuration asks for it.
+//!
+//! [`SeedAgent`] is the in-process builder (tests, `granary dev`); [`run`] is the
+//! command-line entry point.
+
+use crate::api::core::{GARDEN_NAMESPACE, LABEL_SEED};
+use crate::api::{core, extensions};
+use crate::runtime::clock::Clock;
+use crate::runtime::config::{ConfigError, Override, SeedConfiguration, load};
+use crate::runtime::health::{HealthError, HealthServer, ReadinessFlag};
+use crate::runtime::leader::{ElectionSettings, renew_lease, run_as_leader};
+use crate::runtime::metrics::Metrics;
+use crate::runtime::selector::ObjectSelector;
+use crate::seed::ANNOTATION_GARDEN_NAMESPACE;
+use crate::seed::context::{Context, ReconcileError};
+use crate::seed::extension::{self, bucket::BucketActuator, entry::EntryActuator};
+use crate::seed::kube_ops::ensure_namespace;
+use crate::seed::metrics::SeedMetrics;
+use crate::seed::mirror;
+use crate::seed::queue::{Next, WorkQueue};
+use futures::{Stream, StreamExt};
+use granary_providers::StoreOptions;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::Api;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use kube::{Client, Resource, ResourceExt};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The controller groups `--disable-controllers` can switch off.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SeedController {
+    /// The garden → seed mirror of buckets and entries.
+    Mirror,
+    /// The extension BackupBucket controller.
+    BackupBucket,
+    /// The extension BackupEntry controller.
+    BackupEntry,
+    /// The seed's liveness Lease in the garden.
+    Liveness,
+}
+
+impl SeedController {
+    pub const ALL: [SeedController; 4] = [
+        SeedController::Mirror,
+        SeedController::BackupBucket,
+        SeedController::BackupEntry,
+        SeedController::Liveness,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SeedController::Mirror => "mirror",
+            SeedController::BackupBucket => "backupbucket",
+            SeedController::BackupEntry => "backupentry",
+            SeedController::Liveness => "liveness",
+        }
+    }
+}
+
+impl std::str::FromStr for SeedController {
+    type Err = SeedError;
+
+    fn from_str(s: &str) -> Result<Self, SeedError> {
+        SeedController::ALL
+            .into_iter()
+            .find(|c| c.as_str() == s.trim())
+            .ok_or_else(|| {
+                SeedError::Usage(format!(
+                    "--disable-controllers: unknown controller {s:?} (known: mirror, backupbucket, backupentry, liveness)"
+                ))
+            })
+    }
+}
+
+/// Why `granary seed` could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum SeedError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("{0}")]
+    Usage(String),
+    #[error("{path}: {message}")]
+    Kubeconfig { path: String, message: String },
+    #[error(transparent)]
+    Health(#[from] HealthError),
+}
+
+/// The command line of `granary seed`, as parsed by `main.rs`.
+#[derive(Clone, Debug, Default)]
+pub struct SeedOptions {
+    pub seed_name: Option<String>,
+    pub garden_kubeconfig: Option<PathBuf>,
+    /// The seed's kubeconfig; `None` infers it (in-cluster or `KUBECONFIG`).
+    pub kubeconfig: Option<PathBuf>,
+    pub config: Option<PathBuf>,
+    /// Root directory of the `local` object store.
+    pub data_dir: Option<PathBuf>,
+    pub object_selector: Option<String>,
+    pub metrics_bind_address: Option<String>,
+    pub disable_controllers: Vec<String>,
+    /// Keys per batched delete (S3 allows at most 1000).
+    pub delete_batch_size: Option<usize>,
+}
+
+async fn client_from(path: &std::path::Path) -> Result<Client, SeedError> {
+    let err = |message: String| SeedError::Kubeconfig {
+        path: path.display().to_string(),
+        message,
+    };
+    let kc = Kubeconfig::read_from(path).map_err(|e| err(e.to_string()))?;
+    let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .map_err(|e| err(e.to_string()))?;
+    Client::try_from(config).map_err(|e| err(e.to_string()))
+}
+
+/// Runs `granary seed` until SIGINT/SIGTERM.
+pub async fn run(opts: SeedOptions) -> Result<(), SeedError> {
+    let mut overrides = Vec::new();
+    if let Some(name) = &opts.seed_name {
+        overrides.push(Override::new("seedName", name.clone()));
+    }
+    if let Some(path) = &opts.garden_kubeconfig {
+        overrides.push(Override::new(
+            "gardenKubeconfig",
+            path.display().to_string(),
+        ));
+    }
+    if let Some(addr) = &opts.metrics_bind_address {
+        overrides.push(Override::new("server.metricsBindAddress", addr.clone()));
+    }
+    let config: SeedConfiguration = load(opts.config.as_deref(), &overrides)?;
+    let garden_path = config.garden_kubeconfig.clone().ok_or_else(|| {
+        SeedError::Usage(
+            "--garden-kubeconfig (or gardenKubeconfig in the configuration) is required".into(),
+        )
+    })?;
+    let garden = client_from(std::path::Path::new(&garden_path)).await?;
+    let seed = match &opts.kubeconfig {
+        Some(path) => client_from(path).await?,
+        None => Client::try_default()
+            .await
+            .map_err(|e| SeedError::Kubeconfig {
+                path: "(in-cluster or KUBECONFIG)".into(),
+                message: e.to_string(),
+            })?,
+    };
+    let mut disabled = Vec::new();
+    for name in opts
+        .disable_controllers
+        .iter()
+        .flat_map(|s| s.split(','))
+        .filter(|s| !s.trim().is_empty())
+    {
+        disabled.push(name.parse()?);
+    }
+    let mut store_options = StoreOptions {
+        local_root: opts.data_dir.clone(),
+        ..StoreOptions::default()
+    };
+    if let Some(n) = opts.delete_batch_size {
+        store_options.delete_batch_size = n.max(1);
+    }
+    let metrics_address = config.server.metrics_bind_address.clone();
+    let running = SeedAgent::new(garden, seed, config)
+        .store_options(store_options)
+        .object_selector(opts.object_selector.clone())
+        .disable(disabled)
+        .metrics_bind_address(Some(metrics_address))
+        .start()
+        .await?;
+    shutdown_signal().await;
+    tracing::info!("shutting down");
+    running.shutdown().await;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+/// Builds a seed agent in-process.
+pub struct SeedAgent {
+    garden: Client,
+    seed: Client,
+    config: SeedConfiguration,
+    store_options: StoreOptions,
+    selector: ObjectSelector,
+    disabled: HashSet<SeedController>,
+    clock: Clock,
+    metrics: Metrics,
+    metrics_bind_address: Option<String>,
+    resync: Duration,
+}
+
+/// A running seed agent; stop it with [`RunningSeed::shutdown`].
+pub struct RunningSeed {
+    /// Where `/metrics`, `/healthz` and `/readyz` are served, when a server was asked for.
+    pub metrics_address: Option<SocketAddr>,
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+    health: Option<HealthServer>,
+}
+
+impl RunningSeed {
+    /// Stops every controller (releasing the leader lease) and the health server.
+    pub async fn shutdown(self) {
+        let _ = self.stop.send(());
+        let _ = self.task.await;
+        if let Some(h) = self.health {
+            h.shutdown().await;
+        }
+    }
+}
+
+impl SeedAgent {
+    pub fn new(garden: Client, seed: Client, config: SeedConfiguration) -> Self {
+        SeedAgent {
+            garden,
+            seed,
+            config,
+            store_options: StoreOptions::default(),
+            selector: ObjectSelector::default(),
+            disabled: HashSet::new(),
+            clock: Clock::system(),
+            metrics: Metrics::new(),
+            metrics_bind_address: None,
+            resync: Duration::from_secs(300),
+        }
+    }
+
+    /// Object-store options (the `local` root, batch sizes, retries).
+    pub fn store_options(mut self, options: StoreOptions) -> Self {
+        self.store_options = options;
+        self
+    }
+
+    /// `--object-selector`.
+    pub fn object_selector(mut self, value: Option<String>) -> Self {
+        self.selector = ObjectSelector::new(value);
+        self
+    }
+
+    /// `--disable-controllers`.
+    pub fn disable(mut self, controllers: impl IntoIterator<Item = SeedController>) -> Self {
+        self.disabled.extend(controllers);
+        self
+    }
+
+    pub fn clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Serve `/metrics`, `/healthz`, `/readyz` on this address (`127.0.0.1:0` in tests).
+    pub fn metrics_bind_address(mut self, address: Option<String>) -> Self {
+        self.metrics_bind_address = address;
+        self
+    }
+
+    /// How often every object is looked at again without a trigger (default 5 min).
+    pub fn resync(mut self, every: Duration) -> Self {
+        self.resync = every;
+        self
+    }
+
+    /// Starts the agent.
+    pub async fn start(self) -> Result<RunningSeed, SeedError> {
+        let ready = ReadinessFlag::default();
+        let metrics = SeedMetrics::new(self.metrics.clone());
+        let health = match &self.metrics_bind_address {
+            Some(addr) => {
+                Some(HealthServer::start(addr, self.metrics.clone(), ready.clone()).await?)
+            }
+            None => None,
+        };
+        let election = self.config.leader_election.clone();
+        let ctx = Context::new(
+            self.garden,
+            self.seed.clone(),
+            self.config,
+            self.store_options,
+            metrics,
+            self.clock.clone(),
+            self.selector,
+            self.resync,
+        );
+        let disabled = Arc::new(self.disabled);
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let clock = self.clock;
+        let seed = self.seed;
+        let task = tokio::spawn(async move {
+            let shutdown = async {
+                let _ = stopped.await;
+            };
+            let work = {
+                let ctx = ctx.clone();
+                let ready = ready.clone();
+                move || {
+                    let ctx = ctx.clone();
+                    let ready = ready.clone();
+                    let disabled = disabled.clone();
+                    async move {
+                        tracing::info!(seed = %ctx.seed_name, "seed controllers started");
+                        ready.set(true);
+                        run_controllers(ctx, &disabled).await;
+                    }
+                }
+            };
+            if election.enabled {
+                if let Err(e) = ensure_namespace(&seed, &election.namespace).await {
+                    tracing::warn!(error = %e, "leader election namespace");
+                }
+                let mut labels = BTreeMap::new();
+                ctx.selector.label(&mut labels);
+                let settings = ElectionSettings {
+                    lease_name: format!("granary-seed-{}", ctx.seed_name),
+                    identity: format!("{}-{}", ctx.seed_name, uuid::Uuid::new_v4().simple()),
+                    lease_duration: election.lease_duration.0,
+                    renew_deadline: election.renew_deadline.0,
+                    retry_period: election.retry_period.0,
+                    labels,
+                };
+                let api: Api<Lease> = Api::namespaced(seed, &election.namespace);
+                if let Err(e) = run_as_leader(api, settings, clock, work, shutdown).await {
+                    tracing::error!(error = %e, "leader election stopped");
+                }
+            } else {
+                let work = work;
+                tokio::select! {
+                    _ = work() => {}
+                    _ = shutdown => {}
+                }
+            }
+        });
+        Ok(RunningSeed {
+            metrics_address: health.as_ref().map(|h| h.local_addr),
+            stop,
+            task,
+            health,
+        })
+    }
+}
+
+/// Feeds queue `queue` with the keys `keys` picks from every watch event of `api`.
+async fn feed<K, F>(api: Api<K>, config: watcher::Config, keys: F)
+where
+    K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
+    K::DynamicType: Default,
+    F: Fn(&K, bool),
+{
+    let stream = watcher(api, config).default_backoff();
+    futures::pin_mut!(stream);
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(Event::Apply(obj) | Event::InitApply(obj)) => keys(&obj, false),
+            Ok(Event::Delete(obj)) => keys(&obj, true),
+            Ok(Event::Init | Event::InitDone) => {}
+            Err(e) => tracing::warn!(error = %e, "watch failed; retrying"),
+        }
+    }
+}
+
+fn watcher<K>(
+    api: Api<K>,
+    config: watcher::Config,
+) -> impl Stream<Item = Result<Event<K>, watcher::Error>>
+where
+    K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
+    K::DynamicType: Default,
+{
+    watcher::watcher(api, config)
+}
+
+fn selected(selector: Option<String>) -> watcher::Config {
+    match selector {
+        Some(s) => watcher::Config::default().labels(&s),
+        None => watcher::Config::default(),
+    }
+}
+
+/// Runs one mirror pass with metrics and the retry policy.
+async fn mirrored<Fut>(ctx: &Context, controller: &'static str, key: &str, pass: Fut) -> Next
+where
+    Fut: std::future::Future<Output = Result<Next, ReconcileError>>,
+{
+    let started = Instant::now();
+    let m = &ctx.metrics.shared;
+    m.reconciles.with_label_values(&[controller]).inc();
+    let result = pass.await;
+    m.reconcile_duration
+        .with_label_values(&[controller])
+        .observe(started.elapsed().as_secs_f64());
+    let retry_key = format!("{controller}/{key}");
+    match result {
+        Ok(next) => {
+            ctx.succeeded(&retry_key);
+            next
+        }
+        Err(e) => {
+            m.reconcile_errors
+                .with_label_values(&[controller, e.kind().as_str()])
+                .inc();
+            tracing::warn!(controller, key, error = %e, "mirror pass failed");
+            Next::After(ctx.back_off(&retry_key))
+        }
+    }
+}
+
+async fn run_controllers(ctx: Arc<Context>, disabled: &HashSet<SeedController>) {
+    let mut tasks = tokio::task::JoinSet::new();
+    let own = ctx.selector.label_selector();
+    let enabled = |c: SeedController| !disabled.contains(&c);
+
+    if enabled(SeedController::BackupBucket) {
+        let queue: WorkQueue<String> = WorkQueue::new();
+        let q = queue.clone();
+        tasks.spawn(feed(
+            Api::<extensions::BackupBucket>::all(ctx.seed.clone()),
+            selected(own.clone()),
+            move |o, _| q.trigger(o.name_any()),
+        ));
+        let c = ctx.clone();
+        let actuator = Arc::new(BucketActuator);
+        let workers = ctx.config.controllers.backup_bucket.concurrent_syncs as usize;
+        tasks.spawn(async move {
+            queue
+                .run(workers, move |name| {
+                    let c = c.clone();
+                    let a = actuator.clone();
+                    async move { extension::reconcile(&c, a.as_ref(), name).await }
+                })
+                .await
+        });
+    }
+    if enabled(SeedController::BackupEntry) {
+        let queue: WorkQueue<String> = WorkQueue::new();
+        let q = queue.clone();
+        tasks.spawn(feed(
+            Api::<extensions::BackupEntry>::all(ctx.seed.clone()),
+            selected(own.clone()),
+            move |o, _| q.trigger(o.name_any()),
+        ));
+        let c = ctx.clone();
+        let actuator = Arc::new(EntryActuator::default());
+        let workers = ctx.config.controllers.backup_entry.concurrent_syncs as usize;
+        tasks.spawn(async move {
+            queue
+                .run(workers, move |name| {
+                    let c = c.clone();
+                    let a = actuator.clone();
+                    async move { extension::reconcile(&c, a.as_ref(), name).await }
+                })
+                .await
+        });
+    }
+    if enabled(SeedController::Mirror) {
+        spawn_mirror(&ctx, &mut tasks, own.clone());
+    }
+    if enabled(SeedController::Liveness) {
+        tasks.spawn(liveness(ctx.clone()));
+    }
+    // Every task runs until this future is dropped (shutdown or lost leadership), which
+    // aborts them all with the JoinSet.
+    while let Some(result) = tasks.join_next().await {
+        if let Err(e) = result {
+            tracing::error!(error = %e, "seed controller task stopped");
+        }
+    }
+}
+
+fn spawn_mirror(ctx: &Arc<Context>, tasks: &mut tokio::task::JoinSet<()>, own: Option<String>) {
+    let buckets: WorkQueue<String> = WorkQueue::new();
+    let entries: WorkQueue<String> = WorkQueue::new();
+    // Garden entries by bucket, so a bucket's status change wakes its entries.
+    let by_bucket: Arc<Mutex<HashMap<String, HashSet<String>>>> = Arc::default();
+    let assigned = ctx.selector.and(&format!("{LABEL_SEED}={}", ctx.seed_name));
+
+    let q = buckets.clone();
+    let eq = entries.clone();
+    let index = by_bucket.clone();
+    tasks.spawn(feed(
+        Api::<core::BackupBucket>::all(ctx.garden.clone()),
+        selected(assigned.clone()),
+        move |o, _| {
+            let name = o.name_any();
+            if let Some(keys) = index.lock().unwrap_or_else(|p| p.into_inner()).get(&name) {
+                for k in keys {
+                    eq.trigger(k.clone());
+                }
+            }
+            q.trigger(name);
+        },
+    ));
+    let q = buckets.clone();
+    tasks.spawn(feed(
+        Api::<extensions::BackupBucket>::all(ctx.seed.clone()),
+        selected(own.clone()),
+        move |o, _| q.trigger(o.name_any()),
+    ));
+    let q = entries.clone();
+    let index = by_bucket.clone();
+    tasks.spawn(feed(
+        Api::<core::BackupEntry>::all(ctx.garden.clone()),
+        selected(assigned),
+        move |o, deleted| {
+            let key = mirror::entry::key(&o.namespace().unwrap_or_default(), &o.name_any());
+            let mut index = index.lock().unwrap_or_else(|p| p.into_inner());
+            if deleted {
+                for set in index.values_mut() {
+                    set.remove(&key);
+                }
+            } else {
+                index
+                    .entry(o.spec.bucket_name.clone())
+                    .or_default()
+                    .insert(key.clone());
+            }
+            q.trigger(key);
+        },
+    ));
+    let q = entries.clone();
+    tasks.spawn(feed(
+        Api::<extensions::BackupEntry>::all(ctx.seed.clone()),
+        selected(own),
+        move |o, _| {
+            if let Some(ns) = o.annotations().get(ANNOTATION_GARDEN_NAMESPACE) {
+                q.trigger(mirror::entry::key(ns, &o.name_any()));
+            }
+        },
+    ));
+    let c = ctx.clone();
+    let workers = ctx.config.controllers.backup_bucket.concurrent_syncs as usize;
+    tasks.spawn(async move {
+        buckets
+            .run(workers, move |name: String| {
+                let c = c.clone();
+                async move {
+                    mirrored(
+                        &c,
+                        "mirror-backupbucket",
+                        &name,
+                        mirror::bucket::reconcile(&c, &name),
+                    )
+                    .await
+                }
+            })
+            .await
+    });
+    let c = ctx.clone();
+    let workers = ctx.config.controllers.backup_entry.concurrent_syncs as usize;
+    tasks.spawn(async move {
+        entries
+            .run(workers, move |key: String| {
+                let c = c.clone();
+                async move {
+                    mirrored(
+                        &c,
+                        "mirror-backupentry",
+                        &key,
+                        mirror::entry::reconcile(&c, &key),
+                    )
+                    .await
+                }
+            })
+            .await
+    });
+}
+
+/// Renews the Lease `seed-<name>` in the garden's `garden` namespace every
+/// `seedLiveness.renewInterval` (DESIGN §3.1).
+async fn liveness(ctx: Arc<Context>) {
+    let api: Api<Lease> = Api::namespaced(ctx.garden.clone(), GARDEN_NAMESPACE);
+    let every = ctx.config.seed_liveness.renew_interval.0;
+    let name = format!("seed-{}", ctx.seed_name);
+    let mut labels = BTreeMap::new();
+    ctx.selector.label(&mut labels);
+    loop {
+        match renew_lease(
+            &api,
+            &name,
+            &ctx.seed_name,
+            every * 4,
+            &labels,
+            ctx.clock.now(),
+        )
+        .await
+        {
+            Ok(true) => {}
+            Ok(false) => tracing::warn!(lease = %name, "liveness lease is held by someone else"),
+            Err(e) => tracing::warn!(lease = %name, error = %e, "liveness lease renewal failed"),
+        }
+        tokio::time::sleep(every).await;
+    }
+}

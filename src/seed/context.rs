@@ -1,0 +1,188 @@
+//! What every seed reconciler shares: the garden and seed clients, the seed's name and
+//! configuration, how to open object stores, metrics, the clock, `--object-selector`,
+//! event recorders and the per-key retry back-off. Nothing global.
+
+use crate::runtime::clock::Clock;
+use crate::runtime::config::SeedConfiguration;
+use crate::runtime::error_codes::FailureKind;
+use crate::runtime::selector::ObjectSelector;
+use crate::seed::metrics::SeedMetrics;
+use granary_providers::{ObjectStore, SecretData, StoreOptions};
+use kube::Client;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Why a reconcile did not finish. The variant names read well as metric labels.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ReconcileError {
+    #[error("kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("object store: {0}")]
+    Store(#[from] granary_providers::Error),
+    /// Bad input in an object or its secret; the text names the field.
+    #[error("{0}")]
+    Invalid(String),
+    /// Something this object needs is not there or not ready.
+    #[error("{0}")]
+    Dependency(String),
+    #[error(transparent)]
+    Failpoint(#[from] crate::runtime::failpoints::FailpointError),
+}
+
+impl ReconcileError {
+    /// The failure kind, for codes and metric labels.
+    pub(crate) fn kind(&self) -> FailureKind {
+        match self {
+            ReconcileError::Kube(kube::Error::Api(s)) if s.code == 409 => FailureKind::Conflict,
+            ReconcileError::Kube(_) | ReconcileError::Failpoint(_) => FailureKind::Transient,
+            ReconcileError::Store(e) => e.kind().into(),
+            ReconcileError::Invalid(_) => FailureKind::Invalid,
+            ReconcileError::Dependency(_) => FailureKind::Dependency,
+        }
+    }
+}
+
+/// The shared state of one `granary seed` process.
+pub(crate) struct Context {
+    pub garden: Client,
+    pub seed: Client,
+    pub seed_name: String,
+    pub config: SeedConfiguration,
+    pub store_options: StoreOptions,
+    pub metrics: SeedMetrics,
+    pub clock: Clock,
+    pub selector: ObjectSelector,
+    /// How often every object is looked at again without a trigger.
+    pub resync: Duration,
+    garden_events: Recorder,
+    seed_events: Recorder,
+    failures: Mutex<HashMap<String, u32>>,
+}
+
+impl Context {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        garden: Client,
+        seed: Client,
+        config: SeedConfiguration,
+        store_options: StoreOptions,
+        metrics: SeedMetrics,
+        clock: Clock,
+        selector: ObjectSelector,
+        resync: Duration,
+    ) -> Arc<Self> {
+        let reporter = Reporter {
+            controller: "granary-seed".to_string(),
+            instance: Some(config.seed_name.clone()),
+        };
+        Arc::new(Context {
+            garden_events: Recorder::new(garden.clone(), reporter.clone()),
+            seed_events: Recorder::new(seed.clone(), reporter),
+            garden,
+            seed,
+            seed_name: config.seed_name.clone(),
+            config,
+            store_options,
+            metrics,
+            clock,
+            selector,
+            resync,
+            failures: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Opens the object store an extension object names. The reconcilers only ever see
+    /// the `ObjectStore` trait.
+    pub(crate) async fn open_store(
+        &self,
+        provider_type: &str,
+        region: &str,
+        secret: &SecretData,
+    ) -> Result<Arc<dyn ObjectStore>, ReconcileError> {
+        let region = (!region.is_empty()).then_some(region);
+        Ok(granary_providers::open(provider_type, region, secret, &self.store_options).await?)
+    }
+
+    /// Records a failure of `key` and returns how long to wait before the next attempt:
+    /// 1 s doubling up to 60 s.
+    pub(crate) fn back_off(&self, key: &str) -> Duration {
+        let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        let n = failures.entry(key.to_string()).or_insert(0);
+        *n = n.saturating_add(1);
+        Duration::from_secs(1u64 << (*n - 1).min(6)).min(Duration::from_secs(60))
+    }
+
+    /// How long the current back-off of `key` is, without recording a failure.
+    pub(crate) fn current_back_off(&self, key: &str) -> Duration {
+        let failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        match failures.get(key) {
+            None | Some(0) => Duration::from_secs(1),
+            Some(n) => Duration::from_secs(1u64 << (*n - 1).min(6)).min(Duration::from_secs(60)),
+        }
+    }
+
+    /// Forgets the failures of `key` after a success.
+    pub(crate) fn succeeded(&self, key: &str) {
+        self.failures
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(key);
+    }
+
+    /// Publishes a Warning event on a garden object (best effort: an event that cannot
+    /// be written is logged, never fails the reconcile).
+    pub(crate) async fn garden_warning(
+        &self,
+        reference: &k8s_openapi::api::core::v1::ObjectReference,
+        reason: &str,
+        note: String,
+    ) {
+        publish(
+            &self.garden_events,
+            reference,
+            EventType::Warning,
+            reason,
+            note,
+        )
+        .await;
+    }
+
+    /// Publishes an event on a seed object (best effort).
+    pub(crate) async fn seed_event(
+        &self,
+        reference: &k8s_openapi::api::core::v1::ObjectReference,
+        type_: EventType,
+        reason: &str,
+        note: String,
+    ) {
+        publish(&self.seed_events, reference, type_, reason, note).await;
+    }
+}
+
+async fn publish(
+    recorder: &Recorder,
+    reference: &k8s_openapi::api::core::v1::ObjectReference,
+    type_: EventType,
+    reason: &str,
+    note: String,
+) {
+    let mut reference = reference.clone();
+    // Events of cluster-scoped objects live in `default`, as kube-apiserver expects.
+    if reference.namespace.is_none() {
+        reference.namespace = Some("default".to_string());
+    }
+    let mut note = note;
+    note.truncate(1000);
+    let event = Event {
+        type_,
+        reason: reason.to_string(),
+        note: Some(note),
+        action: reason.to_string(),
+        secondary: None,
+    };
+    if let Err(e) = recorder.publish(&event, &reference).await {
+        tracing::debug!(error = %e, reason, "could not publish event");
+    }
+}

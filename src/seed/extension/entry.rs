@@ -1,0 +1,337 @@
+//! The BackupEntry actuator: ensure the entry's prefix marker and the shoot's
+//! `etcd-backup` Secret; after the deletion grace period, delete everything under the
+//! entry prefix in batches (a legacy bucket is deleted whole), then the etcd secret when
+//! it is ours. The schedule is computed from timestamps only, so a restart keeps it.
+
+use super::{Actuator, ExtensionObject, Provisioned};
+use crate::api::common::SecretReference;
+use crate::api::core::{
+    ANNOTATION_DELETION_REQUESTED_AT, ANNOTATION_FORCE_DELETION, ANNOTATION_SHOOT_PURPOSE,
+    ETCD_BACKUP_SECRET_NAME, FINALIZER_EXTENSIONS_BACKUPENTRY, LABEL_POOL_KIND, PoolKind,
+    SOURCE_ENTRY_PREFIX,
+};
+use crate::api::extensions::{BackupEntry, DefaultStatus};
+use crate::runtime::clock::from_k8s;
+use crate::runtime::failpoints;
+use crate::seed::context::{Context, ReconcileError};
+use crate::seed::etcd_secret::{CREATED_BY_ANNOTATION, etcd_backup_secret_data};
+use crate::seed::grace::{DeletionSchedule, deletion_schedule, grace_period};
+use crate::seed::kube_ops::{is_not_found, namespace_usable};
+use crate::seed::prefix::{BucketLayout, entry_key_prefix, entry_prefix, marker_key};
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+use futures::TryStreamExt;
+use granary_providers::{ErrorKind, ListEntry, ObjectStore, SecretData};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, DeleteParams, PostParams};
+use kube::{Resource, ResourceExt};
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Mutex;
+
+/// Failpoint hit after every batch of a prefix deletion (crash tests).
+pub const FAILPOINT_DELETE_BATCH: &str = "seed.entry.delete-batch";
+
+impl ExtensionObject for BackupEntry {
+    const FINALIZER: &'static str = FINALIZER_EXTENSIONS_BACKUPENTRY;
+    const CONTROLLER: &'static str = "backupentry";
+
+    fn provider_type(&self) -> &str {
+        &self.spec.type_
+    }
+
+    fn region(&self) -> &str {
+        &self.spec.region
+    }
+
+    fn secret_ref(&self) -> &SecretReference {
+        &self.spec.secret_ref
+    }
+
+    fn status_default(&self) -> Option<&DefaultStatus> {
+        self.default_status()
+    }
+}
+
+/// The layout of the entry's bucket, from the pool-kind label the mirror copies from
+/// the garden bucket.
+pub(crate) fn layout(entry: &BackupEntry) -> BucketLayout {
+    match entry.labels().get(LABEL_POOL_KIND).map(|v| v.parse()) {
+        Some(Ok(PoolKind::Legacy)) => BucketLayout::Legacy,
+        _ => BucketLayout::Shared,
+    }
+}
+
+/// `(namespace, secret name)` of the etcd backup secret of entry `name`
+/// (`<technicalID>--<uid>`; a `source-` entry writes `source-etcd-backup`).
+pub(crate) fn etcd_secret_location(name: &str) -> Option<(String, String)> {
+    let (stripped, secret) = match name.strip_prefix(SOURCE_ENTRY_PREFIX) {
+        Some(rest) => (
+            rest,
+            format!("{SOURCE_ENTRY_PREFIX}{ETCD_BACKUP_SECRET_NAME}"),
+        ),
+        None => (name, ETCD_BACKUP_SECRET_NAME.to_string()),
+    };
+    let (technical_id, uid) = stripped.rsplit_once("--")?;
+    (!technical_id.is_empty() && !uid.is_empty()).then(|| (technical_id.to_string(), secret))
+}
+
+/// When deletion was requested: the garden's time from the annotation, else the seed
+/// object's own deletionTimestamp.
+fn requested_at(entry: &BackupEntry) -> Option<DateTime<Utc>> {
+    entry
+        .annotations()
+        .get(ANNOTATION_DELETION_REQUESTED_AT)
+        .and_then(|v| DateTime::parse_from_rfc3339(v).ok())
+        .map(|t| t.with_timezone(&Utc))
+        .or_else(|| {
+            entry
+                .meta()
+                .deletion_timestamp
+                .as_ref()
+                .map(|t| from_k8s(t.0))
+        })
+}
+
+/// Provisions and cleans up entries through whatever store the entry's type names.
+#[derive(Default)]
+pub(crate) struct EntryActuator {
+    pending: Mutex<HashSet<String>>,
+}
+
+impl EntryActuator {
+    async fn write_etcd_secret(
+        &self,
+        ctx: &Context,
+        entry: &BackupEntry,
+        credentials: &SecretData,
+        prefix: &str,
+    ) -> Result<Option<String>, ReconcileError> {
+        let name = entry.name_any();
+        let Some((namespace, secret_name)) = etcd_secret_location(&name) else {
+            return Ok(None);
+        };
+        if !namespace_usable(&ctx.seed, &namespace).await? {
+            return Ok(None);
+        }
+        let data = etcd_backup_secret_data(
+            &entry.spec.type_,
+            &entry.spec.region,
+            credentials,
+            &entry.spec.bucket_name,
+            prefix,
+        )
+        .map_err(|e| ReconcileError::Invalid(e.to_string()))?;
+        let data: BTreeMap<String, ByteString> =
+            data.into_iter().map(|(k, v)| (k, ByteString(v))).collect();
+        let api: Api<Secret> = Api::namespaced(ctx.seed.clone(), &namespace);
+        let mut annotations = BTreeMap::new();
+        annotations.insert(CREATED_BY_ANNOTATION.to_string(), name.clone());
+        let mut labels = BTreeMap::new();
+        ctx.selector.label(&mut labels);
+        match api.get_opt(&secret_name).await? {
+            Some(mut existing) => {
+                let ours = existing.annotations().get(CREATED_BY_ANNOTATION) == Some(&name);
+                if ours && existing.data.as_ref() == Some(&data) {
+                    return Ok(Some(namespace));
+                }
+                existing.data = Some(data);
+                existing.annotations_mut().extend(annotations);
+                // Optimistic lock: somebody else writing the same secret makes this a 409
+                // and the reconcile runs again.
+                api.replace(&secret_name, &PostParams::default(), &existing)
+                    .await?;
+            }
+            None => {
+                let mut secret = Secret {
+                    data: Some(data),
+                    ..Default::default()
+                };
+                secret.metadata.name = Some(secret_name.clone());
+                secret.metadata.annotations = Some(annotations);
+                secret.metadata.labels = (!labels.is_empty()).then_some(labels);
+                api.create(&PostParams::default(), &secret).await?;
+            }
+        }
+        Ok(Some(namespace))
+    }
+
+    async fn delete_etcd_secret(&self, ctx: &Context, name: &str) -> Result<(), ReconcileError> {
+        let Some((namespace, secret_name)) = etcd_secret_location(name) else {
+            return Ok(());
+        };
+        let api: Api<Secret> = Api::namespaced(ctx.seed.clone(), &namespace);
+        let Some(secret) = api.get_opt(&secret_name).await? else {
+            return Ok(());
+        };
+        if secret
+            .annotations()
+            .get(CREATED_BY_ANNOTATION)
+            .map(String::as_str)
+            != Some(name)
+        {
+            return Ok(());
+        }
+        match api.delete(&secret_name, &DeleteParams::default()).await {
+            Ok(_) => Ok(()),
+            Err(e) if is_not_found(&e) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Deletes every object under `prefix` in batches of the store's batch size,
+    /// passing the crash-test failpoint after each batch. Returns the count.
+    async fn delete_prefix(
+        &self,
+        ctx: &Context,
+        store: &dyn ObjectStore,
+        bucket: &str,
+        prefix: &str,
+    ) -> Result<u64, ReconcileError> {
+        let batch = store.delete_batch_size().max(1);
+        let counter = ctx
+            .metrics
+            .objects_deleted
+            .with_label_values(&[store.kind().as_str()]);
+        let mut deleted = 0u64;
+        let mut pending: Vec<String> = Vec::with_capacity(batch);
+        let mut listing = store.list(bucket, prefix, None);
+        loop {
+            let next = match listing.try_next().await {
+                Ok(next) => next,
+                Err(e) if e.kind() == ErrorKind::BucketNotFound => None,
+                Err(e) => return Err(e.into()),
+            };
+            let done = next.is_none();
+            if let Some(ListEntry::Object(meta)) = next {
+                pending.push(meta.key);
+            }
+            if pending.len() >= batch || (done && !pending.is_empty()) {
+                let report = store.delete_many(bucket, &pending).await?;
+                deleted += report.deleted;
+                counter.inc_by(report.deleted);
+                pending.clear();
+                failpoints::hit(FAILPOINT_DELETE_BATCH)?;
+            }
+            if done {
+                return Ok(deleted);
+            }
+        }
+    }
+}
+
+impl Actuator<BackupEntry> for EntryActuator {
+    async fn reconcile(
+        &self,
+        ctx: &Context,
+        entry: &BackupEntry,
+        store: &dyn ObjectStore,
+        credentials: &SecretData,
+    ) -> Result<Provisioned, ReconcileError> {
+        let name = entry.name_any();
+        let bucket = &entry.spec.bucket_name;
+        let layout = layout(entry);
+        let marker = marker_key(layout, &name);
+        match store.head(bucket, &marker).await {
+            Ok(_) => {}
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                let body = serde_json::json!({
+                    "entry": name,
+                    "uid": entry.meta().uid,
+                    "creationTime": entry.meta().creation_timestamp.as_ref().map(|t| from_k8s(t.0)),
+                });
+                store
+                    .put(bucket, &marker, Bytes::from(body.to_string()))
+                    .await?;
+            }
+            Err(e) => return Err(e.into()),
+        }
+        let prefix = entry_prefix(layout, &name);
+        let written = self
+            .write_etcd_secret(ctx, entry, credentials, &prefix)
+            .await?;
+        let mut description = format!("entry prefix {bucket}/{prefix} is in place");
+        if let Some(ns) = written {
+            description.push_str(&format!("; {ns}/etcd-backup written"));
+        }
+        Ok(Provisioned {
+            description,
+            ..Default::default()
+        })
+    }
+
+    fn deletion_schedule(&self, ctx: &Context, entry: &BackupEntry) -> DeletionSchedule {
+        let now = ctx.clock.now();
+        let requested = requested_at(entry).unwrap_or(now);
+        let purpose = entry
+            .annotations()
+            .get(ANNOTATION_SHOOT_PURPOSE)
+            .map(String::as_str)
+            .filter(|p| !p.is_empty());
+        let force = entry
+            .annotations()
+            .get(ANNOTATION_FORCE_DELETION)
+            .is_some_and(|v| v == "true");
+        let grace = grace_period(&ctx.config.controllers.backup_entry, purpose);
+        deletion_schedule(requested, grace, force, now)
+    }
+
+    fn set_pending(&self, ctx: &Context, name: &str, pending: bool) {
+        let mut set = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        if pending {
+            set.insert(name.to_string());
+        } else {
+            set.remove(name);
+        }
+        ctx.metrics
+            .pending_deletion
+            .with_label_values(&[&ctx.seed_name])
+            .set(i64::try_from(set.len()).unwrap_or(i64::MAX));
+    }
+
+    async fn delete(
+        &self,
+        ctx: &Context,
+        entry: &BackupEntry,
+        store: &dyn ObjectStore,
+        _credentials: &SecretData,
+    ) -> Result<String, ReconcileError> {
+        let name = entry.name_any();
+        let bucket = &entry.spec.bucket_name;
+        let description = match layout(entry) {
+            BucketLayout::Legacy => {
+                // The entry is the whole legacy bucket: contents and bucket go together.
+                store.delete_bucket(bucket, true).await?;
+                format!("legacy bucket {bucket} deleted")
+            }
+            BucketLayout::Shared => {
+                let prefix = entry_key_prefix(BucketLayout::Shared, &name);
+                tracing::info!(entry = %name, bucket = %bucket, prefix = %prefix, "deleting the entry's objects");
+                let n = self.delete_prefix(ctx, store, bucket, &prefix).await?;
+                tracing::info!(entry = %name, deleted = n, "entry's objects deleted");
+                format!("{n} objects under {bucket}/{prefix} deleted")
+            }
+        };
+        self.delete_etcd_secret(ctx, &name).await?;
+        Ok(description)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn etcd_secret_names() {
+        assert_eq!(
+            etcd_secret_location("shoot--dev--a--0a1b-22"),
+            Some(("shoot--dev--a".into(), "etcd-backup".into()))
+        );
+        assert_eq!(
+            etcd_secret_location("source-shoot--dev--a--0a1b"),
+            Some(("shoot--dev--a".into(), "source-etcd-backup".into()))
+        );
+        assert_eq!(etcd_secret_location("plain"), None);
+        assert_eq!(etcd_secret_location("--x"), None);
+    }
+}

@@ -1,0 +1,169 @@
+//! `granary seed` end to end, in-process, with a garden and a seed API server: a bucket
+//! and entries created in the garden are provisioned at the provider and reported back;
+//! deleting an entry (grace 0) removes its objects and nobody else's; deleting the
+//! bucket removes it at the provider; the liveness Lease and the metrics are there.
+
+use crate::seed_support::{Backend, Landscape, ensure_namespace, has_gardener_finalizer};
+use crate::support::poll_until;
+use granary::api::core::{ANNOTATION_CREATED_BY, GARDEN_NAMESPACE, bucket_secret_name};
+use granary::api::extensions;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, DeleteParams};
+
+async fn happy_path_and_deletion(backend: Backend) {
+    let Some(l) = Landscape::start(backend).await else {
+        return;
+    };
+    let seed_name = "seed-a";
+    let agent = l.start_agent(None, l.config(seed_name)).await;
+
+    let bucket = l.bucket_name("hp");
+    let project = l.cluster.name("garden-p");
+    ensure_namespace(&l.garden, &project).await;
+    let (e1, technical1) = l.entry_name("one");
+    let (e2, _) = l.entry_name("two");
+    // The shoot's control-plane namespace exists for e1 only.
+    ensure_namespace(&l.seed, &technical1).await;
+    l.create_bucket(&bucket, seed_name).await;
+    l.create_entry(&project, &e1, &bucket, seed_name, &[]).await;
+    l.create_entry(&project, &e2, &bucket, seed_name, &[]).await;
+
+    let b = l.wait_bucket_ready(&bucket).await;
+    assert!(has_gardener_finalizer(&b));
+    assert_eq!(
+        b.status.as_ref().and_then(|s| s.seed_name.as_deref()),
+        Some(seed_name)
+    );
+    let ready = l.wait_entry_ready(&project, &e1).await;
+    assert!(has_gardener_finalizer(&ready));
+    l.wait_entry_ready(&project, &e2).await;
+
+    // Provider side: the bucket and both markers exist.
+    let store = l.store().await;
+    for e in [&e1, &e2] {
+        store
+            .head(&bucket, &format!("{e}/.granary/entry.json"))
+            .await
+            .expect("prefix marker written");
+    }
+    // Seed side: copied credentials, the etcd-backup secret for e1.
+    let seed_secrets: Api<Secret> = Api::namespaced(l.seed.clone(), GARDEN_NAMESPACE);
+    assert!(
+        seed_secrets
+            .get_opt(&bucket_secret_name(&bucket))
+            .await
+            .unwrap()
+            .is_some()
+    );
+    let etcd: Secret = Api::namespaced(l.seed.clone(), &technical1)
+        .get("etcd-backup")
+        .await
+        .expect("etcd-backup secret written");
+    assert_eq!(
+        etcd.metadata.annotations.as_ref().unwrap()[ANNOTATION_CREATED_BY],
+        e1
+    );
+    let data = etcd.data.unwrap();
+    assert_eq!(data["bucketName"].0, bucket.as_bytes());
+    assert_eq!(data["prefix"].0, e1.as_bytes());
+    let ext: extensions::BackupEntry = Api::all(l.seed.clone()).get(&e1).await.unwrap();
+    assert!(
+        ext.operation().is_none(),
+        "operation annotation removed when done"
+    );
+
+    // Objects of both entries; deleting e1 (grace 0) removes only its own.
+    l.fill(&bucket, &e1, 25).await;
+    l.fill(&bucket, &e2, 5).await;
+    l.entries(&project)
+        .delete(&e1, &DeleteParams::default())
+        .await
+        .unwrap();
+    l.wait_entry_gone(&project, &e1).await;
+    assert_eq!(l.count(&bucket, &format!("{e1}/")).await, 0);
+    assert_eq!(
+        l.count(&bucket, &format!("{e2}/")).await,
+        6,
+        "5 objects + marker"
+    );
+    let gone = Api::<Secret>::namespaced(l.seed.clone(), &technical1)
+        .get_opt("etcd-backup")
+        .await
+        .unwrap();
+    assert!(gone.is_none(), "our etcd-backup secret is deleted");
+
+    // Liveness lease and metrics.
+    let leases: Api<Lease> = Api::namespaced(l.garden.clone(), GARDEN_NAMESPACE);
+    let lease = leases
+        .get(&format!("seed-{seed_name}"))
+        .await
+        .expect("liveness lease");
+    assert_eq!(
+        lease.spec.unwrap().holder_identity.as_deref(),
+        Some(seed_name)
+    );
+    let metrics = http_get(agent.metrics_address.expect("metrics served"), "/metrics").await;
+    assert!(
+        metrics.contains("granary_reconcile_total{controller=\"backupentry\"}"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("granary_objects_deleted_total"),
+        "{metrics}"
+    );
+    assert!(
+        http_get(agent.metrics_address.unwrap(), "/readyz")
+            .await
+            .contains("ok")
+    );
+
+    // e2, then the bucket: deleted at the provider, garden objects released.
+    l.entries(&project)
+        .delete(&e2, &DeleteParams::default())
+        .await
+        .unwrap();
+    l.wait_entry_gone(&project, &e2).await;
+    l.buckets()
+        .delete(&bucket, &DeleteParams::default())
+        .await
+        .unwrap();
+    poll_until("garden bucket gone", || async {
+        l.buckets().get_opt(&bucket).await.unwrap().is_none()
+    })
+    .await;
+    assert!(
+        store
+            .head(&bucket, &format!("{e2}/.granary/entry.json"))
+            .await
+            .is_err(),
+        "bucket deleted with its contents"
+    );
+    agent.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seed_local_happy_path_and_deletion() {
+    happy_path_and_deletion(Backend::Local).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seed_s3_happy_path_and_deletion() {
+    happy_path_and_deletion(Backend::S3).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seed_azure_happy_path_and_deletion() {
+    happy_path_and_deletion(Backend::Azure).await;
+}
+
+/// A plain HTTP/1.1 GET on loopback; returns the whole response text.
+pub async fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let request = format!("GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.expect("send");
+    let mut out = String::new();
+    stream.read_to_string(&mut out).await.expect("read");
+    out
+}

@@ -1,0 +1,139 @@
+//! The deletion grace period of BackupEntries, end to end in real time (a few seconds
+//! through `deletionGracePeriod`): Pending with the scheduled time and nothing deleted
+//! before it, everything after; only listed purposes (and entries without a purpose)
+//! wait; force deletion skips the wait.
+
+use crate::seed::http_get;
+use crate::seed_support::{Backend, Landscape, ensure_namespace};
+use crate::support::poll_until;
+use granary::api::common::{LastOperationState, LastOperationType};
+use granary::api::core::{ANNOTATION_FORCE_DELETION, ANNOTATION_SHOOT_PURPOSE};
+use granary::runtime::config::ConfigDuration;
+use kube::api::{DeleteParams, Patch, PatchParams};
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+const GRACE: Duration = Duration::from_secs(5);
+/// Kubernetes keeps deletionTimestamp in whole seconds, so the schedule may start up to
+/// a second before the test's own clock reading.
+const SLACK: Duration = Duration::from_secs(1);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seed_grace_period_purposes_and_force_deletion() {
+    let Some(l) = Landscape::start(Backend::Local).await else {
+        return;
+    };
+    let mut config = l.config("seed-g");
+    config.controllers.backup_entry.deletion_grace_period = Some(ConfigDuration(GRACE));
+    config.controllers.backup_entry.deletion_grace_period_hours = 24;
+    config
+        .controllers
+        .backup_entry
+        .deletion_grace_period_shoot_purposes = vec!["production".to_string()];
+    let agent = l.start_agent(None, config).await;
+
+    let bucket = l.bucket_name("gr");
+    let project = l.cluster.name("garden-g");
+    ensure_namespace(&l.garden, &project).await;
+    l.create_bucket(&bucket, "seed-g").await;
+    let (production, _) = l.entry_name("prod");
+    let (no_purpose, _) = l.entry_name("none");
+    let (evaluation, _) = l.entry_name("eval");
+    let (forced, _) = l.entry_name("force");
+    let purpose = |p: &'static str| vec![(ANNOTATION_SHOOT_PURPOSE, p)];
+    l.create_entry(
+        &project,
+        &production,
+        &bucket,
+        "seed-g",
+        &purpose("production"),
+    )
+    .await;
+    l.create_entry(&project, &no_purpose, &bucket, "seed-g", &[])
+        .await;
+    l.create_entry(
+        &project,
+        &evaluation,
+        &bucket,
+        "seed-g",
+        &purpose("evaluation"),
+    )
+    .await;
+    l.create_entry(&project, &forced, &bucket, "seed-g", &purpose("production"))
+        .await;
+    for e in [&production, &no_purpose, &evaluation, &forced] {
+        l.wait_entry_ready(&project, e).await;
+        l.fill(&bucket, e, 10).await;
+    }
+
+    let deleted_at = Instant::now();
+    for e in [&production, &no_purpose, &evaluation, &forced] {
+        l.entries(&project)
+            .delete(e, &DeleteParams::default())
+            .await
+            .unwrap();
+    }
+    // An unlisted purpose has no grace period.
+    l.wait_entry_gone(&project, &evaluation).await;
+    assert_eq!(l.count(&bucket, &format!("{evaluation}/")).await, 0);
+
+    // Listed purpose and no purpose: Pending with the scheduled time, data untouched.
+    for e in [&production, &no_purpose, &forced] {
+        let api = l.entries(&project);
+        poll_until(&format!("{e} Pending"), || async {
+            let obj = api.get(e).await.unwrap();
+            obj.status.and_then(|s| s.last_operation).is_some_and(|op| {
+                op.state == LastOperationState::Pending
+                    && op.type_ == LastOperationType::Delete
+                    && op.description.starts_with("deletion scheduled for ")
+            })
+        })
+        .await;
+    }
+    assert!(
+        deleted_at.elapsed() < GRACE - SLACK,
+        "checked within the grace period"
+    );
+    for e in [&production, &no_purpose, &forced] {
+        assert_eq!(
+            l.count(&bucket, &format!("{e}/")).await,
+            11,
+            "nothing deleted yet"
+        );
+    }
+    let metrics = http_get(agent.metrics_address.unwrap(), "/metrics").await;
+    assert!(
+        metrics.contains("granary_backupentries_pending_deletion{seed=\"seed-g\"} 3"),
+        "{metrics}"
+    );
+
+    // Force deletion skips what is left of the wait.
+    l.entries(&project)
+        .patch(
+            &forced,
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"metadata": {"annotations": {ANNOTATION_FORCE_DELETION: "true"}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    l.wait_entry_gone(&project, &forced).await;
+    assert!(
+        deleted_at.elapsed() < GRACE - SLACK,
+        "forced before the grace period ended"
+    );
+    assert_eq!(l.count(&bucket, &format!("{forced}/")).await, 0);
+    assert_eq!(l.count(&bucket, &format!("{production}/")).await, 11);
+
+    // After the grace period everything of the waiting entries goes.
+    for e in [&production, &no_purpose] {
+        l.wait_entry_gone(&project, e).await;
+        assert_eq!(l.count(&bucket, &format!("{e}/")).await, 0);
+    }
+    assert!(
+        deleted_at.elapsed() >= GRACE - SLACK,
+        "not before the grace period"
+    );
+    agent.shutdown().await;
+}
