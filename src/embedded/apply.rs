@@ -26,7 +26,7 @@ impl ApiError {
             .iter()
             .map(|c| {
                 json!({
-                    "type": "FieldManagerConflict",
+                    "reason": "FieldManagerConflict",
                     "message": format!("conflict with {}", c.manager),
                     "field": super::fieldset::display_path(&c.path),
                 })

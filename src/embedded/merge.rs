@@ -298,8 +298,8 @@ fn remove_in(obj: &mut Value, shape: Shape, remove: &FieldSet, keep: Option<&Fie
             ListKind::Atomic => {}
             ListKind::Set => items.retain(|item| {
                 let el = value_element(item);
-                !(remove.child(&el).is_some_and(FieldSet::is_member)
-                    && !kept(keep.and_then(|k| k.child(&el))))
+                !remove.child(&el).is_some_and(FieldSet::is_member)
+                    || kept(keep.and_then(|k| k.child(&el)))
             }),
             ListKind::Map(keys) => {
                 let item_shape = shape.items();

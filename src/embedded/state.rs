@@ -261,6 +261,7 @@ impl State {
 
     /// The common read-modify-write of update and patch: `change` turns the stored
     /// object (at the served version) into the client's desired object.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn modify(
         &self,
         info: &ResourceInfo,

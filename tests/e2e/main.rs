@@ -5,6 +5,7 @@ mod support;
 
 mod cli;
 mod conformance;
+mod conformance_apply;
 mod conformance_crd;
 mod durability;
 mod kubectl;
