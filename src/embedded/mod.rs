@@ -3,7 +3,8 @@
 //! It speaks kube-apiserver's HTTP API on 127.0.0.1 with a bearer token, so
 //! `kube::Client` and `kubectl` work against it unchanged: discovery, built-in kinds
 //! (one table, [`builtin`]), CustomResourceDefinitions and their custom resources with
-//! schema validation, get/list/watch/create/update/patch/delete with kube-apiserver's
+//! schema validation, server-side apply with managedFields (`managed`),
+//! get/list/watch/create/update/patch/delete with kube-apiserver's
 //! semantics, status and scale subresources, finalizers, ownerReference garbage
 //! collection, namespace deletion and OpenAPI documents. Optionally durable with a data
 //! directory.
@@ -18,13 +19,17 @@
 //! # Ok(()) }
 //! ```
 
+mod apply;
 mod builtin;
 mod crd;
 mod discovery;
 mod errors;
+mod fieldset;
 mod gc;
 mod kubeconfig;
 mod list;
+mod managed;
+mod merge;
 mod objects;
 mod openapi;
 mod patch;
@@ -33,6 +38,7 @@ mod registry;
 mod schema;
 mod selectors;
 mod server;
+mod shape;
 mod state;
 mod store;
 mod table;
@@ -160,7 +166,8 @@ impl EmbeddedServer {
             .lookup("", "v1", "namespaces")
             .ok_or_else(|| EmbeddedError::Bootstrap("namespaces are not served".into()))?;
         for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
-            match state.create(&ns_info, None, json!({"metadata": {"name": ns}})) {
+            let body = json!({"metadata": {"name": ns}});
+            match state.create(&ns_info, None, body, state::Tracking::None) {
                 Ok(_) => {}
                 Err(e) if e.reason == "AlreadyExists" => {}
                 Err(e) => return Err(EmbeddedError::Bootstrap(e.to_string())),

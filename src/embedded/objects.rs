@@ -382,6 +382,10 @@ pub(crate) fn prepare_update(
                     None => m.remove("status"),
                 };
             }
+            // An apply to /status sends the managedFields it computed.
+            if let Some(mf) = meta(&new).and_then(|m| m.get("managedFields")) {
+                meta_mut(&mut r).insert("managedFields".into(), mf.clone());
+            }
             r
         }
     };

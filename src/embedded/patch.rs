@@ -1,7 +1,7 @@
 //! Patch bodies: JSON merge patch (RFC 7386), JSON patch (RFC 6902), strategic merge
 //! (answered as a JSON merge for built-ins; kube-apiserver refuses it for custom
-//! resources) and server-side apply (a merge of the applied configuration that creates
-//! the object when missing; managed fields are not tracked).
+//! resources). Server-side apply bodies are parsed here; applying them, with managed
+//! fields, is [`super::managed`]'s work (only `/scale` answers an apply as a plain merge).
 
 use serde_json::Value;
 

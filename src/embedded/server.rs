@@ -20,7 +20,7 @@ use super::objects::Endpoint;
 use super::openapi;
 use super::patch::{PatchKind, apply_patch, parse_body};
 use super::registry::ResourceInfo;
-use super::state::{DeleteOptions, SharedState};
+use super::state::{DeleteOptions, SharedState, Tracking};
 use super::table;
 use super::watch::{self, WatchParams};
 
@@ -103,6 +103,18 @@ impl ApiRequest {
             .get(k)
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default()
+    }
+    /// The request's `fieldManager`, else kube-apiserver's default: the user agent up to
+    /// its first `/` (`unknown` without one).
+    fn field_manager(&self) -> String {
+        if let Some(m) = self.param("fieldManager").filter(|m| !m.is_empty()) {
+            return m.to_string();
+        }
+        let ua = self.header(header::USER_AGENT);
+        match ua.split('/').next().map(str::trim) {
+            Some(prefix) if !prefix.is_empty() => prefix.chars().take(128).collect(),
+            _ => "unknown".to_string(),
+        }
     }
     fn wants_table(&self) -> bool {
         self.header(header::ACCEPT).contains("as=Table")
@@ -256,7 +268,8 @@ fn resource(
             if info.namespaced && ns.is_none() {
                 return Err(ApiError::path_not_found());
             }
-            let created = state.create(&info, ns, req.json_body()?)?;
+            let tracking = Tracking::Update(req.field_manager());
+            let created = state.create(&info, ns, req.json_body()?, tracking)?;
             Ok(json_response(StatusCode::CREATED, &created))
         }
         (&Method::PUT, Some(name)) => {
@@ -264,7 +277,7 @@ fn resource(
             let out = match sub {
                 Some("scale") => state.update_scale(&info, ns_key, name, |_| Ok(body))?,
                 Some("finalize") => finalize_namespace(state, &info, name, body)?,
-                _ => state.update(&info, ns_key, name, body, endpoint)?,
+                _ => state.update(&info, ns_key, name, body, endpoint, &req.field_manager())?,
             };
             Ok(json_response(StatusCode::OK, &out))
         }
@@ -275,13 +288,34 @@ fn resource(
                     "fieldManager is required for apply requests",
                 ));
             }
+            let force = match req.param("force") {
+                None => false,
+                Some("true" | "1") => true,
+                Some("false" | "0") => false,
+                Some(other) => {
+                    return Err(ApiError::bad_request(format!(
+                        "invalid value {other:?} for the force parameter"
+                    )));
+                }
+            };
+            if force && kind != PatchKind::Apply {
+                return Err(ApiError::bad_request(
+                    "force flag must only be set for apply patches",
+                ));
+            }
             let body = parse_body(kind, &req.body)?;
             if sub == Some("scale") {
                 let out = state
                     .update_scale(&info, ns_key, name, |cur| apply_patch(kind, &cur, &body))?;
                 return Ok(json_response(StatusCode::OK, &out));
             }
-            let (out, created) = state.patch(&info, ns_key, name, kind, body, endpoint)?;
+            let manager = req.field_manager();
+            let (out, created) = if kind == PatchKind::Apply {
+                state.apply(&info, ns_key, name, body, endpoint, &manager, force)?
+            } else {
+                let out = state.patch(&info, ns_key, name, kind, body, endpoint, &manager)?;
+                (out, false)
+            };
             let code = if created {
                 StatusCode::CREATED
             } else {

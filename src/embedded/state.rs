@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 
 use super::Clock;
 use super::errors::{ApiError, FieldCause};
+use super::managed::{self, Writer};
 use super::objects::{
     self, DeleteDecision, Endpoint, Propagation, UpdateDecision, check_preconditions,
     decide_delete, meta_str, prepare_create, prepare_update,
@@ -16,6 +17,7 @@ use super::objects::{
 use super::patch::{PatchKind, apply_patch};
 use super::registry::{Registry, ResourceInfo};
 use super::schema::validate_and_prune;
+use super::shape::Shape;
 use super::store::{Mutation, Store};
 
 pub(crate) struct State {
@@ -68,6 +70,41 @@ impl DeleteOptions {
     }
 }
 
+/// How a write records managedFields.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Tracking {
+    /// The server's own writes: entries stay as they are.
+    None,
+    /// A client's create, update or patch by this field manager.
+    Update(String),
+    /// The object carries the entries already (server-side apply computed them).
+    Given,
+}
+
+/// Records a non-apply write by `manager` in `new`'s managedFields.
+fn track_update(
+    cur: Option<&Value>,
+    new: &mut Value,
+    info: &ResourceInfo,
+    manager: &str,
+    endpoint: Endpoint,
+    now: &str,
+) {
+    let api_version = info.api_version();
+    let writer = Writer {
+        manager,
+        subresource: (endpoint == Endpoint::Status).then_some("status"),
+        api_version: &api_version,
+        now,
+    };
+    managed::track_update(
+        cur,
+        new,
+        Shape::root(&info.kind, info.schema.as_deref()),
+        &writer,
+    );
+}
+
 /// Relabels a stored object to the version `info` serves (CRD conversion `None`).
 pub(crate) fn to_served(info: &ResourceInfo, mut obj: Value) -> Value {
     if info.version != info.storage_version
@@ -91,7 +128,7 @@ fn to_storage(info: &ResourceInfo, mut obj: Value) -> Value {
 }
 
 /// Validates (and prunes) a custom object against its version's schema.
-fn validate_custom(info: &ResourceInfo, obj: &mut Value) -> Result<(), ApiError> {
+pub(crate) fn validate_custom(info: &ResourceInfo, obj: &mut Value) -> Result<(), ApiError> {
     let Some(schema) = &info.schema else {
         return Ok(());
     };
@@ -177,14 +214,17 @@ impl State {
         Ok(())
     }
 
+    /// Creates an object; `tracking` says how its managedFields are recorded.
     pub(crate) fn create(
         &self,
         info: &ResourceInfo,
         ns: Option<&str>,
         body: Value,
+        tracking: Tracking,
     ) -> Result<Value, ApiError> {
         let uid = uuid::Uuid::new_v4().to_string();
-        let mut obj = prepare_create(info, body, ns, &self.now(), &uid)?;
+        let now = self.now();
+        let mut obj = prepare_create(info, body, ns, &now, &uid)?;
         let name = meta_str(&obj, "name").unwrap_or_default().to_string();
         self.check_namespace(info, ns, &name)?;
         self.check_crd_active(info)?;
@@ -193,6 +233,9 @@ impl State {
         }
         if info.plural == "customresourcedefinitions" {
             super::crd::validate_crd(&obj)?;
+        }
+        if let Tracking::Update(manager) = &tracking {
+            track_update(None, &mut obj, info, manager, Endpoint::Main, &now);
         }
         let stored = to_storage(info, obj);
         let ns_key = if info.namespaced {
@@ -218,21 +261,32 @@ impl State {
 
     /// The common read-modify-write of update and patch: `change` turns the stored
     /// object (at the served version) into the client's desired object.
-    fn modify(
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn modify(
         &self,
         info: &ResourceInfo,
         ns: &str,
         name: &str,
         endpoint: Endpoint,
         require_rv: bool,
+        tracking: Tracking,
         change: impl FnOnce(Value) -> Result<Value, ApiError>,
     ) -> Result<Value, ApiError> {
+        let now = self.now();
         let out = self.store.mutate(&info.gr(), ns, name, |cur, _| {
             let Some(cur) = cur else {
                 return Err(ApiError::not_found(&info.group, &info.plural, name));
             };
             let cur = to_served(info, cur);
             let mut desired = change(cur.clone())?;
+            if endpoint == Endpoint::Status
+                && matches!(tracking, Tracking::Update(_))
+                && let Some(m) = desired.get_mut("metadata").and_then(Value::as_object_mut)
+            {
+                // A subresource write never sets managedFields (kube-apiserver keeps
+                // the stored ones).
+                m.remove("managedFields");
+            }
             objects::check_type(info, &mut desired)?;
             check_identity(info, &desired, ns, name)?;
             if info.crd.is_some() {
@@ -252,6 +306,9 @@ impl State {
                     if info.plural == "customresourcedefinitions" {
                         super::crd::validate_crd(&v)?;
                     }
+                    if let Tracking::Update(manager) = &tracking {
+                        track_update(Some(&cur), &mut v, info, manager, endpoint, &now);
+                    }
                     Mutation::Put(to_storage(info, v))
                 }
                 UpdateDecision::Remove(v) => Mutation::Remove(to_storage(info, v)),
@@ -267,11 +324,14 @@ impl State {
         name: &str,
         body: Value,
         endpoint: Endpoint,
+        manager: &str,
     ) -> Result<Value, ApiError> {
-        self.modify(info, ns, name, endpoint, true, |_| Ok(body))
+        let tracking = Tracking::Update(manager.to_string());
+        self.modify(info, ns, name, endpoint, true, tracking, |_| Ok(body))
     }
 
-    /// Applies a patch; returns the object and whether it was created (apply only).
+    /// Patches an object (server-side apply goes to [`State::apply`]).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn patch(
         &self,
         info: &ResourceInfo,
@@ -280,39 +340,17 @@ impl State {
         kind: PatchKind,
         body: Value,
         endpoint: Endpoint,
-    ) -> Result<(Value, bool), ApiError> {
+        manager: &str,
+    ) -> Result<Value, ApiError> {
         if kind == PatchKind::Strategic && info.crd.is_some() {
             return Err(ApiError::unsupported_media_type(
                 "application/strategic-merge-patch+json (not supported for custom resources)",
             ));
         }
-        if kind == PatchKind::Apply {
-            if body.get("apiVersion").is_none() || body.get("kind").is_none() {
-                return Err(ApiError::bad_request(
-                    "apply patches must set apiVersion and kind",
-                ));
-            }
-            if endpoint == Endpoint::Main && self.store.get(&info.gr(), ns, name).is_none() {
-                let mut obj = body;
-                objects::meta_mut(&mut obj).insert("name".into(), json!(name));
-                let ns_opt = (!ns.is_empty()).then_some(ns);
-                match self.create(info, ns_opt, obj.clone()) {
-                    Ok(created) => return Ok((created, true)),
-                    // Lost a race with another creator: merge into what is there now.
-                    Err(e) if e.reason == "AlreadyExists" => {
-                        let out = self.modify(info, ns, name, endpoint, false, |cur| {
-                            apply_patch(kind, &cur, &obj)
-                        })?;
-                        return Ok((out, false));
-                    }
-                    Err(e) => return Err(e),
-                }
-            }
-        }
-        let out = self.modify(info, ns, name, endpoint, false, |cur| {
+        let tracking = Tracking::Update(manager.to_string());
+        self.modify(info, ns, name, endpoint, false, tracking, |cur| {
             apply_patch(kind, &cur, &body)
-        })?;
-        Ok((out, false))
+        })
     }
 
     pub(crate) fn delete(
@@ -360,30 +398,38 @@ impl State {
         let Some(paths) = info.scale.clone() else {
             return Err(ApiError::path_not_found());
         };
-        let out = self.modify(info, ns, name, Endpoint::Main, false, |cur| {
-            let scale = change(scale_of(info, &cur))?;
-            if let Some(rv) = meta_str(&scale, "resourceVersion")
-                && Some(rv) != meta_str(&cur, "resourceVersion")
-            {
-                return Err(ApiError::stale(&info.group, &info.plural, name));
-            }
-            let replicas = scale.pointer("/spec/replicas").cloned().unwrap_or(json!(0));
-            if !replicas.is_i64() || replicas.as_i64().is_some_and(|r| r < 0) {
-                return Err(ApiError::invalid(
-                    "autoscaling",
-                    "Scale",
-                    name,
-                    vec![FieldCause::invalid(
-                        "spec.replicas",
-                        &replicas,
-                        "must be greater than or equal to 0",
-                    )],
-                ));
-            }
-            let mut next = cur;
-            set_path(&mut next, &paths.spec_replicas, replicas);
-            Ok(next)
-        })?;
+        let out = self.modify(
+            info,
+            ns,
+            name,
+            Endpoint::Main,
+            false,
+            Tracking::None,
+            |cur| {
+                let scale = change(scale_of(info, &cur))?;
+                if let Some(rv) = meta_str(&scale, "resourceVersion")
+                    && Some(rv) != meta_str(&cur, "resourceVersion")
+                {
+                    return Err(ApiError::stale(&info.group, &info.plural, name));
+                }
+                let replicas = scale.pointer("/spec/replicas").cloned().unwrap_or(json!(0));
+                if !replicas.is_i64() || replicas.as_i64().is_some_and(|r| r < 0) {
+                    return Err(ApiError::invalid(
+                        "autoscaling",
+                        "Scale",
+                        name,
+                        vec![FieldCause::invalid(
+                            "spec.replicas",
+                            &replicas,
+                            "must be greater than or equal to 0",
+                        )],
+                    ));
+                }
+                let mut next = cur;
+                set_path(&mut next, &paths.spec_replicas, replicas);
+                Ok(next)
+            },
+        )?;
         Ok(scale_of(info, &out))
     }
 }

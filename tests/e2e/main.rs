@@ -13,6 +13,7 @@ mod provider_emulators;
 
 mod cli;
 mod conformance;
+mod conformance_apply;
 mod conformance_crd;
 mod durability;
 mod kubectl;
