@@ -30,6 +30,8 @@ pub enum FilesError {
     Json(#[from] serde_json::Error),
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
+    #[error("not a valid gzip stream: {0}")]
+    Corrupt(String),
     #[error("file decompresses to more than {limit} bytes")]
     TooLarge { limit: u64 },
     #[error("not a velero.io/v1 Backup: {0}")]
@@ -183,11 +185,28 @@ pub fn gunzip_limited<R: Read>(input: R, max_bytes: u64) -> Result<Vec<u8>, File
     let mut out = Vec::new();
     MultiGzDecoder::new(input)
         .take(max_bytes.saturating_add(1))
-        .read_to_end(&mut out)?;
+        .read_to_end(&mut out)
+        .map_err(|e| {
+            if is_corrupt_gzip(&e) {
+                FilesError::Corrupt(e.to_string())
+            } else {
+                FilesError::Io(e)
+            }
+        })?;
     if out.len() as u64 > max_bytes {
         return Err(FilesError::TooLarge { limit: max_bytes });
     }
     Ok(out)
+}
+
+/// Whether a gzip decoder's error is about the data (bad header, corrupt deflate
+/// stream, checksum mismatch, truncation) rather than the underlying reader.
+pub(crate) fn is_corrupt_gzip(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind;
+    matches!(
+        e.kind(),
+        ErrorKind::InvalidInput | ErrorKind::InvalidData | ErrorKind::UnexpectedEof
+    )
 }
 
 /// gzip(compact Go JSON + "\n"), as Velero's `encodeToJSONGzip`; struct fields keep
@@ -264,6 +283,24 @@ mod tests {
             Results::read_gz(&r.to_gz_bytes()[..], 1 << 20).expect("reads"),
             r
         );
+    }
+
+    #[test]
+    fn bad_gzip_is_a_data_error_not_an_io_error() {
+        // Found by the manifest_reader fuzz target: a bad gzip header came back as `Io`.
+        let good = Results::default().to_gz_bytes();
+        for bad in [
+            &b"not gzip"[..],
+            &good[..good.len() - 3],
+            &[0x1f, 0x8b, 8, 0xff][..],
+        ] {
+            for err in [
+                Results::read_gz(bad, 1 << 20).expect_err("refused"),
+                ResourceList::read_gz(bad, 1 << 20).expect_err("refused"),
+            ] {
+                assert!(matches!(err, FilesError::Corrupt(_)), "{err:?}");
+            }
+        }
     }
 
     #[test]
