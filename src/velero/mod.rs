@@ -15,6 +15,8 @@
 
 pub mod archive;
 pub mod files;
+#[cfg(test)]
+mod fuzz_seeds;
 pub mod inspect;
 pub mod label;
 pub mod layout;

@@ -27,29 +27,23 @@ pub fn write_compact_typed<W: Write, T: Serialize + ?Sized>(
     value.serialize(&mut ser)
 }
 
-/// Writes `value` indented by two spaces with sorted keys (Go's `json.MarshalIndent`).
-/// Keys listed in `first` come first at the top level, in that order (Go struct order
-/// for typed objects, e.g. `kind`, `apiVersion`, `metadata`, `spec`, `status`).
-pub fn write_pretty<W: Write>(out: W, value: &Value, first: &[&str]) -> serde_json::Result<()> {
+/// Writes any `Serialize` value as Go's `json.MarshalIndent(v, "", "  ")` does: indented
+/// by two spaces, Go's escaping, the value's own field order, no trailing newline.
+pub fn write_pretty_typed<W: Write, T: Serialize + ?Sized>(
+    out: W,
+    value: &T,
+) -> serde_json::Result<()> {
     let mut ser = serde_json::Serializer::with_formatter(
         out,
         GoFormatter(PrettyFormatter::with_indent(b"  ")),
     );
-    match value {
-        Value::Object(map) => {
-            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-            entries.sort_by(|(a, _), (b, _)| {
-                let rank = |k: &str| first.iter().position(|f| *f == k).unwrap_or(first.len());
-                rank(a).cmp(&rank(b)).then_with(|| a.cmp(b))
-            });
-            let mut m = ser.serialize_map(Some(entries.len()))?;
-            for (k, v) in entries {
-                m.serialize_entry(k, &Sorted(v))?;
-            }
-            SerializeMap::end(m)
-        }
-        other => Sorted(other).serialize(&mut ser),
-    }
+    value.serialize(&mut ser)
+}
+
+/// A `Value` that serialises with object keys in byte order (Go's map order), whatever
+/// the map type.
+pub fn sorted(value: &Value) -> impl Serialize + '_ {
+    Sorted(value)
 }
 
 /// Compact Go JSON into a fresh buffer.
@@ -216,19 +210,25 @@ mod tests {
     }
 
     #[test]
-    fn pretty_puts_listed_keys_first() {
-        let v = json!({"status": {}, "apiVersion": "velero.io/v1", "kind": "Backup", "metadata": {"name": "b"}, "spec": {"b": [], "a": 1}});
+    fn pretty_is_go_marshal_indent() {
+        #[derive(serde::Serialize)]
+        struct T {
+            z: &'static str,
+            a: Vec<u8>,
+            m: Value,
+            e: Vec<u8>,
+        }
+        let t = T {
+            z: "<b>",
+            a: vec![1, 2],
+            m: json!({"y": {}, "x": 1.5}),
+            e: vec![],
+        };
         let mut out = Vec::new();
-        write_pretty(
-            &mut out,
-            &v,
-            &["kind", "apiVersion", "metadata", "spec", "status"],
-        )
-        .expect("ok");
-        let s = String::from_utf8(out).expect("utf8");
+        write_pretty_typed(&mut out, &t).expect("ok");
         assert_eq!(
-            s,
-            "{\n  \"kind\": \"Backup\",\n  \"apiVersion\": \"velero.io/v1\",\n  \"metadata\": {\n    \"name\": \"b\"\n  },\n  \"spec\": {\n    \"a\": 1,\n    \"b\": []\n  },\n  \"status\": {}\n}"
+            String::from_utf8(out).expect("utf8"),
+            "{\n  \"z\": \"\\u003cb\\u003e\",\n  \"a\": [\n    1,\n    2\n  ],\n  \"m\": {\n    \"x\": 1.5,\n    \"y\": {}\n  },\n  \"e\": []\n}"
         );
     }
 }

@@ -168,6 +168,8 @@ pub enum ManifestError {
     Json(#[from] serde_json::Error),
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
+    #[error("manifest is not a valid gzip stream: {0}")]
+    Corrupt(String),
     #[error("manifest decompresses to more than {limit} bytes")]
     TooLarge { limit: u64 },
 }

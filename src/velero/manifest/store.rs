@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize, Serializer};
 
 use super::{Manifest, ManifestError, ManifestItem, item_from_object};
 use crate::velero::archive::{ArchiveEntry, ArchiveError, ArchiveLimits, VersionDir, read_archive};
+use crate::velero::files::is_corrupt_gzip;
 
 /// The `version` field of the stored manifest.
 pub const MANIFEST_SCHEMA_VERSION: u64 = 1;
@@ -93,7 +94,13 @@ impl Manifest {
     pub fn read_gz<R: Read>(input: R, max_bytes: u64) -> Result<Self, ManifestError> {
         let mut limited = MultiGzDecoder::new(input).take(max_bytes.saturating_add(1));
         let mut json = Vec::new();
-        limited.read_to_end(&mut json)?;
+        limited.read_to_end(&mut json).map_err(|e| {
+            if is_corrupt_gzip(&e) {
+                ManifestError::Corrupt(e.to_string())
+            } else {
+                ManifestError::Io(e)
+            }
+        })?;
         if json.len() as u64 > max_bytes {
             return Err(ManifestError::TooLarge { limit: max_bytes });
         }

@@ -267,3 +267,17 @@ proptest! {
         prop_assert_eq!(m.dependency_order(), o);
     }
 }
+
+#[test]
+fn a_bad_gzip_stream_is_a_data_error_not_an_io_error() {
+    // Found by the manifest_reader fuzz target: a bad gzip header came back as `Io`.
+    let good = Manifest::new().to_gz_bytes();
+    for bad in [
+        &b"not gzip"[..],
+        &good[..good.len() - 3],
+        &[0x1f, 0x8b, 8, 0xff][..],
+    ] {
+        let err = Manifest::read_gz(bad, 1 << 20).expect_err("refused");
+        assert!(matches!(err, ManifestError::Corrupt(_)), "{err:?}");
+    }
+}

@@ -1,5 +1,6 @@
 //! The per-backup files beside the tarball, encoded as Velero encodes them:
-//! `velero-backup.json` (pretty JSON, no trailing newline), `<name>-resource-list.json.gz`
+//! `velero-backup.json` (the typed Backup as Go's `json.MarshalIndent`, see
+//! [`encode_backup_json`]), `<name>-resource-list.json.gz`
 //! and `<name>-results.gz` (gzip of compact JSON plus a newline, Go's `json.Encoder`), and
 //! `<name>-logs.gz` (gzip of log lines). Restores use the same results shape.
 
@@ -10,18 +11,18 @@ use flate2::Compression;
 use flate2::read::MultiGzDecoder;
 use flate2::write::GzEncoder;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use thiserror::Error;
 
-use super::archive::json::{write_compact_typed, write_pretty};
+use super::archive::json::write_compact_typed;
 use super::manifest::Manifest;
 use super::resource::join_api_version;
 
-/// `apiVersion` of Velero's objects.
-pub const VELERO_API_VERSION: &str = "velero.io/v1";
+mod backup_json;
+#[cfg(test)]
+mod backup_json_tests;
+mod go_shape;
 
-/// Top-level key order of a typed Kubernetes object as Go writes it.
-const OBJECT_KEY_ORDER: [&str; 5] = ["kind", "apiVersion", "metadata", "spec", "status"];
+pub use backup_json::{BACKUP_KIND, VELERO_API_VERSION, decode_backup_json, encode_backup_json};
 
 #[derive(Debug, Error)]
 pub enum FilesError {
@@ -29,45 +30,17 @@ pub enum FilesError {
     Json(#[from] serde_json::Error),
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
+    #[error("not a valid gzip stream: {0}")]
+    Corrupt(String),
     #[error("file decompresses to more than {limit} bytes")]
     TooLarge { limit: u64 },
     #[error("not a velero.io/v1 Backup: {0}")]
     NotABackup(String),
-}
-
-/// Encodes `velero-backup.json`: the Backup object with `apiVersion: velero.io/v1` and
-/// `kind: Backup` set, pretty-printed (two-space indent) with `kind`, `apiVersion`,
-/// `metadata`, `spec`, `status` first.
-pub fn encode_backup_json(backup: &Value) -> Result<Vec<u8>, FilesError> {
-    let mut obj = backup
-        .as_object()
-        .cloned()
-        .ok_or_else(|| FilesError::NotABackup("not a JSON object".into()))?;
-    for (field, want) in [("apiVersion", VELERO_API_VERSION), ("kind", "Backup")] {
-        match obj.get(field) {
-            None | Some(Value::Null) => {
-                obj.insert(field.to_owned(), Value::String(want.to_owned()));
-            }
-            Some(Value::String(s)) if s == want => {}
-            Some(other) => return Err(FilesError::NotABackup(format!("{field} is {other}"))),
-        }
-    }
-    let mut out = Vec::new();
-    write_pretty(&mut out, &Value::Object(obj), &OBJECT_KEY_ORDER)?;
-    Ok(out)
-}
-
-/// Decodes `velero-backup.json`, checking `apiVersion` and `kind`.
-pub fn decode_backup_json(bytes: &[u8]) -> Result<Value, FilesError> {
-    let v: Value = serde_json::from_slice(bytes)?;
-    let api = v.get("apiVersion").and_then(Value::as_str);
-    let kind = v.get("kind").and_then(Value::as_str);
-    if api != Some(VELERO_API_VERSION) || kind != Some("Backup") {
-        return Err(FilesError::NotABackup(format!(
-            "apiVersion {api:?}, kind {kind:?}"
-        )));
-    }
-    Ok(v)
+    #[error("field {path}: {source}")]
+    Field {
+        path: String,
+        source: serde_json::Error,
+    },
 }
 
 /// `<name>-resource-list.json.gz`: `<groupVersion>/<Kind>` → sorted `ns/name` (or `name`
@@ -212,11 +185,28 @@ pub fn gunzip_limited<R: Read>(input: R, max_bytes: u64) -> Result<Vec<u8>, File
     let mut out = Vec::new();
     MultiGzDecoder::new(input)
         .take(max_bytes.saturating_add(1))
-        .read_to_end(&mut out)?;
+        .read_to_end(&mut out)
+        .map_err(|e| {
+            if is_corrupt_gzip(&e) {
+                FilesError::Corrupt(e.to_string())
+            } else {
+                FilesError::Io(e)
+            }
+        })?;
     if out.len() as u64 > max_bytes {
         return Err(FilesError::TooLarge { limit: max_bytes });
     }
     Ok(out)
+}
+
+/// Whether a gzip decoder's error is about the data (bad header, corrupt deflate
+/// stream, checksum mismatch, truncation) rather than the underlying reader.
+pub(crate) fn is_corrupt_gzip(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind;
+    matches!(
+        e.kind(),
+        ErrorKind::InvalidInput | ErrorKind::InvalidData | ErrorKind::UnexpectedEof
+    )
 }
 
 /// gzip(compact Go JSON + "\n"), as Velero's `encodeToJSONGzip`; struct fields keep
@@ -234,27 +224,9 @@ fn encode_json_gz<T: Serialize>(value: &T) -> Vec<u8> {
 mod tests {
     use super::*;
     use crate::velero::manifest::ManifestItem;
-    use serde_json::json;
 
     fn gunzip(b: &[u8]) -> String {
         String::from_utf8(gunzip_limited(b, 1 << 20).expect("gzip")).expect("utf8")
-    }
-
-    #[test]
-    fn backup_json_is_pretty_with_type_first() {
-        let b = json!({"metadata": {"name": "b1", "namespace": "velero"}, "spec": {"ttl": "720h0m0s"}, "status": {"phase": "Completed", "formatVersion": "1.2.0"}});
-        let out = String::from_utf8(encode_backup_json(&b).expect("encodes")).expect("utf8");
-        assert!(
-            out.starts_with(
-                "{\n  \"kind\": \"Backup\",\n  \"apiVersion\": \"velero.io/v1\",\n  \"metadata\": {"
-            ),
-            "{out}"
-        );
-        assert!(!out.ends_with('\n'));
-        let back = decode_backup_json(out.as_bytes()).expect("decodes");
-        assert_eq!(back["status"]["phase"], "Completed");
-        assert!(encode_backup_json(&json!({"kind": "Restore"})).is_err());
-        assert!(decode_backup_json(br#"{"kind":"Restore","apiVersion":"velero.io/v1"}"#).is_err());
     }
 
     #[test]
@@ -311,6 +283,24 @@ mod tests {
             Results::read_gz(&r.to_gz_bytes()[..], 1 << 20).expect("reads"),
             r
         );
+    }
+
+    #[test]
+    fn bad_gzip_is_a_data_error_not_an_io_error() {
+        // Found by the manifest_reader fuzz target: a bad gzip header came back as `Io`.
+        let good = Results::default().to_gz_bytes();
+        for bad in [
+            &b"not gzip"[..],
+            &good[..good.len() - 3],
+            &[0x1f, 0x8b, 8, 0xff][..],
+        ] {
+            for err in [
+                Results::read_gz(bad, 1 << 20).expect_err("refused"),
+                ResourceList::read_gz(bad, 1 << 20).expect_err("refused"),
+            ] {
+                assert!(matches!(err, FilesError::Corrupt(_)), "{err:?}");
+            }
+        }
     }
 
     #[test]
