@@ -50,15 +50,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
 use serde_json::json;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use state::State;
 
-/// The time source of a server (creationTimestamp, deletionTimestamp, conditions).
-pub type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
+pub use crate::runtime::clock::Clock;
 
 /// How to start an [`EmbeddedServer`].
 #[derive(Debug, Clone, Default)]
@@ -126,7 +124,7 @@ fn random_token() -> String {
 impl EmbeddedServer {
     /// Starts a server with the real clock.
     pub async fn start(opts: EmbeddedOptions) -> Result<Self, EmbeddedError> {
-        Self::start_with_clock(opts, Arc::new(Utc::now)).await
+        Self::start_with_clock(opts, Clock::system()).await
     }
 
     /// Starts a server whose timestamps come from `clock`.

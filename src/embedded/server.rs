@@ -228,7 +228,7 @@ fn resource(
                 let clock = state.clock.clone();
                 let stream = tokio_stream::wrappers::ReceiverStream::new(rx).map(move |chunk| {
                     Ok::<_, Infallible>(if table {
-                        table::watch_line(&info2, chunk, &clock())
+                        table::watch_line(&info2, chunk, &clock.now())
                     } else {
                         chunk
                     })

@@ -168,11 +168,11 @@ fn set_path(obj: &mut Value, path: &str, v: Value) {
 
 impl State {
     pub(crate) fn now_time(&self) -> chrono::DateTime<chrono::Utc> {
-        (self.clock)()
+        self.clock.now()
     }
 
     pub(crate) fn now(&self) -> String {
-        (self.clock)().to_rfc3339_opts(SecondsFormat::Secs, true)
+        self.clock.now().to_rfc3339_opts(SecondsFormat::Secs, true)
     }
 
     fn check_namespace(
