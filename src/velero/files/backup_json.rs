@@ -21,14 +21,13 @@ use super::FilesError;
 use super::go_shape::{Field, Shape, When, Zero, field, reshape};
 use crate::api::velero::Backup;
 use crate::velero::archive::json::write_pretty_typed;
+use Shape::{Duration as Dur, List, Map, Plain, Struct, Time};
+use When::{Always, NotEmpty, NotNil};
 
 /// `apiVersion` of Velero's objects.
 pub const VELERO_API_VERSION: &str = "velero.io/v1";
 /// `kind` of a Backup.
 pub const BACKUP_KIND: &str = "Backup";
-
-use Shape::{Duration as Dur, List, Map, Plain, Struct, Time};
-use When::{Always, NotEmpty, NotNil};
 
 const STRINGS: Shape = List(&Plain);
 const STRING_MAP: Shape = Map(&Plain);
