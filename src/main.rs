@@ -35,11 +35,34 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         write: Option<PathBuf>,
     },
+    /// Run the garden-side controllers: CloudProfile backup pools, BackupEntry placement
+    /// with bucket quota sharding, bucket → seed assignment, deletion guards.
+    Garden(GardenArgs),
     /// Look into a Velero backup tarball (Velero's own or Granary's).
     Archive {
         #[command(subcommand)]
         command: ArchiveCommand,
     },
+}
+
+/// Flags of `granary garden`; each overrides the configuration file.
+#[derive(clap::Args, Debug)]
+struct GardenArgs {
+    /// The garden kubeconfig (default: in-cluster, else KUBECONFIG / ~/.kube/config).
+    #[arg(long, value_name = "PATH")]
+    kubeconfig: Option<PathBuf>,
+    /// The GardenConfiguration file (YAML).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Only see (and label) objects with granary.gardener.cloud/instance=VALUE.
+    #[arg(long, value_name = "VALUE")]
+    object_selector: Option<String>,
+    /// Where /healthz, /readyz and /metrics are served (e.g. `:8085`).
+    #[arg(long, value_name = "ADDR")]
+    metrics_bind_address: Option<String>,
+    /// Run only while holding the leader Lease.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    leader_elect: Option<bool>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -92,6 +115,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             write: Some(dir),
         } => write_crds(side, &dir),
         Command::Archive { command } => archive(command),
+        Command::Garden(args) => Ok(granary::garden::run(granary::garden::GardenOptions {
+            kubeconfig: args.kubeconfig,
+            config: args.config,
+            object_selector: args.object_selector,
+            metrics_bind_address: args.metrics_bind_address,
+            leader_elect: args.leader_elect,
+        })?),
     }
 }
 
