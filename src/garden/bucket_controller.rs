@@ -213,6 +213,9 @@ async fn guard(
                 }}),
             )
             .await?;
+            if let Some(key) = key {
+                ctx.ledger.forget(key, &name).await;
+            }
             tracing::info!(bucket = %name, "no entry references the bucket any more: deletion released");
             Ok(Action::await_change())
         }

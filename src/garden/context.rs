@@ -48,7 +48,9 @@ impl GardenError {
     }
 }
 
-/// The reflector stores the controllers read from.
+/// The reflector stores the controllers read from. Readiness comes from flags set when
+/// each reflector sees its initial list complete: kube's `Store::wait_until_ready`
+/// wakes only one of several concurrent waiters, so it is not used here.
 #[derive(Clone)]
 pub struct Stores {
     pub profiles: Store<CloudProfile>,
@@ -57,18 +59,18 @@ pub struct Stores {
     pub buckets: Store<BackupBucket>,
     pub entries: Store<BackupEntry>,
     pub leases: Store<Lease>,
+    pub ready: Vec<tokio::sync::watch::Receiver<bool>>,
 }
 
 impl Stores {
     /// Waits until every store has its initial list.
     pub async fn wait_ready(&self) -> Result<(), GardenError> {
-        let err = |_| GardenError::CachesStopped;
-        self.profiles.wait_until_ready().await.map_err(err)?;
-        self.seeds.wait_until_ready().await.map_err(err)?;
-        self.shoots.wait_until_ready().await.map_err(err)?;
-        self.buckets.wait_until_ready().await.map_err(err)?;
-        self.entries.wait_until_ready().await.map_err(err)?;
-        self.leases.wait_until_ready().await.map_err(err)?;
+        for flag in &self.ready {
+            let mut flag = flag.clone();
+            flag.wait_for(|ready| *ready)
+                .await
+                .map_err(|_| GardenError::CachesStopped)?;
+        }
         Ok(())
     }
 

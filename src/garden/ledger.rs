@@ -248,6 +248,13 @@ impl Ledger {
         Ok(())
     }
 
+    /// Forgets a bucket that is gone (its deletion was released), so the pool can get
+    /// a new shard of that number.
+    pub async fn forget(&self, key: &PoolKey, bucket: &str) {
+        let book = self.book(key);
+        book.lock().await.latest.remove(bucket);
+    }
+
     /// The number of shards the pool has now.
     pub async fn shard_count(&self, ctx: &Context, key: &PoolKey) -> usize {
         let book = self.book(key);

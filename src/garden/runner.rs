@@ -367,7 +367,16 @@ async fn term(shared: Arc<Shared>, token: CancellationToken) {
     let buckets = Controller::new(Api::<BackupBucket>::all(client.clone()), wc());
     let shoots = Controller::new(Api::<Shoot>::all(client.clone()), wc());
     let entries = Controller::new(Api::<BackupEntry>::all(client.clone()), wc());
+    let (profile_store, profile_cache, profiles_ready) =
+        cache(Api::<CloudProfile>::all(client.clone()), wc());
+    let (seed_store, seed_cache, seeds_ready) = cache(Api::<Seed>::all(client.clone()), wc());
+    let (shoot_store, shoot_cache, shoots_ready) = cache(Api::<Shoot>::all(client.clone()), wc());
+    let (bucket_store, bucket_cache, buckets_ready) =
+        cache(Api::<BackupBucket>::all(client.clone()), wc());
+    let (entry_store, entry_cache, entries_ready) =
+        cache(Api::<BackupEntry>::all(client.clone()), wc());
     let (lease_store, lease_writer) = reflector::store::<Lease>();
+    let (leases_tx, leases_ready) = tokio::sync::watch::channel(false);
     let lease_events = reflector::reflector(
         lease_writer,
         watcher(
@@ -376,17 +385,30 @@ async fn term(shared: Arc<Shared>, token: CancellationToken) {
         ),
     )
     .default_backoff()
+    .inspect(move |event| {
+        if let Ok(watcher::Event::InitDone) = event {
+            leases_tx.send_replace(true);
+        }
+    })
     .touched_objects()
     .filter_map(|r| ready(r.ok()))
     .filter(|lease| ready(lease.name_any().starts_with("seed-")))
     .map(|_| ());
     let stores = Stores {
-        profiles: profiles.store(),
-        seeds: seeds.store(),
-        shoots: shoots.store(),
-        buckets: buckets.store(),
-        entries: entries.store(),
+        profiles: profile_store,
+        seeds: seed_store,
+        shoots: shoot_store,
+        buckets: bucket_store,
+        entries: entry_store,
         leases: lease_store,
+        ready: vec![
+            profiles_ready,
+            seeds_ready,
+            shoots_ready,
+            buckets_ready,
+            entries_ready,
+            leases_ready,
+        ],
     };
     let (counts_tx, counts_rx) = tokio::sync::watch::channel(false);
     let ctx = Arc::new(Context {
@@ -494,8 +516,59 @@ async fn term(shared: Arc<Shared>, token: CancellationToken) {
         .run(reconcile_entry, error_policy(ENTRY_CONTROLLER), ctx.clone())
         .for_each(drain(ENTRY_CONTROLLER));
     let recount = initial_recount(ctx.clone(), counts_tx, shared.ready.clone(), token.clone());
-    tokio::join!(profiles, seeds, buckets, shoots, entries, recount);
+    let caches = async {
+        tokio::join!(
+            profile_cache,
+            seed_cache,
+            shoot_cache,
+            bucket_cache,
+            entry_cache
+        );
+    };
+    let caches = async {
+        tokio::select! {
+            _ = caches => {}
+            _ = token.cancelled() => {}
+        }
+    };
+    tokio::join!(profiles, seeds, buckets, shoots, entries, recount, caches);
     tracing::info!("garden controllers stopped");
+}
+
+/// A reflector store of `K` for the controllers to read, the future that fills it, and a
+/// flag set once its initial list is complete.
+fn cache<K>(
+    api: Api<K>,
+    config: watcher::Config,
+) -> (
+    reflector::Store<K>,
+    impl std::future::Future<Output = ()>,
+    tokio::sync::watch::Receiver<bool>,
+)
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    let (store, writer) = reflector::store::<K>();
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    let fill = reflector::reflector(writer, watcher(api, config))
+        .default_backoff()
+        .for_each(move |event| {
+            match event {
+                Ok(watcher::Event::InitDone) => {
+                    tx.send_replace(true);
+                }
+                Ok(_) => {}
+                Err(e) => tracing::debug!(error = %e, "cache watch error; retrying"),
+            }
+            ready(())
+        });
+    (store, fill, rx)
 }
 
 /// Consumes a controller's output stream item, logging errors of the machinery itself.

@@ -7,4 +7,7 @@ mod cli;
 mod conformance;
 mod conformance_crd;
 mod durability;
+mod garden;
+mod garden_placement;
 mod kubectl;
+mod leader;
