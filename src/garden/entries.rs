@@ -203,4 +203,30 @@ mod tests {
         let patch = entry_update(&held, &moved).expect("changes");
         assert!(patch["metadata"].get("labels").is_none(), "{patch}");
     }
+
+    proptest::proptest! {
+        /// Whatever the shoot and the entry's status say, an update never touches the
+        /// bucket, and afterwards the seed label names the responsible seed.
+        #[test]
+        fn updates_never_move_an_entry_and_label_the_responsible_seed(
+            spec_seed in proptest::option::of("[a-c]"),
+            shoot_seed in proptest::option::of("[a-c]"),
+            status_seed in proptest::option::of("[a-c]"),
+            purpose in proptest::option::of("(production|evaluation)"),
+        ) {
+            let mut entry = new_entry(&shoot(spec_seed.as_deref(), None), "b-3", &ObjectSelector::default())
+                .expect("entry");
+            entry.status = Some(BackupEntryStatus { seed_name: status_seed.clone(), ..BackupEntryStatus::default() });
+            let target = shoot(shoot_seed.as_deref(), purpose.as_deref());
+            let mut merged = serde_json::to_value(&entry).expect("serializes");
+            if let Some(patch) = entry_update(&entry, &target) {
+                proptest::prop_assert!(patch.get("spec").and_then(|s| s.get("bucketName")).is_none());
+                json_patch::merge(&mut merged, &patch);
+            }
+            let after: BackupEntry = serde_json::from_value(merged).expect("still an entry");
+            proptest::prop_assert_eq!(&after.spec.bucket_name, "b-3");
+            proptest::prop_assert_eq!(after.labels().get(LABEL_SEED).map(String::as_str), after.responsible_seed());
+            proptest::prop_assert_eq!(entry_update(&after, &target), None);
+        }
+    }
 }

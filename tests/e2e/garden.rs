@@ -555,3 +555,60 @@ async fn a_bucket_whose_seed_stops_renewing_is_handed_to_another_seed() {
     keep_alive.abort();
     garden.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_seed_with_its_own_backup_gets_its_own_pool_for_its_shoots() {
+    let tc = garden_cluster().await;
+    let (profile, own, plain) = (tc.name("aws"), tc.name("own"), tc.name("plain"));
+    renew(&tc.client(), &tc.instance_label(), &own).await;
+    renew(&tc.client(), &tc.instance_label(), &plain).await;
+    create_profile(
+        &tc,
+        &profile,
+        "aws",
+        Some(backup("aws", None, "profile-creds")),
+    )
+    .await;
+    create_seed(
+        &tc,
+        &own,
+        "aws",
+        "eu-1",
+        Some(backup("aws", Some("eu-9"), "seed-creds")),
+    )
+    .await;
+    create_seed(&tc, &plain, "aws", "eu-1", None).await;
+    let garden = start(&tc, config(Some(5), None));
+    let ns = tc.namespace("garden-o").await;
+    create_shoot(&tc, &ns, "on-own", &profile, &own).await;
+    create_shoot(&tc, &ns, "on-plain", &profile, &plain).await;
+    poll_until("both entries", || async { entries(&tc).await.len() == 2 }).await;
+    let all = buckets(&tc).await;
+    let seed_pool = all
+        .iter()
+        .find(|b| b.labels().get(LABEL_POOL_KIND).map(String::as_str) == Some("seed"))
+        .expect("the seed's own pool");
+    assert_eq!(seed_pool.spec.provider.region, "eu-9");
+    assert_eq!(seed_pool.spec.seed_name.as_ref(), Some(&own));
+    assert_eq!(
+        seed_pool
+            .spec
+            .credentials_ref
+            .as_ref()
+            .map(|c| c.name.as_str()),
+        Some("seed-creds")
+    );
+    for e in entries(&tc).await {
+        let bucket = all
+            .iter()
+            .find(|b| b.name_any() == e.spec.bucket_name)
+            .expect("entry's bucket exists");
+        let kind = bucket.labels().get(LABEL_POOL_KIND).cloned();
+        if e.spec.seed_name.as_ref() == Some(&own) {
+            assert_eq!(kind.as_deref(), Some("seed"));
+        } else {
+            assert_eq!(kind.as_deref(), Some("cloudprofile"));
+        }
+    }
+    garden.stop().await;
+}
