@@ -305,14 +305,21 @@ impl Ledger {
     }
 
     fn derive_count(ctx: &Context, book: &mut Book, bucket: &str) -> u32 {
-        let entries = &ctx.stores.entries;
-        book.pending.retain(|(ns, name), p| {
-            entries.get(&ObjectRef::new(name).within(ns)).is_none()
-                && p.since.elapsed() < PENDING_TTL
-        });
-        let cached = ctx.stores.entries_in(bucket).len();
+        // One snapshot for both steps: an entry appearing in the cache between them
+        // would otherwise be counted twice (as pending and as cached).
+        let snapshot = ctx.stores.entries.state();
+        let cached: std::collections::HashSet<(String, String)> = snapshot
+            .iter()
+            .map(|e| (e.namespace().unwrap_or_default(), e.name_any()))
+            .collect();
+        book.pending
+            .retain(|key, p| !cached.contains(key) && p.since.elapsed() < PENDING_TTL);
+        let in_bucket = snapshot
+            .iter()
+            .filter(|e| e.spec.bucket_name == bucket)
+            .count();
         let pending = book.pending.values().filter(|p| p.bucket == bucket).count();
-        u32::try_from(cached + pending).unwrap_or(u32::MAX)
+        u32::try_from(in_bucket + pending).unwrap_or(u32::MAX)
     }
 
     /// Deletes `bucket` if it still holds no entry, in the version that was counted

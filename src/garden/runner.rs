@@ -367,33 +367,21 @@ async fn term(shared: Arc<Shared>, token: CancellationToken) {
     let buckets = Controller::new(Api::<BackupBucket>::all(client.clone()), wc());
     let shoots = Controller::new(Api::<Shoot>::all(client.clone()), wc());
     let entries = Controller::new(Api::<BackupEntry>::all(client.clone()), wc());
-    let (profile_store, profile_cache, profiles_ready) =
-        cache(Api::<CloudProfile>::all(client.clone()), wc());
-    let (seed_store, seed_cache, seeds_ready) = cache(Api::<Seed>::all(client.clone()), wc());
-    let (shoot_store, shoot_cache, shoots_ready) = cache(Api::<Shoot>::all(client.clone()), wc());
-    let (bucket_store, bucket_cache, buckets_ready) =
-        cache(Api::<BackupBucket>::all(client.clone()), wc());
-    let (entry_store, entry_cache, entries_ready) =
-        cache(Api::<BackupEntry>::all(client.clone()), wc());
-    let (lease_store, lease_writer) = reflector::store::<Lease>();
-    let (leases_tx, leases_ready) = tokio::sync::watch::channel(false);
-    let lease_events = reflector::reflector(
-        lease_writer,
-        watcher(
-            Api::<Lease>::namespaced(client.clone(), GARDEN_NAMESPACE),
-            wc(),
-        ),
-    )
-    .default_backoff()
-    .inspect(move |event| {
-        if let Ok(watcher::Event::InitDone) = event {
-            leases_tx.send_replace(true);
-        }
-    })
-    .touched_objects()
-    .filter_map(|r| ready(r.ok()))
-    .filter(|lease| ready(lease.name_any().starts_with("seed-")))
-    .map(|_| ());
+    // The caches the reconciles read, and the triggers between kinds, come from the same
+    // watches: a trigger is sent only after its cache has the change, so a reconcile
+    // never reads an older state than the event that woke it.
+    let (profile_store, profile_cache, profiles_ready, []) =
+        cache::<CloudProfile, 0>(Api::all(client.clone()), wc());
+    let (seed_store, seed_cache, seeds_ready, [seeds_for_profiles, seeds_for_buckets]) =
+        cache::<Seed, 2>(Api::all(client.clone()), wc());
+    let (shoot_store, shoot_cache, shoots_ready, []) =
+        cache::<Shoot, 0>(Api::all(client.clone()), wc());
+    let (bucket_store, bucket_cache, buckets_ready, [buckets_for_profiles, buckets_for_seeds]) =
+        cache::<BackupBucket, 2>(Api::all(client.clone()), wc());
+    let (entry_store, entry_cache, entries_ready, [entries_for_buckets, entries_for_shoots]) =
+        cache::<BackupEntry, 2>(Api::all(client.clone()), wc());
+    let (lease_store, lease_cache, leases_ready, [lease_events]) =
+        cache::<Lease, 1>(Api::namespaced(client.clone(), GARDEN_NAMESPACE), wc());
     let stores = Stores {
         profiles: profile_store,
         seeds: seed_store,
@@ -432,57 +420,53 @@ async fn term(shared: Arc<Shared>, token: CancellationToken) {
 
     let profile_store = stores.profiles.clone();
     let profiles = profiles
-        .watches(Api::<Seed>::all(client.clone()), wc(), move |seed| {
-            profile_store
+        .reconcile_on(seeds_for_profiles.flat_map(move |seed| {
+            let refs: Vec<ObjectRef<CloudProfile>> = profile_store
                 .state()
                 .iter()
                 .filter(|p| p.spec.type_ == seed.spec.provider.type_)
                 .map(|p| ObjectRef::from_obj(p.as_ref()))
-                .collect::<Vec<_>>()
-        })
-        .watches(Api::<BackupBucket>::all(client.clone()), wc(), |bucket| {
-            pool_of(&bucket)
-                .filter(|k| k.kind == PoolKind::CloudProfile)
-                .map(|k| ObjectRef::new(&k.owner))
-        })
+                .collect();
+            futures::stream::iter(refs)
+        }))
+        .reconcile_on(buckets_for_profiles.filter_map(|bucket| {
+            ready(
+                pool_of(&bucket)
+                    .filter(|k| k.kind == PoolKind::CloudProfile)
+                    .map(|k| ObjectRef::new(&k.owner)),
+            )
+        }))
         .with_config(ControllerConfig::default().concurrency(2));
-    let seed_store = stores.seeds.clone();
     let seeds = seeds
-        .watches(Api::<BackupBucket>::all(client.clone()), wc(), move |_| {
-            seed_store
-                .state()
-                .iter()
-                .map(|s| ObjectRef::from_obj(s.as_ref()))
-                .collect::<Vec<_>>()
-        })
+        .reconcile_all_on(buckets_for_seeds.map(|_| ()))
         .with_config(ControllerConfig::default().concurrency(2));
-    let bucket_store = stores.buckets.clone();
     let buckets = buckets
-        .watches(Api::<BackupEntry>::all(client.clone()), wc(), |entry| {
-            Some(ObjectRef::new(&entry.spec.bucket_name))
-                .filter(|_| !entry.spec.bucket_name.is_empty())
-        })
-        .watches(Api::<Seed>::all(client.clone()), wc(), move |_| {
-            bucket_store
-                .state()
-                .iter()
-                .map(|b| ObjectRef::from_obj(b.as_ref()))
-                .collect::<Vec<_>>()
-        })
-        .reconcile_all_on(lease_events)
+        .reconcile_on(entries_for_buckets.filter_map(|entry| {
+            ready(
+                Some(ObjectRef::new(&entry.spec.bucket_name))
+                    .filter(|_| !entry.spec.bucket_name.is_empty()),
+            )
+        }))
+        .reconcile_all_on(seeds_for_buckets.map(|_| ()))
+        .reconcile_all_on(
+            lease_events
+                .filter(|lease| ready(lease.name_any().starts_with("seed-")))
+                .map(|_| ()),
+        )
         .with_config(ControllerConfig::default().concurrency(5));
     let syncs =
         u16::try_from(shared.config.controllers.backup_entry.concurrent_syncs).unwrap_or(u16::MAX);
     let shoots = shoots
-        .watches(Api::<BackupEntry>::all(client.clone()), wc(), |entry| {
+        .reconcile_on(entries_for_shoots.flat_map(|entry| {
             let namespace = entry.namespace().unwrap_or_default();
-            entry
+            let refs: Vec<ObjectRef<Shoot>> = entry
                 .owner_references()
                 .iter()
                 .filter(|o| o.kind == "Shoot")
                 .map(|o| ObjectRef::new(&o.name).within(&namespace))
-                .collect::<Vec<_>>()
-        })
+                .collect();
+            futures::stream::iter(refs)
+        }))
         .with_config(ControllerConfig::default().concurrency(syncs));
     let entries = entries.with_config(ControllerConfig::default().concurrency(5));
 
@@ -522,7 +506,8 @@ async fn term(shared: Arc<Shared>, token: CancellationToken) {
             seed_cache,
             shoot_cache,
             bucket_cache,
-            entry_cache
+            entry_cache,
+            lease_cache
         );
     };
     let caches = async {
@@ -535,15 +520,17 @@ async fn term(shared: Arc<Shared>, token: CancellationToken) {
     tracing::info!("garden controllers stopped");
 }
 
-/// A reflector store of `K` for the controllers to read, the future that fills it, and a
-/// flag set once its initial list is complete.
-fn cache<K>(
+/// A reflector store of `K` for the controllers to read, the future that fills it, a flag
+/// set once its initial list is complete, and `N` streams of the objects it changed
+/// (applied or deleted), each item sent after the store has it.
+fn cache<K, const N: usize>(
     api: Api<K>,
     config: watcher::Config,
 ) -> (
     reflector::Store<K>,
     impl std::future::Future<Output = ()>,
     tokio::sync::watch::Receiver<bool>,
+    [tokio_stream::wrappers::UnboundedReceiverStream<K>; N],
 )
 where
     K: Resource<DynamicType = ()>
@@ -556,19 +543,38 @@ where
 {
     let (store, writer) = reflector::store::<K>();
     let (tx, rx) = tokio::sync::watch::channel(false);
+    let mut senders = Vec::with_capacity(N);
+    let receivers: [tokio_stream::wrappers::UnboundedReceiverStream<K>; N] =
+        std::array::from_fn(|_| {
+            let (s, r) = tokio::sync::mpsc::unbounded_channel();
+            senders.push(s);
+            tokio_stream::wrappers::UnboundedReceiverStream::new(r)
+        });
     let fill = reflector::reflector(writer, watcher(api, config))
         .default_backoff()
         .for_each(move |event| {
-            match event {
+            let touched: Vec<K> = match event {
                 Ok(watcher::Event::InitDone) => {
                     tx.send_replace(true);
+                    Vec::new()
                 }
-                Ok(_) => {}
-                Err(e) => tracing::debug!(error = %e, "cache watch error; retrying"),
+                Ok(watcher::Event::Apply(o))
+                | Ok(watcher::Event::Delete(o))
+                | Ok(watcher::Event::InitApply(o)) => vec![o],
+                Ok(watcher::Event::Init) => Vec::new(),
+                Err(e) => {
+                    tracing::debug!(error = %e, "cache watch error; retrying");
+                    Vec::new()
+                }
+            };
+            for o in touched {
+                for s in &senders {
+                    let _ = s.send(o.clone());
+                }
             }
             ready(())
         });
-    (store, fill, rx)
+    (store, fill, rx, receivers)
 }
 
 /// Consumes a controller's output stream item, logging errors of the machinery itself.
