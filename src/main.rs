@@ -38,6 +38,9 @@ enum Command {
     /// Run the seed agent: mirror the garden's BackupBuckets/BackupEntries assigned to
     /// this seed and run the extension controllers against the object stores.
     Seed(SeedArgs),
+    /// Run the garden-side controllers: CloudProfile backup pools, BackupEntry placement
+    /// with bucket quota sharding, bucket → seed assignment, deletion guards.
+    Garden(GardenArgs),
     /// Look into a Velero backup tarball (Velero's own or Granary's).
     Archive {
         #[command(subcommand)]
@@ -45,6 +48,7 @@ enum Command {
     },
 }
 
+/// Flags of `granary seed`; each overrides the configuration file.
 #[derive(clap::Args, Debug)]
 struct SeedArgs {
     /// This seed's name (overrides `seedName` in the configuration file).
@@ -74,6 +78,26 @@ struct SeedArgs {
     /// Keys per batched object delete (S3 allows at most 1000).
     #[arg(long, value_name = "N")]
     delete_batch_size: Option<usize>,
+}
+
+/// Flags of `granary garden`; each overrides the configuration file.
+#[derive(clap::Args, Debug)]
+struct GardenArgs {
+    /// The garden kubeconfig (default: in-cluster, else KUBECONFIG / ~/.kube/config).
+    #[arg(long, value_name = "PATH")]
+    kubeconfig: Option<PathBuf>,
+    /// The GardenConfiguration file (YAML).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Only see (and label) objects with granary.gardener.cloud/instance=VALUE.
+    #[arg(long, value_name = "VALUE")]
+    object_selector: Option<String>,
+    /// Where /healthz, /readyz and /metrics are served (e.g. `:8085`).
+    #[arg(long, value_name = "ADDR")]
+    metrics_bind_address: Option<String>,
+    /// Run only while holding the leader Lease.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    leader_elect: Option<bool>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -143,6 +167,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 .block_on(granary::seed::run(opts))
                 .context("granary seed")
         }
+        Command::Garden(args) => Ok(granary::garden::run(granary::garden::GardenOptions {
+            kubeconfig: args.kubeconfig,
+            config: args.config,
+            object_selector: args.object_selector,
+            metrics_bind_address: args.metrics_bind_address,
+            leader_elect: args.leader_elect,
+        })?),
     }
 }
 

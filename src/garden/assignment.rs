@@ -123,6 +123,25 @@ pub fn assign_bucket(
     }
 }
 
+/// When the decision for a bucket held by `current` can change without any watch event:
+/// the moment the seed will have been unready for the hand-over time if it renews no
+/// more. `None` when there is no such moment (no seed, or it is leaving already).
+pub fn next_check(
+    current: Option<&SeedCandidate>,
+    now: DateTime<Utc>,
+    timings: AssignmentTimings,
+) -> Option<DateTime<Utc>> {
+    let seed = current?;
+    if seed.deleting {
+        return None;
+    }
+    let unready_from = match seed.unready_since(now, timings.ready_within) {
+        Some(since) => since,
+        None => seed.last_renewal? + timings.ready_within,
+    };
+    Some(unready_from + timings.hand_over_after).filter(|t| *t > now)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -234,5 +253,16 @@ mod tests {
                 to: "b".into()
             }
         );
+    }
+
+    #[test]
+    fn the_next_check_is_when_a_silent_seed_would_lose_its_bucket() {
+        let live = seed("a", "eu", 0, Some(1000));
+        // Renewed at 1000: unready from 1040, handed over at 1340.
+        assert_eq!(next_check(Some(&live), t(1010), TIMINGS), Some(t(1340)));
+        assert_eq!(next_check(Some(&live), t(1340), TIMINGS), None);
+        let never = seed("b", "eu", 100, None);
+        assert_eq!(next_check(Some(&never), t(200), TIMINGS), Some(t(400)));
+        assert_eq!(next_check(None, t(0), TIMINGS), None);
     }
 }

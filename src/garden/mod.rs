@@ -1,8 +1,25 @@
-//! The garden side (`granary garden`): CloudProfile backup pools, bucket shards, entry
-//! placement with quota sharding, and bucket → seed assignment. The decisions are pure
-//! functions over plain data ([`pools`], [`placement`], [`assignment`]); the controllers
-//! that fetch, decide and apply arrive with the garden-side issue.
+//! The garden side (`granary garden`, DESIGN §3.1, §4): CloudProfile backup pools, bucket
+//! shards, entry placement with quota sharding, bucket → seed assignment, deletion guards
+//! and the `BackupBucketsReady` condition.
+//!
+//! Decisions are pure functions over plain data ([`pools`], [`placement`],
+//! [`assignment`], [`buckets`], [`entries`], [`conditions`]); the controllers fetch,
+//! decide and apply ([`bucket_controller`], [`owner_controllers`],
+//! [`entry_controllers`]), with the placement commit in [`ledger`]. [`runner`] starts them:
+//! [`GardenController`] in-process, [`run()`] for the CLI.
 
 pub mod assignment;
+pub mod bucket_controller;
+pub mod buckets;
+pub mod conditions;
+pub mod context;
+pub mod entries;
+pub mod entry_controllers;
+pub mod ledger;
+pub mod metrics;
+pub mod owner_controllers;
 pub mod placement;
 pub mod pools;
+pub mod runner;
+
+pub use runner::{GardenController, GardenOptions, RunError, RunningGarden, run, serve};

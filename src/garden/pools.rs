@@ -2,35 +2,7 @@
 //! pool a shoot's BackupEntry belongs to. A pool is keyed (kind, owner, region); its
 //! shards are the BackupBuckets labelled with that key.
 
-/// The kind of pool, as the `granary.gardener.cloud/pool-kind` label spells it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum PoolKind {
-    /// A CloudProfile's `spec.backup`, per region.
-    CloudProfile,
-    /// A Seed's own `spec.backup` override.
-    Seed,
-    /// A legacy per-shoot bucket: one entry, never a placement target.
-    Legacy,
-}
-
-impl PoolKind {
-    pub fn label_value(self) -> &'static str {
-        match self {
-            PoolKind::CloudProfile => "cloudprofile",
-            PoolKind::Seed => "seed",
-            PoolKind::Legacy => "legacy",
-        }
-    }
-
-    pub fn from_label(value: &str) -> Option<Self> {
-        match value {
-            "cloudprofile" => Some(PoolKind::CloudProfile),
-            "seed" => Some(PoolKind::Seed),
-            "legacy" => Some(PoolKind::Legacy),
-            _ => None,
-        }
-    }
-}
+pub use crate::api::core::PoolKind;
 
 /// One pool of buckets.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -71,6 +43,15 @@ pub struct SeedView {
 }
 
 impl ProfileView {
+    /// The view of a CloudProfile.
+    pub fn of(profile: &crate::api::core::CloudProfile) -> Self {
+        ProfileView {
+            name: kube::ResourceExt::name_any(profile),
+            provider_type: profile.spec.type_.clone(),
+            backup: profile.spec.backup.as_ref().map(BackupTarget::of),
+        }
+    }
+
     /// The provider the profile's buckets are created at.
     pub fn backup_provider(&self) -> Option<&str> {
         let backup = self.backup.as_ref()?;
@@ -93,6 +74,28 @@ impl ProfileView {
     /// True when `seed` hosts shoots of this profile.
     pub fn is_served_by(&self, seed: &SeedView) -> bool {
         seed.provider_type == self.provider_type
+    }
+}
+
+impl SeedView {
+    /// The view of a Seed.
+    pub fn of(seed: &crate::api::core::Seed) -> Self {
+        SeedView {
+            name: kube::ResourceExt::name_any(seed),
+            provider_type: seed.spec.provider.type_.clone(),
+            region: seed.spec.provider.region.clone(),
+            backup: seed.spec.backup.as_ref().map(BackupTarget::of),
+        }
+    }
+}
+
+impl BackupTarget {
+    /// The parts of a `spec.backup` pools depend on (empty strings count as unset).
+    pub fn of(backup: &crate::api::core::BackupSpec) -> Self {
+        BackupTarget {
+            provider: Some(backup.provider.clone()).filter(|p| !p.is_empty()),
+            region: backup.region().map(str::to_string),
+        }
     }
 }
 
@@ -282,13 +285,5 @@ mod tests {
         let s = seed("a", "aws", "eu-1", None);
         assert_eq!(pool_for_shoot(&p, &s), None);
         assert!(profile_pools(&p, &[s]).is_empty());
-    }
-
-    #[test]
-    fn pool_kind_labels_round_trip() {
-        for k in [PoolKind::CloudProfile, PoolKind::Seed, PoolKind::Legacy] {
-            assert_eq!(PoolKind::from_label(k.label_value()), Some(k));
-        }
-        assert_eq!(PoolKind::from_label("other"), None);
     }
 }

@@ -1,5 +1,5 @@
 //! Plumbing every Granary controller shares: the [`clock::Clock`], `lastOperation` and
-//! `lastError` builders ([`status`]), the one readiness function for extension-style
+//! `lastError` builders ([`status`]), condition updates ([`conditions`]), the one readiness function for extension-style
 //! objects ([`readiness`]), the mapping from failures to Gardener error codes
 //! ([`error_codes`]), the operation an object asks for ([`operation`]), configuration
 //! files ([`config`]), log setup ([`logging`]) and failpoints for deterministic crash tests ([`failpoints`]), metrics ([`metrics`]), the
@@ -7,6 +7,7 @@
 //! and `--object-selector` ([`selector`]).
 
 pub mod clock;
+pub mod conditions;
 pub mod config;
 pub mod duration;
 pub mod error_codes;

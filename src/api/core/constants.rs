@@ -46,6 +46,12 @@ pub const LABEL_PROVIDER_PREFIX: &str = "provider.extensions.gardener.cloud/";
 
 /// Finalizer on garden BackupBuckets and BackupEntries.
 pub const FINALIZER_GARDENER: &str = "gardener";
+/// Finalizer the garden controller keeps on every garden BackupBucket it manages: the
+/// deletion guard. It is removed only when no BackupEntry references the bucket, so a
+/// seed acts on a bucket's deletion only once it is gone.
+pub const FINALIZER_GARDEN_BUCKET_GUARD: &str = "granary.gardener.cloud/garden";
+/// On an empty non-first shard: since when (RFC 3339) it has held no entry.
+pub const ANNOTATION_EMPTY_SINCE: &str = "granary.gardener.cloud/empty-since";
 /// Finalizer on a bucket's credentials and on the garden copy of its generated secret.
 pub const FINALIZER_CORE_BACKUPBUCKET: &str = "core.gardener.cloud/backupbucket";
 /// Finalizer on extension BackupBuckets and the secrets they reference.

@@ -1,0 +1,177 @@
+//! What every garden controller shares: the client, the configuration, the caches
+//! (reflector stores), the placement [`Ledger`], metrics and the event recorder. One
+//! [`Context`] per leadership term; nothing global.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Client, Resource, ResourceExt};
+
+use crate::api::core::{BackupBucket, BackupEntry, CloudProfile, GARDEN_NAMESPACE, Seed, Shoot};
+use crate::garden::assignment::{AssignmentTimings, SeedCandidate};
+use crate::garden::ledger::Ledger;
+use crate::garden::metrics::GardenMetrics;
+use crate::runtime::clock::{Clock, from_k8s};
+use crate::runtime::config::GardenConfiguration;
+use crate::runtime::failpoints::FailpointError;
+use crate::runtime::metrics::Metrics;
+use crate::runtime::selector::ObjectSelector;
+
+/// Why a reconcile failed. Variant names read well as metric labels.
+#[derive(Debug, thiserror::Error)]
+pub enum GardenError {
+    #[error("Kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error(transparent)]
+    Failpoint(#[from] FailpointError),
+    #[error("placement of {entry} kept conflicting ({attempts} attempts); retrying")]
+    PlacementContention { entry: String, attempts: u32 },
+    #[error("the caches stopped before they were filled")]
+    CachesStopped,
+    #[error("no BackupEntry can be made: {0}")]
+    Entry(#[from] crate::garden::entries::EntryProblem),
+}
+
+impl GardenError {
+    /// The metric label of the error.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            GardenError::Kube(kube::Error::Api(s)) if s.code == 409 => "Conflict",
+            GardenError::Kube(_) => "Kube",
+            GardenError::Failpoint(_) => "Failpoint",
+            GardenError::PlacementContention { .. } => "PlacementContention",
+            GardenError::CachesStopped => "CachesStopped",
+            GardenError::Entry(_) => "Entry",
+        }
+    }
+}
+
+/// The reflector stores the controllers read from. Readiness comes from flags set when
+/// each reflector sees its initial list complete: kube's `Store::wait_until_ready`
+/// wakes only one of several concurrent waiters, so it is not used here.
+#[derive(Clone)]
+pub struct Stores {
+    pub profiles: Store<CloudProfile>,
+    pub seeds: Store<Seed>,
+    pub shoots: Store<Shoot>,
+    pub buckets: Store<BackupBucket>,
+    pub entries: Store<BackupEntry>,
+    pub leases: Store<Lease>,
+    pub ready: Vec<tokio::sync::watch::Receiver<bool>>,
+}
+
+impl Stores {
+    /// Waits until every store has its initial list.
+    pub async fn wait_ready(&self) -> Result<(), GardenError> {
+        for flag in &self.ready {
+            let mut flag = flag.clone();
+            flag.wait_for(|ready| *ready)
+                .await
+                .map_err(|_| GardenError::CachesStopped)?;
+        }
+        Ok(())
+    }
+
+    pub fn profile(&self, name: &str) -> Option<Arc<CloudProfile>> {
+        self.profiles.get(&ObjectRef::new(name))
+    }
+
+    pub fn seed(&self, name: &str) -> Option<Arc<Seed>> {
+        self.seeds.get(&ObjectRef::new(name))
+    }
+
+    /// The seed as an assignment candidate, with the renew time of its Lease
+    /// `seed-<name>` in the garden namespace.
+    pub fn candidate(&self, seed: &Seed) -> SeedCandidate {
+        let name = seed.name_any();
+        let lease = self
+            .leases
+            .get(&ObjectRef::new(&format!("seed-{name}")).within(GARDEN_NAMESPACE));
+        SeedCandidate {
+            region: seed.spec.provider.region.clone(),
+            created: seed
+                .metadata
+                .creation_timestamp
+                .as_ref()
+                .map(|t| from_k8s(t.0))
+                .unwrap_or_default(),
+            last_renewal: lease
+                .and_then(|l| l.spec.clone())
+                .and_then(|s| s.renew_time)
+                .map(|t| from_k8s(t.0)),
+            deleting: seed.metadata.deletion_timestamp.is_some(),
+            name,
+        }
+    }
+
+    /// Names (`namespace/name`) of the entries that reference `bucket`, including those
+    /// being deleted (their data is still in the bucket).
+    pub fn entries_in(&self, bucket: &str) -> Vec<String> {
+        self.entries
+            .state()
+            .iter()
+            .filter(|e| e.spec.bucket_name == bucket)
+            .map(|e| format!("{}/{}", e.namespace().unwrap_or_default(), e.name_any()))
+            .collect()
+    }
+}
+
+/// Shared by every reconcile of one leadership term.
+pub struct Context {
+    pub client: Client,
+    pub config: GardenConfiguration,
+    pub selector: ObjectSelector,
+    pub clock: Clock,
+    pub metrics: Metrics,
+    pub garden_metrics: GardenMetrics,
+    pub recorder: Recorder,
+    pub stores: Stores,
+    pub ledger: Ledger,
+    /// Set once every bucket's count has been re-derived from the entries.
+    pub counts_ready: tokio::sync::watch::Receiver<bool>,
+}
+
+impl Context {
+    pub fn timings(&self) -> AssignmentTimings {
+        let to_chrono =
+            |d: std::time::Duration| chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX);
+        AssignmentTimings {
+            ready_within: to_chrono(self.config.seed_liveness.ready_within.0),
+            hand_over_after: to_chrono(
+                self.config.controllers.backup_bucket.seed_hand_over_after.0,
+            ),
+        }
+    }
+
+    /// Publishes an event on `obj`; a failure to publish is logged, never fatal.
+    pub async fn event<K: Resource<DynamicType = ()>>(
+        &self,
+        obj: &K,
+        type_: EventType,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
+        let event = Event {
+            type_,
+            reason: reason.to_string(),
+            note: Some(note),
+            action: action.to_string(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&event, &obj.object_ref(&())).await {
+            tracing::warn!(error = %e, reason, "could not publish event");
+        }
+    }
+
+    /// Waits until the start-up recount is done (placement must not run before).
+    pub async fn wait_counts_ready(&self) -> Result<(), GardenError> {
+        let mut rx = self.counts_ready.clone();
+        rx.wait_for(|ready| *ready)
+            .await
+            .map(|_| ())
+            .map_err(|_| GardenError::CachesStopped)
+    }
+}

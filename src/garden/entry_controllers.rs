@@ -1,0 +1,213 @@
+//! Shoot → BackupEntry (DESIGN §3.1, §4): for every Shoot with a seed, its entry exists,
+//! follows the shoot's seed and purpose, and was placed exactly once (placement through
+//! the [`Ledger`](crate::garden::ledger::Ledger), committed before the entry is
+//! written). A second small controller keeps every entry's `granary.gardener.cloud/seed`
+//! label on its responsible seed, also for entries whose shoot is gone.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
+use kube::runtime::reflector::ObjectRef;
+use kube::{Resource, ResourceExt};
+
+use crate::api::core::{BackupEntry, Shoot, validate_cloud_profile, validate_seed};
+use crate::garden::buckets::{PoolSource, seed_label_patch};
+use crate::garden::context::{Context, GardenError};
+use crate::garden::entries::{entry_update, new_entry};
+use crate::garden::pools::{PoolKind, ProfileView, SeedView, pool_for_shoot};
+use crate::runtime::failpoints;
+
+/// Controller names in metrics and events.
+pub const SHOOT_CONTROLLER: &str = "garden-shoot";
+pub const ENTRY_CONTROLLER: &str = "garden-backupentry";
+/// Failpoint between committing a placement (count raised) and creating the entry.
+pub const FAILPOINT_PLACED: &str = "garden.placement.committed";
+
+const RESYNC: Duration = Duration::from_secs(600);
+const WAIT_FOR_DEPENDENCY: Duration = Duration::from_secs(30);
+
+async fn pending(ctx: &Context, shoot: &Shoot, reason: &str, note: String) -> Action {
+    tracing::debug!(shoot = %shoot.name_any(), reason, %note, "no BackupEntry yet");
+    ctx.event(shoot, EventType::Warning, reason, "Backup", note)
+        .await;
+    Action::requeue(WAIT_FOR_DEPENDENCY)
+}
+
+/// Reconciles one Shoot.
+pub async fn reconcile_shoot(shoot: Arc<Shoot>, ctx: Arc<Context>) -> Result<Action, GardenError> {
+    ctx.metrics
+        .reconciles
+        .with_label_values(&[SHOOT_CONTROLLER])
+        .inc();
+    let _timer = ctx
+        .metrics
+        .reconcile_duration
+        .with_label_values(&[SHOOT_CONTROLLER])
+        .start_timer();
+    ctx.stores.wait_ready().await?;
+    if shoot.meta().deletion_timestamp.is_some() {
+        // Garbage collection removes the entry through its owner reference.
+        return Ok(Action::await_change());
+    }
+    let Some(seed_name) = shoot.spec.seed_name.clone().filter(|s| !s.is_empty()) else {
+        return Ok(Action::await_change());
+    };
+    let (Some(entry_name), Some(namespace)) = (shoot.backup_entry_name(), shoot.namespace()) else {
+        return Ok(pending(
+            &ctx,
+            &shoot,
+            "BackupEntryPending",
+            "the shoot has no uid yet".to_string(),
+        )
+        .await);
+    };
+    let api: Api<BackupEntry> = Api::namespaced(ctx.client.clone(), &namespace);
+    let cached = ctx
+        .stores
+        .entries
+        .get(&ObjectRef::new(&entry_name).within(&namespace));
+    if let Some(entry) = cached {
+        if let Some(patch) = entry_update(&entry, &shoot) {
+            api.patch(&entry_name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await?;
+        }
+        return Ok(Action::requeue(RESYNC));
+    }
+
+    // No entry yet: find its pool.
+    let Some(seed) = ctx.stores.seed(&seed_name) else {
+        return Ok(pending(
+            &ctx,
+            &shoot,
+            "BackupEntryPending",
+            format!("seed {seed_name} is not registered"),
+        )
+        .await);
+    };
+    let Some(profile_name) = shoot.cloud_profile_name() else {
+        return Ok(pending(
+            &ctx,
+            &shoot,
+            "BackupEntryPending",
+            "the shoot names no cloud profile (spec.cloudProfile.name)".to_string(),
+        )
+        .await);
+    };
+    if shoot.cloud_profile_kind() != "CloudProfile" {
+        return Ok(pending(
+            &ctx,
+            &shoot,
+            "BackupEntryPending",
+            format!(
+                "cloud profiles of kind {} are not supported for backups",
+                shoot.cloud_profile_kind()
+            ),
+        )
+        .await);
+    }
+    let Some(profile) = ctx.stores.profile(profile_name) else {
+        return Ok(pending(
+            &ctx,
+            &shoot,
+            "BackupEntryPending",
+            format!("cloud profile {profile_name} does not exist"),
+        )
+        .await);
+    };
+    let Some(key) = pool_for_shoot(&ProfileView::of(&profile), &SeedView::of(&seed)) else {
+        if profile.spec.backup.is_some() {
+            return Ok(pending(
+                &ctx,
+                &shoot,
+                "BackupEntryPending",
+                format!("cloud profile {profile_name} has an unusable spec.backup"),
+            )
+            .await);
+        }
+        // Neither the profile nor the seed configures backups.
+        return Ok(Action::await_change());
+    };
+    let (source, problems) = match key.kind {
+        PoolKind::Seed => (
+            PoolSource::from_seed(&seed, key.clone()),
+            validate_seed(&seed),
+        ),
+        _ => (
+            PoolSource::from_profile(&profile, key.clone()),
+            validate_cloud_profile(&profile),
+        ),
+    };
+    let Some(source) = source.filter(|_| problems.is_empty()) else {
+        let owner = if key.kind == PoolKind::Seed {
+            format!("seed {seed_name}")
+        } else {
+            format!("cloud profile {profile_name}")
+        };
+        return Ok(pending(
+            &ctx,
+            &shoot,
+            "BackupEntryPending",
+            format!(
+                "the backup configuration of {owner} is invalid: {}",
+                crate::api::common::describe_field_errors(&problems)
+            ),
+        )
+        .await);
+    };
+    let entry_key = (namespace.clone(), entry_name.clone());
+    if ctx.ledger.is_pending(&key, &entry_key).await {
+        // Created a moment ago; the cache will show it.
+        return Ok(Action::requeue(Duration::from_secs(1)));
+    }
+    ctx.wait_counts_ready().await?;
+    let bucket = ctx.ledger.place(&ctx, &source, &entry_key).await?;
+    let created = match failpoints::hit(FAILPOINT_PLACED) {
+        Err(e) => Err(GardenError::from(e)),
+        Ok(()) => match new_entry(&shoot, &bucket, &ctx.selector) {
+            Ok(entry) => api
+                .create(&PostParams::default(), &entry)
+                .await
+                .map_err(GardenError::from),
+            Err(e) => Err(GardenError::from(e)),
+        },
+    };
+    match created {
+        Ok(_) => {
+            tracing::debug!(entry = %entry_name, %bucket, "BackupEntry placed");
+            Ok(Action::requeue(RESYNC))
+        }
+        Err(e) => {
+            ctx.ledger.release(&ctx, &key, &entry_key, &bucket).await?;
+            if matches!(&e, GardenError::Kube(kube::Error::Api(s)) if s.code == 409) {
+                // It exists after all (made by an earlier run): it keeps its bucket.
+                return Ok(Action::requeue(Duration::from_secs(1)));
+            }
+            Err(e)
+        }
+    }
+}
+
+/// Keeps an entry's seed label on its responsible seed.
+pub async fn reconcile_entry(
+    entry: Arc<BackupEntry>,
+    ctx: Arc<Context>,
+) -> Result<Action, GardenError> {
+    ctx.metrics
+        .reconciles
+        .with_label_values(&[ENTRY_CONTROLLER])
+        .inc();
+    if let Some(patch) = seed_label_patch(entry.labels(), entry.responsible_seed()) {
+        let api: Api<BackupEntry> =
+            Api::namespaced(ctx.client.clone(), &entry.namespace().unwrap_or_default());
+        api.patch(
+            &entry.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await?;
+    }
+    Ok(Action::await_change())
+}

@@ -1,0 +1,403 @@
+//! The placement ledger: the I/O side of quota sharding (DESIGN §4). Per pool, one lock
+//! serialises this process' placements, recounts and shard removals; across processes
+//! (restarts, a leader hand-over) the compare-and-swap on a bucket's `status.entryCount`
+//! (a status patch carrying the resourceVersion; 409 → recompute) keeps every shard
+//! within its limit. A placement raises the count *before* the entry is written, so a
+//! crash in between can only leave a count too high, never too low; recounts (at
+//! start-up and whenever an entry changes) re-derive the exact count from the entry
+//! cache plus the entries this process has placed but the cache has not shown yet.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+
+use crate::api::core::BackupBucket;
+use crate::garden::assignment::{Assignment, SeedCandidate, assign_bucket};
+use crate::garden::buckets::{PoolSource, new_shard_bucket, pool_of, recorded_count, shard_of};
+use crate::garden::context::{Context, GardenError};
+use crate::garden::placement::{Placement, ShardFill, place_entry};
+use crate::garden::pools::{PoolKey, PoolKind};
+
+/// An entry by namespace and name.
+pub type EntryKey = (String, String);
+
+/// How often placement recomputes after conflicts before giving up (and requeueing).
+const MAX_ATTEMPTS: u32 = 64;
+/// How long an entry this process placed may stay unseen by the cache before recounts
+/// stop counting it (its create failed in a way this process did not see).
+const PENDING_TTL: Duration = Duration::from_secs(120);
+
+struct Pending {
+    bucket: String,
+    since: Instant,
+}
+
+/// What this process knows about one pool beyond the cache.
+#[derive(Default)]
+struct Book {
+    /// The latest version of a shard this process wrote or fetched (the cache may lag).
+    latest: HashMap<String, BackupBucket>,
+    /// Entries placed here whose creation the entry cache has not shown yet.
+    pending: HashMap<EntryKey, Pending>,
+}
+
+/// Per-pool books behind per-pool locks.
+#[derive(Default)]
+pub struct Ledger {
+    books: std::sync::Mutex<HashMap<PoolKey, Arc<tokio::sync::Mutex<Book>>>>,
+}
+
+fn is_status(e: &kube::Error, code: u16) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == code)
+}
+
+impl Ledger {
+    fn book(&self, key: &PoolKey) -> Arc<tokio::sync::Mutex<Book>> {
+        let mut books = self.books.lock().unwrap_or_else(|p| p.into_inner());
+        books.entry(key.clone()).or_default().clone()
+    }
+
+    fn api(ctx: &Context) -> Api<BackupBucket> {
+        Api::all(ctx.client.clone())
+    }
+
+    /// The pool's shards: the cache overlaid with this process' newer copies, in shard
+    /// order.
+    fn shards(ctx: &Context, key: &PoolKey, book: &Book) -> Vec<BackupBucket> {
+        let mut by_name: BTreeMap<String, BackupBucket> = ctx
+            .stores
+            .buckets
+            .state()
+            .iter()
+            .filter(|b| pool_of(b).as_ref() == Some(key))
+            .map(|b| (b.name_any(), (**b).clone()))
+            .collect();
+        for (name, bucket) in &book.latest {
+            by_name.insert(name.clone(), bucket.clone());
+        }
+        let mut shards: Vec<BackupBucket> = by_name.into_values().collect();
+        shards.sort_by_key(|b| (shard_of(b).unwrap_or(u32::MAX), b.name_any()));
+        shards
+    }
+
+    /// Fetches a fresh copy of `name` into the book (or forgets it when gone).
+    async fn refresh(ctx: &Context, book: &mut Book, name: &str) -> Result<(), GardenError> {
+        match Self::api(ctx).get_opt(name).await? {
+            Some(b) => {
+                book.latest.insert(name.to_string(), b);
+            }
+            None => {
+                book.latest.remove(name);
+            }
+        }
+        Ok(())
+    }
+
+    /// Compare-and-swap of `status.entryCount`: succeeds only on `bucket`'s version.
+    async fn swap_count(
+        ctx: &Context,
+        bucket: &BackupBucket,
+        count: u32,
+    ) -> Result<BackupBucket, kube::Error> {
+        let patch = json!({
+            "metadata": { "resourceVersion": bucket.resource_version() },
+            "status": { "entryCount": count },
+        });
+        Self::api(ctx)
+            .patch_status(
+                &bucket.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+    }
+
+    /// Creates shard `shard` of the source's pool, assigned to the best ready seed.
+    async fn create_shard(
+        ctx: &Context,
+        book: &mut Book,
+        source: &PoolSource,
+        shard: u32,
+    ) -> Result<(), GardenError> {
+        let seed = choose_seed(ctx, &source.key);
+        let bucket = new_shard_bucket(source, shard, seed.as_deref(), &ctx.selector);
+        let name = bucket.name_any();
+        match Self::api(ctx).create(&PostParams::default(), &bucket).await {
+            Ok(created) => {
+                tracing::info!(bucket = %name, pool = ?source.key, shard, seed = ?seed, "created bucket shard");
+                book.latest.insert(name, created);
+                Ok(())
+            }
+            Err(e) if is_status(&e, 409) => Self::refresh(ctx, book, &name).await,
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Places `entry` in the source's pool: first fit, a new shard when the pool is full,
+    /// committed by raising the chosen bucket's count. Returns the bucket name. The
+    /// caller must then create the entry, or call [`Ledger::release`].
+    pub async fn place(
+        &self,
+        ctx: &Context,
+        source: &PoolSource,
+        entry: &EntryKey,
+    ) -> Result<String, GardenError> {
+        let limit = ctx.config.quota_for(&source.provider);
+        let book = self.book(&source.key);
+        let mut book = book.lock().await;
+        for _ in 0..MAX_ATTEMPTS {
+            let shards = Self::shards(ctx, &source.key, &book);
+            let fills: Vec<ShardFill> = shards
+                .iter()
+                .filter_map(|b| {
+                    Some(ShardFill {
+                        shard: shard_of(b)?,
+                        entries: recorded_count(b),
+                        accepting: b.meta().deletion_timestamp.is_none(),
+                    })
+                })
+                .collect();
+            match place_entry(&fills, limit) {
+                Placement::NewShard(shard) => {
+                    Self::create_shard(ctx, &mut book, source, shard).await?;
+                    ctx.garden_metrics
+                        .placements
+                        .with_label_values(&["new_shard"])
+                        .inc();
+                }
+                Placement::Existing(shard) => {
+                    let Some(bucket) = shards.iter().find(|b| shard_of(b) == Some(shard)) else {
+                        continue;
+                    };
+                    let name = bucket.name_any();
+                    match Self::swap_count(ctx, bucket, recorded_count(bucket) + 1).await {
+                        Ok(updated) => {
+                            book.latest.insert(name.clone(), updated);
+                            book.pending.insert(
+                                entry.clone(),
+                                Pending {
+                                    bucket: name.clone(),
+                                    since: Instant::now(),
+                                },
+                            );
+                            ctx.garden_metrics
+                                .placements
+                                .with_label_values(&["existing"])
+                                .inc();
+                            return Ok(name);
+                        }
+                        Err(e) if is_status(&e, 409) || is_status(&e, 404) => {
+                            ctx.garden_metrics
+                                .placement_conflicts
+                                .with_label_values(&[source.key.kind.as_str()])
+                                .inc();
+                            Self::refresh(ctx, &mut book, &name).await?;
+                        }
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+            }
+        }
+        Err(GardenError::PlacementContention {
+            entry: format!("{}/{}", entry.0, entry.1),
+            attempts: MAX_ATTEMPTS,
+        })
+    }
+
+    /// True while `entry` was placed here and the cache has not shown it yet.
+    pub async fn is_pending(&self, key: &PoolKey, entry: &EntryKey) -> bool {
+        let book = self.book(key);
+        let book = book.lock().await;
+        book.pending
+            .get(entry)
+            .is_some_and(|p| p.since.elapsed() < PENDING_TTL)
+    }
+
+    /// Gives a placement back when the entry could not be created: forgets it and
+    /// recounts its bucket.
+    pub async fn release(
+        &self,
+        ctx: &Context,
+        key: &PoolKey,
+        entry: &EntryKey,
+        bucket: &str,
+    ) -> Result<(), GardenError> {
+        {
+            let book = self.book(key);
+            book.lock().await.pending.remove(entry);
+        }
+        self.recount(ctx, key, bucket).await.map(|_| ())
+    }
+
+    /// Creates shard 0 of the source's pool unless the pool has a bucket already.
+    pub async fn ensure_first_shard(
+        &self,
+        ctx: &Context,
+        source: &PoolSource,
+    ) -> Result<(), GardenError> {
+        let book = self.book(&source.key);
+        let mut book = book.lock().await;
+        if Self::shards(ctx, &source.key, &book).is_empty() {
+            Self::create_shard(ctx, &mut book, source, 0).await?;
+        }
+        Ok(())
+    }
+
+    /// Forgets a bucket that is gone (its deletion was released), so the pool can get
+    /// a new shard of that number.
+    pub async fn forget(&self, key: &PoolKey, bucket: &str) {
+        let book = self.book(key);
+        book.lock().await.latest.remove(bucket);
+    }
+
+    /// The number of shards the pool has now.
+    pub async fn shard_count(&self, ctx: &Context, key: &PoolKey) -> usize {
+        let book = self.book(key);
+        let book = book.lock().await;
+        Self::shards(ctx, key, &book).len()
+    }
+
+    /// Re-derives `bucket`'s entry count (cached entries plus this process' pending
+    /// ones) and writes it when it differs. Returns the count.
+    pub async fn recount(
+        &self,
+        ctx: &Context,
+        key: &PoolKey,
+        bucket: &str,
+    ) -> Result<u32, GardenError> {
+        let book = self.book(key);
+        let mut book = book.lock().await;
+        let count = Self::derive_count(ctx, &mut book, bucket);
+        for _ in 0..MAX_ATTEMPTS {
+            let current = match book.latest.get(bucket) {
+                Some(b) => b.clone(),
+                None => match ctx.stores.buckets.get(&ObjectRef::new(bucket)) {
+                    Some(b) => (*b).clone(),
+                    None => return Ok(count),
+                },
+            };
+            if recorded_count(&current) == count && current.status.is_some() {
+                return Ok(count);
+            }
+            match Self::swap_count(ctx, &current, count).await {
+                Ok(updated) => {
+                    book.latest.insert(bucket.to_string(), updated);
+                    return Ok(count);
+                }
+                Err(e) if is_status(&e, 409) || is_status(&e, 404) => {
+                    Self::refresh(ctx, &mut book, bucket).await?;
+                    if !book.latest.contains_key(bucket) {
+                        return Ok(count);
+                    }
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(GardenError::PlacementContention {
+            entry: format!("recount of {bucket}"),
+            attempts: MAX_ATTEMPTS,
+        })
+    }
+
+    fn derive_count(ctx: &Context, book: &mut Book, bucket: &str) -> u32 {
+        // One snapshot for both steps: an entry appearing in the cache between them
+        // would otherwise be counted twice (as pending and as cached).
+        let snapshot = ctx.stores.entries.state();
+        let cached: std::collections::HashSet<(String, String)> = snapshot
+            .iter()
+            .map(|e| (e.namespace().unwrap_or_default(), e.name_any()))
+            .collect();
+        book.pending
+            .retain(|key, p| !cached.contains(key) && p.since.elapsed() < PENDING_TTL);
+        let in_bucket = snapshot
+            .iter()
+            .filter(|e| e.spec.bucket_name == bucket)
+            .count();
+        let pending = book.pending.values().filter(|p| p.bucket == bucket).count();
+        u32::try_from(in_bucket + pending).unwrap_or(u32::MAX)
+    }
+
+    /// Deletes `bucket` if it still holds no entry, in the version that was counted
+    /// (a placement in between changes the version and makes the delete fail).
+    pub async fn remove_if_empty(
+        &self,
+        ctx: &Context,
+        key: &PoolKey,
+        bucket: &str,
+    ) -> Result<bool, GardenError> {
+        let book = self.book(key);
+        let mut book = book.lock().await;
+        if Self::derive_count(ctx, &mut book, bucket) > 0 {
+            return Ok(false);
+        }
+        Self::refresh(ctx, &mut book, bucket).await?;
+        let Some(current) = book.latest.get(bucket) else {
+            return Ok(false);
+        };
+        if recorded_count(current) > 0 {
+            return Ok(false);
+        }
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                resource_version: current.resource_version(),
+                uid: current.uid(),
+            }),
+            ..DeleteParams::default()
+        };
+        match Self::api(ctx).delete(bucket, &params).await {
+            Ok(_) => {
+                book.latest.remove(bucket);
+                Ok(true)
+            }
+            Err(e) if is_status(&e, 409) || is_status(&e, 404) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// The seeds that may provision a pool's buckets: for a CloudProfile pool every seed of
+/// the profile's provider type (every seed when the profile is gone), for a seed's own
+/// pool that seed alone.
+pub fn pool_candidates(ctx: &Context, key: &PoolKey) -> Vec<SeedCandidate> {
+    let seeds = ctx.stores.seeds.state();
+    let serving: Vec<_> = match key.kind {
+        PoolKind::CloudProfile => {
+            let profile = ctx.stores.profile(&key.owner);
+            seeds
+                .iter()
+                .filter(|s| {
+                    profile
+                        .as_ref()
+                        .is_none_or(|p| s.spec.provider.type_ == p.spec.type_)
+                })
+                .cloned()
+                .collect()
+        }
+        PoolKind::Seed => seeds
+            .iter()
+            .filter(|s| s.name_any() == key.owner)
+            .cloned()
+            .collect(),
+        PoolKind::Legacy => Vec::new(),
+    };
+    serving.iter().map(|s| ctx.stores.candidate(s)).collect()
+}
+
+/// The seed a new bucket of the pool goes to, if any is ready.
+pub fn choose_seed(ctx: &Context, key: &PoolKey) -> Option<String> {
+    match assign_bucket(
+        None,
+        &key.region,
+        &pool_candidates(ctx, key),
+        ctx.clock.now(),
+        ctx.timings(),
+    ) {
+        Assignment::Assign(seed) => Some(seed),
+        _ => None,
+    }
+}
