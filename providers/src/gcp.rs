@@ -68,6 +68,14 @@ impl GcsStore {
         opts: &StoreOptions,
     ) -> Result<Self> {
         let mut config = ClientConfig::default();
+        // reqwest's default client waits forever on a silent peer. Connect and per-read
+        // timeouts bound every request without cutting a long, steadily flowing transfer.
+        let http = reqwest::Client::builder()
+            .connect_timeout(opts.request_timeout)
+            .read_timeout(opts.request_timeout)
+            .build()
+            .map_err(|e| Error::new(ErrorKind::Invalid, format!("GCS HTTP client: {e}")))?;
+        config.http = Some(reqwest_middleware::ClientBuilder::new(http).build());
         if let Some(e) = &creds.endpoint {
             config.storage_endpoint = e.trim_end_matches('/').to_string();
         }

@@ -163,3 +163,35 @@ async fn gcs_rejected_credentials() {
         );
     }
 }
+
+/// A peer that accepts connections and never answers must not hang a GCS call: the
+/// client's read timeout ends each attempt, and the call gives up as Transient.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gcs_silent_peer_times_out() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("address");
+    let silent = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((conn, _)) = listener.accept().await {
+            held.push(conn);
+        }
+    });
+    let options = granary_providers::StoreOptions {
+        request_timeout: Duration::from_millis(300),
+        ..opts(2)
+    };
+    let store = open_at(Backend::Gcs, &format!("http://{addr}"), options).await;
+    let started = std::time::Instant::now();
+    let e = tokio::time::timeout(Duration::from_secs(30), store.head("bucket", "key"))
+        .await
+        .expect("the call ends instead of hanging")
+        .expect_err("nothing answers");
+    assert_eq!(e.kind(), ErrorKind::Transient, "{e}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "bounded by the timeouts"
+    );
+    silent.abort();
+}
