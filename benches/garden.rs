@@ -203,7 +203,7 @@ async fn main() {
         &text,
         "granary_garden_placements_total{outcome=\"new_shard\"}",
     );
-    let conflicts = metric(&text, "granary_garden_placement_conflicts_total");
+    let conflicts = metric(&text, "granary_garden_placement_conflicts_total").max(0.0);
     let writes = placed + new_shards + conflicts + n as f64;
     println!(
         "{}",
