@@ -5,11 +5,15 @@
 
 use crate::seed_support::{Backend, Landscape, ensure_namespace, has_gardener_finalizer};
 use crate::support::poll_until;
-use granary::api::core::{ANNOTATION_CREATED_BY, GARDEN_NAMESPACE, bucket_secret_name};
+use bytes::Bytes;
+use granary::api::core::{
+    ANNOTATION_CREATED_BY, FINALIZER_GARDEN_BUCKET_GUARD, FINALIZER_GARDENER, GARDEN_NAMESPACE,
+    bucket_secret_name,
+};
 use granary::api::extensions;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, DeleteParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
 
 async fn happy_path_and_deletion(backend: Backend) {
     let Some(l) = Landscape::start(backend).await else {
@@ -166,4 +170,82 @@ pub async fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
     let mut out = String::new();
     stream.read_to_string(&mut out).await.expect("read");
     out
+}
+
+/// While the garden refuses a bucket's deletion (its guard finalizer, held while entries
+/// reference the bucket), the seed deletes nothing at the provider; once the garden lets
+/// go, the deletion runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seed_waits_for_the_garden_guard_before_deleting_a_bucket() {
+    let Some(l) = Landscape::start(Backend::Local).await else {
+        return;
+    };
+    let seed_name = "seed-g";
+    let agent = l.start_agent(None, l.config(seed_name)).await;
+    let store = l.store().await;
+    let guarded = l.bucket_name("guarded");
+    let plain = l.bucket_name("plain");
+    l.create_bucket(&guarded, seed_name).await;
+    l.create_bucket(&plain, seed_name).await;
+    l.wait_bucket_ready(&guarded).await;
+    l.wait_bucket_ready(&plain).await;
+    // Play the garden controller's deletion guard.
+    let guard = serde_json::json!({"metadata": {"finalizers": [FINALIZER_GARDENER, FINALIZER_GARDEN_BUCKET_GUARD]}});
+    l.buckets()
+        .patch(&guarded, &PatchParams::default(), &Patch::Merge(&guard))
+        .await
+        .unwrap();
+    store
+        .put(
+            &guarded,
+            "shoot--p--s--uid/etcd-main/full",
+            Bytes::from_static(b"data"),
+        )
+        .await
+        .unwrap();
+
+    l.buckets()
+        .delete(&guarded, &DeleteParams::default())
+        .await
+        .unwrap();
+    // An unguarded deletion after it completes: the agent has handled both events by then.
+    l.buckets()
+        .delete(&plain, &DeleteParams::default())
+        .await
+        .unwrap();
+    poll_until("unguarded bucket gone", || async {
+        l.buckets().get_opt(&plain).await.unwrap().is_none()
+    })
+    .await;
+    let ext: Api<extensions::BackupBucket> = Api::all(l.seed.clone());
+    let seed_object = ext.get(&guarded).await.expect("seed object kept");
+    assert!(
+        seed_object.metadata.deletion_timestamp.is_none(),
+        "seed object not deleted"
+    );
+    assert!(
+        store
+            .head(&guarded, "shoot--p--s--uid/etcd-main/full")
+            .await
+            .is_ok(),
+        "nothing deleted at the provider while the garden refuses"
+    );
+
+    // The garden lets go: now the bucket is deleted.
+    let release = serde_json::json!({"metadata": {"finalizers": [FINALIZER_GARDENER]}});
+    l.buckets()
+        .patch(&guarded, &PatchParams::default(), &Patch::Merge(&release))
+        .await
+        .unwrap();
+    poll_until("guarded bucket gone", || async {
+        l.buckets().get_opt(&guarded).await.unwrap().is_none()
+    })
+    .await;
+    assert!(
+        store
+            .head(&guarded, "shoot--p--s--uid/etcd-main/full")
+            .await
+            .is_err()
+    );
+    agent.shutdown().await;
 }

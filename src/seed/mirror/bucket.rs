@@ -9,7 +9,7 @@ use super::{
 use crate::api::common::{LastOperationType, SecretReference};
 use crate::api::core::{
     self, ANNOTATION_DELETION_REQUESTED_AT, ANNOTATION_GENERATED_SECRET_NAMESPACE,
-    FINALIZER_GARDENER, GARDEN_NAMESPACE, bucket_secret_name,
+    FINALIZER_GARDEN_BUCKET_GUARD, FINALIZER_GARDENER, GARDEN_NAMESPACE, bucket_secret_name,
 };
 use crate::api::extensions::{self, BackupBucketSpec};
 use crate::runtime::clock::from_k8s;
@@ -53,6 +53,16 @@ pub(crate) async fn reconcile(ctx: &Context, name: &str) -> Result<Next, Reconci
         return Ok(Next::Done);
     }
     if garden.meta().deletion_timestamp.is_some() {
+        if garden
+            .finalizers()
+            .iter()
+            .any(|f| f == FINALIZER_GARDEN_BUCKET_GUARD)
+        {
+            // The garden still refuses this deletion (entries reference the bucket; it
+            // says why in status and events). Nothing may be deleted at the provider
+            // until it lets go; its finalizer removal wakes this reconcile again.
+            return Ok(Next::Done);
+        }
         return delete(ctx, garden, ext).await;
     }
     if garden.spec.seed_name.as_deref() != Some(me) {
