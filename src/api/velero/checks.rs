@@ -120,3 +120,38 @@ pub(crate) fn configmap_ref(
         }
     }
 }
+
+/// Which items a backup or restore hook applies to: the fields Velero's
+/// `BackupResourceHookSpec` and `RestoreResourceHookSpec` share.
+pub(crate) struct HookSelection<'a> {
+    pub name: &'a str,
+    pub included_namespaces: Option<&'a Vec<String>>,
+    pub excluded_namespaces: Option<&'a Vec<String>>,
+    pub included_resources: Option<&'a Vec<String>>,
+    pub excluded_resources: Option<&'a Vec<String>>,
+    pub label_selector: Option<&'a LabelSelector>,
+}
+
+/// The rules of a hook's selection: a name, include/exclude lists, a valid selector.
+pub(crate) fn hook_selection(errs: &mut FieldErrors, at: &str, hook: HookSelection<'_>) {
+    if hook.name.is_empty() {
+        push(errs, format!("{at}.name"), "required");
+    }
+    includes_excludes(
+        errs,
+        &format!("{at}.includedNamespaces"),
+        hook.included_namespaces,
+        &format!("{at}.excludedNamespaces"),
+        hook.excluded_namespaces,
+    );
+    includes_excludes(
+        errs,
+        &format!("{at}.includedResources"),
+        hook.included_resources,
+        &format!("{at}.excludedResources"),
+        hook.excluded_resources,
+    );
+    if let Some(sel) = hook.label_selector {
+        label_selector(errs, &format!("{at}.labelSelector"), sel);
+    }
+}

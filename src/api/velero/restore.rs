@@ -419,26 +419,18 @@ impl RestoreSpec {
 
 impl RestoreResourceHookSpec {
     fn validate_at(&self, at: &str, errs: &mut FieldErrors) {
-        if self.name.is_empty() {
-            push(errs, format!("{at}.name"), "required");
-        }
-        checks::includes_excludes(
+        checks::hook_selection(
             errs,
-            &format!("{at}.includedNamespaces"),
-            self.included_namespaces.as_ref(),
-            &format!("{at}.excludedNamespaces"),
-            self.excluded_namespaces.as_ref(),
+            at,
+            checks::HookSelection {
+                name: &self.name,
+                included_namespaces: self.included_namespaces.as_ref(),
+                excluded_namespaces: self.excluded_namespaces.as_ref(),
+                included_resources: self.included_resources.as_ref(),
+                excluded_resources: self.excluded_resources.as_ref(),
+                label_selector: self.label_selector.as_ref(),
+            },
         );
-        checks::includes_excludes(
-            errs,
-            &format!("{at}.includedResources"),
-            self.included_resources.as_ref(),
-            &format!("{at}.excludedResources"),
-            self.excluded_resources.as_ref(),
-        );
-        if let Some(sel) = &self.label_selector {
-            checks::label_selector(errs, &format!("{at}.labelSelector"), sel);
-        }
         for (j, hook) in self.post_hooks.iter().flatten().enumerate() {
             let here = format!("{at}.postHooks[{j}]");
             if hook.exec.is_none() && hook.init.is_none() {
