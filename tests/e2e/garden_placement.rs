@@ -181,6 +181,7 @@ fn spawn_garden(
     config: &std::path::Path,
     log: &std::path::Path,
     failpoints: Option<&str>,
+    metrics_address: &str,
 ) -> Child {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_granary"));
     cmd.args(["garden", "--kubeconfig"])
@@ -191,7 +192,7 @@ fn spawn_garden(
             "--object-selector",
             &tc.object_selector,
             "--metrics-bind-address",
-            "127.0.0.1:0",
+            metrics_address,
             "--leader-elect=true",
         ])
         .env("RUST_LOG", "granary=debug,info")
@@ -230,6 +231,7 @@ async fn a_run_aborted_between_commit_and_entry_resumes_with_the_invariants_inta
         &config,
         &log,
         Some("garden.placement.committed=7:abort"),
+        "127.0.0.1:0",
     );
     let deadline = tokio::time::Instant::now() + crate::support::DEADLINE;
     let status = loop {
@@ -262,15 +264,39 @@ async fn a_run_aborted_between_commit_and_entry_resumes_with_the_invariants_inta
     // Restarted (after the dead leader's lease expires), it re-derives the counts and
     // finishes: ⌈14/4⌉ shards, first fit, nothing over the limit, nothing moved.
     let log = dir.path().join("second.log");
-    let mut second = spawn_garden(&tc, &config, &log, None);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let metrics_address = format!("127.0.0.1:{port}");
+    let mut second = spawn_garden(&tc, &config, &log, None, &metrics_address);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     let mut settled = false;
     while !settled && tokio::time::Instant::now() < deadline {
         settled = settled_first_fit(&tc, 4, 14).await;
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    // The binary serves its health, readiness and metrics endpoints.
+    let addr: std::net::SocketAddr = metrics_address.parse().expect("socket address");
+    let mut endpoints_ok = false;
+    while !endpoints_ok && tokio::time::Instant::now() < deadline {
+        endpoints_ok = crate::support::try_http_get(addr, "/healthz")
+            .await
+            .is_some_and(|b| b.ends_with("ok"))
+            && crate::support::try_http_get(addr, "/readyz")
+                .await
+                .is_some_and(|b| b.ends_with("ok"))
+            && crate::support::try_http_get(addr, "/metrics")
+                .await
+                .is_some_and(|b| b.contains("granary_garden_placements_total"));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let _ = second.kill();
     let _ = second.wait();
+    assert!(
+        endpoints_ok,
+        "/healthz, /readyz and /metrics answer on {addr}"
+    );
     assert!(
         settled,
         "not settled: {:?}\n{}",

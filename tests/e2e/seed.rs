@@ -4,7 +4,7 @@
 //! bucket removes it at the provider; the liveness Lease and the metrics are there.
 
 use crate::seed_support::{Backend, Landscape, ensure_namespace, has_gardener_finalizer};
-use crate::support::poll_until;
+use crate::support::{http_get, poll_until};
 use bytes::Bytes;
 use granary::api::core::{
     ANNOTATION_CREATED_BY, FINALIZER_GARDEN_BUCKET_GUARD, FINALIZER_GARDENER, GARDEN_NAMESPACE,
@@ -162,15 +162,6 @@ async fn seed_azure_happy_path_and_deletion() {
 }
 
 /// A plain HTTP/1.1 GET on loopback; returns the whole response text.
-pub async fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let request = format!("GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.expect("send");
-    let mut out = String::new();
-    stream.read_to_string(&mut out).await.expect("read");
-    out
-}
 
 /// While the garden refuses a bucket's deletion (its guard finalizer, held while entries
 /// reference the bucket), the seed deletes nothing at the provider; once the garden lets

@@ -3,7 +3,7 @@
 //! before it, everything after; only listed purposes (and entries without a purpose)
 //! wait; force deletion skips the wait.
 
-use crate::seed::http_get;
+use crate::support::http_get;
 use crate::seed_support::{Backend, Landscape, ensure_namespace};
 use crate::support::poll_until;
 use granary::api::common::{LastOperationState, LastOperationType};

@@ -295,3 +295,22 @@ impl Drop for TestCluster {
         let _ = handle.join();
     }
 }
+
+/// A GET over plain HTTP/1.1 (health and metrics endpoints), the whole response as text;
+/// `None` while nothing answers on `addr`.
+pub async fn try_http_get(addr: std::net::SocketAddr, path: &str) -> Option<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.ok()?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.ok()?;
+    let mut out = String::new();
+    stream.read_to_string(&mut out).await.ok()?;
+    Some(out)
+}
+
+/// [`try_http_get`] on an endpoint that must answer.
+pub async fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
+    try_http_get(addr, path)
+        .await
+        .unwrap_or_else(|| panic!("nothing answers GET {path} on {addr}"))
+}
