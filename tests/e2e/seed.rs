@@ -161,8 +161,6 @@ async fn seed_azure_happy_path_and_deletion() {
     happy_path_and_deletion(Backend::Azure).await;
 }
 
-/// A plain HTTP/1.1 GET on loopback; returns the whole response text.
-
 /// While the garden refuses a bucket's deletion (its guard finalizer, held while entries
 /// reference the bucket), the seed deletes nothing at the provider; once the garden lets
 /// go, the deletion runs.

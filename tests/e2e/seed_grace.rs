@@ -3,8 +3,8 @@
 //! before it, everything after; only listed purposes (and entries without a purpose)
 //! wait; force deletion skips the wait.
 
-use crate::support::http_get;
 use crate::seed_support::{Backend, Landscape, ensure_namespace};
+use crate::support::http_get;
 use crate::support::poll_until;
 use granary::api::common::{LastOperationState, LastOperationType};
 use granary::api::core::{ANNOTATION_FORCE_DELETION, ANNOTATION_SHOOT_PURPOSE};
