@@ -19,7 +19,7 @@ use aws_sdk_s3::primitives::ByteStream as SdkByteStream;
 use aws_sdk_s3::types::{Delete, ObjectIdentifier};
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
-use futures::stream::{self, BoxStream, StreamExt, TryStreamExt};
+use futures::stream::{self, BoxStream, StreamExt};
 
 use crate::credentials::AwsCredentials;
 use crate::error::{Error, ErrorKind, Result, kind_for_status};
@@ -27,7 +27,7 @@ use crate::options::{S3_MAX_DELETE_BATCH, StoreOptions};
 use crate::retry::{Retrier, RetryStats};
 use crate::store::{
     BoxReader, BucketOptions, BucketReport, ByteStream, DeleteReport, ListEntry, ObjectMeta,
-    ObjectStore, ProviderKind,
+    ObjectStore, ProviderKind, paged,
 };
 
 #[derive(Debug)]
@@ -249,17 +249,7 @@ impl ObjectStore for S3Store {
         prefix: &'a str,
         delimiter: Option<&'a str>,
     ) -> BoxStream<'a, Result<ListEntry>> {
-        // State: None = done, Some(token) = fetch next page (first page has no token).
-        stream::try_unfold(Some(None::<String>), move |state| async move {
-            let Some(token) = state else { return Ok(None) };
-            let (entries, next) = self.list_page(bucket, prefix, delimiter, token).await?;
-            Ok(Some((
-                stream::iter(entries.into_iter().map(Ok)),
-                next.map(Some),
-            )))
-        })
-        .try_flatten()
-        .boxed()
+        paged(move |token| self.list_page(bucket, prefix, delimiter, token))
     }
 
     async fn delete_many(&self, bucket: &str, keys: &[String]) -> Result<DeleteReport> {

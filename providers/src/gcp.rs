@@ -11,7 +11,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
-use futures::stream::{self, BoxStream, StreamExt, TryStreamExt};
+use futures::stream::{BoxStream, StreamExt, TryStreamExt};
 use gcloud_storage::client::{Client, ClientConfig};
 use gcloud_storage::http::Error as GcsError;
 use gcloud_storage::http::buckets::delete::DeleteBucketRequest;
@@ -34,7 +34,7 @@ use crate::options::StoreOptions;
 use crate::retry::{Retrier, RetryStats};
 use crate::store::{
     BoxReader, BucketOptions, BucketReport, ByteStream, DeleteReport, ListEntry, ObjectMeta,
-    ObjectStore, ProviderKind, delete_each, read_part,
+    ObjectStore, ProviderKind, delete_each, paged, read_part,
 };
 
 /// Resumable upload chunks must be multiples of this.
@@ -481,16 +481,7 @@ impl ObjectStore for GcsStore {
         prefix: &'a str,
         delimiter: Option<&'a str>,
     ) -> BoxStream<'a, Result<ListEntry>> {
-        stream::try_unfold(Some(None::<String>), move |state| async move {
-            let Some(token) = state else { return Ok(None) };
-            let (entries, next) = self.list_page(bucket, prefix, delimiter, token).await?;
-            Ok(Some((
-                stream::iter(entries.into_iter().map(Ok)),
-                next.map(Some),
-            )))
-        })
-        .try_flatten()
-        .boxed()
+        paged(move |token| self.list_page(bucket, prefix, delimiter, token))
     }
 
     async fn delete_many(&self, bucket: &str, keys: &[String]) -> Result<DeleteReport> {

@@ -281,6 +281,28 @@ where
     Ok(report)
 }
 
+/// A listing as one stream over its pages: `fetch(token)` returns a page and the next
+/// page's token (`None` on the last page); the first page is fetched without a token.
+pub(crate) fn paged<'a, F, Fut>(fetch: F) -> BoxStream<'a, Result<ListEntry>>
+where
+    F: Fn(Option<String>) -> Fut + Send + 'a,
+    Fut: std::future::Future<Output = Result<(Vec<ListEntry>, Option<String>)>> + Send + 'a,
+{
+    futures::stream::try_unfold(Some(None::<String>), move |state| {
+        let page = state.map(&fetch);
+        async move {
+            let Some(page) = page else { return Ok(None) };
+            let (entries, next) = page.await?;
+            Ok(Some((
+                futures::stream::iter(entries.into_iter().map(Ok)),
+                next.map(Some),
+            )))
+        }
+    })
+    .try_flatten()
+    .boxed()
+}
+
 pub(crate) async fn read_part(reader: &mut BoxReader, size: usize) -> Result<Bytes> {
     use tokio::io::AsyncReadExt;
     let mut buf = bytes::BytesMut::with_capacity(size);
