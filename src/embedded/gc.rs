@@ -12,14 +12,12 @@ use super::objects::{
     self, FOREGROUND_FINALIZER, NAMESPACE_FINALIZER, ORPHAN_FINALIZER, Propagation,
 };
 use super::state::{DeleteOptions, State};
-use super::store::{DELETING, GroupResource, HAS_OWNERS, Mutation, ObjectKey};
+use super::store::{DELETING, GroupResource, Mutation, ObjectKey, parse_uid};
 
 /// An object as the garbage collector sees it.
 struct Node {
-    gr: GroupResource,
-    key: ObjectKey,
-    /// Finalizers when the object is being deleted (else empty).
-    deleting_finalizers: Option<Vec<String>>,
+    /// Set while the object is being deleted: where it lives, and its finalizers.
+    deleting: Option<(GroupResource, ObjectKey, Vec<String>)>,
 }
 
 struct Dependent {
@@ -27,10 +25,8 @@ struct Dependent {
     key: ObjectKey,
     /// (owner uid, blockOwnerDeletion)
     refs: Vec<(u128, bool)>,
-}
-
-fn parse_uid(s: &str) -> u128 {
-    uuid::Uuid::parse_str(s).map(|u| u.as_u128()).unwrap_or(0)
+    /// Already being deleted.
+    deleting: bool,
 }
 
 /// What happens to one dependent, given its owners' states.
@@ -106,68 +102,46 @@ impl State {
         }
     }
 
-    /// One pass of the garbage collector.
+    /// One pass of the garbage collector. It reads the facts each record keeps (no JSON
+    /// is parsed), so a pass over many objects stays cheap.
     pub(crate) fn collect_garbage(&self) {
+        // Every live uid, and the deleting objects' finalizers.
         let mut nodes: HashMap<u128, Node> = HashMap::new();
         let mut dependents = Vec::new();
         {
             let inner = self.store.read();
             for (gr, map) in &inner.objects {
                 for (key, rec) in map {
-                    let parsed = if rec.flags != 0 {
-                        serde_json::from_slice::<Value>(&rec.data).ok()
-                    } else {
-                        None
-                    };
-                    let deleting_finalizers = (rec.flags & DELETING != 0)
-                        .then(|| parsed.as_ref().map(objects::finalizers).unwrap_or_default());
-                    if rec.flags & HAS_OWNERS != 0
-                        && let Some(refs) = parsed
-                            .as_ref()
-                            .and_then(|p| p.pointer("/metadata/ownerReferences"))
-                            .and_then(Value::as_array)
-                    {
+                    let facts = rec.gc.as_deref();
+                    if let Some(facts) = facts.filter(|f| !f.owners.is_empty()) {
                         dependents.push(Dependent {
                             gr: gr.clone(),
                             key: key.clone(),
-                            refs: refs
-                                .iter()
-                                .map(|r| {
-                                    (
-                                        parse_uid(
-                                            r.get("uid")
-                                                .and_then(Value::as_str)
-                                                .unwrap_or_default(),
-                                        ),
-                                        r.get("blockOwnerDeletion")
-                                            .and_then(Value::as_bool)
-                                            .unwrap_or(false),
-                                    )
-                                })
-                                .collect(),
+                            refs: facts.owners.clone(),
+                            deleting: rec.flags & DELETING != 0,
                         });
                     }
                     if rec.uid != 0 {
-                        nodes.insert(
-                            rec.uid,
-                            Node {
-                                gr: gr.clone(),
-                                key: key.clone(),
-                                deleting_finalizers,
-                            },
-                        );
+                        let deleting = (rec.flags & DELETING != 0).then(|| {
+                            let finalizers = facts.map(|f| f.finalizers.clone());
+                            (gr.clone(), key.clone(), finalizers.unwrap_or_default())
+                        });
+                        nodes.insert(rec.uid, Node { deleting });
                     }
                 }
             }
         }
-        let state_of =
-            |uid: u128| match nodes.get(&uid).and_then(|n| n.deleting_finalizers.as_ref()) {
-                None if nodes.contains_key(&uid) => OwnerState::Alive,
-                None => OwnerState::Absent,
-                Some(f) if f.iter().any(|x| x == ORPHAN_FINALIZER) => OwnerState::Orphaning,
-                Some(f) if f.iter().any(|x| x == FOREGROUND_FINALIZER) => OwnerState::Waiting,
-                Some(_) => OwnerState::Alive,
-            };
+        let state_of = |uid: u128| match nodes
+            .get(&uid)
+            .and_then(|n| n.deleting.as_ref())
+            .map(|d| &d.2)
+        {
+            None if nodes.contains_key(&uid) => OwnerState::Alive,
+            None => OwnerState::Absent,
+            Some(f) if f.iter().any(|x| x == ORPHAN_FINALIZER) => OwnerState::Orphaning,
+            Some(f) if f.iter().any(|x| x == FOREGROUND_FINALIZER) => OwnerState::Waiting,
+            Some(_) => OwnerState::Alive,
+        };
         for dep in &dependents {
             let owners: Vec<(u128, OwnerState)> =
                 dep.refs.iter().map(|(u, _)| (*u, state_of(*u))).collect();
@@ -197,10 +171,7 @@ impl State {
                     })
                 }
                 GcAction::Delete(p) => {
-                    let already = nodes.values().any(|n| {
-                        n.gr == dep.gr && n.key == dep.key && n.deleting_finalizers.is_some()
-                    });
-                    if !already {
+                    if !dep.deleting {
                         self.delete_as_gc(&dep.gr, &dep.key, p);
                     }
                 }
@@ -209,7 +180,7 @@ impl State {
         // Owners waiting for dependents (foreground) or orphaning them: release them
         // once no dependent that holds them back is left.
         for (uid, node) in &nodes {
-            let Some(f) = &node.deleting_finalizers else {
+            let Some((gr, key, f)) = &node.deleting else {
                 continue;
             };
             for (finalizer, blocks) in [(FOREGROUND_FINALIZER, true), (ORPHAN_FINALIZER, false)] {
@@ -222,7 +193,7 @@ impl State {
                         .any(|(u, block)| u == uid && (*block || !blocks))
                 });
                 if !held {
-                    self.internal_update(&node.gr, &node.key.0, &node.key.1, |obj| {
+                    self.internal_update(gr, &key.0, &key.1, |obj| {
                         let Some(fs) = obj
                             .pointer_mut("/metadata/finalizers")
                             .and_then(Value::as_array_mut)
@@ -286,12 +257,20 @@ impl State {
     }
 }
 
+/// The least time between two passes: under a stream of writes, passes (each over all
+/// objects) run at most this often instead of once per write.
+const MIN_PASS_INTERVAL: Duration = Duration::from_millis(50);
+
 /// Runs the controllers until shutdown.
 pub(crate) async fn run_controllers(state: Arc<State>) {
     loop {
         state.reconcile_crds();
         state.collect_garbage();
         state.finalize_namespaces();
+        tokio::select! {
+            _ = state.shutdown.cancelled() => return,
+            _ = tokio::time::sleep(MIN_PASS_INTERVAL) => {}
+        }
         tokio::select! {
             _ = state.shutdown.cancelled() => return,
             _ = state.store.kick.notified() => {}

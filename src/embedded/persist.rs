@@ -276,6 +276,7 @@ mod tests {
                 uid: 0,
                 flags: 0,
                 data: rec(r#"{"metadata":{"name":"x","resourceVersion":"3"}}"#),
+                gc: None,
             },
         );
         let mut objects = HashMap::new();

@@ -67,12 +67,66 @@ pub(crate) struct StoreEvent {
     pub old: Option<Bytes>,
 }
 
-/// A stored object: its JSON plus the few facts background controllers scan for.
+/// A stored object: its JSON plus the few facts background controllers scan for, taken
+/// from the object once at write time so that their passes parse no JSON.
 #[derive(Debug, Clone)]
 pub(crate) struct Record {
     pub uid: u128,
     pub flags: u8,
     pub data: Bytes,
+    /// Present when `flags` is not 0.
+    pub gc: Option<Arc<GcFacts>>,
+}
+
+/// What the garbage collector needs of an object that has owners or is being deleted.
+#[derive(Debug, Default, PartialEq)]
+pub(crate) struct GcFacts {
+    /// (owner uid, blockOwnerDeletion) per ownerReference.
+    pub owners: Vec<(u128, bool)>,
+    /// The object's finalizers while it is being deleted (else empty).
+    pub finalizers: Vec<String>,
+}
+
+impl Record {
+    /// The record of `obj`, stored as `data` (its JSON).
+    pub(crate) fn of(obj: &Value, data: Bytes) -> Record {
+        let flags = flags_of(obj);
+        let gc = (flags != 0).then(|| {
+            let owners = obj
+                .pointer("/metadata/ownerReferences")
+                .and_then(Value::as_array)
+                .map(|refs| {
+                    refs.iter()
+                        .map(|r| {
+                            (
+                                parse_uid(r.get("uid").and_then(Value::as_str).unwrap_or("")),
+                                r.get("blockOwnerDeletion")
+                                    .and_then(Value::as_bool)
+                                    .unwrap_or(false),
+                            )
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            let finalizers = if flags & DELETING != 0 {
+                super::objects::finalizers(obj)
+            } else {
+                Vec::new()
+            };
+            Arc::new(GcFacts { owners, finalizers })
+        });
+        Record {
+            uid: uid_of(obj),
+            flags,
+            data,
+            gc,
+        }
+    }
+}
+
+/// A uid as a number (0 when it is no UUID).
+pub(crate) fn parse_uid(s: &str) -> u128 {
+    uuid::Uuid::parse_str(s).map(|u| u.as_u128()).unwrap_or(0)
 }
 
 /// The object carries `metadata.ownerReferences`.
@@ -157,9 +211,7 @@ pub(crate) fn flags_of(obj: &Value) -> u8 {
 pub(crate) fn uid_of(obj: &Value) -> u128 {
     obj.pointer("/metadata/uid")
         .and_then(Value::as_str)
-        .and_then(|s| uuid::Uuid::parse_str(s).ok())
-        .map(|u| u.as_u128())
-        .unwrap_or(0)
+        .map_or(0, parse_uid)
 }
 
 fn set_rv(obj: &mut Value, rv: u64) {
@@ -201,11 +253,7 @@ impl Store {
             let Ok(v) = serde_json::from_slice::<Value>(&data) else {
                 continue;
             };
-            let record = Record {
-                uid: uid_of(&v),
-                flags: flags_of(&v),
-                data,
-            };
+            let record = Record::of(&v, data);
             inner.objects.entry(gr).or_default().insert(key, record);
         }
         inner.rv = inner.rv.max(rv);
@@ -300,11 +348,7 @@ impl Store {
                 let data = Bytes::from(
                     serde_json::to_vec(&v).map_err(|e| ApiError::internal(e.to_string()))?,
                 );
-                let record = Record {
-                    uid: uid_of(&v),
-                    flags: flags_of(&v),
-                    data: data.clone(),
-                };
+                let record = Record::of(&v, data.clone());
                 if let Some(j) = &self.journal {
                     j.put(gr, &key, &data);
                 }
@@ -424,6 +468,27 @@ impl Store {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn records_keep_the_facts_the_garbage_collector_needs() {
+        let owner = "0b1c2d3e-4f50-4617-8293-a4b5c6d7e8f9";
+        let obj = json!({"metadata": {
+            "name": "x",
+            "uid": "11111111-2222-4333-8444-555555555555",
+            "ownerReferences": [{"uid": owner, "blockOwnerDeletion": true}, {"uid": "junk"}],
+            "deletionTimestamp": "2026-01-01T00:00:00Z",
+            "finalizers": ["orphan"],
+        }});
+        let rec = Record::of(&obj, Bytes::new());
+        assert_eq!(rec.flags, HAS_OWNERS | DELETING);
+        assert_eq!(rec.uid, parse_uid("11111111-2222-4333-8444-555555555555"));
+        let facts = rec.gc.expect("facts for an object with owners");
+        assert_eq!(facts.owners, vec![(parse_uid(owner), true), (0, false)]);
+        assert_eq!(facts.finalizers, vec!["orphan".to_string()]);
+        let plain = Record::of(&json!({"metadata": {"name": "y"}}), Bytes::new());
+        assert_eq!((plain.flags, plain.uid), (0, 0));
+        assert!(plain.gc.is_none());
+    }
 
     fn put(store: &Store, name: &str) -> u64 {
         let gr = GroupResource::new("", "configmaps");

@@ -98,7 +98,27 @@ pub fn assign_bucket(
             )),
         };
     };
-    let why_leave = match candidates.iter().find(|c| c.name == current) {
+    let Some(why) = why_leave(current, candidates, now, timings) else {
+        return Assignment::Keep;
+    };
+    match best_other(Some(current)) {
+        Some(to) => Assignment::HandOver {
+            from: current.to_string(),
+            to,
+        },
+        None => Assignment::Stuck(format!("{why}, and no other ready seed serves this pool")),
+    }
+}
+
+/// Why `current` can no longer serve: gone (or not serving), being deleted, or unready
+/// for the hand-over time. `None` while it may keep what it holds.
+fn why_leave(
+    current: &str,
+    candidates: &[SeedCandidate],
+    now: DateTime<Utc>,
+    timings: AssignmentTimings,
+) -> Option<String> {
+    match candidates.iter().find(|c| c.name == current) {
         None => Some(format!(
             "seed {current} no longer exists or no longer serves this pool"
         )),
@@ -110,17 +130,35 @@ pub fn assign_bucket(
             )),
             _ => None,
         },
-    };
-    let Some(why) = why_leave else {
-        return Assignment::Keep;
-    };
-    match best_other(Some(current)) {
-        Some(to) => Assignment::HandOver {
-            from: current.to_string(),
-            to,
-        },
-        None => Assignment::Stuck(format!("{why}, and no other ready seed serves this pool")),
     }
+}
+
+/// The cleanup hand-over of an entry being deleted (DESIGN §3.2): when the entry's seed
+/// can no longer serve (see [`assign_bucket`] for the rule) and its bucket's seed is
+/// another, ready seed, the entry goes to the bucket's seed, which then deletes its
+/// objects after the grace period. Returns that seed and why.
+pub fn cleanup_hand_over(
+    entry_seed: Option<&str>,
+    bucket_seed: Option<&str>,
+    candidates: &[SeedCandidate],
+    now: DateTime<Utc>,
+    timings: AssignmentTimings,
+) -> Option<(String, String)> {
+    let to = bucket_seed?;
+    if entry_seed == Some(to) {
+        return None;
+    }
+    let ready = candidates
+        .iter()
+        .any(|c| c.name == to && c.is_ready(now, timings.ready_within));
+    if !ready {
+        return None;
+    }
+    let why = match entry_seed {
+        None => "the entry has no seed".to_string(),
+        Some(from) => why_leave(from, candidates, now, timings)?,
+    };
+    Some((to.to_string(), why))
 }
 
 /// When the decision for a bucket held by `current` can change without any watch event:
@@ -253,6 +291,29 @@ mod tests {
                 to: "b".into()
             }
         );
+    }
+
+    #[test]
+    fn a_deleted_entry_goes_to_its_buckets_seed_only_when_its_own_cannot_clean_up() {
+        // a stops renewing at 1000: unready from 1040, may be left from 1340.
+        let seeds = [
+            seed("a", "eu", 0, Some(1000)),
+            seed("b", "eu", 1, Some(1330)),
+        ];
+        let hand = |now, entry: Option<&str>, bucket: Option<&str>| {
+            cleanup_hand_over(entry, bucket, &seeds, t(now), TIMINGS).map(|(to, _)| to)
+        };
+        assert_eq!(hand(1339, Some("a"), Some("b")), None);
+        assert_eq!(hand(1340, Some("a"), Some("b")), Some("b".to_string()));
+        // Same seed, no bucket seed, or a bucket seed that is not ready: nothing to do.
+        assert_eq!(hand(1340, Some("b"), Some("b")), None);
+        assert_eq!(hand(1340, Some("a"), None), None);
+        assert_eq!(hand(1400, Some("a"), Some("b")), None, "b unready by now");
+        // A vanished seed is left at once, with the reason.
+        let (to, why) = cleanup_hand_over(Some("gone"), Some("b"), &seeds, t(1340), TIMINGS)
+            .expect("handed over");
+        assert_eq!(to, "b");
+        assert!(why.contains("gone no longer exists"), "{why}");
     }
 
     #[test]

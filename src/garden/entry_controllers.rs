@@ -2,7 +2,8 @@
 //! follows the shoot's seed and purpose, and was placed exactly once (placement through
 //! the [`Ledger`](crate::garden::ledger::Ledger), committed before the entry is
 //! written). A second small controller keeps every entry's `granary.gardener.cloud/seed`
-//! label on its responsible seed, also for entries whose shoot is gone.
+//! label on its responsible seed, also for entries whose shoot is gone, and hands an
+//! entry being deleted to its bucket's seed when its own seed cannot clean up.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,7 +14,10 @@ use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 
+use serde_json::json;
+
 use crate::api::core::{BackupEntry, Shoot, validate_cloud_profile, validate_seed};
+use crate::garden::assignment::{SeedCandidate, cleanup_hand_over, next_check};
 use crate::garden::buckets::{PoolSource, seed_label_patch};
 use crate::garden::context::{Context, GardenError};
 use crate::garden::entries::{entry_update, new_entry};
@@ -70,6 +74,11 @@ pub async fn reconcile_shoot(shoot: Arc<Shoot>, ctx: Arc<Context>) -> Result<Act
         .entries
         .get(&ObjectRef::new(&entry_name).within(&namespace));
     if let Some(entry) = cached {
+        // An entry on its way out is no longer steered by its shoot (its cleanup may
+        // have been handed to another seed).
+        if entry.meta().deletion_timestamp.is_some() {
+            return Ok(Action::await_change());
+        }
         if let Some(patch) = entry_update(&entry, &shoot) {
             api.patch(&entry_name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await?;
@@ -199,9 +208,21 @@ pub async fn reconcile_entry(
         .reconciles
         .with_label_values(&[ENTRY_CONTROLLER])
         .inc();
+    let api: Api<BackupEntry> =
+        Api::namespaced(ctx.client.clone(), &entry.namespace().unwrap_or_default());
+    let mut action = Action::await_change();
+    let mut entry = entry;
+    if entry.meta().deletion_timestamp.is_some() {
+        ctx.stores.wait_ready().await?;
+        let (handed, next) = cleanup_hand_over_entry(&ctx, &api, &entry).await?;
+        if let Some(updated) = handed {
+            entry = Arc::new(updated);
+        }
+        // Seeds' liveness changes trigger no entry reconcile: look again at the latest
+        // when the entry's seed would lose it, and every so often while it waits.
+        action = Action::requeue(next.unwrap_or(WAIT_FOR_DEPENDENCY).min(WAIT_FOR_DEPENDENCY));
+    }
     if let Some(patch) = seed_label_patch(entry.labels(), entry.responsible_seed()) {
-        let api: Api<BackupEntry> =
-            Api::namespaced(ctx.client.clone(), &entry.namespace().unwrap_or_default());
         api.patch(
             &entry.name_any(),
             &PatchParams::default(),
@@ -209,5 +230,69 @@ pub async fn reconcile_entry(
         )
         .await?;
     }
-    Ok(Action::await_change())
+    Ok(action)
+}
+
+/// An entry being deleted whose seed can no longer clean up goes to its bucket's seed
+/// (DESIGN §3.2). Returns the entry when it was handed over, and when to look again if
+/// its seed may lose it later without any watch event.
+async fn cleanup_hand_over_entry(
+    ctx: &Context,
+    api: &Api<BackupEntry>,
+    entry: &BackupEntry,
+) -> Result<(Option<BackupEntry>, Option<Duration>), GardenError> {
+    let candidates: Vec<SeedCandidate> = ctx
+        .stores
+        .seeds
+        .state()
+        .iter()
+        .map(|s| ctx.stores.candidate(s))
+        .collect();
+    let bucket = ctx
+        .stores
+        .buckets
+        .get(&ObjectRef::new(&entry.spec.bucket_name));
+    let from = entry.responsible_seed();
+    let now = ctx.clock.now();
+    let timings = ctx.timings();
+    let Some((to, why)) = cleanup_hand_over(
+        from,
+        bucket.as_ref().and_then(|b| b.responsible_seed()),
+        &candidates,
+        now,
+        timings,
+    ) else {
+        let holder = from.and_then(|f| candidates.iter().find(|c| c.name == f));
+        let next = next_check(holder, now, timings)
+            .and_then(|t| (t - now).to_std().ok())
+            .map(|d| d + Duration::from_millis(50));
+        return Ok((None, next));
+    };
+    let name = entry.name_any();
+    let mut updated = api
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({ "spec": { "seedName": to } })),
+        )
+        .await?;
+    if updated
+        .status
+        .as_ref()
+        .and_then(|s| s.seed_name.as_deref())
+        .is_some_and(|s| s != to)
+    {
+        updated = api
+            .patch_status(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(&json!({ "status": { "seedName": null } })),
+            )
+            .await?;
+    }
+    let note = format!("{why}: handed to seed {to}, which holds the bucket, for the cleanup");
+    tracing::info!(entry = %name, seed = %to, %why, "deleted entry handed over for cleanup");
+    ctx.event(&updated, EventType::Normal, "HandedOver", "HandOver", note)
+        .await;
+    Ok((Some(updated), None))
 }

@@ -512,32 +512,48 @@ async fn a_bucket_with_entries_refuses_deletion_until_they_are_gone() {
     garden.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_bucket_whose_seed_stops_renewing_is_handed_to_another_seed() {
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, Ordering};
-    let tc = garden_cluster().await;
-    let client = tc.client();
-    let inst = tc.instance_label();
-    let (profile, a, b) = (tc.name("aws"), tc.name("sa"), tc.name("sb"));
-    // Ready within 1.5 s of a renewal; handed over after 1 s unready.
-    let garden = start(&tc, config(None, Some((1500, 1000))));
-    // The test plays both seeds, renewing each while its flag is set.
-    let alive = Arc::new([AtomicBool::new(true), AtomicBool::new(true)]);
-    let keep_alive = {
-        let (client, inst, names) = (client.clone(), inst.clone(), [a.clone(), b.clone()]);
-        let alive = alive.clone();
-        tokio::spawn(async move {
+/// The test playing two seeds' liveness: each renews its Lease while its flag is set.
+struct Heartbeats {
+    alive: std::sync::Arc<[std::sync::atomic::AtomicBool; 2]>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Heartbeats {
+    fn start(tc: &TestCluster, names: [String; 2]) -> Heartbeats {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let alive = std::sync::Arc::new([AtomicBool::new(true), AtomicBool::new(true)]);
+        let (client, inst, flags) = (tc.client(), tc.instance_label(), alive.clone());
+        let task = tokio::spawn(async move {
             loop {
                 for (i, name) in names.iter().enumerate() {
-                    if alive[i].load(Ordering::SeqCst) {
+                    if flags[i].load(Ordering::SeqCst) {
                         renew(&client, &inst, name).await;
                     }
                 }
                 tokio::time::sleep(Duration::from_millis(300)).await;
             }
-        })
-    };
+        });
+        Heartbeats { alive, task }
+    }
+
+    fn silence(&self, i: usize) {
+        self.alive[i].store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Drop for Heartbeats {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bucket_whose_seed_stops_renewing_is_handed_to_another_seed() {
+    let tc = garden_cluster().await;
+    let (profile, a, b) = (tc.name("aws"), tc.name("sa"), tc.name("sb"));
+    // Ready within 1.5 s of a renewal; handed over after 1 s unready.
+    let garden = start(&tc, config(None, Some((1500, 1000))));
+    let heartbeats = Heartbeats::start(&tc, [a.clone(), b.clone()]);
     create_seed(&tc, &a, "aws", "eu-1", None).await;
     create_seed(&tc, &b, "aws", "eu-1", None).await;
     create_profile(&tc, &profile, "aws", Some(backup("aws", None, "backup"))).await;
@@ -559,14 +575,97 @@ async fn a_bucket_whose_seed_stops_renewing_is_handed_to_another_seed() {
         (1, a.clone())
     };
     // The holder goes silent; the other seed keeps renewing.
-    alive[silent].store(false, Ordering::SeqCst);
+    heartbeats.silence(silent);
     poll_until("bucket handed over to the other seed", || async {
         buckets(&tc).await.first().is_some_and(|x| {
             x.spec.seed_name.as_ref() == Some(&other) && x.labels().get(LABEL_SEED) == Some(&other)
         })
     })
     .await;
-    keep_alive.abort();
+    drop(heartbeats);
+    garden.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_entry_whose_seed_is_silent_is_cleaned_up_by_its_buckets_seed() {
+    let tc = garden_cluster().await;
+    let client = tc.client();
+    let (profile, a, b) = (tc.name("aws"), tc.name("sa"), tc.name("sb"));
+    let garden = start(&tc, config(None, Some((1500, 1000))));
+    let heartbeats = Heartbeats::start(&tc, [a.clone(), b.clone()]);
+    create_seed(&tc, &a, "aws", "eu-1", None).await;
+    create_seed(&tc, &b, "aws", "eu-1", None).await;
+    create_profile(&tc, &profile, "aws", Some(backup("aws", None, "backup"))).await;
+    poll_until("bucket assigned", || async {
+        buckets(&tc)
+            .await
+            .first()
+            .is_some_and(|x| x.spec.seed_name.is_some())
+    })
+    .await;
+    let holder = buckets(&tc).await[0]
+        .spec
+        .seed_name
+        .clone()
+        .expect("assigned");
+    let (shoot_seed, silent) = if holder == a {
+        (b.clone(), 1)
+    } else {
+        (a.clone(), 0)
+    };
+    // The shoot (and so its entry) lives on the seed that does not hold the bucket.
+    let ns = tc.namespace("garden-h").await;
+    create_shoot(&tc, &ns, "web", &profile, &shoot_seed).await;
+    poll_until("entry placed on the shoot's seed", || async {
+        entries(&tc).await.first().is_some_and(|e| {
+            e.spec.seed_name.as_ref() == Some(&shoot_seed)
+                && e.labels().get(LABEL_SEED) == Some(&shoot_seed)
+        })
+    })
+    .await;
+    let name = entries(&tc).await[0].name_any();
+    let api: Api<BackupEntry> = Api::namespaced(client.clone(), &ns);
+    // The test plays the entry's seed: its finalizer keeps the entry while it cleans up.
+    let keep = json!({ "metadata": { "finalizers": ["test.granary/cleanup"] } });
+    api.patch(&name, &PatchParams::default(), &Patch::Merge(&keep))
+        .await
+        .expect("finalizer added");
+    // A young entry stays with its live seed while it is deleted ...
+    Api::<Shoot>::namespaced(client.clone(), &ns)
+        .delete("web", &DeleteParams::default())
+        .await
+        .expect("shoot deleted");
+    poll_until("entry being deleted", || async {
+        api.get(&name)
+            .await
+            .is_ok_and(|e| e.metadata.deletion_timestamp.is_some())
+    })
+    .await;
+    assert_eq!(
+        api.get(&name).await.expect("entry").spec.seed_name,
+        Some(shoot_seed.clone())
+    );
+    // ... and goes to the bucket's seed once its own has been silent too long.
+    heartbeats.silence(silent);
+    poll_until("entry handed to the bucket's seed", || async {
+        api.get(&name).await.is_ok_and(|e| {
+            e.spec.seed_name.as_ref() == Some(&holder)
+                && e.labels().get(LABEL_SEED) == Some(&holder)
+        })
+    })
+    .await;
+    poll_until("hand-over event", || async {
+        events_about(&client, &name)
+            .await
+            .iter()
+            .any(|(_, reason, note)| reason == "HandedOver" && note.contains(&holder))
+    })
+    .await;
+    let done = json!({ "metadata": { "finalizers": null } });
+    api.patch(&name, &PatchParams::default(), &Patch::Merge(&done))
+        .await
+        .expect("finalizer removed");
+    drop(heartbeats);
     garden.stop().await;
 }
 
