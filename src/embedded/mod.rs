@@ -32,6 +32,7 @@ mod managed;
 mod merge;
 mod objects;
 mod openapi;
+mod partial;
 mod patch;
 mod persist;
 mod registry;

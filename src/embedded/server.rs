@@ -116,6 +116,10 @@ impl ApiRequest {
             _ => "unknown".to_string(),
         }
     }
+    fn wants_metadata(&self) -> bool {
+        super::partial::wanted(self.header(header::ACCEPT))
+    }
+
     fn wants_table(&self) -> bool {
         self.header(header::ACCEPT).contains("as=Table")
     }
@@ -224,11 +228,14 @@ fn resource(
                 let params = WatchParams::parse(q, &req.query);
                 let rx = watch::start(state.clone(), info.clone(), ns.map(String::from), params);
                 let table = req.wants_table();
+                let metadata = req.wants_metadata();
                 let info2 = info.clone();
                 let clock = state.clock.clone();
                 let stream = tokio_stream::wrappers::ReceiverStream::new(rx).map(move |chunk| {
                     Ok::<_, Infallible>(if table {
                         table::watch_line(&info2, chunk, &clock.now())
+                    } else if metadata {
+                        super::partial::watch_line(chunk)
                     } else {
                         chunk
                     })
@@ -246,6 +253,9 @@ fn resource(
                     &table::list_table(&info, &page, &state.now_time()),
                 ));
             }
+            if req.wants_metadata() {
+                return Ok(json_response(StatusCode::OK, &super::partial::list(&page)));
+            }
             Ok(respond(StatusCode::OK, list_body(&info, &page)))
         }
         (&Method::GET, Some(name)) => {
@@ -261,6 +271,9 @@ fn resource(
                     StatusCode::OK,
                     &table::object_table(&info, &obj, &state.now_time()),
                 ));
+            }
+            if req.wants_metadata() {
+                return Ok(json_response(StatusCode::OK, &super::partial::object(&obj)));
             }
             Ok(json_response(StatusCode::OK, &obj))
         }

@@ -26,6 +26,7 @@ use granary_providers::StoreOptions;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::core::PartialObjectMeta;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, Resource, ResourceExt};
@@ -496,21 +497,45 @@ fn spawn_mirror(ctx: &Arc<Context>, tasks: &mut tokio::task::JoinSet<()>, own: O
     let by_bucket: Arc<Mutex<HashMap<String, HashSet<String>>>> = Arc::default();
     let assigned = ctx.selector.and(&format!("{LABEL_SEED}={}", ctx.seed_name));
 
+    // Garden buckets by the credentials Secret they use, so a rotated Secret is copied
+    // and used at once; the namespaces of those Secrets are watched as they appear.
+    let by_secret: Arc<Mutex<HashMap<(String, String), HashSet<String>>>> = Arc::default();
+    let (namespaces_tx, namespaces_rx) = tokio::sync::mpsc::unbounded_channel();
+
     let q = buckets.clone();
     let eq = entries.clone();
     let index = by_bucket.clone();
+    let secrets = by_secret.clone();
     tasks.spawn(feed(
         Api::<core::BackupBucket>::all(ctx.garden.clone()),
         selected(assigned.clone()),
-        move |o, _| {
+        move |o, deleted| {
             let name = o.name_any();
             if let Some(keys) = index.lock().unwrap_or_else(|p| p.into_inner()).get(&name) {
                 for k in keys {
                     eq.trigger(k.clone());
                 }
             }
+            let mut secrets = secrets.lock().unwrap_or_else(|p| p.into_inner());
+            for users in secrets.values_mut() {
+                users.remove(&name);
+            }
+            if let Some(r) = o.credentials().filter(|_| !deleted) {
+                let users = secrets.entry((r.namespace.clone(), r.name)).or_default();
+                if users.is_empty() {
+                    // The receiver lives as long as the mirror's tasks.
+                    let _ = namespaces_tx.send(r.namespace);
+                }
+                users.insert(name.clone());
+            }
             q.trigger(name);
         },
+    ));
+    tasks.spawn(watch_credentials(
+        ctx.garden.clone(),
+        namespaces_rx,
+        by_secret,
+        buckets.clone(),
     ));
     let q = buckets.clone();
     tasks.spawn(feed(
@@ -585,6 +610,52 @@ fn spawn_mirror(ctx: &Arc<Context>, tasks: &mut tokio::task::JoinSet<()>, own: O
             })
             .await
     });
+}
+
+/// Watches the garden Secrets in every namespace `namespaces` names (metadata only: no
+/// secret data is held) and wakes the buckets that use a changed one.
+async fn watch_credentials(
+    garden: Client,
+    mut namespaces: tokio::sync::mpsc::UnboundedReceiver<String>,
+    users: Arc<Mutex<HashMap<(String, String), HashSet<String>>>>,
+    buckets: WorkQueue<String>,
+) {
+    let mut watched = HashSet::new();
+    let mut watches = tokio::task::JoinSet::new();
+    while let Some(namespace) = namespaces.recv().await {
+        if !watched.insert(namespace.clone()) {
+            continue;
+        }
+        let (users, buckets) = (users.clone(), buckets.clone());
+        let api: Api<PartialObjectMeta<k8s_openapi::api::core::v1::Secret>> =
+            Api::namespaced(garden.clone(), &namespace);
+        watches.spawn(async move {
+            let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
+            futures::pin_mut!(stream);
+            while let Some(event) = stream.next().await {
+                let secret = match event {
+                    Ok(Event::Apply(m) | Event::Delete(m)) => m,
+                    Ok(_) => continue,
+                    Err(e) => {
+                        tracing::warn!(error = %e, %namespace, "watch of credentials failed; retrying");
+                        continue;
+                    }
+                };
+                let key = (namespace.clone(), secret.name_any());
+                let woken: Vec<String> = users
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .get(&key)
+                    .map(|s| s.iter().cloned().collect())
+                    .unwrap_or_default();
+                for bucket in woken {
+                    buckets.trigger(bucket);
+                }
+            }
+        });
+    }
+    // No more buckets will come: keep watching for those there are.
+    while watches.join_next().await.is_some() {}
 }
 
 /// Renews the Lease `seed-<name>` in the garden's `garden` namespace every

@@ -161,6 +161,11 @@ async fn seed_azure_happy_path_and_deletion() {
     happy_path_and_deletion(Backend::Azure).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seed_gcs_happy_path_and_deletion() {
+    happy_path_and_deletion(Backend::Gcs).await;
+}
+
 /// While the garden refuses a bucket's deletion (its guard finalizer, held while entries
 /// reference the bucket), the seed deletes nothing at the provider; once the garden lets
 /// go, the deletion runs.

@@ -36,6 +36,7 @@ pub enum Backend {
     Local,
     S3,
     Azure,
+    Gcs,
 }
 
 impl Backend {
@@ -44,6 +45,7 @@ impl Backend {
             Backend::Local => "local",
             Backend::S3 => "aws",
             Backend::Azure => "azure",
+            Backend::Gcs => "gcp",
         }
     }
 }
@@ -55,6 +57,7 @@ pub fn endpoint(backend: Backend) -> Option<String> {
         Backend::Local => Some(String::new()),
         Backend::S3 => emulators::s3(),
         Backend::Azure => emulators::azure(),
+        Backend::Gcs => emulators::gcs(),
     }
 }
 
@@ -128,6 +131,8 @@ impl Landscape {
                 ("storageKey", AZURITE_KEY),
                 ("endpoint", &self.endpoint),
             ],
+            // fake-gcs-server takes anonymous requests.
+            Backend::Gcs => vec![("endpoint", &self.endpoint)],
         };
         pairs
             .into_iter()
