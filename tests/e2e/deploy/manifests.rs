@@ -8,6 +8,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use granary::embedded::ApiCall;
+use granary::runtime::config;
 use serde_json::Value;
 
 /// The repository's `deploy/` directory.
@@ -72,6 +73,29 @@ pub fn load_kustomization(dir: &Path) -> Vec<Doc> {
         }
     }
     out
+}
+
+/// The configuration file inside a ConfigMap manifest, loaded as `granary` loads it.
+pub fn config_from_configmap<K: config::ConfigKind>(
+    configmap: &Path,
+    overrides: &[config::Override],
+) -> Result<K, config::ConfigError> {
+    let docs = read_docs(configmap);
+    let text = docs[0].value["data"]["config.yaml"]
+        .as_str()
+        .expect("the ConfigMap holds config.yaml");
+    load_config_text(text, overrides)
+}
+
+/// A configuration file's text, loaded as `granary --config` loads it.
+pub fn load_config_text<K: config::ConfigKind>(
+    text: &str,
+    overrides: &[config::Override],
+) -> Result<K, config::ConfigError> {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("config.yaml");
+    std::fs::write(&file, text).expect("config written");
+    config::load::<K>(Some(&file), overrides)
 }
 
 /// One RBAC rule, lists as written.

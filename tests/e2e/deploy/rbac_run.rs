@@ -5,14 +5,12 @@
 //! every call must be allowed by the roles bound to its caller, and every granted cell
 //! must have been used by some call (or be allowlisted below with its reason).
 
-use std::path::Path;
-
 use granary::api::core::{
     ANNOTATION_OPERATION, BackupBucket, GARDEN_NAMESPACE, Shoot, bucket_secret_name,
 };
 use granary::embedded::{ApiCall, EmbeddedServer};
 use granary::garden::GardenController;
-use granary::runtime::config::{self, GardenConfiguration, Override, SeedConfiguration};
+use granary::runtime::config::{GardenConfiguration, Override, SeedConfiguration};
 use granary::runtime::selector::ObjectSelector;
 use granary::seed::SeedAgent;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -20,7 +18,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 
-use super::manifests::{self, Doc, denied, grants_for, unused};
+use super::manifests::{self, Doc, config_from_configmap, denied, grants_for, unused};
 use super::{GARDEN_USER, SEED_IN_GARDEN_USER, SEED_USER, ensure_namespace};
 use crate::garden::{backup, create_profile, create_seed, shoot};
 use crate::seed_support::{Backend, CREDENTIALS, Landscape};
@@ -60,21 +58,6 @@ async fn client_as(server: &EmbeddedServer, user: &str) -> Client {
     .expect("config from kubeconfig");
     config.auth_info.impersonate = Some(user.to_string());
     Client::try_from(config).expect("client")
-}
-
-/// The configuration file inside a ConfigMap manifest, loaded as `granary` loads it.
-pub fn config_from_configmap<K: config::ConfigKind>(
-    configmap: &Path,
-    overrides: &[Override],
-) -> Result<K, config::ConfigError> {
-    let docs = manifests::read_docs(configmap);
-    let text = docs[0].value["data"]["config.yaml"]
-        .as_str()
-        .expect("the ConfigMap holds config.yaml");
-    let dir = tempfile::tempdir().expect("temp dir");
-    let file = dir.path().join("config.yaml");
-    std::fs::write(&file, text).expect("config written");
-    config::load::<K>(Some(&file), overrides)
 }
 
 fn side_docs(side: &str) -> Vec<Doc> {
