@@ -5,6 +5,7 @@
 
 pub mod manifests;
 mod rbac_run;
+pub mod signals;
 
 use std::path::Path;
 use std::process::{Command, Output};
