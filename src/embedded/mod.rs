@@ -35,6 +35,7 @@ mod openapi;
 mod partial;
 mod patch;
 mod persist;
+mod recorder;
 mod registry;
 mod schema;
 mod selectors;
@@ -58,6 +59,7 @@ use tokio_util::sync::CancellationToken;
 use state::State;
 
 pub use crate::runtime::clock::Clock;
+pub use recorder::{ADMIN_USER, ApiCall};
 
 /// How to start an [`EmbeddedServer`].
 #[derive(Debug, Clone, Default)]
@@ -158,6 +160,7 @@ impl EmbeddedServer {
             bookmark_interval: Duration::from_secs(5),
             shutdown: CancellationToken::new(),
             address: addr.to_string(),
+            recorder: recorder::Recorder::default(),
         });
         state.reconcile_crds();
         let ns_info = state
@@ -253,6 +256,16 @@ impl EmbeddedServer {
         )
         .await?;
         Ok(kube::Client::try_from(config)?)
+    }
+
+    /// Starts recording every authenticated request (see [`ApiCall`]); off by default.
+    pub fn record_requests(&self) {
+        self.state.recorder.enable();
+    }
+
+    /// The requests recorded since [`EmbeddedServer::record_requests`], in arrival order.
+    pub fn recorded_requests(&self) -> Vec<ApiCall> {
+        self.state.recorder.calls()
     }
 
     /// Stops serving, ends open watches and waits for the server to finish.

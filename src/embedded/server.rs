@@ -68,6 +68,7 @@ async fn handle(AxumState(state): AxumState<SharedState>, req: Request) -> Respo
         .unwrap_or_default();
     let method = req.method().clone();
     let headers = req.headers().clone();
+    state.recorder.record(&method, &path, &query, &headers);
     let body = match axum::body::to_bytes(req.into_body(), MAX_BODY).await {
         Ok(b) => b,
         Err(e) => return error_response(&ApiError::bad_request(format!("reading body: {e}"))),

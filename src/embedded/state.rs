@@ -29,6 +29,8 @@ pub(crate) struct State {
     pub shutdown: tokio_util::sync::CancellationToken,
     /// `127.0.0.1:<port>`, for discovery's serverAddressByClientCIDRs.
     pub address: String,
+    /// The opt-in log of API calls (tests of RBAC rules).
+    pub recorder: super::recorder::Recorder,
 }
 
 /// Options of a delete (query parameters and `DeleteOptions` body merged).

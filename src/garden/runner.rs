@@ -39,6 +39,7 @@ use crate::runtime::health::{HealthError, HealthServer, ReadinessFlag};
 use crate::runtime::leader::{ElectionSettings, run_as_leader};
 use crate::runtime::metrics::Metrics;
 use crate::runtime::selector::ObjectSelector;
+use crate::runtime::shutdown::ShutdownSignals;
 
 /// The name of the garden's leader-election Lease (suffixed with the object selector's
 /// value when one is set, so instances never share it).
@@ -100,6 +101,7 @@ pub fn run(options: GardenOptions) -> Result<(), RunError> {
 
 /// The async body of [`run`], for callers that have a runtime.
 pub async fn serve(options: GardenOptions) -> Result<(), RunError> {
+    let signals = ShutdownSignals::install();
     let config: GardenConfiguration =
         config::load(options.config.as_deref(), &options.overrides())?;
     let client = client(options.kubeconfig.as_ref()).await?;
@@ -115,8 +117,11 @@ pub async fn serve(options: GardenOptions) -> Result<(), RunError> {
     )
     .await?;
     tracing::info!(address = %health.local_addr, "granary garden: serving /healthz, /readyz, /metrics");
-    shutdown_signal().await;
-    tracing::info!("granary garden: shutting down");
+    let signal = signals.wait().await;
+    tracing::info!(
+        signal,
+        "granary garden: shutting down (stopping controllers, releasing the lease)"
+    );
     running.stop().await;
     health.shutdown().await;
     Ok(())
@@ -139,28 +144,6 @@ async fn client(kubeconfig: Option<&PathBuf>) -> Result<Client, RunError> {
             .map_err(|e| RunError::Infer(e.to_string()))?,
     };
     Ok(Client::try_from(config)?)
-}
-
-async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
 }
 
 /// Builds and starts the garden controllers in-process.

@@ -4,7 +4,8 @@
 //! ([`error_codes`]), the operation an object asks for ([`operation`]), configuration
 //! files ([`config`]), log setup ([`logging`]) and failpoints for deterministic crash tests ([`failpoints`]), metrics ([`metrics`]), the
 //! health/metrics endpoint ([`health`]), leader election and lease renewal ([`leader`])
-//! and `--object-selector` ([`selector`]).
+//! `--object-selector` ([`selector`]) and the SIGTERM/SIGINT handlers of long-running
+//! subcommands ([`shutdown`]).
 
 pub mod clock;
 pub mod conditions;
@@ -19,4 +20,5 @@ pub mod metrics;
 pub mod operation;
 pub mod readiness;
 pub mod selector;
+pub mod shutdown;
 pub mod status;

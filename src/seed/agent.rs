@@ -14,6 +14,7 @@ use crate::runtime::health::{HealthError, HealthServer, ReadinessFlag};
 use crate::runtime::leader::{ElectionSettings, renew_lease, run_as_leader};
 use crate::runtime::metrics::Metrics;
 use crate::runtime::selector::ObjectSelector;
+use crate::runtime::shutdown::ShutdownSignals;
 use crate::seed::ANNOTATION_GARDEN_NAMESPACE;
 use crate::seed::context::{Context, ReconcileError};
 use crate::seed::extension::{self, bucket::BucketActuator, entry::EntryActuator};
@@ -126,6 +127,7 @@ async fn client_from(path: &std::path::Path) -> Result<Client, SeedError> {
 
 /// Runs `granary seed` until SIGINT/SIGTERM.
 pub async fn run(opts: SeedOptions) -> Result<(), SeedError> {
+    let signals = ShutdownSignals::install();
     let mut overrides = Vec::new();
     if let Some(name) = &opts.seed_name {
         overrides.push(Override::new("seedName", name.clone()));
@@ -179,25 +181,13 @@ pub async fn run(opts: SeedOptions) -> Result<(), SeedError> {
         .metrics_bind_address(Some(metrics_address))
         .start()
         .await?;
-    shutdown_signal().await;
-    tracing::info!("shutting down");
+    let signal = signals.wait().await;
+    tracing::info!(
+        signal,
+        "granary seed: shutting down (stopping controllers, releasing the lease)"
+    );
     running.shutdown().await;
     Ok(())
-}
-
-async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        if let Ok(mut term) = signal(SignalKind::terminate()) {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
-            return;
-        }
-    }
-    let _ = tokio::signal::ctrl_c().await;
 }
 
 /// Builds a seed agent in-process.
