@@ -14,19 +14,14 @@ use super::objects::{
 use super::state::{DeleteOptions, State};
 use super::store::{DELETING, GroupResource, Mutation, ObjectKey, parse_uid};
 
-/// An object as the garbage collector sees it.
-struct Node {
-    /// Set while the object is being deleted: where it lives, and its finalizers.
-    deleting: Option<(GroupResource, ObjectKey, Vec<String>)>,
-}
-
-struct Dependent {
-    gr: GroupResource,
-    key: ObjectKey,
-    /// (owner uid, blockOwnerDeletion)
-    refs: Vec<(u128, bool)>,
-    /// Already being deleted.
-    deleting: bool,
+/// A change one garbage-collector pass makes.
+enum Work {
+    /// Remove the references to these owners.
+    DropRefs(GroupResource, ObjectKey, Vec<u128>),
+    /// Delete the dependent.
+    Delete(GroupResource, ObjectKey, Propagation),
+    /// Remove this finalizer from an owner no dependent holds back any more.
+    Release(GroupResource, ObjectKey, &'static str),
 }
 
 /// What happens to one dependent, given its owners' states.
@@ -105,95 +100,33 @@ impl State {
     /// One pass of the garbage collector. It reads the facts each record keeps (no JSON
     /// is parsed), so a pass over many objects stays cheap.
     pub(crate) fn collect_garbage(&self) {
-        // Every live uid, and the deleting objects' finalizers.
-        let mut nodes: HashMap<u128, Node> = HashMap::new();
-        let mut dependents = Vec::new();
-        {
-            let inner = self.store.read();
-            for (gr, map) in &inner.objects {
-                for (key, rec) in map {
-                    let facts = rec.gc.as_deref();
-                    if let Some(facts) = facts.filter(|f| !f.owners.is_empty()) {
-                        dependents.push(Dependent {
-                            gr: gr.clone(),
-                            key: key.clone(),
-                            refs: facts.owners.clone(),
-                            deleting: rec.flags & DELETING != 0,
-                        });
+        let work = self.gc_decisions();
+        for w in work {
+            match w {
+                Work::DropRefs(gr, key, uids) => self.internal_update(&gr, &key.0, &key.1, |obj| {
+                    let Some(refs) = obj
+                        .pointer_mut("/metadata/ownerReferences")
+                        .and_then(Value::as_array_mut)
+                    else {
+                        return false;
+                    };
+                    let before = refs.len();
+                    refs.retain(|r| {
+                        !uids.contains(&parse_uid(
+                            r.get("uid").and_then(Value::as_str).unwrap_or_default(),
+                        ))
+                    });
+                    let (after, changed) = (refs.len(), before != refs.len());
+                    if after == 0
+                        && let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut)
+                    {
+                        m.remove("ownerReferences");
                     }
-                    if rec.uid != 0 {
-                        let deleting = (rec.flags & DELETING != 0).then(|| {
-                            let finalizers = facts.map(|f| f.finalizers.clone());
-                            (gr.clone(), key.clone(), finalizers.unwrap_or_default())
-                        });
-                        nodes.insert(rec.uid, Node { deleting });
-                    }
-                }
-            }
-        }
-        let state_of = |uid: u128| match nodes
-            .get(&uid)
-            .and_then(|n| n.deleting.as_ref())
-            .map(|d| &d.2)
-        {
-            None if nodes.contains_key(&uid) => OwnerState::Alive,
-            None => OwnerState::Absent,
-            Some(f) if f.iter().any(|x| x == ORPHAN_FINALIZER) => OwnerState::Orphaning,
-            Some(f) if f.iter().any(|x| x == FOREGROUND_FINALIZER) => OwnerState::Waiting,
-            Some(_) => OwnerState::Alive,
-        };
-        for dep in &dependents {
-            let owners: Vec<(u128, OwnerState)> =
-                dep.refs.iter().map(|(u, _)| (*u, state_of(*u))).collect();
-            match decide(&owners) {
-                GcAction::Keep => {}
-                GcAction::DropRefs(uids) => {
-                    self.internal_update(&dep.gr, &dep.key.0, &dep.key.1, |obj| {
-                        let Some(refs) = obj
-                            .pointer_mut("/metadata/ownerReferences")
-                            .and_then(Value::as_array_mut)
-                        else {
-                            return false;
-                        };
-                        let before = refs.len();
-                        refs.retain(|r| {
-                            !uids.contains(&parse_uid(
-                                r.get("uid").and_then(Value::as_str).unwrap_or_default(),
-                            ))
-                        });
-                        let (after, changed) = (refs.len(), before != refs.len());
-                        if after == 0
-                            && let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut)
-                        {
-                            m.remove("ownerReferences");
-                        }
-                        changed
-                    })
-                }
-                GcAction::Delete(p) => {
-                    if !dep.deleting {
-                        self.delete_as_gc(&dep.gr, &dep.key, p);
-                    }
-                }
-            }
-        }
-        // Owners waiting for dependents (foreground) or orphaning them: release them
-        // once no dependent that holds them back is left.
-        for (uid, node) in &nodes {
-            let Some((gr, key, f)) = &node.deleting else {
-                continue;
-            };
-            for (finalizer, blocks) in [(FOREGROUND_FINALIZER, true), (ORPHAN_FINALIZER, false)] {
-                if !f.iter().any(|x| x == finalizer) {
-                    continue;
-                }
-                let held = dependents.iter().any(|d| {
-                    d.refs
-                        .iter()
-                        .any(|(u, block)| u == uid && (*block || !blocks))
-                });
-                if !held {
-                    self.internal_update(gr, &key.0, &key.1, |obj| {
+                    changed
+                }),
+                Work::Delete(gr, key, p) => self.delete_as_gc(&gr, &key, p),
+                Work::Release(gr, key, finalizer) => {
+                    self.internal_update(&gr, &key.0, &key.1, |obj| {
                         let Some(fs) = obj
                             .pointer_mut("/metadata/finalizers")
                             .and_then(Value::as_array_mut)
@@ -207,6 +140,76 @@ impl State {
                 }
             }
         }
+    }
+
+    /// What one pass must do, decided under the read lock from borrowed records: only
+    /// the objects that need a change are copied out.
+    fn gc_decisions(&self) -> Vec<Work> {
+        let inner = self.store.read();
+        // Every live uid, with the finalizers of those being deleted.
+        let mut nodes: HashMap<u128, Option<&[String]>> = HashMap::new();
+        for map in inner.objects.values() {
+            for rec in map.values().filter(|r| r.uid != 0) {
+                let deleting = (rec.flags & DELETING != 0)
+                    .then(|| rec.gc.as_deref().map_or(&[][..], |f| &f.finalizers[..]));
+                nodes.insert(rec.uid, deleting);
+            }
+        }
+        let state_of = |uid: u128| match nodes.get(&uid) {
+            None => OwnerState::Absent,
+            Some(None) => OwnerState::Alive,
+            Some(Some(f)) if f.iter().any(|x| x == ORPHAN_FINALIZER) => OwnerState::Orphaning,
+            Some(Some(f)) if f.iter().any(|x| x == FOREGROUND_FINALIZER) => OwnerState::Waiting,
+            Some(Some(_)) => OwnerState::Alive,
+        };
+        let mut work = Vec::new();
+        // Per owner uid: (held by a blocking dependent, held by any dependent).
+        let mut held: HashMap<u128, (bool, bool)> = HashMap::new();
+        for (gr, map) in &inner.objects {
+            for (key, rec) in map {
+                let Some(facts) = rec.gc.as_deref().filter(|f| !f.owners.is_empty()) else {
+                    continue;
+                };
+                for (uid, block) in &facts.owners {
+                    let h = held.entry(*uid).or_default();
+                    h.0 |= *block;
+                    h.1 = true;
+                }
+                let owners: Vec<(u128, OwnerState)> = facts
+                    .owners
+                    .iter()
+                    .map(|(u, _)| (*u, state_of(*u)))
+                    .collect();
+                match decide(&owners) {
+                    GcAction::Keep => {}
+                    GcAction::DropRefs(uids) => {
+                        work.push(Work::DropRefs(gr.clone(), key.clone(), uids));
+                    }
+                    GcAction::Delete(p) if rec.flags & DELETING == 0 => {
+                        work.push(Work::Delete(gr.clone(), key.clone(), p));
+                    }
+                    GcAction::Delete(_) => {}
+                }
+            }
+        }
+        // Owners waiting for dependents (foreground) or orphaning them: release them
+        // once no dependent that holds them back is left.
+        for (gr, map) in &inner.objects {
+            for (key, rec) in map.iter().filter(|(_, r)| r.flags & DELETING != 0) {
+                let Some(Some(f)) = nodes.get(&rec.uid) else {
+                    continue;
+                };
+                let (blocked, any) = held.get(&rec.uid).copied().unwrap_or_default();
+                for (finalizer, is_held) in
+                    [(FOREGROUND_FINALIZER, blocked), (ORPHAN_FINALIZER, any)]
+                {
+                    if !is_held && f.iter().any(|x| x == finalizer) {
+                        work.push(Work::Release(gr.clone(), key.clone(), finalizer));
+                    }
+                }
+            }
+        }
+        work
     }
 
     /// One pass of the namespace controller: empties terminating namespaces, then lets

@@ -41,7 +41,7 @@ struct Pending {
 #[derive(Default)]
 struct Book {
     /// The latest version of a shard this process wrote or fetched (the cache may lag).
-    latest: HashMap<String, BackupBucket>,
+    latest: HashMap<String, Arc<BackupBucket>>,
     /// Entries placed here whose creation the entry cache has not shown yet.
     pending: HashMap<EntryKey, Pending>,
 }
@@ -68,19 +68,19 @@ impl Ledger {
 
     /// The pool's shards: the cache overlaid with this process' newer copies, in shard
     /// order.
-    fn shards(ctx: &Context, key: &PoolKey, book: &Book) -> Vec<BackupBucket> {
-        let mut by_name: BTreeMap<String, BackupBucket> = ctx
+    fn shards(ctx: &Context, key: &PoolKey, book: &Book) -> Vec<Arc<BackupBucket>> {
+        let mut by_name: BTreeMap<String, Arc<BackupBucket>> = ctx
             .stores
             .buckets
             .state()
-            .iter()
+            .into_iter()
             .filter(|b| pool_of(b).as_ref() == Some(key))
-            .map(|b| (b.name_any(), (**b).clone()))
+            .map(|b| (b.name_any(), b))
             .collect();
         for (name, bucket) in &book.latest {
             by_name.insert(name.clone(), bucket.clone());
         }
-        let mut shards: Vec<BackupBucket> = by_name.into_values().collect();
+        let mut shards: Vec<Arc<BackupBucket>> = by_name.into_values().collect();
         shards.sort_by_key(|b| (shard_of(b).unwrap_or(u32::MAX), b.name_any()));
         shards
     }
@@ -89,7 +89,7 @@ impl Ledger {
     async fn refresh(ctx: &Context, book: &mut Book, name: &str) -> Result<(), GardenError> {
         match Self::api(ctx).get_opt(name).await? {
             Some(b) => {
-                book.latest.insert(name.to_string(), b);
+                book.latest.insert(name.to_string(), Arc::new(b));
             }
             None => {
                 book.latest.remove(name);
@@ -130,7 +130,7 @@ impl Ledger {
         match Self::api(ctx).create(&PostParams::default(), &bucket).await {
             Ok(created) => {
                 tracing::info!(bucket = %name, pool = ?source.key, shard, seed = ?seed, "created bucket shard");
-                book.latest.insert(name, created);
+                book.latest.insert(name, Arc::new(created));
                 Ok(())
             }
             Err(e) if is_status(&e, 409) => Self::refresh(ctx, book, &name).await,
@@ -177,7 +177,7 @@ impl Ledger {
                     let name = bucket.name_any();
                     match Self::swap_count(ctx, bucket, recorded_count(bucket) + 1).await {
                         Ok(updated) => {
-                            book.latest.insert(name.clone(), updated);
+                            book.latest.insert(name.clone(), Arc::new(updated));
                             book.pending.insert(
                                 entry.clone(),
                                 Pending {
@@ -277,7 +277,7 @@ impl Ledger {
             let current = match book.latest.get(bucket) {
                 Some(b) => b.clone(),
                 None => match ctx.stores.buckets.get(&ObjectRef::new(bucket)) {
-                    Some(b) => (*b).clone(),
+                    Some(b) => b,
                     None => return Ok(count),
                 },
             };
@@ -286,7 +286,7 @@ impl Ledger {
             }
             match Self::swap_count(ctx, &current, count).await {
                 Ok(updated) => {
-                    book.latest.insert(bucket.to_string(), updated);
+                    book.latest.insert(bucket.to_string(), Arc::new(updated));
                     return Ok(count);
                 }
                 Err(e) if is_status(&e, 409) || is_status(&e, 404) => {
@@ -306,18 +306,32 @@ impl Ledger {
 
     fn derive_count(ctx: &Context, book: &mut Book, bucket: &str) -> u32 {
         // One snapshot for both steps: an entry appearing in the cache between them
-        // would otherwise be counted twice (as pending and as cached).
+        // would otherwise be counted twice (as pending and as cached). Pending entries
+        // are few; the snapshot is scanned once, without copying anything out of it.
         let snapshot = ctx.stores.entries.state();
-        let cached: std::collections::HashSet<(String, String)> = snapshot
-            .iter()
-            .map(|e| (e.namespace().unwrap_or_default(), e.name_any()))
+        let pending_keys: std::collections::HashSet<(&str, &str)> = book
+            .pending
+            .keys()
+            .map(|(ns, name)| (ns.as_str(), name.as_str()))
             .collect();
+        let mut cached_pending = std::collections::HashSet::new();
+        let mut in_bucket = 0usize;
+        for e in &snapshot {
+            if e.spec.bucket_name == bucket {
+                in_bucket += 1;
+            }
+            if !pending_keys.is_empty() {
+                let key = (
+                    e.metadata.namespace.as_deref().unwrap_or(""),
+                    e.metadata.name.as_deref().unwrap_or(""),
+                );
+                if pending_keys.contains(&key) {
+                    cached_pending.insert((key.0.to_string(), key.1.to_string()));
+                }
+            }
+        }
         book.pending
-            .retain(|key, p| !cached.contains(key) && p.since.elapsed() < PENDING_TTL);
-        let in_bucket = snapshot
-            .iter()
-            .filter(|e| e.spec.bucket_name == bucket)
-            .count();
+            .retain(|key, p| !cached_pending.contains(key) && p.since.elapsed() < PENDING_TTL);
         let pending = book.pending.values().filter(|p| p.bucket == bucket).count();
         u32::try_from(in_bucket + pending).unwrap_or(u32::MAX)
     }
