@@ -489,7 +489,7 @@ fn spawn_mirror(ctx: &Arc<Context>, tasks: &mut tokio::task::JoinSet<()>, own: O
 
     // Garden buckets by the credentials Secret they use, so a rotated Secret is copied
     // and used at once; the namespaces of those Secrets are watched as they appear.
-    let by_secret: Arc<Mutex<HashMap<(String, String), HashSet<String>>>> = Arc::default();
+    let by_secret: SecretUsers = Arc::default();
     let (namespaces_tx, namespaces_rx) = tokio::sync::mpsc::unbounded_channel();
 
     let q = buckets.clone();
@@ -602,12 +602,15 @@ fn spawn_mirror(ctx: &Arc<Context>, tasks: &mut tokio::task::JoinSet<()>, own: O
     });
 }
 
+/// Garden bucket names by the (namespace, name) of the credentials Secret they use.
+type SecretUsers = Arc<Mutex<HashMap<(String, String), HashSet<String>>>>;
+
 /// Watches the garden Secrets in every namespace `namespaces` names (metadata only: no
 /// secret data is held) and wakes the buckets that use a changed one.
 async fn watch_credentials(
     garden: Client,
     mut namespaces: tokio::sync::mpsc::UnboundedReceiver<String>,
-    users: Arc<Mutex<HashMap<(String, String), HashSet<String>>>>,
+    users: SecretUsers,
     buckets: WorkQueue<String>,
 ) {
     let mut watched = HashSet::new();
