@@ -38,8 +38,8 @@ use crate::seed::prefix::{entry_key_prefix, entry_prefix};
 pub const FAILPOINT_SCALED_DOWN: &str = "migrate.cutover.scaled-down";
 /// Failpoint after the final copy, before the switch.
 pub const FAILPOINT_BEFORE_SWITCH: &str = "migrate.cutover.before-switch";
-/// Failpoint after the switch, before etcd is scaled up.
-pub const FAILPOINT_SWITCHED: &str = "migrate.scale-up";
+/// Failpoint at the start of the scale-up (the switch is committed, etcd still down).
+pub const FAILPOINT_SCALE_UP: &str = "migrate.scale-up";
 
 /// The shoot's control-plane namespace in the seed: the entry name without `--<uid>`.
 pub fn technical_id(entry_name: &str) -> Result<String, MigrateError> {
@@ -354,7 +354,7 @@ pub async fn scale_up(
     let since = annotations
         .get(ANNOTATION_SCALED_DOWN_AT)
         .and_then(|v| parse_time(v));
-    failpoints::hit(FAILPOINT_SWITCHED)?;
+    failpoints::hit(FAILPOINT_SCALE_UP)?;
     etcd.scale(old).await?;
     etcd.wait("ready", ctx.etcd_timeout, |_, ready| ready >= old)
         .await?;

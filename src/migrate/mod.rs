@@ -17,9 +17,11 @@
 //! - [`cleanup`]: handing the source to a `source-<entry>` BackupEntry for deletion;
 //! - [`legacy`]: `migrate legacy import`;
 //! - [`progress`]: progress output and the final report;
+//! - [`cli`]: the command line's library side;
 //! - [`run`]: the context and the orchestration of `migrate entry` and `migrate status`.
 
 pub mod cleanup;
+pub mod cli;
 pub mod copy;
 pub mod cutover;
 pub mod etcd;
