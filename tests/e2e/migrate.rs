@@ -461,7 +461,7 @@ async fn objects_added_and_deleted_between_plan_and_cut_over() {
     // Gone before being copied (etcd's garbage collection) → NotFound in the copy.
     let gone_early = format!("{prefix}etcd-main/o-00003");
     store
-        .delete_many(&from, &[gone_early.clone()])
+        .delete_many(&from, &[gone_early])
         .await
         .expect("delete");
     // Copy everything, stop when etcd is down (before the final copy).
