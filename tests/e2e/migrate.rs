@@ -19,7 +19,8 @@ use granary::api::core::{
 use granary::migrate::manifest::{Manifest, ObjectState, manifest_key};
 use granary::migrate::phase::{ANNOTATION_ETCD_REPLICAS, ANNOTATION_PHASE};
 use granary::migrate::{
-    EntryMigration, LegacyBucket, MigrateContext, Output, import_legacy, migrate_entry,
+    EntryMigration, LegacyBucket, MigrateContext, Output, discover_legacy, import_legacy,
+    migrate_entry, migration_status,
 };
 use granary::runtime::clock::Clock;
 use granary::runtime::selector::ObjectSelector;
@@ -417,6 +418,11 @@ async fn a_failpoint_in_every_phase_then_a_rerun_copies_nothing_twice() {
                 "not switched before the switch"
             );
         }
+        let status = migration_status(&w.land.garden).await.expect("status");
+        let ours = status
+            .iter()
+            .find(|s| s.entry == format!("{}/{}", w.namespace, w.entry));
+        assert_eq!(ours.map(|s| s.phase.as_str()), phase_after, "{status:?}");
     }
     let (_, n, _) = run_binary(&w, &to, None).await;
     copies += n;
@@ -669,6 +675,28 @@ async fn dry_run_changes_nothing() {
     let legacy = w.legacy_source().await;
     let to = w.shared_bucket("dst").await;
     fill(store.as_ref(), &legacy, "", 25, "d").await;
+    // Discovery from the seed's `backup--<bucket>` namespace finds the same bucket.
+    ensure_namespace(&w.land.seed, &format!("backup--{legacy}")).await;
+    let secret_ref = SecretReference {
+        name: CREDENTIALS.into(),
+        namespace: GARDEN_NAMESPACE.into(),
+    };
+    let found = discover_legacy(
+        &w.land.garden,
+        &w.land.seed,
+        "local",
+        "us-east-1",
+        &secret_ref,
+    )
+    .await
+    .expect("discover");
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].bucket, legacy);
+    let selector = ObjectSelector::new(Some(w.land.cluster.object_selector.clone()));
+    let imported = import_legacy(&w.land.garden, &found, &selector)
+        .await
+        .expect("import");
+    assert_eq!(imported[0].result, "unchanged");
     let before = (
         listing(store.as_ref(), &legacy, "").await,
         listing(store.as_ref(), &to, "").await,
