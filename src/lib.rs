@@ -9,11 +9,13 @@
 //! - [`embedded`]: the embedded Kubernetes API server used by `granary dev` and tests;
 //! - [`garden`]: garden-side decisions (bucket pools, placement, seed assignment);
 //! - [`seed`]: seed-side decisions (deletion grace period);
+//! - [`migrate`]: `granary migrate` (legacy buckets, moving entries between buckets);
 //! - [`velero`]: the Velero-compatible archive format, manifest and object-store layout.
 
 pub mod api;
 pub mod embedded;
 pub mod garden;
+pub mod migrate;
 pub mod runtime;
 pub mod seed;
 pub mod velero;

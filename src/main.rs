@@ -41,6 +41,9 @@ enum Command {
     /// Run the garden-side controllers: CloudProfile backup pools, BackupEntry placement
     /// with bucket quota sharding, bucket → seed assignment, deletion guards.
     Garden(GardenArgs),
+    /// Move entries between buckets: legacy per-shoot buckets into shared ones, or
+    /// rebalance; register legacy buckets; show migrations in flight.
+    Migrate(MigrateArgs),
     /// Look into a Velero backup tarball (Velero's own or Granary's).
     Archive {
         #[command(subcommand)]
@@ -98,6 +101,86 @@ struct GardenArgs {
     /// Run only while holding the leader Lease.
     #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
     leader_elect: Option<bool>,
+}
+
+/// Flags of `granary migrate`.
+#[derive(clap::Args, Debug)]
+struct MigrateArgs {
+    /// The garden kubeconfig (default: in-cluster, else KUBECONFIG / ~/.kube/config).
+    #[arg(long, global = true, value_name = "PATH")]
+    garden_kubeconfig: Option<PathBuf>,
+    /// The kubeconfig of the shoot's seed (etcd-main, etcd-backup secret); default: the
+    /// garden's.
+    #[arg(long, global = true, value_name = "PATH")]
+    seed_kubeconfig: Option<PathBuf>,
+    /// The GardenConfiguration file (bucket quota for --to-bucket).
+    #[arg(long, global = true, value_name = "FILE")]
+    garden_config: Option<PathBuf>,
+    /// Root directory of the `local` object store.
+    #[arg(long, global = true, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+    /// Copy requests in flight at most.
+    #[arg(long, global = true, default_value_t = 16)]
+    parallelism: usize,
+    /// How long etcd-main may take to scale down or become ready again, in seconds.
+    #[arg(long, global = true, default_value_t = 600)]
+    etcd_timeout_seconds: u64,
+    /// JSON lines instead of a progress bar, also on a terminal.
+    #[arg(long, global = true)]
+    json: bool,
+    /// Label imported objects granary.gardener.cloud/instance=VALUE.
+    #[arg(long, global = true, value_name = "VALUE")]
+    object_selector: Option<String>,
+    #[command(subcommand)]
+    command: MigrateCommand,
+}
+
+#[derive(Subcommand, Debug)]
+enum MigrateCommand {
+    /// Legacy per-shoot buckets.
+    Legacy {
+        #[command(subcommand)]
+        command: LegacyCommand,
+    },
+    /// Move entry NAMESPACE/NAME into another bucket (resumes an interrupted run).
+    Entry {
+        /// `<namespace>/<name>` of the garden BackupEntry.
+        entry: String,
+        /// The destination BackupBucket.
+        #[arg(long)]
+        to_bucket: String,
+        /// Print the plan (objects, bytes, estimated time) and change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Force-delete the source at once instead of after the grace period.
+        #[arg(long)]
+        delete_source_now: bool,
+    },
+    /// Every migration in flight and its phase.
+    Status,
+}
+
+#[derive(Subcommand, Debug)]
+enum LegacyCommand {
+    /// Register legacy buckets from a YAML list of {shootNamespace, shootName, bucket,
+    /// provider, region, secretRef}, or discovered from the seed's `backup--*` namespaces.
+    Import {
+        /// The YAML list.
+        #[arg(long, value_name = "FILE", conflicts_with = "discover")]
+        file: Option<PathBuf>,
+        /// Discover `backup--<bucket>` namespaces in the seed instead.
+        #[arg(long, requires_all = ["provider", "region", "secret_ref"])]
+        discover: bool,
+        /// Provider of the discovered buckets.
+        #[arg(long)]
+        provider: Option<String>,
+        /// Region of the discovered buckets.
+        #[arg(long)]
+        region: Option<String>,
+        /// Garden credentials Secret of the discovered buckets, `<namespace>/<name>`.
+        #[arg(long, value_name = "NS/NAME")]
+        secret_ref: Option<String>,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -167,6 +250,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 .block_on(granary::seed::run(opts))
                 .context("granary seed")
         }
+        Command::Migrate(args) => migrate(args),
         Command::Garden(args) => Ok(granary::garden::run(granary::garden::GardenOptions {
             kubeconfig: args.kubeconfig,
             config: args.config,
@@ -175,6 +259,71 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             leader_elect: args.leader_elect,
         })?),
     }
+}
+
+fn migrate(args: MigrateArgs) -> anyhow::Result<()> {
+    use granary::migrate::cli::{MigrateCommand as Cmd, MigrateOptions};
+    fn split(value: &str, what: &str) -> anyhow::Result<(String, String)> {
+        let (ns, name) = value
+            .split_once('/')
+            .filter(|(ns, name)| !ns.is_empty() && !name.is_empty())
+            .with_context(|| format!("{what} must be <namespace>/<name>, not {value:?}"))?;
+        Ok((ns.to_string(), name.to_string()))
+    }
+    let command = match args.command {
+        MigrateCommand::Status => Cmd::Status,
+        MigrateCommand::Entry {
+            entry,
+            to_bucket,
+            dry_run,
+            delete_source_now,
+        } => {
+            let (namespace, name) = split(&entry, "the entry")?;
+            Cmd::Entry(granary::migrate::EntryMigration {
+                namespace,
+                name,
+                to_bucket,
+                dry_run,
+                delete_source_now,
+            })
+        }
+        MigrateCommand::Legacy {
+            command:
+                LegacyCommand::Import {
+                    file,
+                    discover,
+                    provider,
+                    region,
+                    secret_ref,
+                },
+        } => match (file, discover) {
+            (Some(file), false) => Cmd::ImportFile(file),
+            (None, true) => {
+                let (namespace, name) =
+                    split(secret_ref.as_deref().unwrap_or_default(), "--secret-ref")?;
+                Cmd::ImportDiscover {
+                    provider: provider.unwrap_or_default(),
+                    region: region.unwrap_or_default(),
+                    secret_ref: granary::api::common::SecretReference { name, namespace },
+                }
+            }
+            _ => anyhow::bail!("give either --file FILE or --discover"),
+        },
+    };
+    let opts = MigrateOptions {
+        garden_kubeconfig: args.garden_kubeconfig,
+        seed_kubeconfig: args.seed_kubeconfig,
+        garden_config: args.garden_config,
+        data_dir: args.data_dir,
+        parallelism: args.parallelism,
+        etcd_timeout: std::time::Duration::from_secs(args.etcd_timeout_seconds),
+        json: args.json,
+        object_selector: args.object_selector,
+    };
+    tokio::runtime::Runtime::new()
+        .context("starting the async runtime")?
+        .block_on(granary::migrate::cli::run(opts, command))
+        .context("granary migrate")
 }
 
 fn archive(command: ArchiveCommand) -> anyhow::Result<()> {

@@ -6,6 +6,9 @@ mod support;
 #[path = "../support/seed.rs"]
 mod seed_support;
 
+#[path = "../support/etcd_sim.rs"]
+mod etcd_sim;
+
 // The providers' emulator finder/starter, shared rather than copied.
 #[path = "../../providers/tests/support/emulators.rs"]
 #[allow(dead_code)]
@@ -21,6 +24,7 @@ mod garden;
 mod garden_placement;
 mod kubectl;
 mod leader;
+mod migrate;
 mod seed;
 mod seed_crash;
 mod seed_credentials;
