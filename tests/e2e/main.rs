@@ -8,6 +8,8 @@ mod seed_support;
 
 #[path = "../support/etcd_sim.rs"]
 mod etcd_sim;
+#[path = "../support/proxy.rs"]
+mod proxy;
 
 // The providers' emulator finder/starter, shared rather than copied.
 #[path = "../../providers/tests/support/emulators.rs"]
@@ -30,3 +32,4 @@ mod seed_crash;
 mod seed_credentials;
 mod seed_grace;
 mod seed_handover;
+mod seed_outage;
