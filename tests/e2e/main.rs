@@ -15,6 +15,7 @@ mod cli;
 mod conformance;
 mod conformance_apply;
 mod conformance_crd;
+mod dev;
 mod durability;
 mod garden;
 mod garden_placement;
