@@ -42,6 +42,11 @@ const OWNED: [&str; 4] = ["garden", "seeds", "buckets", "granary.log"];
 /// How long shutting down may take before the rest is abandoned.
 const SHUTDOWN_LIMIT: Duration = Duration::from_secs(8);
 
+/// How often a seed looks at every object again without a trigger. Short, because a
+/// seed's mirror is not woken when a bucket held by another seed becomes ready, so an
+/// entry whose bucket is on another seed would otherwise wait for the 5-minute default.
+const RESYNC: Duration = Duration::from_secs(15);
+
 /// What the landscape is started with.
 #[derive(Clone, Debug)]
 pub struct Plan {
@@ -310,6 +315,7 @@ async fn start_seed(plan: &Plan, garden: Client, name: String) -> Result<SeedSid
             ..granary_providers::StoreOptions::default()
         })
         .metrics(metrics.clone())
+        .resync(RESYNC)
         .start()
         .await
         .map_err(|e| DevError::Start(format!("seed {name}: {e}")))?;

@@ -202,6 +202,22 @@ pub fn fill(entries: u32, limit: Option<u32>) -> String {
     }
 }
 
+/// How much of an entry's detail fits on its line of the screen.
+const DETAIL_WIDTH: usize = 60;
+
+/// How much of an event fits on its line of the screen.
+const EVENT_WIDTH: usize = 150;
+
+/// `text` cut to `width` characters, with `…` when cut.
+fn shorten(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        return text.to_string();
+    }
+    let mut out: String = text.chars().take(width.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
 /// The whole screen: `header`, the buckets with their fill against `limit`, the entries
 /// and the most recent `events` (oldest first).
 pub fn render(header: &str, snapshot: &Snapshot, limit: Option<u32>, events: &[String]) -> String {
@@ -257,7 +273,7 @@ pub fn render(header: &str, snapshot: &Snapshot, limit: Option<u32>, events: &[S
             if e.bucket.is_empty() { "-" } else { &e.bucket },
         );
         if let Some(detail) = &e.detail {
-            let _ = write!(out, "  ({detail})");
+            let _ = write!(out, "  ({})", shorten(detail, DETAIL_WIDTH));
         }
         out.push('\n');
     }
@@ -266,7 +282,7 @@ pub fn render(header: &str, snapshot: &Snapshot, limit: Option<u32>, events: &[S
         out.push_str("  (none yet)\n");
     }
     for e in events {
-        let _ = writeln!(out, "  {e}");
+        let _ = writeln!(out, "  {}", shorten(e, EVENT_WIDTH));
     }
     out
 }
@@ -419,6 +435,25 @@ mod tests {
         );
         assert_eq!(s.entries[0].state, "Error");
         assert_eq!(s.entries[0].detail.as_deref(), Some("access denied"));
+    }
+
+    #[test]
+    fn long_details_are_cut_on_the_screen() {
+        assert_eq!(shorten("abc", 3), "abc");
+        assert_eq!(shorten("abcd", 3), "ab…");
+        let s = Snapshot::from_objects(
+            &[],
+            &[entry(
+                "web",
+                Some((LastOperationState::Error, "x")),
+                Some(&"y".repeat(200)),
+            )],
+        );
+        let screen = render("", &s, None, &[]);
+        assert!(
+            screen.contains(&format!("({}…)", "y".repeat(DETAIL_WIDTH - 1))),
+            "{screen}"
+        );
     }
 
     #[test]
