@@ -1,12 +1,14 @@
-//! The live view of `granary dev`: watches the garden's BackupBuckets and BackupEntries
-//! and, on every change, either redraws the compact screen (stdout is a terminal) or
+//! The live view of `granary dev`: watches the garden's BackupBuckets, BackupEntries and
+//! Warning events and, on every change, either redraws the compact screen (stdout is a terminal) or
 //! prints the changes as log lines (anything else: a pipe, a file, a test).
 
+use std::collections::HashSet;
 use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
+use k8s_openapi::api::events::v1::Event;
 use kube::Client;
 use kube::api::Api;
 use kube::runtime::reflector::{self, Store};
@@ -15,7 +17,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::core::{BackupBucket, BackupEntry};
-use crate::dev::view::{Snapshot, changes, render};
+use crate::dev::view::{Snapshot, changes, new_warnings, render};
 use crate::runtime::clock::Clock;
 
 /// How many recent events the screen keeps.
@@ -58,33 +60,33 @@ where
     (store, fill)
 }
 
+/// The objects of a store, for the pure view functions.
+fn owned<K: kube::Resource<DynamicType = ()> + Clone>(store: &Store<K>) -> Vec<K> {
+    store.state().iter().map(|o| (**o).clone()).collect()
+}
+
 impl LiveView {
     /// Shows the garden's state until `stop` is cancelled.
     pub async fn run(self, garden: Client, stop: CancellationToken) {
         let changed = Arc::new(Notify::new());
         let (buckets, fill_buckets) =
             cache(Api::<BackupBucket>::all(garden.clone()), changed.clone());
-        let (entries, fill_entries) = cache(Api::<BackupEntry>::all(garden), changed.clone());
+        let (entries, fill_entries) =
+            cache(Api::<BackupEntry>::all(garden.clone()), changed.clone());
+        let (events, fill_events) = cache(Api::<Event>::all(garden), changed.clone());
         let draw = async {
             let _ = tokio::join!(buckets.wait_until_ready(), entries.wait_until_ready());
             let mut last = Snapshot::default();
             let mut recent: Vec<String> = Vec::new();
+            let mut seen = HashSet::new();
             let mut first = true;
             loop {
-                let next = Snapshot::from_objects(
-                    &buckets
-                        .state()
-                        .iter()
-                        .map(|b| (**b).clone())
-                        .collect::<Vec<_>>(),
-                    &entries
-                        .state()
-                        .iter()
-                        .map(|e| (**e).clone())
-                        .collect::<Vec<_>>(),
-                );
-                if next != last || first {
-                    let lines = changes(&last, &next, self.clock.now());
+                let next = Snapshot::from_objects(&owned(&buckets), &owned(&entries));
+                let now = self.clock.now();
+                let warnings = new_warnings(&owned(&events), &mut seen, now);
+                if next != last || first || !warnings.is_empty() {
+                    let mut lines = changes(&last, &next, now);
+                    lines.extend(warnings);
                     self.show(&next, &lines, &mut recent);
                     last = next;
                     first = false;
@@ -94,7 +96,7 @@ impl LiveView {
             }
         };
         tokio::select! {
-            _ = async { tokio::join!(fill_buckets, fill_entries, draw) } => {}
+            _ = async { tokio::join!(fill_buckets, fill_entries, fill_events, draw) } => {}
             _ = stop.cancelled() => {}
         }
     }

@@ -186,6 +186,55 @@ pub fn changes(before: &Snapshot, after: &Snapshot, at: DateTime<Utc>) -> Vec<St
     out
 }
 
+/// One line per Warning event not seen before (a repeated event counts as new each time
+/// its count grows), stamped `at`; `seen` remembers what was shown.
+pub fn new_warnings(
+    events: &[k8s_openapi::api::events::v1::Event],
+    seen: &mut std::collections::HashSet<String>,
+    at: DateTime<Utc>,
+) -> Vec<String> {
+    let time = at.format("%H:%M:%S");
+    let mut fresh: Vec<&k8s_openapi::api::events::v1::Event> = events
+        .iter()
+        .filter(|e| e.type_.as_deref() == Some("Warning"))
+        .filter(|e| {
+            let count = e
+                .series
+                .as_ref()
+                .map(|s| s.count)
+                .or(e.deprecated_count)
+                .unwrap_or(1);
+            let key = format!(
+                "{}/{count}",
+                e.metadata.uid.clone().unwrap_or_else(|| e.name_any())
+            );
+            seen.insert(key)
+        })
+        .collect();
+    fresh.sort_by_key(|e| e.metadata.creation_timestamp.clone());
+    fresh
+        .into_iter()
+        .map(|e| {
+            let about = e
+                .regarding
+                .as_ref()
+                .map(|r| {
+                    format!(
+                        "{}/{}",
+                        r.kind.as_deref().unwrap_or("object"),
+                        r.name.as_deref().unwrap_or("-")
+                    )
+                })
+                .unwrap_or_else(|| "-".into());
+            format!(
+                "{time} warning {about}: {}: {}",
+                e.reason.as_deref().unwrap_or("-"),
+                e.note.as_deref().unwrap_or("")
+            )
+        })
+        .collect()
+}
+
 /// `[##-] 2/3` with a limit, `2 entries` without.
 pub fn fill(entries: u32, limit: Option<u32>) -> String {
     match limit {
@@ -454,6 +503,43 @@ mod tests {
             screen.contains(&format!("({}…)", "y".repeat(DETAIL_WIDTH - 1))),
             "{screen}"
         );
+    }
+
+    #[test]
+    fn warnings_show_once_per_occurrence() {
+        use k8s_openapi::api::core::v1::ObjectReference;
+        use k8s_openapi::api::events::v1::{Event, EventSeries};
+        let at = DateTime::<Utc>::UNIX_EPOCH;
+        let mut warning = Event {
+            type_: Some("Warning".into()),
+            reason: Some("ReconcileError".into()),
+            note: Some("no credentials".into()),
+            regarding: Some(ObjectReference {
+                kind: Some("BackupBucket".into()),
+                name: Some("b-0".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        warning.metadata.uid = Some("u1".into());
+        let normal = Event {
+            type_: Some("Normal".into()),
+            ..Default::default()
+        };
+        let mut seen = Default::default();
+        let events = vec![warning.clone(), normal];
+        assert_eq!(
+            new_warnings(&events, &mut seen, at),
+            ["00:00:00 warning BackupBucket/b-0: ReconcileError: no credentials"]
+        );
+        assert!(new_warnings(&events, &mut seen, at).is_empty());
+        warning.series = Some(EventSeries {
+            count: 2,
+            last_observed_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
+                k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+            ),
+        });
+        assert_eq!(new_warnings(&[warning], &mut seen, at).len(), 1);
     }
 
     #[test]
