@@ -42,10 +42,11 @@ const OWNED: [&str; 4] = ["garden", "seeds", "buckets", "granary.log"];
 /// How long shutting down may take before the rest is abandoned.
 const SHUTDOWN_LIMIT: Duration = Duration::from_secs(8);
 
-/// How often a seed looks at every object again without a trigger. Short, because a
-/// seed's mirror is not woken when a bucket held by another seed becomes ready, so an
-/// entry whose bucket is on another seed would otherwise wait for the 5-minute default.
-const RESYNC: Duration = Duration::from_secs(15);
+/// How often a seed's mirror looks at every object again without a trigger (API calls
+/// only, no provider calls). Short, because a mirror is not woken when a bucket held by
+/// another seed becomes ready: an entry whose bucket is on another seed would otherwise
+/// wait for the 5-minute default before it goes from waiting to Succeeded.
+const RESYNC: Duration = Duration::from_secs(5);
 
 /// What the landscape is started with.
 #[derive(Clone, Debug)]
