@@ -6,6 +6,7 @@
 //!   validation, and CRD generation;
 //! - [`runtime`]: plumbing every controller shares (clock, status builders, readiness,
 //!   error codes, configuration files, logging, failpoints);
+//! - [`dev`]: `granary dev`, the whole landscape on one machine;
 //! - [`embedded`]: the embedded Kubernetes API server used by `granary dev` and tests;
 //! - [`garden`]: garden-side decisions (bucket pools, placement, seed assignment);
 //! - [`seed`]: seed-side decisions (deletion grace period);
@@ -13,6 +14,7 @@
 //! - [`velero`]: the Velero-compatible archive format, manifest and object-store layout.
 
 pub mod api;
+pub mod dev;
 pub mod embedded;
 pub mod garden;
 pub mod migrate;

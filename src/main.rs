@@ -44,6 +44,10 @@ enum Command {
     /// Move entries between buckets: legacy per-shoot buckets into shared ones, or
     /// rebalance; register legacy buckets; show migrations in flight.
     Migrate(MigrateArgs),
+    /// The whole landscape on this machine: embedded garden and seed API servers, the
+    /// sample landscape, all controllers, buckets under the data directory, kubeconfigs
+    /// for kubectl, and a live view. Ctrl-C stops it; the state is kept.
+    Dev(DevArgs),
     /// Look into a Velero backup tarball (Velero's own or Granary's).
     Archive {
         #[command(subcommand)]
@@ -183,6 +187,52 @@ enum LegacyCommand {
     },
 }
 
+/// Flags of `granary dev`.
+#[derive(clap::Args, Debug)]
+struct DevArgs {
+    /// Where the API servers' state, the local buckets, kubeconfigs and logs live.
+    #[arg(long, value_name = "DIR", default_value = ".granary")]
+    data_dir: PathBuf,
+    /// How long a deleted shoot's backups are kept (e.g. 30s, 2m, 1h).
+    #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = parse_duration)]
+    grace_period: std::time::Duration,
+    /// Start from a clean landscape (removes what `granary dev` keeps in the data dir).
+    #[arg(long)]
+    reset: bool,
+    /// Seeds of a new landscape (default 3: two in one region, one in another).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    seeds: Option<u16>,
+    /// Shoots of a new landscape (default 7).
+    #[arg(long, value_name = "N")]
+    shoots: Option<u16>,
+    /// BackupEntries per bucket before a pool gets another shard.
+    #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    quota: u32,
+    /// Keep buckets at a real provider instead of local directories: aws, azure or gcp.
+    #[arg(long, value_name = "TYPE")]
+    provider: Option<String>,
+    /// The provider's endpoint URL (S3-compatible stores, emulators).
+    #[arg(long, value_name = "URL")]
+    endpoint: Option<String>,
+    /// The region of the shared buckets (required with --provider).
+    #[arg(long, value_name = "REGION")]
+    region: Option<String>,
+    /// Credentials for --provider: a YAML map of Gardener's Secret keys, an AWS
+    /// credentials file, or a GCP service-account key; default: the provider's usual
+    /// environment variables (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY,
+    /// AZURE_STORAGE_ACCOUNT/AZURE_STORAGE_KEY, GOOGLE_APPLICATION_CREDENTIALS).
+    #[arg(long, value_name = "FILE")]
+    credentials_file: Option<PathBuf>,
+    /// Where /healthz, /readyz and /metrics are served (default 127.0.0.1:8085, or a
+    /// free port when that is taken).
+    #[arg(long, value_name = "ADDR")]
+    metrics_bind_address: Option<String>,
+}
+
+fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    granary::runtime::duration::parse_duration(text).map_err(|e| e.to_string())
+}
+
 #[derive(Subcommand, Debug)]
 enum ArchiveCommand {
     /// Items per resource and namespace, versions, the manifest and the format version.
@@ -220,6 +270,11 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
+    if let Command::Dev(args) = cli.command {
+        // `granary dev` sets up its own logging: to a file while its view owns the terminal.
+        failpoints::init_from_env()?;
+        return dev(args, cli.log_format, cli.log_level);
+    }
     logging::init(cli.log_format, &cli.log_level)?;
     failpoints::init_from_env()?;
     match cli.command {
@@ -251,6 +306,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 .context("granary seed")
         }
         Command::Migrate(args) => migrate(args),
+        Command::Dev(_) => unreachable!("handled above"),
         Command::Garden(args) => Ok(granary::garden::run(granary::garden::GardenOptions {
             kubeconfig: args.kubeconfig,
             config: args.config,
@@ -324,6 +380,27 @@ fn migrate(args: MigrateArgs) -> anyhow::Result<()> {
         .context("starting the async runtime")?
         .block_on(granary::migrate::cli::run(opts, command))
         .context("granary migrate")
+}
+
+fn dev(args: DevArgs, log_format: logging::LogFormat, log_level: String) -> anyhow::Result<()> {
+    let opts = granary::dev::DevOptions {
+        data_dir: args.data_dir,
+        grace_period: args.grace_period,
+        reset: args.reset,
+        seeds: args.seeds.map(usize::from),
+        shoots: args.shoots.map(usize::from),
+        quota: args.quota,
+        store: granary::dev::provider::StoreArgs {
+            provider: args.provider,
+            endpoint: args.endpoint,
+            region: args.region,
+            credentials_file: args.credentials_file,
+        },
+        metrics_bind_address: args.metrics_bind_address,
+        log_format,
+        log_level,
+    };
+    granary::dev::run(opts).context("granary dev")
 }
 
 fn archive(command: ArchiveCommand) -> anyhow::Result<()> {

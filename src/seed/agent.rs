@@ -211,9 +211,15 @@ pub struct RunningSeed {
     stop: tokio::sync::oneshot::Sender<()>,
     task: tokio::task::JoinHandle<()>,
     health: Option<HealthServer>,
+    ready: ReadinessFlag,
 }
 
 impl RunningSeed {
+    /// Set once the controllers run (the leader's, or a healthy standby's).
+    pub fn readiness(&self) -> ReadinessFlag {
+        self.ready.clone()
+    }
+
     /// Stops every controller (releasing the leader lease) and the health server.
     pub async fn shutdown(self) {
         let _ = self.stop.send(());
@@ -263,6 +269,12 @@ impl SeedAgent {
         self
     }
 
+    /// The registry to put the seed metrics into (a fresh one by default).
+    pub fn metrics(mut self, metrics: Metrics) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
     /// Serve `/metrics`, `/healthz`, `/readyz` on this address (`127.0.0.1:0` in tests).
     pub fn metrics_bind_address(mut self, address: Option<String>) -> Self {
         self.metrics_bind_address = address;
@@ -300,6 +312,7 @@ impl SeedAgent {
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let clock = self.clock;
         let seed = self.seed;
+        let running_ready = ready.clone();
         let task = tokio::spawn(async move {
             let shutdown = async {
                 let _ = stopped.await;
@@ -349,6 +362,7 @@ impl SeedAgent {
             stop,
             task,
             health,
+            ready: running_ready,
         })
     }
 }

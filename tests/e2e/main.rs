@@ -21,6 +21,7 @@ mod conformance;
 mod conformance_apply;
 mod conformance_crd;
 mod deploy;
+mod dev;
 mod durability;
 mod garden;
 mod garden_placement;

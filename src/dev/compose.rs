@@ -1,0 +1,431 @@
+//! Bringing the dev landscape up and down: one embedded API server for the garden and one
+//! per seed (durable under the data directory, on the ports of the previous run when
+//! they are free), the CRDs, the sample landscape on a fresh start, the garden
+//! controllers, one seed agent per Seed, and one health/metrics server for all of them.
+//!
+//! Data directory layout:
+//! ```text
+//! <data-dir>/garden/               the garden API server's state
+//! <data-dir>/seeds/<name>/         each seed API server's state
+//! <data-dir>/buckets/              the `local` object store
+//! <data-dir>/garden.kubeconfig     kubeconfigs, rewritten on every start
+//! <data-dir>/seed-<name>.kubeconfig
+//! <data-dir>/granary.log           the logs while the live view owns the terminal
+//! ```
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::{Client, ResourceExt};
+
+use crate::api::core::Seed;
+use crate::api::crds::{self, Side};
+use crate::dev::DevError;
+use crate::dev::landscape::Landscape;
+use crate::dev::metrics::Components;
+use crate::dev::provider::BackupStore;
+use crate::embedded::{EmbeddedOptions, EmbeddedServer};
+use crate::garden::{GardenController, RunningGarden};
+use crate::runtime::config::{
+    ConfigDuration, GardenConfiguration, ProviderQuota, SeedConfiguration,
+};
+use crate::runtime::health::{HealthServer, ReadinessFlag};
+use crate::runtime::metrics::Metrics;
+use crate::seed::{RunningSeed, SeedAgent};
+
+/// The entries of the data directory `--reset` removes (and nothing else, so a data
+/// directory pointed at a folder with other files loses only what `granary dev` made).
+const OWNED: [&str; 4] = ["garden", "seeds", "buckets", "granary.log"];
+
+/// How long shutting down may take before the rest is abandoned.
+const SHUTDOWN_LIMIT: Duration = Duration::from_secs(8);
+
+/// How often a seed's mirror looks at every object again without a trigger (API calls
+/// only, no provider calls). Short, because a mirror is not woken when a bucket held by
+/// another seed becomes ready: an entry whose bucket is on another seed would otherwise
+/// wait for the 5-minute default before it goes from waiting to Succeeded.
+const RESYNC: Duration = Duration::from_secs(5);
+
+/// What the landscape is started with.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub data_dir: PathBuf,
+    pub grace_period: Duration,
+    /// Seeds and shoots of a fresh landscape.
+    pub seeds: usize,
+    pub shoots: usize,
+    /// Entries per bucket.
+    pub quota: u32,
+    pub store: BackupStore,
+    /// Where /healthz, /readyz and /metrics are served; `fallback` allows a free port
+    /// when that one is taken.
+    pub metrics_address: String,
+    pub metrics_fallback: bool,
+}
+
+impl Plan {
+    pub fn garden_kubeconfig(&self) -> PathBuf {
+        self.data_dir.join("garden.kubeconfig")
+    }
+
+    pub fn seed_kubeconfig(&self, seed: &str) -> PathBuf {
+        self.data_dir.join(format!("seed-{seed}.kubeconfig"))
+    }
+
+    pub fn buckets_dir(&self) -> PathBuf {
+        self.data_dir.join("buckets")
+    }
+}
+
+/// One seed of the running landscape.
+pub struct SeedSide {
+    pub name: String,
+    pub server: EmbeddedServer,
+    agent: RunningSeed,
+    metrics: Metrics,
+}
+
+/// The running landscape.
+pub struct Running {
+    pub garden: EmbeddedServer,
+    pub garden_client: Client,
+    pub seeds: Vec<SeedSide>,
+    /// True when this start created the sample landscape (fresh data directory).
+    pub created: bool,
+    pub health: HealthServer,
+    controllers: RunningGarden,
+    readiness: tokio::task::JoinHandle<()>,
+}
+
+/// Removes what `granary dev` keeps in `data_dir`.
+pub fn reset(data_dir: &Path) -> Result<(), DevError> {
+    let io = |path: &Path, source| DevError::Io {
+        what: format!("removing {}", path.display()),
+        source,
+    };
+    let Ok(entries) = std::fs::read_dir(data_dir) else {
+        return Ok(());
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let ours = OWNED.contains(&name.as_str()) || name.ends_with(".kubeconfig");
+        if !ours {
+            continue;
+        }
+        if path.is_dir() {
+            std::fs::remove_dir_all(&path).map_err(|e| io(&path, e))?;
+        } else {
+            std::fs::remove_file(&path).map_err(|e| io(&path, e))?;
+        }
+    }
+    Ok(())
+}
+
+/// The port in the `server:` URL of a kubeconfig written by an earlier run.
+pub fn previous_port(kubeconfig: &Path) -> Option<u16> {
+    let text = std::fs::read_to_string(kubeconfig).ok()?;
+    let server = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("server:"))?
+        .trim();
+    server
+        .rsplit(':')
+        .next()?
+        .trim_end_matches('/')
+        .parse()
+        .ok()
+}
+
+/// Starts an embedded server on the port of `kubeconfig`'s previous run when it is
+/// free, else on any free port, and (re)writes that kubeconfig.
+async fn api_server(data: PathBuf, kubeconfig: &Path) -> Result<EmbeddedServer, DevError> {
+    let mut opts = EmbeddedOptions {
+        port: previous_port(kubeconfig),
+        data_dir: Some(data),
+    };
+    let server = match EmbeddedServer::start(opts.clone()).await {
+        Ok(s) => s,
+        Err(crate::embedded::EmbeddedError::Bind { port, .. }) if opts.port.is_some() => {
+            tracing::info!(port, "previous API server port is taken; using a free one");
+            opts.port = None;
+            EmbeddedServer::start(opts).await?
+        }
+        Err(e) => return Err(e.into()),
+    };
+    server.write_kubeconfig(kubeconfig)?;
+    Ok(server)
+}
+
+/// Installs (or updates) the CRDs of `side` and waits until each is Established.
+pub async fn install_crds(client: &Client, side: Side) -> Result<(), DevError> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let params = PatchParams::apply("granary-dev").force();
+    let crds = crds::crds(Some(side));
+    for crd in &crds {
+        let name = crd.name_any();
+        api.patch(&name, &params, &Patch::Apply(crd))
+            .await
+            .map_err(|source| DevError::Kube {
+                what: format!("installing CRD {name}"),
+                source,
+            })?;
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    for crd in &crds {
+        let name = crd.name_any();
+        loop {
+            let established = api
+                .get_opt(&name)
+                .await
+                .ok()
+                .flatten()
+                .and_then(|c| c.status)
+                .and_then(|s| s.conditions)
+                .unwrap_or_default()
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True");
+            if established {
+                break;
+            }
+            if tokio::time::Instant::now() > deadline {
+                return Err(DevError::Start(format!(
+                    "CRD {name} did not become Established"
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    Ok(())
+}
+
+fn garden_configuration(plan: &Plan, provider: &str) -> GardenConfiguration {
+    let mut config = GardenConfiguration::default();
+    // One process holds every controller: nothing to elect.
+    config.leader_election.enabled = false;
+    config.controllers.backup_bucket.quota = vec![ProviderQuota {
+        provider: provider.to_string(),
+        limit: plan.quota,
+    }];
+    config
+}
+
+fn seed_configuration(plan: &Plan, seed: &str) -> SeedConfiguration {
+    let mut config = SeedConfiguration {
+        seed_name: seed.to_string(),
+        ..SeedConfiguration::default()
+    };
+    config.leader_election.enabled = false;
+    config.controllers.backup_entry.deletion_grace_period = Some(ConfigDuration(plan.grace_period));
+    config
+}
+
+/// Brings the landscape up.
+pub async fn start(plan: &Plan) -> Result<Running, DevError> {
+    std::fs::create_dir_all(&plan.data_dir).map_err(|source| DevError::Io {
+        what: format!("creating {}", plan.data_dir.display()),
+        source,
+    })?;
+    let fresh = !plan.data_dir.join("garden").exists();
+    let garden = api_server(plan.data_dir.join("garden"), &plan.garden_kubeconfig()).await?;
+    let garden_client = garden.client().await?;
+    install_crds(&garden_client, Side::Garden).await?;
+
+    let provider = if fresh {
+        let landscape = Landscape::sample()?
+            .sized(plan.seeds, plan.shoots)
+            .with_store(&plan.store);
+        landscape.create(&garden_client).await?;
+        landscape.backup_provider()
+    } else {
+        current_backup_provider(&garden_client).await
+    };
+
+    let seeds: Api<Seed> = Api::all(garden_client.clone());
+    let mut seed_names: Vec<String> = seeds
+        .list(&ListParams::default())
+        .await
+        .map_err(|source| DevError::Kube {
+            what: "listing seeds".into(),
+            source,
+        })?
+        .items
+        .iter()
+        .map(|s| s.name_any())
+        .collect();
+    seed_names.sort();
+
+    // The seeds come first, so that every seed has renewed its liveness Lease when the
+    // garden assigns the buckets: a bucket then goes to a seed of its own region.
+    let components = Components::default();
+    let seed_sides = futures::future::try_join_all(
+        seed_names
+            .into_iter()
+            .map(|name| start_seed(plan, garden_client.clone(), name)),
+    )
+    .await?;
+    for side in &seed_sides {
+        components.add(format!("seed-{}", side.name), side.metrics.clone());
+    }
+    let garden_metrics = Metrics::new();
+    components.add("garden", garden_metrics.clone());
+    let controllers =
+        GardenController::new(garden_client.clone(), garden_configuration(plan, &provider))
+            .metrics(garden_metrics)
+            .identity("granary-dev")
+            .start()
+            .map_err(|e| DevError::Start(format!("garden metrics: {e}")))?;
+    let mut readiness = vec![controllers.readiness()];
+    readiness.extend(seed_sides.iter().map(|s| s.agent.readiness()));
+
+    let ready = ReadinessFlag::default();
+    let readiness = tokio::spawn(combine_readiness(readiness, ready.clone()));
+    let served = components.registry();
+    let health =
+        match HealthServer::start(&plan.metrics_address, served.clone(), ready.clone()).await {
+            Ok(h) => h,
+            Err(e) if plan.metrics_fallback => {
+                tracing::info!(error = %e, "metrics address taken; using a free port");
+                HealthServer::start("127.0.0.1:0", served, ready).await?
+            }
+            Err(e) => return Err(e.into()),
+        };
+    Ok(Running {
+        garden,
+        garden_client,
+        seeds: seed_sides,
+        created: fresh,
+        health,
+        controllers,
+        readiness,
+    })
+}
+
+/// A seed's API server (with the seed CRDs) and its agent.
+async fn start_seed(plan: &Plan, garden: Client, name: String) -> Result<SeedSide, DevError> {
+    let data = plan.data_dir.join("seeds").join(&name);
+    let server = api_server(data, &plan.seed_kubeconfig(&name)).await?;
+    let client = server.client().await?;
+    install_crds(&client, Side::Seed).await?;
+    let metrics = Metrics::new();
+    let agent = SeedAgent::new(garden, client, seed_configuration(plan, &name))
+        .store_options(granary_providers::StoreOptions {
+            local_root: Some(plan.buckets_dir()),
+            ..granary_providers::StoreOptions::default()
+        })
+        .metrics(metrics.clone())
+        .resync(RESYNC)
+        .start()
+        .await
+        .map_err(|e| DevError::Start(format!("seed {name}: {e}")))?;
+    Ok(SeedSide {
+        name,
+        server,
+        agent,
+        metrics,
+    })
+}
+
+/// The backup provider of the landscape's CloudProfiles (for the quota on a restart).
+async fn current_backup_provider(garden: &Client) -> String {
+    let profiles: Api<crate::api::core::CloudProfile> = Api::all(garden.clone());
+    profiles
+        .list(&ListParams::default())
+        .await
+        .ok()
+        .and_then(|l| {
+            l.items.into_iter().find_map(|p| {
+                let backup = p.spec.backup?;
+                Some(if backup.provider.is_empty() {
+                    p.spec.type_
+                } else {
+                    backup.provider
+                })
+            })
+        })
+        .unwrap_or_else(|| "local".to_string())
+}
+
+/// Keeps `out` set while every flag in `parts` is.
+async fn combine_readiness(parts: Vec<ReadinessFlag>, out: ReadinessFlag) {
+    loop {
+        out.set(parts.iter().all(ReadinessFlag::is_ready));
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+impl Running {
+    /// Stops the seed agents, the garden controllers, the health server and the API
+    /// servers (flushing their state), in that order; gives up waiting after a few
+    /// seconds so Ctrl-C always ends the process promptly.
+    pub async fn shutdown(self) {
+        let Running {
+            garden,
+            seeds,
+            health,
+            controllers,
+            readiness,
+            ..
+        } = self;
+        readiness.abort();
+        let work = async move {
+            let mut servers = Vec::new();
+            let agents = seeds.into_iter().map(|s| {
+                servers.push(s.server);
+                s.agent.shutdown()
+            });
+            futures::future::join_all(agents.collect::<Vec<_>>()).await;
+            controllers.stop().await;
+            health.shutdown().await;
+            servers.push(garden);
+            futures::future::join_all(servers.into_iter().map(EmbeddedServer::shutdown)).await;
+        };
+        if tokio::time::timeout(SHUTDOWN_LIMIT, work).await.is_err() {
+            tracing::warn!("shutdown took too long; stopping anyway (state on disk is kept)");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn previous_port_reads_the_kubeconfig_server() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("garden.kubeconfig");
+        assert_eq!(previous_port(&path), None);
+        std::fs::write(
+            &path,
+            "clusters:\n- name: granary\n  cluster:\n    server: https://127.0.0.1:41234\n",
+        )
+        .unwrap();
+        assert_eq!(previous_port(&path), Some(41234));
+    }
+
+    #[test]
+    fn reset_removes_only_what_granary_dev_made() {
+        let dir = tempfile::tempdir().unwrap();
+        for d in ["garden", "seeds/a", "buckets/b", "mine"] {
+            std::fs::create_dir_all(dir.path().join(d)).unwrap();
+        }
+        for f in [
+            "garden.kubeconfig",
+            "seed-a.kubeconfig",
+            "granary.log",
+            "notes.txt",
+        ] {
+            std::fs::write(dir.path().join(f), "x").unwrap();
+        }
+        reset(dir.path()).unwrap();
+        let mut left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["mine", "notes.txt"]);
+        reset(&dir.path().join("missing")).unwrap();
+    }
+}

@@ -1,0 +1,120 @@
+//! The live view of `granary dev`: watches the garden's BackupBuckets, BackupEntries and
+//! Warning events and, on every change, either redraws the compact screen (stdout is a terminal) or
+//! prints the changes as log lines (anything else: a pipe, a file, a test).
+
+use std::collections::HashSet;
+use std::io::Write;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::events::v1::Event;
+use kube::Client;
+use kube::api::Api;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::api::core::{BackupBucket, BackupEntry};
+use crate::dev::view::{Snapshot, changes, new_warnings, render};
+use crate::runtime::clock::Clock;
+
+/// How many recent events the screen keeps.
+const RECENT: usize = 12;
+/// Changes arriving within this window are drawn together.
+const SETTLE: Duration = Duration::from_millis(150);
+
+/// Where and how the view is shown.
+pub struct LiveView {
+    /// Redraw a screen (terminal) or print change lines.
+    pub terminal: bool,
+    /// The lines above the view on a terminal (kubeconfigs, what to try).
+    pub header: String,
+    /// Entries per bucket, for the fill bars.
+    pub limit: Option<u32>,
+    pub clock: Clock,
+}
+
+fn cache<K>(api: Api<K>, changed: Arc<Notify>) -> (Store<K>, impl std::future::Future<Output = ()>)
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    let (store, writer) = reflector::store::<K>();
+    let fill = reflector::reflector(writer, watcher(api, watcher::Config::default()))
+        .default_backoff()
+        .for_each(move |event| {
+            if let Err(e) = event {
+                tracing::debug!(error = %e, "live view watch error; retrying");
+            } else {
+                changed.notify_one();
+            }
+            std::future::ready(())
+        });
+    (store, fill)
+}
+
+/// The objects of a store, for the pure view functions.
+fn owned<K: kube::Resource<DynamicType = ()> + Clone>(store: &Store<K>) -> Vec<K> {
+    store.state().iter().map(|o| (**o).clone()).collect()
+}
+
+impl LiveView {
+    /// Shows the garden's state until `stop` is cancelled.
+    pub async fn run(self, garden: Client, stop: CancellationToken) {
+        let changed = Arc::new(Notify::new());
+        let (buckets, fill_buckets) =
+            cache(Api::<BackupBucket>::all(garden.clone()), changed.clone());
+        let (entries, fill_entries) =
+            cache(Api::<BackupEntry>::all(garden.clone()), changed.clone());
+        let (events, fill_events) = cache(Api::<Event>::all(garden), changed.clone());
+        let draw = async {
+            let _ = tokio::join!(buckets.wait_until_ready(), entries.wait_until_ready());
+            let mut last = Snapshot::default();
+            let mut recent: Vec<String> = Vec::new();
+            let mut seen = HashSet::new();
+            let mut first = true;
+            loop {
+                let next = Snapshot::from_objects(&owned(&buckets), &owned(&entries));
+                let now = self.clock.now();
+                let warnings = new_warnings(&owned(&events), &mut seen, now);
+                if next != last || first || !warnings.is_empty() {
+                    let mut lines = changes(&last, &next, now);
+                    lines.extend(warnings);
+                    self.show(&next, &lines, &mut recent);
+                    last = next;
+                    first = false;
+                }
+                changed.notified().await;
+                tokio::time::sleep(SETTLE).await;
+            }
+        };
+        tokio::select! {
+            _ = async { tokio::join!(fill_buckets, fill_entries, fill_events, draw) } => {}
+            _ = stop.cancelled() => {}
+        }
+    }
+
+    fn show(&self, snapshot: &Snapshot, lines: &[String], recent: &mut Vec<String>) {
+        let mut out = std::io::stdout().lock();
+        if self.terminal {
+            recent.extend(lines.iter().cloned());
+            let skip = recent.len().saturating_sub(RECENT);
+            recent.drain(..skip);
+            let screen = render(&self.header, snapshot, self.limit, recent);
+            // Home, draw, clear what is left of an earlier, longer screen.
+            let _ = write!(out, "\x1b[H\x1b[2J{screen}");
+        } else {
+            for line in lines {
+                let _ = writeln!(out, "{line}");
+            }
+        }
+        let _ = out.flush();
+    }
+}

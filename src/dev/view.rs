@@ -1,0 +1,581 @@
+//! The compact view of `granary dev`, as pure functions: a [`Snapshot`] of the garden's
+//! BackupBuckets (fill per shard) and BackupEntries (state, seed, bucket), the
+//! [`changes`] between two snapshots as one-line events, and [`render`] of the whole
+//! screen. `live` feeds them from watches and decides where the output goes.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use chrono::{DateTime, Utc};
+use kube::ResourceExt;
+
+use crate::api::common::{LastOperation, LastOperationState};
+use crate::api::core::{BackupBucket, BackupEntry, LABEL_REGION, LABEL_SHARD};
+
+/// What one bucket looks like in the view.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BucketRow {
+    pub name: String,
+    pub region: String,
+    pub shard: Option<u32>,
+    pub seed: Option<String>,
+    pub entries: u32,
+    pub state: String,
+}
+
+/// What one entry looks like in the view.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EntryRow {
+    /// `<namespace>/<name>`.
+    pub key: String,
+    /// The shoot it belongs to (`<project>/<shoot>`), else the entry name.
+    pub shoot: String,
+    pub bucket: String,
+    pub seed: Option<String>,
+    pub state: String,
+    /// Why it is in that state, when that says more than the state (errors, the
+    /// scheduled deletion).
+    pub detail: Option<String>,
+}
+
+/// Buckets and entries, sorted by name.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Snapshot {
+    pub buckets: Vec<BucketRow>,
+    pub entries: Vec<EntryRow>,
+}
+
+/// `Waiting` before any operation, else the state of the last one, with `Deleting`
+/// while a deletion is under way.
+fn state_of(op: Option<&LastOperation>, error: bool, deleting: bool) -> String {
+    let state = match op.map(|o| o.state) {
+        None => "Waiting".to_string(),
+        Some(LastOperationState::Succeeded) if error => "Error".to_string(),
+        Some(s) => format!("{s:?}"),
+    };
+    if deleting {
+        format!("Deleting/{state}")
+    } else {
+        state
+    }
+}
+
+impl Snapshot {
+    pub fn from_objects(buckets: &[BackupBucket], entries: &[BackupEntry]) -> Snapshot {
+        let mut bucket_rows: Vec<BucketRow> = buckets
+            .iter()
+            .map(|b| {
+                let status = b.status.as_ref();
+                BucketRow {
+                    name: b.name_any(),
+                    region: b
+                        .labels()
+                        .get(LABEL_REGION)
+                        .cloned()
+                        .unwrap_or_else(|| b.spec.provider.region.clone()),
+                    shard: b.labels().get(LABEL_SHARD).and_then(|s| s.parse().ok()),
+                    seed: b.responsible_seed().map(String::from),
+                    entries: status.and_then(|s| s.entry_count).unwrap_or(0),
+                    state: state_of(
+                        status.and_then(|s| s.last_operation.as_ref()),
+                        status.and_then(|s| s.last_error.as_ref()).is_some(),
+                        b.metadata.deletion_timestamp.is_some(),
+                    ),
+                }
+            })
+            .collect();
+        bucket_rows
+            .sort_by(|a, b| (&a.region, a.shard, &a.name).cmp(&(&b.region, b.shard, &b.name)));
+        let mut entry_rows: Vec<EntryRow> = entries
+            .iter()
+            .map(|e| {
+                let status = e.status.as_ref();
+                let op = status.and_then(|s| s.last_operation.as_ref());
+                let error = status.and_then(|s| s.last_error.as_ref());
+                let namespace = e.namespace().unwrap_or_default();
+                let project = namespace.strip_prefix("garden-").unwrap_or(&namespace);
+                let shoot = e
+                    .owner_references()
+                    .iter()
+                    .find(|o| o.kind == "Shoot")
+                    .map(|o| format!("{project}/{}", o.name))
+                    .unwrap_or_else(|| format!("{project}/{}", e.name_any()));
+                let detail = match (error, op) {
+                    (Some(err), _) => Some(err.description.clone()),
+                    (None, Some(o))
+                        if o.state != LastOperationState::Succeeded
+                            && !o.description.is_empty() =>
+                    {
+                        Some(o.description.clone())
+                    }
+                    _ => None,
+                };
+                EntryRow {
+                    key: format!("{namespace}/{}", e.name_any()),
+                    shoot,
+                    bucket: e.spec.bucket_name.clone(),
+                    seed: e.responsible_seed().map(String::from),
+                    state: state_of(op, error.is_some(), e.metadata.deletion_timestamp.is_some()),
+                    detail,
+                }
+            })
+            .collect();
+        entry_rows.sort_by(|a, b| a.shoot.cmp(&b.shoot).then(a.key.cmp(&b.key)));
+        Snapshot {
+            buckets: bucket_rows,
+            entries: entry_rows,
+        }
+    }
+}
+
+/// One line per bucket or entry that appeared, changed state, seed or bucket, or went
+/// away between `before` and `after`, stamped `at`.
+pub fn changes(before: &Snapshot, after: &Snapshot, at: DateTime<Utc>) -> Vec<String> {
+    let time = at.format("%H:%M:%S");
+    let mut out = Vec::new();
+    let old: BTreeMap<&str, &BucketRow> = before
+        .buckets
+        .iter()
+        .map(|b| (b.name.as_str(), b))
+        .collect();
+    let new: BTreeMap<&str, &BucketRow> =
+        after.buckets.iter().map(|b| (b.name.as_str(), b)).collect();
+    for (name, b) in &new {
+        let seed = b.seed.as_deref().unwrap_or("-");
+        match old.get(name) {
+            None => out.push(format!(
+                "{time} bucket {name}: {} (region {}, seed {seed})",
+                b.state, b.region
+            )),
+            Some(o) if o.state != b.state || o.seed != b.seed => {
+                out.push(format!("{time} bucket {name}: {} (seed {seed})", b.state))
+            }
+            Some(_) => {}
+        }
+    }
+    for name in old.keys().filter(|n| !new.contains_key(*n)) {
+        out.push(format!("{time} bucket {name}: gone"));
+    }
+    let old: BTreeMap<&str, &EntryRow> =
+        before.entries.iter().map(|e| (e.key.as_str(), e)).collect();
+    let new: BTreeMap<&str, &EntryRow> =
+        after.entries.iter().map(|e| (e.key.as_str(), e)).collect();
+    for (key, e) in &new {
+        let changed = old.get(key).is_none_or(|o| {
+            o.state != e.state || o.seed != e.seed || o.bucket != e.bucket || o.detail != e.detail
+        });
+        if changed {
+            let mut line = format!(
+                "{time} entry {}: {} (seed {}, bucket {})",
+                e.shoot,
+                e.state,
+                e.seed.as_deref().unwrap_or("-"),
+                if e.bucket.is_empty() { "-" } else { &e.bucket }
+            );
+            if let Some(detail) = &e.detail {
+                let _ = write!(line, ": {detail}");
+            }
+            out.push(line);
+        }
+    }
+    for (key, e) in &old {
+        if !new.contains_key(key) {
+            out.push(format!("{time} entry {}: gone", e.shoot));
+        }
+    }
+    out
+}
+
+/// One line per Warning event not seen before (a repeated event counts as new each time
+/// its count grows), stamped `at`; `seen` remembers what was shown.
+pub fn new_warnings(
+    events: &[k8s_openapi::api::events::v1::Event],
+    seen: &mut std::collections::HashSet<String>,
+    at: DateTime<Utc>,
+) -> Vec<String> {
+    let time = at.format("%H:%M:%S");
+    let mut fresh: Vec<&k8s_openapi::api::events::v1::Event> = events
+        .iter()
+        .filter(|e| e.type_.as_deref() == Some("Warning"))
+        .filter(|e| {
+            let count = e
+                .series
+                .as_ref()
+                .map(|s| s.count)
+                .or(e.deprecated_count)
+                .unwrap_or(1);
+            let key = format!(
+                "{}/{count}",
+                e.metadata.uid.clone().unwrap_or_else(|| e.name_any())
+            );
+            seen.insert(key)
+        })
+        .collect();
+    fresh.sort_by_key(|e| e.metadata.creation_timestamp.clone());
+    fresh
+        .into_iter()
+        .map(|e| {
+            let about = e
+                .regarding
+                .as_ref()
+                .map(|r| {
+                    format!(
+                        "{}/{}",
+                        r.kind.as_deref().unwrap_or("object"),
+                        r.name.as_deref().unwrap_or("-")
+                    )
+                })
+                .unwrap_or_else(|| "-".into());
+            format!(
+                "{time} warning {about}: {}: {}",
+                e.reason.as_deref().unwrap_or("-"),
+                e.note.as_deref().unwrap_or("")
+            )
+        })
+        .collect()
+}
+
+/// `[##-] 2/3` with a limit, `2 entries` without.
+pub fn fill(entries: u32, limit: Option<u32>) -> String {
+    match limit {
+        Some(limit) if limit > 0 && limit <= 20 => {
+            let full = entries.min(limit) as usize;
+            format!(
+                "[{}{}] {entries}/{limit}",
+                "#".repeat(full),
+                "-".repeat(limit as usize - full)
+            )
+        }
+        Some(limit) if limit > 0 => format!("{entries}/{limit}"),
+        _ => format!("{entries} entries"),
+    }
+}
+
+/// How much of an entry's detail fits on its line of the screen.
+const DETAIL_WIDTH: usize = 60;
+
+/// How much of an event fits on its line of the screen.
+const EVENT_WIDTH: usize = 150;
+
+/// `text` cut to `width` characters, with `…` when cut.
+fn shorten(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        return text.to_string();
+    }
+    let mut out: String = text.chars().take(width.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
+/// The whole screen: `header`, the buckets with their fill against `limit`, the entries
+/// and the most recent `events` (oldest first).
+pub fn render(header: &str, snapshot: &Snapshot, limit: Option<u32>, events: &[String]) -> String {
+    let mut out = String::from(header);
+    if !out.ends_with('\n') {
+        out.push('\n');
+    }
+    let _ = writeln!(out, "\nBUCKETS ({})", snapshot.buckets.len());
+    if snapshot.buckets.is_empty() {
+        out.push_str("  (none yet)\n");
+    }
+    let width = snapshot
+        .buckets
+        .iter()
+        .map(|b| b.name.len())
+        .max()
+        .unwrap_or(0);
+    for b in &snapshot.buckets {
+        let _ = writeln!(
+            out,
+            "  {:<width$}  {:<8} shard {:<2} {:<12} {:<10} seed {}",
+            b.name,
+            b.region,
+            b.shard.map(|s| s.to_string()).unwrap_or_else(|| "-".into()),
+            fill(b.entries, limit),
+            b.state,
+            b.seed.as_deref().unwrap_or("-"),
+        );
+    }
+    let _ = writeln!(out, "\nENTRIES ({})", snapshot.entries.len());
+    if snapshot.entries.is_empty() {
+        out.push_str("  (none yet)\n");
+    }
+    let width = snapshot
+        .entries
+        .iter()
+        .map(|e| e.shoot.len())
+        .max()
+        .unwrap_or(0);
+    let state_width = snapshot
+        .entries
+        .iter()
+        .map(|e| e.state.len())
+        .max()
+        .unwrap_or(0);
+    for e in &snapshot.entries {
+        let _ = write!(
+            out,
+            "  {:<width$}  {:<state_width$}  seed {:<10} bucket {}",
+            e.shoot,
+            e.state,
+            e.seed.as_deref().unwrap_or("-"),
+            if e.bucket.is_empty() { "-" } else { &e.bucket },
+        );
+        if let Some(detail) = &e.detail {
+            let _ = write!(out, "  ({})", shorten(detail, DETAIL_WIDTH));
+        }
+        out.push('\n');
+    }
+    out.push_str("\nRECENT EVENTS\n");
+    if events.is_empty() {
+        out.push_str("  (none yet)\n");
+    }
+    for e in events {
+        let _ = writeln!(out, "  {}", shorten(e, EVENT_WIDTH));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::common::{LastError, LastOperationType};
+    use crate::api::core::{
+        BackupBucketSpec, BackupBucketStatus, BackupEntrySpec, BackupEntryStatus,
+    };
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
+    fn op(state: LastOperationState, description: &str) -> LastOperation {
+        LastOperation {
+            description: description.into(),
+            last_update_time: DateTime::<Utc>::UNIX_EPOCH,
+            progress: 100,
+            state,
+            type_: LastOperationType::Reconcile,
+        }
+    }
+
+    fn bucket(
+        name: &str,
+        shard: u32,
+        count: u32,
+        state: Option<LastOperationState>,
+    ) -> BackupBucket {
+        let mut b = BackupBucket::new(
+            name,
+            BackupBucketSpec {
+                seed_name: Some("europe-1".into()),
+                ..Default::default()
+            },
+        );
+        b.metadata.labels = Some(
+            [
+                (LABEL_REGION.to_string(), "europe".to_string()),
+                (LABEL_SHARD.to_string(), shard.to_string()),
+            ]
+            .into(),
+        );
+        b.status = Some(BackupBucketStatus {
+            entry_count: Some(count),
+            last_operation: state.map(|s| op(s, "")),
+            ..Default::default()
+        });
+        b
+    }
+
+    fn entry(
+        shoot: &str,
+        state: Option<(LastOperationState, &str)>,
+        error: Option<&str>,
+    ) -> BackupEntry {
+        let mut e = BackupEntry::new(
+            &format!("shoot--dev--{shoot}--uid"),
+            BackupEntrySpec {
+                bucket_name: "b-0".into(),
+                seed_name: Some("europe-1".into()),
+                shoot_ref: None,
+            },
+        );
+        e.metadata.namespace = Some("garden-dev".into());
+        e.metadata.owner_references = Some(vec![OwnerReference {
+            kind: "Shoot".into(),
+            name: shoot.into(),
+            api_version: "core.gardener.cloud/v1beta1".into(),
+            uid: "uid".into(),
+            ..Default::default()
+        }]);
+        e.status = Some(BackupEntryStatus {
+            last_operation: state.map(|(s, d)| op(s, d)),
+            last_error: error.map(|d| LastError {
+                description: d.into(),
+                codes: vec![],
+                task_id: None,
+                last_update_time: None,
+            }),
+            ..Default::default()
+        });
+        e
+    }
+
+    #[test]
+    fn snapshot_sorts_by_shard_and_names_entries_by_shoot() {
+        let s = Snapshot::from_objects(
+            &[
+                bucket("b-1", 1, 2, None),
+                bucket("b-0", 0, 3, Some(LastOperationState::Succeeded)),
+            ],
+            &[entry(
+                "web",
+                Some((LastOperationState::Succeeded, "ok")),
+                None,
+            )],
+        );
+        assert_eq!(s.buckets[0].name, "b-0");
+        assert_eq!(s.buckets[0].state, "Succeeded");
+        assert_eq!(s.buckets[1].state, "Waiting");
+        assert_eq!(s.entries[0].shoot, "dev/web");
+        assert_eq!(s.entries[0].detail, None);
+    }
+
+    #[test]
+    fn changes_report_new_changed_and_gone_objects_once() {
+        let at = DateTime::<Utc>::UNIX_EPOCH;
+        let empty = Snapshot::default();
+        let one = Snapshot::from_objects(&[bucket("b-0", 0, 1, None)], &[entry("web", None, None)]);
+        assert_eq!(
+            changes(&empty, &one, at),
+            [
+                "00:00:00 bucket b-0: Waiting (region europe, seed europe-1)",
+                "00:00:00 entry dev/web: Waiting (seed europe-1, bucket b-0)",
+            ]
+        );
+        assert!(changes(&one, &one, at).is_empty());
+        let mut deleting = entry(
+            "web",
+            Some((LastOperationState::Pending, "deletion scheduled for 12:00")),
+            None,
+        );
+        deleting.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+            ));
+        let two = Snapshot::from_objects(&[bucket("b-0", 0, 1, None)], &[deleting]);
+        assert_eq!(
+            changes(&one, &two, at),
+            [
+                "00:00:00 entry dev/web: Deleting/Pending (seed europe-1, bucket b-0): deletion scheduled for 12:00"
+            ]
+        );
+        assert_eq!(
+            changes(&two, &empty, at),
+            ["00:00:00 bucket b-0: gone", "00:00:00 entry dev/web: gone"]
+        );
+    }
+
+    #[test]
+    fn an_error_shows_its_description() {
+        let s = Snapshot::from_objects(
+            &[],
+            &[entry(
+                "web",
+                Some((LastOperationState::Error, "x")),
+                Some("access denied"),
+            )],
+        );
+        assert_eq!(s.entries[0].state, "Error");
+        assert_eq!(s.entries[0].detail.as_deref(), Some("access denied"));
+    }
+
+    #[test]
+    fn long_details_are_cut_on_the_screen() {
+        assert_eq!(shorten("abc", 3), "abc");
+        assert_eq!(shorten("abcd", 3), "ab…");
+        let s = Snapshot::from_objects(
+            &[],
+            &[entry(
+                "web",
+                Some((LastOperationState::Error, "x")),
+                Some(&"y".repeat(200)),
+            )],
+        );
+        let screen = render("", &s, None, &[]);
+        assert!(
+            screen.contains(&format!("({}…)", "y".repeat(DETAIL_WIDTH - 1))),
+            "{screen}"
+        );
+    }
+
+    #[test]
+    fn warnings_show_once_per_occurrence() {
+        use k8s_openapi::api::core::v1::ObjectReference;
+        use k8s_openapi::api::events::v1::{Event, EventSeries};
+        let at = DateTime::<Utc>::UNIX_EPOCH;
+        let mut warning = Event {
+            type_: Some("Warning".into()),
+            reason: Some("ReconcileError".into()),
+            note: Some("no credentials".into()),
+            regarding: Some(ObjectReference {
+                kind: Some("BackupBucket".into()),
+                name: Some("b-0".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        warning.metadata.uid = Some("u1".into());
+        let normal = Event {
+            type_: Some("Normal".into()),
+            ..Default::default()
+        };
+        let mut seen = Default::default();
+        let events = vec![warning.clone(), normal];
+        assert_eq!(
+            new_warnings(&events, &mut seen, at),
+            ["00:00:00 warning BackupBucket/b-0: ReconcileError: no credentials"]
+        );
+        assert!(new_warnings(&events, &mut seen, at).is_empty());
+        warning.series = Some(EventSeries {
+            count: 2,
+            last_observed_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
+                k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+            ),
+        });
+        assert_eq!(new_warnings(&[warning], &mut seen, at).len(), 1);
+    }
+
+    #[test]
+    fn fill_bars() {
+        assert_eq!(fill(2, Some(3)), "[##-] 2/3");
+        assert_eq!(fill(4, Some(3)), "[###] 4/3");
+        assert_eq!(fill(5, Some(100)), "5/100");
+        assert_eq!(fill(5, None), "5 entries");
+    }
+
+    #[test]
+    fn render_shows_every_part() {
+        let s = Snapshot::from_objects(
+            &[bucket("b-0", 0, 2, Some(LastOperationState::Succeeded))],
+            &[entry(
+                "web",
+                Some((LastOperationState::Succeeded, "")),
+                None,
+            )],
+        );
+        let screen = render("granary dev", &s, Some(3), &["00:00:00 something".into()]);
+        assert!(screen.starts_with("granary dev\n"), "{screen}");
+        assert!(screen.contains("BUCKETS (1)"), "{screen}");
+        assert!(
+            screen.contains("b-0  europe   shard 0  [##-] 2/3"),
+            "{screen}"
+        );
+        assert!(
+            screen.contains("dev/web  Succeeded  seed europe-1"),
+            "{screen}"
+        );
+        assert!(
+            screen.contains("RECENT EVENTS\n  00:00:00 something"),
+            "{screen}"
+        );
+        let empty = render("h", &Snapshot::default(), None, &[]);
+        assert_eq!(empty.matches("(none yet)").count(), 3, "{empty}");
+    }
+}

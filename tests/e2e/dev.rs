@@ -1,0 +1,433 @@
+//! `granary dev` as a user runs it: the debug binary as a child process with a temp data
+//! directory and a short grace period. The sample landscape's buckets and entries reach
+//! Succeeded, kubectl lists them through the written kubeconfig, a new shoot gets its
+//! entry and its directory under `<data-dir>/buckets/`, deleting it waits out the grace
+//! period and then removes the directory, SIGINT stops everything promptly with exit
+//! code 0, and a restart keeps the state. A second scenario points the same command at
+//! an S3 emulator (moto).
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use granary::api::common::LastOperationState;
+use granary::api::core::{BackupBucket, BackupEntry, CloudProfileReference, Shoot, ShootSpec};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, ResourceExt};
+
+use crate::seed_support::{Backend, endpoint};
+use crate::support::{http_get, poll_until};
+
+const GRACE: Duration = Duration::from_secs(5);
+
+/// The logs of both runs, next to the data directory (which `granary dev` creates).
+fn log_path(data_dir: &Path) -> PathBuf {
+    data_dir.with_extension("log")
+}
+
+/// A running `granary dev`, stopped (killed) on drop if the test did not stop it.
+struct Dev {
+    child: Child,
+    stdout: Arc<Mutex<Vec<String>>>,
+    data_dir: PathBuf,
+}
+
+impl Dev {
+    fn start(data_dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Dev {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log_path(data_dir))
+            .expect("log file");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_granary"));
+        cmd.arg("dev")
+            .arg("--data-dir")
+            .arg(data_dir)
+            .args(["--grace-period", &format!("{}s", GRACE.as_secs())])
+            .args(["--metrics-bind-address", "127.0.0.1:0"])
+            .args(extra)
+            .env("AWS_EC2_METADATA_DISABLED", "true")
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(log));
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("granary dev starts");
+        let stdout = Arc::new(Mutex::new(Vec::new()));
+        let pipe = child.stdout.take().expect("piped stdout");
+        let lines = stdout.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                lines.lock().expect("output lines").push(line);
+            }
+        });
+        Dev {
+            child,
+            stdout,
+            data_dir: data_dir.to_path_buf(),
+        }
+    }
+
+    fn output(&self) -> String {
+        self.stdout.lock().expect("output lines").join("\n")
+    }
+
+    /// Waits for the banner and returns the garden client and the health address.
+    async fn ready(&self) -> (Client, SocketAddr) {
+        poll_until("granary dev prints where it serves", || async {
+            self.output().contains("health and metrics: http://")
+        })
+        .await;
+        let out = self.output();
+        let addr = out
+            .split("health and metrics: http://")
+            .nth(1)
+            .and_then(|rest| rest.split('/').next())
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("no health address in:\n{out}"));
+        let kc = Kubeconfig::read_from(self.data_dir.join("garden.kubeconfig"))
+            .expect("garden kubeconfig is written");
+        let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+            .await
+            .expect("usable kubeconfig");
+        (Client::try_from(config).expect("client"), addr)
+    }
+
+    /// Sends SIGINT and waits (with a deadline) for the process to end; returns whether
+    /// it exited with code 0.
+    fn interrupt(&mut self) -> bool {
+        let sent = Command::new("kill")
+            .args(["-INT", &self.child.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(sent.success(), "SIGINT delivered");
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            if let Some(status) = self.child.try_wait().expect("child status") {
+                return status.success();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "granary dev did not stop within 15s of SIGINT"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Dev {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        if std::thread::panicking() {
+            eprintln!("--- granary dev stdout ---\n{}", self.output());
+            let log = std::fs::read_to_string(log_path(&self.data_dir)).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(60).collect();
+            eprintln!("--- granary dev stderr (last lines) ---");
+            for line in tail.into_iter().rev() {
+                eprintln!("{line}");
+            }
+        }
+    }
+}
+
+fn succeeded(op: Option<&granary::api::common::LastOperation>) -> bool {
+    op.is_some_and(|o| o.state == LastOperationState::Succeeded)
+}
+
+/// Waits until there are `entries` entries and every bucket and entry is Succeeded;
+/// returns bucket name → its entries' names.
+async fn all_succeeded(garden: &Client, entries: usize) -> BTreeMap<String, Vec<String>> {
+    let buckets: Api<BackupBucket> = Api::all(garden.clone());
+    let entry_api: Api<BackupEntry> = Api::all(garden.clone());
+    poll_until(
+        &format!("{entries} entries and their buckets Succeeded"),
+        || async {
+            let Ok(b) = buckets.list(&ListParams::default()).await else {
+                return false;
+            };
+            let Ok(e) = entry_api.list(&ListParams::default()).await else {
+                return false;
+            };
+            e.items.len() == entries
+                && !b.items.is_empty()
+                && b.items
+                    .iter()
+                    .all(|b| succeeded(b.status.as_ref().and_then(|s| s.last_operation.as_ref())))
+                && e.items
+                    .iter()
+                    .all(|e| succeeded(e.status.as_ref().and_then(|s| s.last_operation.as_ref())))
+        },
+    )
+    .await;
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for e in entry_api
+        .list(&ListParams::default())
+        .await
+        .expect("entries")
+        .items
+    {
+        out.entry(e.spec.bucket_name.clone())
+            .or_default()
+            .push(e.name_any());
+    }
+    out
+}
+
+fn kubectl_available() -> bool {
+    Command::new("kubectl")
+        .args(["version", "--client"])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+fn shoot(name: &str) -> Shoot {
+    let mut s = Shoot::new(
+        name,
+        ShootSpec {
+            cloud_profile: Some(CloudProfileReference {
+                kind: "CloudProfile".into(),
+                name: "local-dev".into(),
+                ..Default::default()
+            }),
+            region: "europe".into(),
+            seed_name: Some("europe-2".into()),
+            ..Default::default()
+        },
+    );
+    s.spec.provider.type_ = "local".into();
+    s.metadata.namespace = Some("garden-dev".into());
+    s
+}
+
+/// The entry of shoot `name` in `garden-dev`, once it exists.
+async fn entry_of(garden: &Client, name: &str) -> Option<BackupEntry> {
+    let api: Api<BackupEntry> = Api::namespaced(garden.clone(), "garden-dev");
+    api.list(&ListParams::default())
+        .await
+        .ok()?
+        .items
+        .into_iter()
+        .find(|e| e.name_any().starts_with(&format!("shoot--dev--{name}--")))
+}
+
+#[tokio::test]
+async fn granary_dev_runs_the_landscape_and_keeps_it_across_restarts() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data = dir.path().join("state");
+    let buckets_dir = data.join("buckets");
+    let mut dev = Dev::start(&data, &[], &[]);
+    let (garden, health) = dev.ready().await;
+
+    // The sample: 7 shoots, Europe's 5 over two shards of 3.
+    let placed = all_succeeded(&garden, 7).await;
+    assert_eq!(placed.len(), 3, "three buckets: {placed:?}");
+    assert!(
+        placed.values().all(|e| e.len() <= 3),
+        "quota 3 holds: {placed:?}"
+    );
+    for (bucket, entries) in &placed {
+        for entry in entries {
+            assert!(
+                buckets_dir.join(bucket).join(entry).is_dir(),
+                "{bucket}/{entry} exists"
+            );
+        }
+    }
+    poll_until("the view reports the entries", || async {
+        dev.output().contains("entry dev/web: Succeeded")
+    })
+    .await;
+    assert!(
+        http_get(health, "/readyz")
+            .await
+            .starts_with("HTTP/1.1 200")
+    );
+    let metrics = http_get(health, "/metrics").await;
+    for component in ["garden", "seed-europe-1", "seed-europe-2", "seed-america-1"] {
+        assert!(
+            metrics.contains(&format!("component=\"{component}\"")),
+            "{component} in /metrics"
+        );
+    }
+
+    if kubectl_available() {
+        let kubeconfig = data.join("garden.kubeconfig");
+        let out = tokio::task::spawn_blocking(move || {
+            Command::new("kubectl")
+                .arg("--kubeconfig")
+                .arg(&kubeconfig)
+                .args(["get", "backupbuckets,backupentries", "-A"])
+                .output()
+                .expect("kubectl runs")
+        })
+        .await
+        .expect("kubectl task");
+        let listed = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for (bucket, entries) in &placed {
+            assert!(listed.contains(bucket.as_str()), "{bucket} in:\n{listed}");
+            for entry in entries {
+                assert!(listed.contains(entry.as_str()), "{entry} in:\n{listed}");
+            }
+        }
+    } else {
+        eprintln!(
+            "SKIPPED kubectl listing: kubectl is not installed (apt-get install kubernetes-client)"
+        );
+    }
+
+    // A new shoot gets an entry and a directory.
+    let shoots: Api<Shoot> = Api::namespaced(garden.clone(), "garden-dev");
+    shoots
+        .create(&PostParams::default(), &shoot("probe"))
+        .await
+        .expect("shoot is created");
+    poll_until("the probe's entry Succeeded with its directory", || async {
+        entry_of(&garden, "probe").await.is_some_and(|e| {
+            succeeded(e.status.as_ref().and_then(|s| s.last_operation.as_ref()))
+                && buckets_dir
+                    .join(&e.spec.bucket_name)
+                    .join(e.name_any())
+                    .is_dir()
+        })
+    })
+    .await;
+    let entry = entry_of(&garden, "probe").await.expect("probe entry");
+    let probe_dir = buckets_dir
+        .join(&entry.spec.bucket_name)
+        .join(entry.name_any());
+
+    // Deleting it waits out the grace period, then the directory goes.
+    let deleted_at = Instant::now();
+    shoots
+        .delete("probe", &DeleteParams::default())
+        .await
+        .expect("shoot is deleted");
+    poll_until("the view shows the scheduled deletion", || async {
+        dev.output().lines().any(|l| {
+            l.contains("entry dev/probe: Deleting/Pending") && l.contains("deletion scheduled for")
+        })
+    })
+    .await;
+    poll_until("the probe's entry and directory gone", || async {
+        entry_of(&garden, "probe").await.is_none() && !probe_dir.exists()
+    })
+    .await;
+    // deletionTimestamp has whole seconds, so the grace period may end up to 1s early.
+    assert!(
+        deleted_at.elapsed() >= GRACE - Duration::from_secs(1),
+        "the data stayed for the grace period (gone after {:?})",
+        deleted_at.elapsed()
+    );
+    poll_until("the view reports the probe gone", || async {
+        dev.output().contains("entry dev/probe: gone")
+    })
+    .await;
+
+    // Ctrl-C stops everything promptly and cleanly.
+    let stopping = Instant::now();
+    assert!(dev.interrupt(), "exit code 0 after SIGINT");
+    assert!(
+        stopping.elapsed() < Duration::from_secs(10),
+        "stopped in {:?}",
+        stopping.elapsed()
+    );
+    assert!(dev.output().contains("granary dev: stopped"));
+    drop(dev);
+
+    // A restart keeps the landscape: the same entries, Succeeded, no probe, no new
+    // landscape objects.
+    let mut dev = Dev::start(&data, &[], &[]);
+    let (garden, _) = dev.ready().await;
+    let again = all_succeeded(&garden, 7).await;
+    assert_eq!(again, placed, "the same entries in the same buckets");
+    assert!(entry_of(&garden, "probe").await.is_none());
+    assert!(dev.interrupt(), "exit code 0 after SIGINT");
+}
+
+#[tokio::test]
+async fn granary_dev_keeps_buckets_at_an_s3_endpoint() {
+    let Some(s3) = endpoint(Backend::S3) else {
+        eprintln!(
+            "SKIPPED: no S3 emulator (moto); set GRANARY_TEST_S3_ENDPOINT or run scripts/test.sh"
+        );
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data = dir.path().join("state");
+    let mut dev = Dev::start(
+        &data,
+        &[
+            "--provider",
+            "aws",
+            "--endpoint",
+            &s3,
+            "--region",
+            "us-east-1",
+            "--seeds",
+            "1",
+            "--shoots",
+            "2",
+        ],
+        &[
+            ("AWS_ACCESS_KEY_ID", "test"),
+            ("AWS_SECRET_ACCESS_KEY", "test"),
+        ],
+    );
+    let (garden, _) = dev.ready().await;
+    let placed = all_succeeded(&garden, 2).await;
+    assert!(
+        dev.output().contains(&format!("aws at {s3}")),
+        "{}",
+        dev.output()
+    );
+    let store = granary_providers::open(
+        "aws",
+        Some("us-east-1"),
+        &[
+            ("accessKeyID".to_string(), b"test".to_vec()),
+            ("secretAccessKey".to_string(), b"test".to_vec()),
+            ("endpoint".to_string(), s3.as_bytes().to_vec()),
+            ("s3ForcePathStyle".to_string(), b"true".to_vec()),
+        ]
+        .into_iter()
+        .collect(),
+        &granary_providers::StoreOptions::default(),
+    )
+    .await
+    .expect("S3 store");
+    for (bucket, entries) in &placed {
+        for entry in entries {
+            let found =
+                granary_providers::list_all(store.as_ref(), bucket, &format!("{entry}/"), None)
+                    .await
+                    .expect("list the entry's prefix");
+            assert!(
+                !found.is_empty(),
+                "{bucket}/{entry}/ holds the prefix marker"
+            );
+        }
+    }
+    assert!(
+        !data.join("buckets").exists()
+            || std::fs::read_dir(data.join("buckets"))
+                .map(|d| d.flatten().all(|e| e.file_name() == ".tmp"))
+                .unwrap_or(true),
+        "nothing went to the local store"
+    );
+    assert!(dev.interrupt(), "exit code 0 after SIGINT");
+}
