@@ -40,6 +40,10 @@ fn seed_api(ctx: &Context) -> Api<extensions::BackupEntry> {
     Api::all(ctx.seed.clone())
 }
 
+/// How soon an entry waiting for its bucket looks again: the bucket may be held by
+/// another seed, whose changes this seed's watches do not see.
+const WAIT_FOR_BUCKET: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// One mirror pass over the garden entry with queue key `key`.
 pub(crate) async fn reconcile(ctx: &Context, key: &str) -> Result<Next, ReconcileError> {
     let Some((namespace, name)) = key.split_once('/') else {
@@ -156,7 +160,7 @@ async fn provision(
                 now,
             );
             write_status(ctx, &garden, &r).await?;
-            return Ok(Next::After(ctx.resync));
+            return Ok(Next::After(ctx.resync.min(WAIT_FOR_BUCKET)));
         }
         Some(b) => b,
     };
@@ -170,7 +174,7 @@ async fn provision(
                 now,
             );
             write_status(ctx, &garden, &r).await?;
-            return Ok(Next::After(ctx.resync));
+            return Ok(Next::After(ctx.resync.min(WAIT_FOR_BUCKET)));
         }
         Readiness::Progressing(why) => {
             let r = waiting(
@@ -180,7 +184,7 @@ async fn provision(
                 now,
             );
             write_status(ctx, &garden, &r).await?;
-            return Ok(Next::After(ctx.resync));
+            return Ok(Next::After(ctx.resync.min(WAIT_FOR_BUCKET)));
         }
     }
     let prepared = async {
