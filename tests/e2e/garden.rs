@@ -547,28 +547,37 @@ impl Drop for Heartbeats {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_bucket_whose_seed_stops_renewing_is_handed_to_another_seed() {
-    let tc = garden_cluster().await;
+/// Two renewing seeds in one region and a profile whose first bucket went to one of them:
+/// the heartbeats, the seeds' names, the profile and the bucket's seed.
+async fn two_live_seeds_and_an_assigned_bucket(
+    tc: &TestCluster,
+) -> (Heartbeats, [String; 2], String, String) {
     let (profile, a, b) = (tc.name("aws"), tc.name("sa"), tc.name("sb"));
-    // Ready within 1.5 s of a renewal; handed over after 1 s unready.
-    let garden = start(&tc, config(None, Some((1500, 1000))));
-    let heartbeats = Heartbeats::start(&tc, [a.clone(), b.clone()]);
-    create_seed(&tc, &a, "aws", "eu-1", None).await;
-    create_seed(&tc, &b, "aws", "eu-1", None).await;
-    create_profile(&tc, &profile, "aws", Some(backup("aws", None, "backup"))).await;
+    let heartbeats = Heartbeats::start(tc, [a.clone(), b.clone()]);
+    create_seed(tc, &a, "aws", "eu-1", None).await;
+    create_seed(tc, &b, "aws", "eu-1", None).await;
+    create_profile(tc, &profile, "aws", Some(backup("aws", None, "backup"))).await;
     poll_until("bucket assigned", || async {
-        buckets(&tc)
+        buckets(tc)
             .await
             .first()
             .is_some_and(|x| x.spec.seed_name.is_some())
     })
     .await;
-    let holder = buckets(&tc).await[0]
+    let holder = buckets(tc).await[0]
         .spec
         .seed_name
         .clone()
         .expect("assigned");
+    (heartbeats, [a, b], profile, holder)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bucket_whose_seed_stops_renewing_is_handed_to_another_seed() {
+    let tc = garden_cluster().await;
+    // Ready within 1.5 s of a renewal; handed over after 1 s unready.
+    let garden = start(&tc, config(None, Some((1500, 1000))));
+    let (heartbeats, [a, b], _, holder) = two_live_seeds_and_an_assigned_bucket(&tc).await;
     let (silent, other) = if holder == a {
         (0, b.clone())
     } else {
@@ -590,24 +599,8 @@ async fn a_bucket_whose_seed_stops_renewing_is_handed_to_another_seed() {
 async fn a_deleted_entry_whose_seed_is_silent_is_cleaned_up_by_its_buckets_seed() {
     let tc = garden_cluster().await;
     let client = tc.client();
-    let (profile, a, b) = (tc.name("aws"), tc.name("sa"), tc.name("sb"));
     let garden = start(&tc, config(None, Some((1500, 1000))));
-    let heartbeats = Heartbeats::start(&tc, [a.clone(), b.clone()]);
-    create_seed(&tc, &a, "aws", "eu-1", None).await;
-    create_seed(&tc, &b, "aws", "eu-1", None).await;
-    create_profile(&tc, &profile, "aws", Some(backup("aws", None, "backup"))).await;
-    poll_until("bucket assigned", || async {
-        buckets(&tc)
-            .await
-            .first()
-            .is_some_and(|x| x.spec.seed_name.is_some())
-    })
-    .await;
-    let holder = buckets(&tc).await[0]
-        .spec
-        .seed_name
-        .clone()
-        .expect("assigned");
+    let (heartbeats, [a, b], profile, holder) = two_live_seeds_and_an_assigned_bucket(&tc).await;
     let (shoot_seed, silent) = if holder == a {
         (b.clone(), 1)
     } else {
