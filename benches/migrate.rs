@@ -14,13 +14,15 @@ use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use granary::api::common::ObjectReference;
 use granary::api::core::{
-    BackupBucket, BackupBucketProvider, BackupBucketSpec, BackupEntry, BackupEntrySpec, Shoot,
-    ShootSpec,
+    BackupBucket, BackupBucketProvider, BackupBucketSpec, BackupEntry, BackupEntrySpec,
+    LABEL_POOL_KIND, LABEL_POOL_OWNER, LABEL_REGION, LABEL_SHARD, Shoot, ShootSpec,
 };
 use granary::api::crds::{self, Side};
 use granary::embedded::{EmbeddedOptions, EmbeddedServer};
+use granary::garden::GardenController;
 use granary::migrate::{EntryMigration, MigrateContext, Output, migrate_entry};
 use granary::runtime::clock::Clock;
+use granary::runtime::config::GardenConfiguration;
 use granary::runtime::failpoints;
 use granary_providers::{ObjectStore, SecretData, StoreOptions};
 use k8s_openapi::ByteString;
@@ -184,7 +186,7 @@ async fn main() {
     let suffix = &uuid::Uuid::new_v4().simple().to_string()[..8];
     let (from, to) = (format!("bench-src-{suffix}"), format!("bench-dst-{suffix}"));
     for name in [&from, &to] {
-        let b = BackupBucket::new(
+        let mut b = BackupBucket::new(
             name,
             BackupBucketSpec {
                 provider: BackupBucketProvider {
@@ -201,6 +203,18 @@ async fn main() {
                 seed_name: Some("seed-1".into()),
                 ..BackupBucketSpec::default()
             },
+        );
+        // Shard 0 of a pool of its own: the garden gives the migration its place.
+        b.metadata.labels = Some(
+            [
+                (LABEL_POOL_KIND, "cloudprofile"),
+                (LABEL_POOL_OWNER, name.as_str()),
+                (LABEL_REGION, "us-east-1"),
+                (LABEL_SHARD, "0"),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
         );
         create(&Api::<BackupBucket>::all(client.clone()), &b).await;
     }
@@ -249,6 +263,12 @@ async fn main() {
     create(&sts_api, &sts).await;
     let sim = tokio::spawn(simulate_statefulset(sts_api));
 
+    let mut garden_config = GardenConfiguration::default();
+    garden_config.leader_election.enabled = false;
+    let _garden = GardenController::new(client.clone(), garden_config)
+        .start()
+        .expect("garden metrics register");
+
     let options = StoreOptions::default();
     let data: SecretData = creds
         .into_iter()
@@ -278,6 +298,7 @@ async fn main() {
         garden_config: Default::default(),
         parallelism,
         etcd_timeout: Duration::from_secs(120),
+        garden_timeout: Duration::from_secs(60),
         output: Output::JsonLines(std::sync::Mutex::new(Box::new(lines.clone()))),
     };
     let req = EntryMigration {

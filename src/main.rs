@@ -117,7 +117,7 @@ struct MigrateArgs {
     /// garden's.
     #[arg(long, global = true, value_name = "PATH")]
     seed_kubeconfig: Option<PathBuf>,
-    /// The GardenConfiguration file (bucket quota for --to-bucket).
+    /// The GardenConfiguration file (bucket quota for the advance check of --to-bucket).
     #[arg(long, global = true, value_name = "FILE")]
     garden_config: Option<PathBuf>,
     /// Root directory of the `local` object store.
@@ -129,6 +129,10 @@ struct MigrateArgs {
     /// How long etcd-main may take to scale down or become ready again, in seconds.
     #[arg(long, global = true, default_value_t = 600)]
     etcd_timeout_seconds: u64,
+    /// How long the garden may take to give a place in the destination bucket, in
+    /// seconds (`granary garden` answers the request; it must be running).
+    #[arg(long, global = true, default_value_t = 60)]
+    garden_timeout_seconds: u64,
     /// JSON lines instead of a progress bar, also on a terminal.
     #[arg(long, global = true)]
     json: bool,
@@ -373,6 +377,7 @@ fn migrate(args: MigrateArgs) -> anyhow::Result<()> {
         data_dir: args.data_dir,
         parallelism: args.parallelism,
         etcd_timeout: std::time::Duration::from_secs(args.etcd_timeout_seconds),
+        garden_timeout: std::time::Duration::from_secs(args.garden_timeout_seconds),
         json: args.json,
         object_selector: args.object_selector,
     };

@@ -112,7 +112,7 @@ impl Stores {
         self.entries
             .state()
             .iter()
-            .filter(|e| e.spec.bucket_name == bucket)
+            .filter(|e| crate::garden::moves::counts_in(e, bucket))
             .map(|e| format!("{}/{}", e.namespace().unwrap_or_default(), e.name_any()))
             .collect()
     }

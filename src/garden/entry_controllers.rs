@@ -3,7 +3,8 @@
 //! the [`Ledger`](crate::garden::ledger::Ledger), committed before the entry is
 //! written). A second small controller keeps every entry's `granary.gardener.cloud/seed`
 //! label on its responsible seed, also for entries whose shoot is gone, and hands an
-//! entry being deleted to its bucket's seed when its own seed cannot clean up.
+//! entry being deleted to its bucket's seed when its own seed cannot clean up, and answers
+//! a migration's request for a place in another bucket ([`crate::garden::moves`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,11 +17,16 @@ use kube::{Resource, ResourceExt};
 
 use serde_json::json;
 
-use crate::api::core::{BackupEntry, Shoot, validate_cloud_profile, validate_seed};
+use crate::api::core::{
+    ANNOTATION_MIGRATION_REFUSED, ANNOTATION_MIGRATION_RESERVED, BackupEntry, Shoot,
+    validate_cloud_profile, validate_seed,
+};
 use crate::garden::assignment::{SeedCandidate, cleanup_hand_over, next_check};
 use crate::garden::buckets::{PoolSource, seed_label_patch};
 use crate::garden::context::{Context, GardenError};
 use crate::garden::entries::{entry_update, new_entry};
+use crate::garden::ledger::Reservation;
+use crate::garden::moves::{MoveStep, move_step};
 use crate::garden::pools::{PoolKind, ProfileView, SeedView, pool_for_shoot};
 use crate::runtime::failpoints;
 
@@ -222,6 +228,7 @@ pub async fn reconcile_entry(
         // when the entry's seed would lose it, and every so often while it waits.
         action = Action::requeue(next.unwrap_or(WAIT_FOR_DEPENDENCY).min(WAIT_FOR_DEPENDENCY));
     }
+    apply_move(&ctx, &api, &entry).await?;
     if let Some(patch) = seed_label_patch(entry.labels(), entry.responsible_seed()) {
         api.patch(
             &entry.name_any(),
@@ -295,4 +302,93 @@ async fn cleanup_hand_over_entry(
     ctx.event(&updated, EventType::Normal, "HandedOver", "HandOver", note)
         .await;
     Ok((Some(updated), None))
+}
+
+/// Answers a migration's request for a place in another bucket, or lets go of a place
+/// no longer needed ([`crate::garden::moves`]).
+async fn apply_move(
+    ctx: &Context,
+    api: &Api<BackupEntry>,
+    entry: &BackupEntry,
+) -> Result<(), GardenError> {
+    let step = move_step(
+        entry.annotations(),
+        &entry.spec.bucket_name,
+        entry.meta().deletion_timestamp.is_some(),
+    );
+    let name = entry.name_any();
+    let key = (entry.namespace().unwrap_or_default(), name.clone());
+    let mark = |value: serde_json::Value| json!({ "metadata": { "annotations": value } });
+    match step {
+        MoveStep::None => Ok(()),
+        MoveStep::Release(bucket) => {
+            api.patch(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(&mark(json!({ ANNOTATION_MIGRATION_RESERVED: null }))),
+            )
+            .await?;
+            let pool = ctx
+                .stores
+                .buckets
+                .get(&ObjectRef::new(&bucket))
+                .and_then(|b| crate::garden::buckets::pool_of(&b));
+            if let Some(pool) = pool {
+                ctx.ledger.release(ctx, &pool, &key, &bucket).await?;
+            }
+            tracing::info!(entry = %name, %bucket, "place held for a move released");
+            Ok(())
+        }
+        MoveStep::Reserve(bucket) => {
+            ctx.stores.wait_ready().await?;
+            ctx.wait_counts_ready().await?;
+            match ctx.ledger.reserve(ctx, &bucket, &key).await? {
+                Reservation::Held(pool) => {
+                    let marked = api
+                        .patch(
+                            &name,
+                            &PatchParams::default(),
+                            &Patch::Merge(&mark(json!({
+                                ANNOTATION_MIGRATION_RESERVED: bucket,
+                                ANNOTATION_MIGRATION_REFUSED: null,
+                            }))),
+                        )
+                        .await;
+                    if let Err(e) = marked {
+                        ctx.ledger.release(ctx, &pool, &key, &bucket).await?;
+                        return Err(e.into());
+                    }
+                    let note = format!("a place in bucket {bucket} is held for the migration");
+                    tracing::info!(entry = %name, %bucket, "place held for a move");
+                    ctx.event(
+                        entry,
+                        EventType::Normal,
+                        "MigrationPlaceHeld",
+                        "Migrate",
+                        note,
+                    )
+                    .await;
+                    Ok(())
+                }
+                Reservation::Refused(why) => {
+                    api.patch(
+                        &name,
+                        &PatchParams::default(),
+                        &Patch::Merge(&mark(json!({ ANNOTATION_MIGRATION_REFUSED: why }))),
+                    )
+                    .await?;
+                    tracing::info!(entry = %name, %bucket, %why, "move refused");
+                    ctx.event(
+                        entry,
+                        EventType::Warning,
+                        "MigrationRefused",
+                        "Migrate",
+                        why,
+                    )
+                    .await;
+                    Ok(())
+                }
+            }
+        }
+    }
 }

@@ -6,6 +6,8 @@
 //! crash in between can only leave a count too high, never too low; recounts (at
 //! start-up and whenever an entry changes) re-derive the exact count from the entry
 //! cache plus the entries this process has placed but the cache has not shown yet.
+//! A moving entry's place in its migration target is held the same way
+//! ([`Ledger::reserve`], [`crate::garden::moves`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -20,6 +22,7 @@ use crate::api::core::BackupBucket;
 use crate::garden::assignment::{Assignment, SeedCandidate, assign_bucket};
 use crate::garden::buckets::{PoolSource, new_shard_bucket, pool_of, recorded_count, shard_of};
 use crate::garden::context::{Context, GardenError};
+use crate::garden::moves::counts_in;
 use crate::garden::placement::{Placement, ShardFill, place_entry};
 use crate::garden::pools::{PoolKey, PoolKind};
 
@@ -44,6 +47,15 @@ struct Book {
     latest: HashMap<String, Arc<BackupBucket>>,
     /// Entries placed here whose creation the entry cache has not shown yet.
     pending: HashMap<EntryKey, Pending>,
+}
+
+/// The garden's answer to a moving entry's request for a place.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reservation {
+    /// The place is held; the bucket is in this pool.
+    Held(PoolKey),
+    /// Why not.
+    Refused(String),
 }
 
 /// Per-pool books behind per-pool locks.
@@ -209,6 +221,88 @@ impl Ledger {
         })
     }
 
+    /// Holds a place for a moving entry in `bucket` (DESIGN §4, [`crate::garden::moves`]):
+    /// within the quota, committed by raising the bucket's count as a placement does.
+    /// The caller must then mark the entry, or call [`Ledger::release`].
+    pub async fn reserve(
+        &self,
+        ctx: &Context,
+        bucket: &str,
+        entry: &EntryKey,
+    ) -> Result<Reservation, GardenError> {
+        let Some(cached) = ctx.stores.buckets.get(&ObjectRef::new(bucket)) else {
+            return Ok(Reservation::Refused(format!(
+                "bucket {bucket} does not exist"
+            )));
+        };
+        let key = match pool_of(&cached) {
+            Some(key) if key.kind != PoolKind::Legacy => key,
+            Some(_) => {
+                return Ok(Reservation::Refused(format!(
+                    "bucket {bucket} is a legacy per-shoot bucket, never a target"
+                )));
+            }
+            None => {
+                return Ok(Reservation::Refused(format!(
+                    "bucket {bucket} is not a shard of a backup pool (no {} labels), so the \
+                     garden keeps no count for it",
+                    crate::api::core::LABEL_POOL_KIND
+                )));
+            }
+        };
+        let limit = ctx.config.quota_for(&cached.spec.provider.type_);
+        let book = self.book(&key);
+        let mut book = book.lock().await;
+        for _ in 0..MAX_ATTEMPTS {
+            let current = match book.latest.get(bucket) {
+                Some(b) => b.clone(),
+                None => cached.clone(),
+            };
+            if current.meta().deletion_timestamp.is_some() {
+                return Ok(Reservation::Refused(format!(
+                    "bucket {bucket} is being deleted"
+                )));
+            }
+            let count = recorded_count(&current);
+            if limit.is_some_and(|l| count >= l) {
+                return Ok(Reservation::Refused(format!(
+                    "bucket {bucket} is full ({count} entries, limit {})",
+                    limit.unwrap_or_default()
+                )));
+            }
+            match Self::swap_count(ctx, &current, count + 1).await {
+                Ok(updated) => {
+                    book.latest.insert(bucket.to_string(), Arc::new(updated));
+                    book.pending.insert(
+                        entry.clone(),
+                        Pending {
+                            bucket: bucket.to_string(),
+                            since: Instant::now(),
+                        },
+                    );
+                    return Ok(Reservation::Held(key));
+                }
+                Err(e) if is_status(&e, 409) => {
+                    ctx.garden_metrics
+                        .placement_conflicts
+                        .with_label_values(&[key.kind.as_str()])
+                        .inc();
+                    Self::refresh(ctx, &mut book, bucket).await?;
+                }
+                Err(e) if is_status(&e, 404) => {
+                    return Ok(Reservation::Refused(format!(
+                        "bucket {bucket} does not exist"
+                    )));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(GardenError::PlacementContention {
+            entry: format!("{}/{} (move into {bucket})", entry.0, entry.1),
+            attempts: MAX_ATTEMPTS,
+        })
+    }
+
     /// True while `entry` was placed here and the cache has not shown it yet.
     pub async fn is_pending(&self, key: &PoolKey, entry: &EntryKey) -> bool {
         let book = self.book(key);
@@ -308,16 +402,19 @@ impl Ledger {
         // One snapshot for both steps: an entry appearing in the cache between them
         // would otherwise be counted twice (as pending and as cached). Pending entries
         // are few; the snapshot is scanned once, without copying anything out of it.
+        // A pending entry is shown once the cache has it counting in the bucket it was
+        // given a place in (a new entry naming it, or a moving entry marked as holding
+        // a place there).
         let snapshot = ctx.stores.entries.state();
-        let pending_keys: std::collections::HashSet<(&str, &str)> = book
+        let pending_keys: HashMap<(&str, &str), &str> = book
             .pending
-            .keys()
-            .map(|(ns, name)| (ns.as_str(), name.as_str()))
+            .iter()
+            .map(|((ns, name), p)| ((ns.as_str(), name.as_str()), p.bucket.as_str()))
             .collect();
         let mut cached_pending = std::collections::HashSet::new();
         let mut in_bucket = 0usize;
         for e in &snapshot {
-            if e.spec.bucket_name == bucket {
+            if counts_in(e, bucket) {
                 in_bucket += 1;
             }
             if !pending_keys.is_empty() {
@@ -325,7 +422,7 @@ impl Ledger {
                     e.metadata.namespace.as_deref().unwrap_or(""),
                     e.metadata.name.as_deref().unwrap_or(""),
                 );
-                if pending_keys.contains(&key) {
+                if pending_keys.get(&key).is_some_and(|b| counts_in(e, b)) {
                     cached_pending.insert((key.0.to_string(), key.1.to_string()));
                 }
             }

@@ -3,7 +3,7 @@
 //! and the `BackupBucketsReady` condition.
 //!
 //! Decisions are pure functions over plain data ([`pools`], [`placement`],
-//! [`assignment`], [`buckets`], [`entries`], [`conditions`]); the controllers fetch,
+//! [`assignment`], [`buckets`], [`entries`], [`conditions`], [`moves`]); the controllers fetch,
 //! decide and apply ([`bucket_controller`], [`owner_controllers`],
 //! [`entry_controllers`]), with the placement commit in [`ledger`]. [`runner`] starts them:
 //! [`GardenController`] in-process, [`run()`] for the CLI.
@@ -17,6 +17,7 @@ pub mod entries;
 pub mod entry_controllers;
 pub mod ledger;
 pub mod metrics;
+pub mod moves;
 pub mod owner_controllers;
 pub mod placement;
 pub mod pools;

@@ -424,11 +424,15 @@ async fn term(shared: Arc<Shared>, token: CancellationToken) {
         .reconcile_all_on(buckets_for_seeds.map(|_| ()))
         .with_config(ControllerConfig::default().concurrency(2));
     let buckets = buckets
-        .reconcile_on(entries_for_buckets.filter_map(|entry| {
-            ready(
-                Some(ObjectRef::new(&entry.spec.bucket_name))
-                    .filter(|_| !entry.spec.bucket_name.is_empty()),
-            )
+        .reconcile_on(entries_for_buckets.flat_map(|entry| {
+            // The bucket it names and the one holding a place for its move.
+            let refs: Vec<ObjectRef<BackupBucket>> =
+                std::iter::once(entry.spec.bucket_name.as_str())
+                    .chain(crate::garden::moves::reserved_bucket(&entry))
+                    .filter(|b| !b.is_empty())
+                    .map(ObjectRef::new)
+                    .collect();
+            futures::stream::iter(refs)
         }))
         .reconcile_all_on(seeds_for_buckets.map(|_| ()))
         .reconcile_all_on(

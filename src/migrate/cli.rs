@@ -24,12 +24,14 @@ pub struct MigrateOptions {
     pub garden_kubeconfig: Option<PathBuf>,
     /// Seed kubeconfig (default: the garden's).
     pub seed_kubeconfig: Option<PathBuf>,
-    /// GardenConfiguration file, for the bucket quota.
+    /// GardenConfiguration file, for the advance quota check.
     pub garden_config: Option<PathBuf>,
     /// Root directory of the `local` object store.
     pub data_dir: Option<PathBuf>,
     pub parallelism: usize,
     pub etcd_timeout: Duration,
+    /// How long to wait for the garden to give a place in the destination.
+    pub garden_timeout: Duration,
     /// JSON output even on a terminal.
     pub json: bool,
     /// Label objects created by `legacy import` with this instance value.
@@ -135,6 +137,7 @@ pub async fn run(opts: MigrateOptions, command: MigrateCommand) -> Result<(), Mi
                 garden_config,
                 parallelism: opts.parallelism.max(1),
                 etcd_timeout: opts.etcd_timeout,
+                garden_timeout: opts.garden_timeout,
                 output,
             };
             let report = migrate_entry(&ctx, &req).await?;

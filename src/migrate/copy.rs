@@ -61,6 +61,15 @@ impl Endpoints {
         Ok(())
     }
 
+    /// Removes the manifest (a migration given up before it copied anything).
+    pub async fn remove_manifest(&self, manifest: &Manifest) -> Result<(), MigrateError> {
+        let key = manifest_key(&manifest.destination.key_prefix, &manifest.source.bucket);
+        self.destination
+            .delete_many(&manifest.destination.bucket, &[key])
+            .await?;
+        Ok(())
+    }
+
     /// Reads the manifest back, `None` when there is none.
     pub async fn load(
         &self,

@@ -26,7 +26,7 @@ use super::plan;
 use super::progress::CopyCounters;
 use super::run::{BucketSide, EntryMigration, MigrateContext};
 use crate::api::core::{
-    ANNOTATION_SHOOT_PURPOSE, BackupBucket, BackupEntry, BackupEntrySpec, SOURCE_ENTRY_PREFIX,
+    ANNOTATION_SHOOT_PURPOSE, BackupEntry, BackupEntrySpec, SOURCE_ENTRY_PREFIX,
 };
 use crate::runtime::failpoints;
 use crate::seed::etcd_secret::{
@@ -54,7 +54,7 @@ pub fn technical_id(entry_name: &str) -> Result<String, MigrateError> {
         })
 }
 
-/// How many garden BackupEntries reference `bucket`.
+/// How many garden BackupEntries take a place in `bucket` (the garden's counting rule).
 pub async fn entries_in_bucket(ctx: &MigrateContext, bucket: &str) -> Result<u32, MigrateError> {
     let all = Api::<BackupEntry>::all(ctx.garden.clone())
         .list(&ListParams::default())
@@ -62,7 +62,7 @@ pub async fn entries_in_bucket(ctx: &MigrateContext, bucket: &str) -> Result<u32
     Ok(all
         .items
         .iter()
-        .filter(|e| e.spec.bucket_name == bucket)
+        .filter(|e| crate::garden::moves::counts_in(e, bucket))
         .count() as u32)
 }
 
@@ -191,7 +191,8 @@ async fn switch(
     ensure_source_entry(ctx, req, &entry, &source.name()).await?;
     let dest = destination.name();
     if entry.spec.bucket_name != dest {
-        raise_entry_count(ctx, &dest).await?;
+        // The place was given before the copy; this only confirms it is still held.
+        super::place::await_place(ctx, req).await?;
         let patch = json!({"spec": {"bucketName": dest}});
         entries
             .patch(&req.name, &PatchParams::default(), &Patch::Merge(&patch))
@@ -250,45 +251,6 @@ async fn ensure_source_entry(
         Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
         Err(e) => Err(e.into()),
     }
-}
-
-/// Raises the destination's `status.entryCount` by compare-and-swap on its
-/// resourceVersion (409 → re-read), re-checking the quota each time, as the garden's
-/// placement does. The garden later re-derives the exact count from the entries.
-async fn raise_entry_count(ctx: &MigrateContext, bucket: &str) -> Result<(), MigrateError> {
-    let api: Api<BackupBucket> = Api::all(ctx.garden.clone());
-    for _ in 0..32 {
-        let current = api.get(bucket).await?;
-        let recorded = current
-            .status
-            .as_ref()
-            .and_then(|s| s.entry_count)
-            .unwrap_or(0);
-        let counted = entries_in_bucket(ctx, bucket).await?;
-        let count = recorded.max(counted);
-        let limit = ctx.garden_config.quota_for(&current.spec.provider.type_);
-        let accepting = current.metadata.deletion_timestamp.is_none();
-        if !plan::quota_allows(count, accepting, limit) {
-            return Err(MigrateError::Quota(format!(
-                "bucket {bucket} is full ({count} entries, limit {limit:?}) or being deleted"
-            )));
-        }
-        let patch = json!({
-            "metadata": {"resourceVersion": current.resource_version()},
-            "status": {"entryCount": count + 1},
-        });
-        match api
-            .patch_status(bucket, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
-            Ok(_) => return Ok(()),
-            Err(kube::Error::Api(s)) if s.code == 409 => continue,
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Err(MigrateError::Quota(format!(
-        "bucket {bucket}: too many conflicting updates of status.entryCount"
-    )))
 }
 
 /// Writes `<technicalID>/etcd-backup` for the destination, as the seed's entry

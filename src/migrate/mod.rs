@@ -11,6 +11,7 @@
 //! - [`plan`]: the pure decisions (what to copy, re-listing, HEAD skip, copy mode,
 //!   quota, estimate);
 //! - [`phase`]: phases, their annotations and transitions;
+//! - [`place`]: the destination's quota, asked of the garden;
 //! - [`copy`]: the copy engine (bounded parallelism, server-side or streamed);
 //! - [`etcd`]: scaling etcd-main (Druid `Etcd` or the StatefulSet's scale subresource);
 //! - [`cutover`]: the cut-over and the switch of the entry, its secret and etcd store;
@@ -28,6 +29,7 @@ pub mod etcd;
 pub mod legacy;
 pub mod manifest;
 pub mod phase;
+pub mod place;
 pub mod plan;
 pub mod progress;
 pub mod run;

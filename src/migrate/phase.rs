@@ -11,8 +11,9 @@ pub const ANNOTATION_PHASE: &str = "granary.gardener.cloud/migration-phase";
 pub const ANNOTATION_ETCD_REPLICAS: &str = "granary.gardener.cloud/etcd-replicas";
 /// The bucket the entry moves out of.
 pub const ANNOTATION_SOURCE: &str = "granary.gardener.cloud/migration-source";
-/// The bucket the entry moves into.
-pub const ANNOTATION_TARGET: &str = "granary.gardener.cloud/migration-target";
+/// The bucket the entry moves into (also the request for a place there, see
+/// [`crate::api::core::ANNOTATION_MIGRATION_TARGET`]).
+pub const ANNOTATION_TARGET: &str = crate::api::core::ANNOTATION_MIGRATION_TARGET;
 /// When etcd was scaled down (RFC 3339), for the downtime of a resumed cut-over.
 pub const ANNOTATION_SCALED_DOWN_AT: &str = "granary.gardener.cloud/etcd-scaled-down-at";
 

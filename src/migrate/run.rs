@@ -19,9 +19,13 @@ use super::phase::{
     ANNOTATION_ETCD_REPLICAS, ANNOTATION_PHASE, ANNOTATION_SOURCE, ANNOTATION_TARGET, Phase,
     Resume, resume,
 };
+use super::place;
 use super::plan::{self, CopyMode, StoreIdentity};
 use super::progress::{MigrationReport, Output};
-use crate::api::core::{BackupBucket, BackupEntry, PoolKind};
+use crate::api::core::{
+    ANNOTATION_MIGRATION_REFUSED, ANNOTATION_MIGRATION_RESERVED, BackupBucket, BackupEntry,
+    PoolKind,
+};
 use crate::runtime::clock::Clock;
 use crate::runtime::config::GardenConfiguration;
 use crate::runtime::failpoints;
@@ -43,6 +47,9 @@ pub struct MigrateContext {
     pub parallelism: usize,
     /// How long etcd may take to scale down or come back.
     pub etcd_timeout: Duration,
+    /// How long to wait for the garden's answer to the request for a place in the
+    /// destination ([`super::place`]).
+    pub garden_timeout: Duration,
     pub output: Output,
 }
 
@@ -223,8 +230,10 @@ async fn new_manifest(
     })
 }
 
-/// Checks that `destination` may take the entry: a shared bucket (legacy buckets are
-/// never targets), not being deleted, and within the provider's quota.
+/// Checks in advance that `destination` may take the entry: a shard of a backup pool
+/// (legacy buckets are never targets), not being deleted, and within the provider's
+/// quota now. Advisory (and what `--dry-run` reports): the place itself is given by the
+/// garden ([`place`]).
 async fn check_destination(
     ctx: &MigrateContext,
     destination: &BucketSide,
@@ -233,6 +242,13 @@ async fn check_destination(
     if destination.layout == BucketLayout::Legacy {
         return Err(MigrateError::Invalid(format!(
             "bucket {name} is a legacy per-shoot bucket and never a migration target"
+        )));
+    }
+    if crate::garden::buckets::pool_of(&destination.bucket).is_none() {
+        return Err(MigrateError::Invalid(format!(
+            "bucket {name} is not a shard of a backup pool (it has no {} labels), so the \
+             garden keeps no count for it and cannot give it an entry",
+            crate::api::core::LABEL_POOL_KIND
         )));
     }
     let entries = cutover::entries_in_bucket(ctx, &name).await?;
@@ -370,14 +386,26 @@ pub async fn migrate_entry(
             Phase::Plan => {
                 ends.save(&manifest).await?;
                 failpoints::hit(FAILPOINT_PLAN)?;
+                // Also the request for a place in the destination (a fresh one: an
+                // earlier refusal is cleared).
                 ctx.set_phase(
                     req,
                     Phase::Copy,
-                    json!({ ANNOTATION_SOURCE: source_name, ANNOTATION_TARGET: req.to_bucket }),
+                    json!({
+                        ANNOTATION_SOURCE: source_name,
+                        ANNOTATION_TARGET: req.to_bucket,
+                        ANNOTATION_MIGRATION_REFUSED: null,
+                    }),
                 )
                 .await?;
             }
             Phase::Copy => {
+                if let Err(e) = place::await_place(ctx, req).await {
+                    if matches!(e, MigrateError::Quota(_)) {
+                        abandon(ctx, req, &ends, &manifest).await?;
+                    }
+                    return Err(e);
+                }
                 ends.copy_pending(&mut manifest, ctx.parallelism, &ctx.output, &mut counters)
                     .await?;
                 ctx.set_phase(req, Phase::CutOver, json!({})).await?;
@@ -404,7 +432,11 @@ pub async fn migrate_entry(
                 ctx.set_phase(
                     req,
                     Phase::Done,
-                    json!({ ANNOTATION_SOURCE: null, ANNOTATION_TARGET: null }),
+                    json!({
+                        ANNOTATION_SOURCE: null,
+                        ANNOTATION_TARGET: null,
+                        ANNOTATION_MIGRATION_RESERVED: null,
+                    }),
                 )
                 .await?;
             }
@@ -416,6 +448,25 @@ pub async fn migrate_entry(
     report.counters = counters;
     report.downtime_seconds = downtime.map(|d| d.as_secs_f64());
     Ok(report)
+}
+
+/// Gives up a migration the garden refused before anything was copied: the manifest
+/// goes from the destination and the migration's annotations from the entry (the
+/// refusal stays, for `kubectl describe` and until the next request).
+async fn abandon(
+    ctx: &MigrateContext,
+    req: &EntryMigration,
+    ends: &Endpoints,
+    manifest: &Manifest,
+) -> Result<(), MigrateError> {
+    ends.remove_manifest(manifest).await?;
+    ctx.annotate(
+        &req.namespace,
+        &req.name,
+        json!({ ANNOTATION_PHASE: null, ANNOTATION_SOURCE: null, ANNOTATION_TARGET: null }),
+    )
+    .await
+    .map(|_| ())
 }
 
 /// One migration in flight, for `granary migrate status`.

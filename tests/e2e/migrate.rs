@@ -13,50 +13,96 @@ use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use granary::api::common::SecretReference;
 use granary::api::core::{
-    BackupBucketProvider, BackupBucketSpec, BackupEntry, GARDEN_NAMESPACE, LABEL_SEED, Shoot,
-    ShootSpec,
+    ANNOTATION_MIGRATION_REFUSED, ANNOTATION_MIGRATION_RESERVED, ANNOTATION_MIGRATION_TARGET,
 };
+use granary::api::core::{
+    BackupBucketProvider, BackupBucketSpec, BackupEntry, GARDEN_NAMESPACE, LABEL_POOL_KIND,
+    LABEL_POOL_OWNER, LABEL_REGION, LABEL_SEED, LABEL_SHARD, Shoot, ShootSpec,
+};
+use granary::garden::RunningGarden;
 use granary::migrate::manifest::{Manifest, ObjectState, manifest_key};
 use granary::migrate::phase::{ANNOTATION_ETCD_REPLICAS, ANNOTATION_PHASE};
 use granary::migrate::{
-    EntryMigration, LegacyBucket, MigrateContext, Output, discover_legacy, import_legacy,
-    migrate_entry, migration_status,
+    EntryMigration, LegacyBucket, MigrateContext, MigrateError, Output, discover_legacy,
+    import_legacy, migrate_entry, migration_status,
 };
 use granary::runtime::clock::Clock;
+use granary::runtime::config::ProviderQuota;
 use granary::runtime::selector::ObjectSelector;
 use granary_providers::{ListEntry, ObjectMeta, ObjectStore, SecretData};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::json;
 
 use crate::etcd_sim::EtcdSim;
 use crate::seed_support::{Backend, CREDENTIALS, Landscape, ensure_namespace};
+use crate::support::poll_until;
 
 const SEED: &str = "seed-a";
 
-/// One shoot with an entry on a seed whose etcd-main is simulated.
+/// One shoot with an entry on a seed whose etcd-main is simulated, and a garden
+/// controller (which gives the migration its place in the destination).
 struct World {
     land: Landscape,
     namespace: String,
     entry: String,
     sim: EtcdSim,
+    _garden: Option<RunningGarden>,
+}
+
+/// The garden a world runs: none, or one allowing `quota` entries per bucket of the
+/// backend's provider (`None`: no limit).
+enum GardenMode {
+    None,
+    Quota(Option<u32>),
 }
 
 async fn world(backend: Backend) -> Option<World> {
+    world_with(backend, GardenMode::Quota(None)).await
+}
+
+async fn world_with(backend: Backend, mode: GardenMode) -> Option<World> {
     let land = Landscape::start(backend).await?;
+    let garden = match mode {
+        GardenMode::None => None,
+        GardenMode::Quota(quota) => {
+            let mut config = crate::garden::config(None, None);
+            config.controllers.backup_bucket.quota = quota
+                .map(|limit| ProviderQuota {
+                    provider: backend.provider().into(),
+                    limit,
+                })
+                .into_iter()
+                .collect();
+            Some(crate::garden::start(&land.cluster, config))
+        }
+    };
     let namespace = land.cluster.name("garden-p");
     ensure_namespace(&land.garden, &namespace).await;
+    let (entry, sim) = shoot_with_etcd(&land, &namespace, "a").await;
+    Some(World {
+        land,
+        namespace,
+        entry,
+        sim,
+        _garden: garden,
+    })
+}
+
+/// A shoot on [`SEED`] and its simulated etcd-main; returns its entry's name.
+async fn shoot_with_etcd(land: &Landscape, namespace: &str, name: &str) -> (String, EtcdSim) {
     let mut shoot = Shoot::new(
-        "a",
+        name,
         ShootSpec {
             seed_name: Some(SEED.into()),
             region: "us-east-1".into(),
             ..ShootSpec::default()
         },
     );
-    shoot.metadata.namespace = Some(namespace.clone());
-    let shoot = Api::<Shoot>::namespaced(land.garden.clone(), &namespace)
+    shoot.metadata.namespace = Some(namespace.to_string());
+    let shoot = Api::<Shoot>::namespaced(land.garden.clone(), namespace)
         .create(&PostParams::default(), &shoot)
         .await
         .expect("create shoot");
@@ -68,12 +114,7 @@ async fn world(backend: Backend) -> Option<World> {
         Duration::from_millis(30),
     )
     .await;
-    Some(World {
-        land,
-        namespace,
-        entry,
-        sim,
-    })
+    (entry, sim)
 }
 
 impl World {
@@ -86,6 +127,7 @@ impl World {
             garden_config: Default::default(),
             parallelism,
             etcd_timeout: Duration::from_secs(60),
+            garden_timeout: Duration::from_secs(60),
             output: Output::Silent,
         }
     }
@@ -137,10 +179,21 @@ impl World {
         bucket
     }
 
-    /// A shared bucket (garden object and provider bucket).
+    /// A shared bucket (garden object and provider bucket): shard 0 of a pool of its own.
     async fn shared_bucket(&self, tag: &str) -> String {
         let name = self.land.bucket_name(tag);
         self.land.create_bucket(&name, SEED).await;
+        let pool = json!({ "metadata": { "labels": {
+            LABEL_POOL_KIND: "cloudprofile",
+            LABEL_POOL_OWNER: format!("profile-{tag}"),
+            LABEL_REGION: "us-east-1",
+            LABEL_SHARD: "0",
+        }}});
+        self.land
+            .buckets()
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&pool))
+            .await
+            .expect("label the bucket a pool shard");
         self.land
             .store()
             .await
@@ -668,7 +721,9 @@ async fn cross_provider_move_streams_identical_bytes_from_local_to_s3() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dry_run_changes_nothing() {
-    let Some(w) = world(Backend::Local).await else {
+    // No garden: a dry run does not need one (and nothing may change the objects the
+    // test compares).
+    let Some(w) = world_with(Backend::Local, GardenMode::None).await else {
         return;
     };
     let store = w.land.store().await;
@@ -754,4 +809,82 @@ async fn dry_run_changes_nothing() {
         .expect("patch");
     let err = migrate_entry(&w.ctx(8), &back).await.expect_err("refused");
     assert!(err.to_string().contains("legacy"), "{err}");
+}
+
+/// Two migrations race for the last place in a bucket (quota 1): the garden, the one
+/// writer of bucket counts, gives it to one; the other is refused and gives up before
+/// copying anything, leaving its entry as it was with the reason on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_migrations_race_for_the_last_place_and_the_garden_gives_it_to_one() {
+    let Some(w) = world_with(Backend::Local, GardenMode::Quota(Some(1))).await else {
+        return;
+    };
+    let store = w.land.store().await;
+    let src = w.shared_bucket("src").await;
+    let dst = w.shared_bucket("dst").await;
+    w.entry_in(&src).await;
+    let (entry_b, _sim_b) = shoot_with_etcd(&w.land, &w.namespace, "b").await;
+    w.land
+        .create_entry(&w.namespace, &entry_b, &src, SEED, &[])
+        .await;
+    for (entry, tag) in [(&w.entry, "a"), (&entry_b, "b")] {
+        fill(store.as_ref(), &src, &format!("{entry}/"), 20, tag).await;
+    }
+    // The advance check in the migration's own configuration knows no quota (the
+    // default), so both runs get past it: only the garden decides.
+    let ctx = w.ctx(4);
+    let req_a = w.request(&dst);
+    let req_b = EntryMigration {
+        name: entry_b.clone(),
+        ..w.request(&dst)
+    };
+    let (a, b) = tokio::join!(migrate_entry(&ctx, &req_a), migrate_entry(&ctx, &req_b));
+    let (winner, loser, err) = match (a, b) {
+        (Ok(_), Err(e)) => (w.entry.clone(), entry_b.clone(), e),
+        (Err(e), Ok(_)) => (entry_b.clone(), w.entry.clone(), e),
+        (a, b) => panic!("exactly one migration must win: {a:?} / {b:?}"),
+    };
+    assert!(
+        matches!(err, MigrateError::Quota(ref why) if why.contains("full")),
+        "{err}"
+    );
+    let entries = w.entries();
+    let won = entries.get(&winner).await.expect("winner");
+    assert_eq!(won.spec.bucket_name, dst);
+    let lost = entries.get(&loser).await.expect("loser");
+    assert_eq!(lost.spec.bucket_name, src, "the refused entry stays");
+    let a = lost.annotations();
+    assert!(!a.contains_key(ANNOTATION_PHASE), "{a:?}");
+    assert!(!a.contains_key(ANNOTATION_MIGRATION_TARGET), "{a:?}");
+    assert!(!a.contains_key(ANNOTATION_MIGRATION_RESERVED), "{a:?}");
+    assert!(
+        a.get(ANNOTATION_MIGRATION_REFUSED)
+            .is_some_and(|why| why.contains(&dst)),
+        "{a:?}"
+    );
+    let everything = |prefix: String| {
+        let (store, dst) = (store.clone(), dst.clone());
+        async move {
+            granary_providers::list_all(store.as_ref(), &dst, &prefix, None)
+                .await
+                .expect("list")
+                .len()
+        }
+    };
+    assert_eq!(
+        everything(format!("{loser}/")).await,
+        0,
+        "nothing of the refused entry in the destination, not even its manifest"
+    );
+    assert_eq!(
+        everything(format!("{winner}/")).await,
+        21,
+        "the winner's 20 objects and its manifest"
+    );
+    // The garden's count of the destination settles on the one entry it holds.
+    poll_until("destination count 1", || async {
+        let b = w.land.buckets().get(&dst).await.expect("bucket");
+        b.status.and_then(|s| s.entry_count) == Some(1)
+    })
+    .await;
 }

@@ -29,6 +29,16 @@ pub const ANNOTATION_CREATED_BY: &str = "backup.gardener.cloud/created-by";
 /// seed can run the grace period without reaching the garden.
 pub const ANNOTATION_DELETION_REQUESTED_AT: &str = "granary.gardener.cloud/deletion-requested-at";
 
+/// On a garden BackupEntry being migrated (`granary migrate`): the bucket it moves into.
+/// It is also the migration's request for a place there, which the garden answers with
+/// one of the two annotations below.
+pub const ANNOTATION_MIGRATION_TARGET: &str = "granary.gardener.cloud/migration-target";
+/// Set by the garden: the place in this bucket is held for the entry (its count was
+/// raised within the quota), so the entry counts there until it moves or lets go.
+pub const ANNOTATION_MIGRATION_RESERVED: &str = "granary.gardener.cloud/migration-reserved";
+/// Set by the garden: why the entry may not move into the target bucket.
+pub const ANNOTATION_MIGRATION_REFUSED: &str = "granary.gardener.cloud/migration-refused";
+
 /// Label with the seed responsible for a garden BackupBucket/BackupEntry.
 pub const LABEL_SEED: &str = "granary.gardener.cloud/seed";
 /// Label with the [`PoolKind`] of a garden BackupBucket.
