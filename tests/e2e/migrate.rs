@@ -888,3 +888,67 @@ async fn two_migrations_race_for_the_last_place_and_the_garden_gives_it_to_one()
     })
     .await;
 }
+
+/// etcd-main driven by etcd-druid (its `Etcd` CRD is in the seed): the cut-over scales
+/// the `Etcd` resource — with the reconcile annotation Druid acts on — rather than the
+/// StatefulSet Druid owns, and points the resource's backup store at the destination.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_druid_etcd_is_scaled_through_its_resource_and_its_backup_store_switched() {
+    let Some(w) = world(Backend::Local).await else {
+        return;
+    };
+    let store = w.land.store().await;
+    let src = w.shared_bucket("src").await;
+    let dst = w.shared_bucket("dst").await;
+    w.entry_in(&src).await;
+    fill(store.as_ref(), &src, &format!("{}/", w.entry), 30, "d").await;
+    let druid = EtcdSim::start_druid(
+        w.land.seed.clone(),
+        &w.sim.namespace,
+        3,
+        Duration::from_millis(30),
+    )
+    .await;
+    let statefulset = (w.sim.state().await, w.sim.transitions());
+
+    let report = migrate_entry(&w.ctx(4), &w.request(&dst))
+        .await
+        .expect("migration succeeds");
+    assert_eq!(report.phase, "Done");
+    assert!(report.downtime_seconds.is_some());
+    druid.wait_ready(3).await;
+    assert_eq!(
+        druid.transitions(),
+        3,
+        "the first status, then scaled down and up once each through the Etcd resource"
+    );
+    let etcd = druid.etcd().await;
+    assert_eq!(
+        etcd.data.pointer("/spec/backup/store"),
+        Some(&json!({
+            "container": dst,
+            "prefix": format!("{}/etcd-main", w.entry),
+            "provider": "Local",
+        }))
+    );
+    assert!(
+        etcd.metadata
+            .annotations
+            .as_ref()
+            .is_none_or(|a| !a.contains_key("gardener.cloud/operation")),
+        "Druid took the reconcile request"
+    );
+    assert_eq!(
+        (w.sim.state().await, w.sim.transitions()),
+        statefulset,
+        "the StatefulSet Druid owns is not scaled directly"
+    );
+    assert_eq!(etcd_secret_bucket(&w).await.as_deref(), Some(dst.as_str()));
+    assert_eq!(w.entry_obj().await.spec.bucket_name, dst);
+    assert_eq!(
+        listing(store.as_ref(), &dst, &format!("{}/", w.entry))
+            .await
+            .len(),
+        30
+    );
+}
