@@ -28,6 +28,7 @@ mod garden_placement;
 mod kubectl;
 mod leader;
 mod migrate;
+mod migrate_garden;
 mod seed;
 mod seed_crash;
 mod seed_credentials;

@@ -13,9 +13,6 @@ use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use granary::api::common::SecretReference;
 use granary::api::core::{
-    ANNOTATION_MIGRATION_REFUSED, ANNOTATION_MIGRATION_RESERVED, ANNOTATION_MIGRATION_TARGET,
-};
-use granary::api::core::{
     BackupBucketProvider, BackupBucketSpec, BackupEntry, GARDEN_NAMESPACE, LABEL_POOL_KIND,
     LABEL_POOL_OWNER, LABEL_REGION, LABEL_SEED, LABEL_SHARD, Shoot, ShootSpec,
 };
@@ -23,8 +20,8 @@ use granary::garden::RunningGarden;
 use granary::migrate::manifest::{Manifest, ObjectState, manifest_key};
 use granary::migrate::phase::{ANNOTATION_ETCD_REPLICAS, ANNOTATION_PHASE};
 use granary::migrate::{
-    EntryMigration, LegacyBucket, MigrateContext, MigrateError, Output, discover_legacy,
-    import_legacy, migrate_entry, migration_status,
+    EntryMigration, LegacyBucket, MigrateContext, Output, discover_legacy, import_legacy,
+    migrate_entry, migration_status,
 };
 use granary::runtime::clock::Clock;
 use granary::runtime::config::ProviderQuota;
@@ -38,32 +35,31 @@ use serde_json::json;
 
 use crate::etcd_sim::EtcdSim;
 use crate::seed_support::{Backend, CREDENTIALS, Landscape, ensure_namespace};
-use crate::support::poll_until;
 
-const SEED: &str = "seed-a";
+pub(crate) const SEED: &str = "seed-a";
 
 /// One shoot with an entry on a seed whose etcd-main is simulated, and a garden
 /// controller (which gives the migration its place in the destination).
-struct World {
-    land: Landscape,
-    namespace: String,
-    entry: String,
-    sim: EtcdSim,
+pub(crate) struct World {
+    pub(crate) land: Landscape,
+    pub(crate) namespace: String,
+    pub(crate) entry: String,
+    pub(crate) sim: EtcdSim,
     _garden: Option<RunningGarden>,
 }
 
 /// The garden a world runs: none, or one allowing `quota` entries per bucket of the
 /// backend's provider (`None`: no limit).
-enum GardenMode {
+pub(crate) enum GardenMode {
     None,
     Quota(Option<u32>),
 }
 
-async fn world(backend: Backend) -> Option<World> {
+pub(crate) async fn world(backend: Backend) -> Option<World> {
     world_with(backend, GardenMode::Quota(None)).await
 }
 
-async fn world_with(backend: Backend, mode: GardenMode) -> Option<World> {
+pub(crate) async fn world_with(backend: Backend, mode: GardenMode) -> Option<World> {
     let land = Landscape::start(backend).await?;
     let garden = match mode {
         GardenMode::None => None,
@@ -92,7 +88,11 @@ async fn world_with(backend: Backend, mode: GardenMode) -> Option<World> {
 }
 
 /// A shoot on [`SEED`] and its simulated etcd-main; returns its entry's name.
-async fn shoot_with_etcd(land: &Landscape, namespace: &str, name: &str) -> (String, EtcdSim) {
+pub(crate) async fn shoot_with_etcd(
+    land: &Landscape,
+    namespace: &str,
+    name: &str,
+) -> (String, EtcdSim) {
     let mut shoot = Shoot::new(
         name,
         ShootSpec {
@@ -118,7 +118,7 @@ async fn shoot_with_etcd(land: &Landscape, namespace: &str, name: &str) -> (Stri
 }
 
 impl World {
-    fn ctx(&self, parallelism: usize) -> MigrateContext {
+    pub(crate) fn ctx(&self, parallelism: usize) -> MigrateContext {
         MigrateContext {
             garden: self.land.garden.clone(),
             seed: self.land.seed.clone(),
@@ -132,7 +132,7 @@ impl World {
         }
     }
 
-    fn request(&self, to_bucket: &str) -> EntryMigration {
+    pub(crate) fn request(&self, to_bucket: &str) -> EntryMigration {
         EntryMigration {
             namespace: self.namespace.clone(),
             name: self.entry.clone(),
@@ -142,7 +142,7 @@ impl World {
         }
     }
 
-    fn entries(&self) -> Api<BackupEntry> {
+    pub(crate) fn entries(&self) -> Api<BackupEntry> {
         self.land.entries(&self.namespace)
     }
 
@@ -180,7 +180,7 @@ impl World {
     }
 
     /// A shared bucket (garden object and provider bucket): shard 0 of a pool of its own.
-    async fn shared_bucket(&self, tag: &str) -> String {
+    pub(crate) async fn shared_bucket(&self, tag: &str) -> String {
         let name = self.land.bucket_name(tag);
         self.land.create_bucket(&name, SEED).await;
         let pool = json!({ "metadata": { "labels": {
@@ -204,13 +204,13 @@ impl World {
     }
 
     /// Shared entry: the entry placed in `bucket` (as the garden would have).
-    async fn entry_in(&self, bucket: &str) {
+    pub(crate) async fn entry_in(&self, bucket: &str) {
         self.land
             .create_entry(&self.namespace, &self.entry, bucket, SEED, &[])
             .await;
     }
 
-    async fn entry_obj(&self) -> BackupEntry {
+    pub(crate) async fn entry_obj(&self) -> BackupEntry {
         self.entries().get(&self.entry).await.expect("get entry")
     }
 
@@ -224,7 +224,7 @@ impl World {
 }
 
 /// Writes `n` objects of varying size under `prefix`.
-async fn fill(store: &dyn ObjectStore, bucket: &str, prefix: &str, n: usize, tag: &str) {
+pub(crate) async fn fill(store: &dyn ObjectStore, bucket: &str, prefix: &str, n: usize, tag: &str) {
     futures::stream::iter(0..n)
         .map(|i| {
             let key = format!("{prefix}etcd-main/{tag}-{i:05}");
@@ -238,7 +238,7 @@ async fn fill(store: &dyn ObjectStore, bucket: &str, prefix: &str, n: usize, tag
 }
 
 /// `relative key -> meta` under `prefix`, without Granary's `.granary/` objects.
-async fn listing(
+pub(crate) async fn listing(
     store: &dyn ObjectStore,
     bucket: &str,
     prefix: &str,
@@ -282,7 +282,7 @@ async fn same_bytes(
         .await;
 }
 
-async fn etcd_secret_bucket(w: &World) -> Option<String> {
+pub(crate) async fn etcd_secret_bucket(w: &World) -> Option<String> {
     let secret = Api::<Secret>::namespaced(w.land.seed.clone(), &w.sim.namespace)
         .get_opt("etcd-backup")
         .await
@@ -809,146 +809,4 @@ async fn dry_run_changes_nothing() {
         .expect("patch");
     let err = migrate_entry(&w.ctx(8), &back).await.expect_err("refused");
     assert!(err.to_string().contains("legacy"), "{err}");
-}
-
-/// Two migrations race for the last place in a bucket (quota 1): the garden, the one
-/// writer of bucket counts, gives it to one; the other is refused and gives up before
-/// copying anything, leaving its entry as it was with the reason on it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_migrations_race_for_the_last_place_and_the_garden_gives_it_to_one() {
-    let Some(w) = world_with(Backend::Local, GardenMode::Quota(Some(1))).await else {
-        return;
-    };
-    let store = w.land.store().await;
-    let src = w.shared_bucket("src").await;
-    let dst = w.shared_bucket("dst").await;
-    w.entry_in(&src).await;
-    let (entry_b, _sim_b) = shoot_with_etcd(&w.land, &w.namespace, "b").await;
-    w.land
-        .create_entry(&w.namespace, &entry_b, &src, SEED, &[])
-        .await;
-    for (entry, tag) in [(&w.entry, "a"), (&entry_b, "b")] {
-        fill(store.as_ref(), &src, &format!("{entry}/"), 20, tag).await;
-    }
-    // The advance check in the migration's own configuration knows no quota (the
-    // default), so both runs get past it: only the garden decides.
-    let ctx = w.ctx(4);
-    let req_a = w.request(&dst);
-    let req_b = EntryMigration {
-        name: entry_b.clone(),
-        ..w.request(&dst)
-    };
-    let (a, b) = tokio::join!(migrate_entry(&ctx, &req_a), migrate_entry(&ctx, &req_b));
-    let (winner, loser, err) = match (a, b) {
-        (Ok(_), Err(e)) => (w.entry.clone(), entry_b.clone(), e),
-        (Err(e), Ok(_)) => (entry_b.clone(), w.entry.clone(), e),
-        (a, b) => panic!("exactly one migration must win: {a:?} / {b:?}"),
-    };
-    assert!(
-        matches!(err, MigrateError::Quota(ref why) if why.contains("full")),
-        "{err}"
-    );
-    let entries = w.entries();
-    let won = entries.get(&winner).await.expect("winner");
-    assert_eq!(won.spec.bucket_name, dst);
-    let lost = entries.get(&loser).await.expect("loser");
-    assert_eq!(lost.spec.bucket_name, src, "the refused entry stays");
-    let a = lost.annotations();
-    assert!(!a.contains_key(ANNOTATION_PHASE), "{a:?}");
-    assert!(!a.contains_key(ANNOTATION_MIGRATION_TARGET), "{a:?}");
-    assert!(!a.contains_key(ANNOTATION_MIGRATION_RESERVED), "{a:?}");
-    assert!(
-        a.get(ANNOTATION_MIGRATION_REFUSED)
-            .is_some_and(|why| why.contains(&dst)),
-        "{a:?}"
-    );
-    let everything = |prefix: String| {
-        let (store, dst) = (store.clone(), dst.clone());
-        async move {
-            granary_providers::list_all(store.as_ref(), &dst, &prefix, None)
-                .await
-                .expect("list")
-                .len()
-        }
-    };
-    assert_eq!(
-        everything(format!("{loser}/")).await,
-        0,
-        "nothing of the refused entry in the destination, not even its manifest"
-    );
-    assert_eq!(
-        everything(format!("{winner}/")).await,
-        21,
-        "the winner's 20 objects and its manifest"
-    );
-    // The garden's count of the destination settles on the one entry it holds.
-    poll_until("destination count 1", || async {
-        let b = w.land.buckets().get(&dst).await.expect("bucket");
-        b.status.and_then(|s| s.entry_count) == Some(1)
-    })
-    .await;
-}
-
-/// etcd-main driven by etcd-druid (its `Etcd` CRD is in the seed): the cut-over scales
-/// the `Etcd` resource — with the reconcile annotation Druid acts on — rather than the
-/// StatefulSet Druid owns, and points the resource's backup store at the destination.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_druid_etcd_is_scaled_through_its_resource_and_its_backup_store_switched() {
-    let Some(w) = world(Backend::Local).await else {
-        return;
-    };
-    let store = w.land.store().await;
-    let src = w.shared_bucket("src").await;
-    let dst = w.shared_bucket("dst").await;
-    w.entry_in(&src).await;
-    fill(store.as_ref(), &src, &format!("{}/", w.entry), 30, "d").await;
-    let druid = EtcdSim::start_druid(
-        w.land.seed.clone(),
-        &w.sim.namespace,
-        3,
-        Duration::from_millis(30),
-    )
-    .await;
-    let statefulset = (w.sim.state().await, w.sim.transitions());
-
-    let report = migrate_entry(&w.ctx(4), &w.request(&dst))
-        .await
-        .expect("migration succeeds");
-    assert_eq!(report.phase, "Done");
-    assert!(report.downtime_seconds.is_some());
-    druid.wait_ready(3).await;
-    assert_eq!(
-        druid.transitions(),
-        3,
-        "the first status, then scaled down and up once each through the Etcd resource"
-    );
-    let etcd = druid.etcd().await;
-    assert_eq!(
-        etcd.data.pointer("/spec/backup/store"),
-        Some(&json!({
-            "container": dst,
-            "prefix": format!("{}/etcd-main", w.entry),
-            "provider": "Local",
-        }))
-    );
-    assert!(
-        etcd.metadata
-            .annotations
-            .as_ref()
-            .is_none_or(|a| !a.contains_key("gardener.cloud/operation")),
-        "Druid took the reconcile request"
-    );
-    assert_eq!(
-        (w.sim.state().await, w.sim.transitions()),
-        statefulset,
-        "the StatefulSet Druid owns is not scaled directly"
-    );
-    assert_eq!(etcd_secret_bucket(&w).await.as_deref(), Some(dst.as_str()));
-    assert_eq!(w.entry_obj().await.spec.bucket_name, dst);
-    assert_eq!(
-        listing(store.as_ref(), &dst, &format!("{}/", w.entry))
-            .await
-            .len(),
-        30
-    );
 }

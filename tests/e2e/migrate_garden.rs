@@ -1,0 +1,231 @@
+//! `granary migrate` with the rest of the landscape: the garden giving (or refusing) the
+//! destination's place, etcd-main driven by etcd-druid, and a live seed removing the
+//! source after the grace period. Built on the world of [`crate::migrate`].
+
+use std::time::Duration;
+
+use granary::api::core::{
+    ANNOTATION_MIGRATION_REFUSED, ANNOTATION_MIGRATION_RESERVED, ANNOTATION_MIGRATION_TARGET,
+};
+use granary::migrate::phase::ANNOTATION_PHASE;
+use granary::migrate::{EntryMigration, MigrateError, migrate_entry};
+use granary::runtime::config::ConfigDuration;
+use kube::ResourceExt;
+use serde_json::json;
+
+use crate::etcd_sim::EtcdSim;
+use crate::migrate::{
+    GardenMode, SEED, etcd_secret_bucket, fill, listing, shoot_with_etcd, world, world_with,
+};
+use crate::seed_support::Backend;
+use crate::support::poll_until;
+
+/// Two migrations race for the last place in a bucket (quota 1): the garden, the one
+/// writer of bucket counts, gives it to one; the other is refused and gives up before
+/// copying anything, leaving its entry as it was with the reason on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_migrations_race_for_the_last_place_and_the_garden_gives_it_to_one() {
+    let Some(w) = world_with(Backend::Local, GardenMode::Quota(Some(1))).await else {
+        return;
+    };
+    let store = w.land.store().await;
+    let src = w.shared_bucket("src").await;
+    let dst = w.shared_bucket("dst").await;
+    w.entry_in(&src).await;
+    let (entry_b, _sim_b) = shoot_with_etcd(&w.land, &w.namespace, "b").await;
+    w.land
+        .create_entry(&w.namespace, &entry_b, &src, SEED, &[])
+        .await;
+    for (entry, tag) in [(&w.entry, "a"), (&entry_b, "b")] {
+        fill(store.as_ref(), &src, &format!("{entry}/"), 20, tag).await;
+    }
+    // The advance check in the migration's own configuration knows no quota (the
+    // default), so both runs get past it: only the garden decides.
+    let ctx = w.ctx(4);
+    let req_a = w.request(&dst);
+    let req_b = EntryMigration {
+        name: entry_b.clone(),
+        ..w.request(&dst)
+    };
+    let (a, b) = tokio::join!(migrate_entry(&ctx, &req_a), migrate_entry(&ctx, &req_b));
+    let (winner, loser, err) = match (a, b) {
+        (Ok(_), Err(e)) => (w.entry.clone(), entry_b.clone(), e),
+        (Err(e), Ok(_)) => (entry_b.clone(), w.entry.clone(), e),
+        (a, b) => panic!("exactly one migration must win: {a:?} / {b:?}"),
+    };
+    assert!(
+        matches!(err, MigrateError::Quota(ref why) if why.contains("full")),
+        "{err}"
+    );
+    let entries = w.entries();
+    let won = entries.get(&winner).await.expect("winner");
+    assert_eq!(won.spec.bucket_name, dst);
+    let lost = entries.get(&loser).await.expect("loser");
+    assert_eq!(lost.spec.bucket_name, src, "the refused entry stays");
+    let a = lost.annotations();
+    assert!(!a.contains_key(ANNOTATION_PHASE), "{a:?}");
+    assert!(!a.contains_key(ANNOTATION_MIGRATION_TARGET), "{a:?}");
+    assert!(!a.contains_key(ANNOTATION_MIGRATION_RESERVED), "{a:?}");
+    assert!(
+        a.get(ANNOTATION_MIGRATION_REFUSED)
+            .is_some_and(|why| why.contains(&dst)),
+        "{a:?}"
+    );
+    let everything = |prefix: String| {
+        let (store, dst) = (store.clone(), dst.clone());
+        async move {
+            granary_providers::list_all(store.as_ref(), &dst, &prefix, None)
+                .await
+                .expect("list")
+                .len()
+        }
+    };
+    assert_eq!(
+        everything(format!("{loser}/")).await,
+        0,
+        "nothing of the refused entry in the destination, not even its manifest"
+    );
+    assert_eq!(
+        everything(format!("{winner}/")).await,
+        21,
+        "the winner's 20 objects and its manifest"
+    );
+    // The garden's count of the destination settles on the one entry it holds.
+    poll_until("destination count 1", || async {
+        let b = w.land.buckets().get(&dst).await.expect("bucket");
+        b.status.and_then(|s| s.entry_count) == Some(1)
+    })
+    .await;
+}
+
+/// etcd-main driven by etcd-druid (its `Etcd` CRD is in the seed): the cut-over scales
+/// the `Etcd` resource — with the reconcile annotation Druid acts on — rather than the
+/// StatefulSet Druid owns, and points the resource's backup store at the destination.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_druid_etcd_is_scaled_through_its_resource_and_its_backup_store_switched() {
+    let Some(w) = world(Backend::Local).await else {
+        return;
+    };
+    let store = w.land.store().await;
+    let src = w.shared_bucket("src").await;
+    let dst = w.shared_bucket("dst").await;
+    w.entry_in(&src).await;
+    fill(store.as_ref(), &src, &format!("{}/", w.entry), 30, "d").await;
+    let druid = EtcdSim::start_druid(
+        w.land.seed.clone(),
+        &w.sim.namespace,
+        3,
+        Duration::from_millis(30),
+    )
+    .await;
+    let statefulset = (w.sim.state().await, w.sim.transitions());
+
+    let report = migrate_entry(&w.ctx(4), &w.request(&dst))
+        .await
+        .expect("migration succeeds");
+    assert_eq!(report.phase, "Done");
+    assert!(report.downtime_seconds.is_some());
+    druid.wait_ready(3).await;
+    assert_eq!(
+        druid.transitions(),
+        3,
+        "the first status, then scaled down and up once each through the Etcd resource"
+    );
+    let etcd = druid.etcd().await;
+    assert_eq!(
+        etcd.data.pointer("/spec/backup/store"),
+        Some(&json!({
+            "container": dst,
+            "prefix": format!("{}/etcd-main", w.entry),
+            "provider": "Local",
+        }))
+    );
+    assert!(
+        etcd.metadata
+            .annotations
+            .as_ref()
+            .is_none_or(|a| !a.contains_key("gardener.cloud/operation")),
+        "Druid took the reconcile request"
+    );
+    assert_eq!(
+        (w.sim.state().await, w.sim.transitions()),
+        statefulset,
+        "the StatefulSet Druid owns is not scaled directly"
+    );
+    assert_eq!(etcd_secret_bucket(&w).await.as_deref(), Some(dst.as_str()));
+    assert_eq!(w.entry_obj().await.spec.bucket_name, dst);
+    assert_eq!(
+        listing(store.as_ref(), &dst, &format!("{}/", w.entry))
+            .await
+            .len(),
+        30
+    );
+}
+
+/// After a (lazy) move, with a seed running: the source entry waits out the deletion
+/// grace period with the old objects untouched, then the seed removes them — and only
+/// them: the moved entry's objects in the destination and a neighbour's objects in the
+/// source bucket stay, and the moved entry is healthy on the destination.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_seed_removes_the_source_after_the_grace_period_and_nothing_else() {
+    const GRACE: Duration = Duration::from_secs(5);
+    let Some(w) = world(Backend::Local).await else {
+        return;
+    };
+    // The seed is registered and live, so the garden keeps the buckets on it.
+    crate::garden::create_seed(&w.land.cluster, SEED, "local", "us-east-1", None).await;
+    let mut config = w.land.config(SEED);
+    config.controllers.backup_entry.deletion_grace_period = Some(ConfigDuration(GRACE));
+    let _agent = w.land.start_agent(None, config).await;
+
+    let src = w.shared_bucket("src").await;
+    let dst = w.shared_bucket("dst").await;
+    w.entry_in(&src).await;
+    let neighbour = w.land.entry_name("nb").0;
+    w.land
+        .create_entry(&w.namespace, &neighbour, &src, SEED, &[])
+        .await;
+    w.land.wait_entry_ready(&w.namespace, &w.entry).await;
+    w.land.wait_entry_ready(&w.namespace, &neighbour).await;
+    let moved_prefix = format!("{}/", w.entry);
+    let neighbour_prefix = format!("{neighbour}/");
+    w.land.fill(&src, &w.entry, 40).await;
+    w.land.fill(&src, &neighbour, 10).await;
+    let src_before = w.land.count(&src, &moved_prefix).await;
+    let neighbour_before = w.land.count(&src, &neighbour_prefix).await;
+
+    let report = migrate_entry(&w.ctx(4), &w.request(&dst))
+        .await
+        .expect("migration succeeds");
+    assert_eq!(report.phase, "Done");
+    let source_entry = format!("source-{}", w.entry);
+    let source = w
+        .entries()
+        .get(&source_entry)
+        .await
+        .expect("the source entry waits out the grace period");
+    assert!(source.metadata.deletion_timestamp.is_some());
+    assert_eq!(
+        w.land.count(&src, &moved_prefix).await,
+        src_before,
+        "nothing of the source removed within the grace period"
+    );
+
+    w.land.wait_entry_gone(&w.namespace, &source_entry).await;
+    assert_eq!(w.land.count(&src, &moved_prefix).await, 0, "source removed");
+    assert_eq!(
+        w.land.count(&src, &neighbour_prefix).await,
+        neighbour_before,
+        "the neighbour's objects stay"
+    );
+    assert_eq!(
+        listing(w.land.store().await.as_ref(), &dst, &moved_prefix)
+            .await
+            .len(),
+        40,
+        "the moved objects stay in the destination"
+    );
+    let moved = w.land.wait_entry_ready(&w.namespace, &w.entry).await;
+    assert_eq!(moved.spec.bucket_name, dst);
+    assert_eq!(etcd_secret_bucket(&w).await.as_deref(), Some(dst.as_str()));
+}
