@@ -127,7 +127,7 @@ pub async fn open_with(
                         "the local provider needs a data directory (--data-dir)",
                     )
                 })?;
-                Ok(Arc::new(LocalStore::new(root)?))
+                Ok(Arc::new(LocalStore::with_options(root, options)?))
             }
             #[cfg(not(feature = "local"))]
             Err(disabled("local"))

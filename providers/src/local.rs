@@ -13,6 +13,7 @@ use futures::stream::{self, BoxStream, StreamExt};
 use tokio_util::io::ReaderStream;
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::options::StoreOptions;
 use crate::retry::RetryStats;
 use crate::store::{
     BoxReader, BucketOptions, BucketReport, ByteStream, DeleteReport, ListEntry, ObjectMeta,
@@ -23,17 +24,26 @@ use crate::store::{
 pub struct LocalStore {
     root: PathBuf,
     stats: RetryStats,
+    /// Keys per `delete_many` round of a prefix delete (`StoreOptions::delete_batch_size`).
+    delete_batch: usize,
 }
 
 impl LocalStore {
-    /// Opens (and creates) the root directory.
+    /// Opens (and creates) the root directory, with the default options.
     pub fn new(root: impl Into<PathBuf>) -> Result<Self> {
+        Self::with_options(root, &StoreOptions::default())
+    }
+
+    /// Opens (and creates) the root directory; of `opts` the local store uses the
+    /// delete batch size (so a prefix delete goes in the same rounds as on a cloud).
+    pub fn with_options(root: impl Into<PathBuf>, opts: &StoreOptions) -> Result<Self> {
         let root = root.into();
         std::fs::create_dir_all(root.join(".tmp"))
             .map_err(|e| io_err(e, format!("create local root {}", root.display())))?;
         Ok(LocalStore {
             root,
             stats: RetryStats::default(),
+            delete_batch: opts.delete_batch_size.max(1),
         })
     }
 
@@ -320,6 +330,10 @@ impl ObjectStore for LocalStore {
         }
         self.commit(&tmp, &dst).await
     }
+
+    fn delete_batch_size(&self) -> usize {
+        self.delete_batch
+    }
 }
 
 /// Suffix of every object file. Segments are stored with `%` escaped as `%25`, so no
@@ -420,6 +434,117 @@ fn io_err(e: std::io::Error, what: impl std::fmt::Display) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Mutex;
+
+    /// Records the size of every `delete_many` round the trait's `delete_prefix` makes
+    /// on the local store it wraps.
+    #[derive(Debug)]
+    struct Rounds {
+        inner: LocalStore,
+        sizes: Mutex<Vec<usize>>,
+    }
+
+    #[async_trait]
+    impl ObjectStore for Rounds {
+        fn kind(&self) -> ProviderKind {
+            self.inner.kind()
+        }
+        fn retry_stats(&self) -> &RetryStats {
+            self.inner.retry_stats()
+        }
+        async fn ensure_bucket(&self, b: &str, o: &BucketOptions) -> Result<BucketReport> {
+            self.inner.ensure_bucket(b, o).await
+        }
+        async fn delete_bucket(&self, b: &str, empty_first: bool) -> Result<()> {
+            self.inner.delete_bucket(b, empty_first).await
+        }
+        async fn put(&self, b: &str, k: &str, data: Bytes) -> Result<()> {
+            self.inner.put(b, k, data).await
+        }
+        async fn put_reader(&self, b: &str, k: &str, r: BoxReader) -> Result<u64> {
+            self.inner.put_reader(b, k, r).await
+        }
+        async fn get(&self, b: &str, k: &str) -> Result<ByteStream> {
+            self.inner.get(b, k).await
+        }
+        async fn head(&self, b: &str, k: &str) -> Result<ObjectMeta> {
+            self.inner.head(b, k).await
+        }
+        fn list<'a>(
+            &'a self,
+            b: &'a str,
+            p: &'a str,
+            d: Option<&'a str>,
+        ) -> BoxStream<'a, Result<ListEntry>> {
+            self.inner.list(b, p, d)
+        }
+        async fn delete_many(&self, b: &str, keys: &[String]) -> Result<DeleteReport> {
+            self.sizes.lock().unwrap().push(keys.len());
+            self.inner.delete_many(b, keys).await
+        }
+        async fn copy(&self, sb: &str, sk: &str, db: &str, dk: &str) -> Result<()> {
+            self.inner.copy(sb, sk, db, dk).await
+        }
+        fn delete_batch_size(&self) -> usize {
+            self.inner.delete_batch_size()
+        }
+    }
+
+    #[tokio::test]
+    async fn prefix_delete_goes_in_rounds_of_the_configured_batch_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = StoreOptions {
+            delete_batch_size: 3,
+            ..StoreOptions::default()
+        };
+        let store = Rounds {
+            inner: LocalStore::with_options(dir.path(), &opts).unwrap(),
+            sizes: Mutex::new(Vec::new()),
+        };
+        assert_eq!(store.delete_batch_size(), 3);
+        store
+            .ensure_bucket("b", &BucketOptions::default())
+            .await
+            .unwrap();
+        for i in 0..7 {
+            store
+                .put("b", &format!("p/k{i}"), Bytes::from_static(b"x"))
+                .await
+                .unwrap();
+        }
+        store
+            .put("b", "q/kept", Bytes::from_static(b"x"))
+            .await
+            .unwrap();
+        let report = store.delete_prefix("b", "p/").await.unwrap();
+        assert_eq!(report.deleted, 7);
+        assert_eq!(*store.sizes.lock().unwrap(), vec![3, 3, 1]);
+        let left: Vec<String> = store
+            .list("b", "", None)
+            .map(|e| match e.unwrap() {
+                ListEntry::Object(m) => m.key,
+                ListEntry::Prefix(p) => p,
+            })
+            .collect()
+            .await;
+        assert_eq!(left, vec!["q/kept".to_string()]);
+
+        // The defaults keep the cloud limit; a zero batch size still deletes.
+        assert_eq!(
+            LocalStore::new(dir.path()).unwrap().delete_batch_size(),
+            1000
+        );
+        let zero = StoreOptions {
+            delete_batch_size: 0,
+            ..StoreOptions::default()
+        };
+        assert_eq!(
+            LocalStore::with_options(dir.path(), &zero)
+                .unwrap()
+                .delete_batch_size(),
+            1
+        );
+    }
 
     #[test]
     fn escaping_keys_refused() {

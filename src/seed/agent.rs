@@ -22,6 +22,7 @@ use crate::seed::kube_ops::ensure_namespace;
 use crate::seed::metrics::SeedMetrics;
 use crate::seed::mirror;
 use crate::seed::queue::{Next, WorkQueue};
+use crate::seed::reconnect::{GardenProbe, WatchBackoff, retry_when_garden_is_back, unanswered};
 use futures::{Stream, StreamExt};
 use granary_providers::StoreOptions;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -374,7 +375,7 @@ where
     K::DynamicType: Default,
     F: Fn(&K, bool),
 {
-    let stream = watcher(api, config).default_backoff();
+    let stream = watcher(api, config).backoff(WatchBackoff::default());
     futures::pin_mut!(stream);
     while let Some(event) = stream.next().await {
         match event {
@@ -404,8 +405,15 @@ fn selected(selector: Option<String>) -> watcher::Config {
     }
 }
 
-/// Runs one mirror pass with metrics and the retry policy.
-async fn mirrored<Fut>(ctx: &Context, controller: &'static str, key: &str, pass: Fut) -> Next
+/// Runs one mirror pass with metrics and the retry policy; a pass that got no answer
+/// from an API server makes `probe` check the garden.
+async fn mirrored<Fut>(
+    ctx: &Context,
+    probe: &GardenProbe,
+    controller: &'static str,
+    key: &str,
+    pass: Fut,
+) -> Next
 where
     Fut: std::future::Future<Output = Result<Next, ReconcileError>>,
 {
@@ -427,6 +435,9 @@ where
                 .with_label_values(&[controller, e.kind().as_str()])
                 .inc();
             tracing::warn!(controller, key, error = %e, "mirror pass failed");
+            if unanswered(&e) {
+                probe.suspect();
+            }
             Next::After(ctx.back_off(&retry_key))
         }
     }
@@ -493,6 +504,10 @@ async fn run_controllers(ctx: Arc<Context>, disabled: &HashSet<SeedController>) 
         }
     }
 }
+
+/// The mirror's controller names (metric labels, retry keys).
+const MIRROR_BUCKETS: &str = "mirror-backupbucket";
+const MIRROR_ENTRIES: &str = "mirror-backupentry";
 
 fn spawn_mirror(ctx: &Arc<Context>, tasks: &mut tokio::task::JoinSet<()>, own: Option<String>) {
     let buckets: WorkQueue<String> = WorkQueue::new();
@@ -578,16 +593,28 @@ fn spawn_mirror(ctx: &Arc<Context>, tasks: &mut tokio::task::JoinSet<()>, own: O
             }
         },
     ));
-    let c = ctx.clone();
+    // When the garden answers again after an outage, the passes that failed meanwhile
+    // run at once rather than after their back-off.
+    let probe = Arc::new(GardenProbe::default());
+    tasks.spawn(retry_when_garden_is_back(
+        ctx.clone(),
+        probe.clone(),
+        vec![
+            (MIRROR_BUCKETS, buckets.clone()),
+            (MIRROR_ENTRIES, entries.clone()),
+        ],
+    ));
+    let (c, p) = (ctx.clone(), probe.clone());
     let workers = ctx.config.controllers.backup_bucket.concurrent_syncs as usize;
     tasks.spawn(async move {
         buckets
             .run(workers, move |name: String| {
-                let c = c.clone();
+                let (c, p) = (c.clone(), p.clone());
                 async move {
                     mirrored(
                         &c,
-                        "mirror-backupbucket",
+                        &p,
+                        MIRROR_BUCKETS,
                         &name,
                         mirror::bucket::reconcile(&c, &name),
                     )
@@ -601,11 +628,12 @@ fn spawn_mirror(ctx: &Arc<Context>, tasks: &mut tokio::task::JoinSet<()>, own: O
     tasks.spawn(async move {
         entries
             .run(workers, move |key: String| {
-                let c = c.clone();
+                let (c, p) = (c.clone(), probe.clone());
                 async move {
                     mirrored(
                         &c,
-                        "mirror-backupentry",
+                        &p,
+                        MIRROR_ENTRIES,
                         &key,
                         mirror::entry::reconcile(&c, &key),
                     )
@@ -637,7 +665,8 @@ async fn watch_credentials(
         let api: Api<PartialObjectMeta<k8s_openapi::api::core::v1::Secret>> =
             Api::namespaced(garden.clone(), &namespace);
         watches.spawn(async move {
-            let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
+            let stream =
+                watcher::watcher(api, watcher::Config::default()).backoff(WatchBackoff::default());
             futures::pin_mut!(stream);
             while let Some(event) = stream.next().await {
                 let secret = match event {

@@ -123,6 +123,16 @@ impl Context {
         }
     }
 
+    /// The keys with recorded failures that start with `prefix`, without it.
+    pub(crate) fn failing(&self, prefix: &str) -> Vec<String> {
+        self.failures
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .filter_map(|k| k.strip_prefix(prefix).map(str::to_string))
+            .collect()
+    }
+
     /// Forgets the failures of `key` after a success.
     pub(crate) fn succeeded(&self, key: &str) {
         self.failures

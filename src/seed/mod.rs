@@ -14,6 +14,7 @@ pub mod metrics;
 pub(crate) mod mirror;
 pub mod prefix;
 pub(crate) mod queue;
+pub(crate) mod reconnect;
 
 pub use agent::{RunningSeed, SeedAgent, SeedController, SeedError, SeedOptions, run};
 pub use extension::entry::FAILPOINT_DELETE_BATCH;

@@ -1,7 +1,8 @@
-//! Credentials end to end on Azurite, which checks every SharedKey signature: a wrong
-//! key shows as Error with ERR_INFRA_UNAUTHENTICATED/UNAUTHORIZED on the garden bucket
-//! and, through it, on its entries; fixing (rotating) the garden secret is copied into
-//! the seed and heals both without a restart.
+//! Credentials end to end on servers that check every request's signature: Azurite
+//! (SharedKey) and moto with authentication on (SigV4). A wrong key shows as Error with
+//! the precise auth code on the garden bucket and, through it, on its entries; rotating
+//! the garden secret to the right key is copied into the seed, used, and heals both
+//! without a restart.
 
 use crate::seed_support::{Backend, Landscape, ensure_namespace};
 use crate::support::poll_until;
@@ -10,32 +11,34 @@ use granary::api::core::{GARDEN_NAMESPACE, bucket_secret_name, entry_secret_name
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
 
-fn auth_codes(codes: &[ErrorCode]) -> bool {
-    codes.iter().any(|c| {
-        matches!(
-            c,
-            ErrorCode::InfraUnauthenticated | ErrorCode::InfraUnauthorized
-        )
-    })
+/// The secret field of `backend`'s credentials, and a well-formed value that is wrong.
+fn secret_field(backend: Backend) -> (&'static str, &'static str) {
+    match backend {
+        Backend::Azure => (
+            "storageKey",
+            "d3Jvbmcta2V5LXdyb25nLWtleS13cm9uZy1rZXktd3Jvbmcta2V5LXdyb25nLWtleQ==",
+        ),
+        Backend::S3 => (
+            "secretAccessKey",
+            "wrongwrongwrongwrongwrongwrongwrongwrong",
+        ),
+        Backend::Local | Backend::Gcs => unreachable!("no credentials checked"),
+    }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn seed_bad_credentials_heal_after_rotation() {
-    let Some(l) = Landscape::start(Backend::Azure).await else {
+/// A wrong secret key: the bucket shows `expected` (and only it), its entry the same
+/// codes; rotating to the right key heals both with no restart.
+async fn bad_credentials_heal_after_rotation(backend: Backend, expected: ErrorCode) {
+    let Some(l) = Landscape::start_checked(backend).await else {
         return;
     };
+    let (field, wrong) = secret_field(backend);
     let good = l.good_credentials();
-    // A well-formed key that is not the account's.
-    let wrong_key = "d3Jvbmcta2V5LXdyb25nLWtleS13cm9uZy1rZXktd3Jvbmcta2V5LXdyb25nLWtleQ==";
     let bad: Vec<(String, String)> = good
         .iter()
         .map(|(k, v)| {
-            let v = if k == "storageKey" {
-                wrong_key.to_string()
-            } else {
-                v.clone()
-            };
-            (k.clone(), v)
+            let v = if k == field { wrong } else { v };
+            (k.clone(), v.to_string())
         })
         .collect();
     l.set_credentials(&bad).await;
@@ -50,41 +53,47 @@ async fn seed_bad_credentials_heal_after_rotation() {
         .await;
 
     let buckets = l.buckets();
-    poll_until("garden bucket shows the auth error", || async {
+    poll_until("garden bucket shows an error", || async {
         let b = buckets.get(&bucket).await.unwrap();
-        b.status
-            .and_then(|s| s.last_error)
-            .is_some_and(|e| auth_codes(&e.codes))
+        b.status.and_then(|s| s.last_error).is_some()
     })
     .await;
+    let bucket_error = buckets
+        .get(&bucket)
+        .await
+        .unwrap()
+        .status
+        .and_then(|s| s.last_error)
+        .expect("bucket error");
+    assert_eq!(bucket_error.codes, vec![expected], "{bucket_error:?}");
+    assert!(
+        !bucket_error.description.contains(wrong),
+        "no secret in status: {}",
+        bucket_error.description
+    );
     let entries = l.entries(&project);
     poll_until("garden entry shows the bucket's codes", || async {
         let e = entries.get(&entry).await.unwrap();
         e.status
             .and_then(|s| s.last_error)
-            .is_some_and(|e| auth_codes(&e.codes))
+            .is_some_and(|e| e.codes == bucket_error.codes)
     })
     .await;
-    let b = buckets.get(&bucket).await.unwrap();
-    let description = b.status.unwrap().last_error.unwrap().description;
-    assert!(
-        !description.contains(wrong_key),
-        "no secret in status: {description}"
-    );
 
     // Rotate to the right key in the garden: copied, used, healed; no restart.
     l.set_credentials(&good).await;
     l.wait_bucket_ready(&bucket).await;
     l.wait_entry_ready(&project, &entry).await;
+    let good_secret = good
+        .iter()
+        .find(|(k, _)| k == field)
+        .map(|(_, v)| v.clone())
+        .expect("secret field");
     let seed_secrets: Api<Secret> = Api::namespaced(l.seed.clone(), GARDEN_NAMESPACE);
     for name in [bucket_secret_name(&bucket), entry_secret_name(&entry)] {
         let copy = seed_secrets.get(&name).await.unwrap();
-        let key = copy.data.unwrap()["storageKey"].0.clone();
-        assert_eq!(
-            String::from_utf8(key).unwrap(),
-            granary_key(&good),
-            "{name}"
-        );
+        let value = copy.data.unwrap()[field].0.clone();
+        assert_eq!(String::from_utf8(value).unwrap(), good_secret, "{name}");
     }
     l.store()
         .await
@@ -94,10 +103,15 @@ async fn seed_bad_credentials_heal_after_rotation() {
     agent.shutdown().await;
 }
 
-fn granary_key(pairs: &[(String, String)]) -> String {
-    pairs
-        .iter()
-        .find(|(k, _)| k == "storageKey")
-        .map(|(_, v)| v.clone())
-        .unwrap_or_default()
+/// Azurite answers a bad SharedKey signature with 403 `AuthorizationFailure` (Azure
+/// itself says `AuthenticationFailed`), which reads as unauthorized.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seed_azure_bad_credentials_heal_after_rotation() {
+    bad_credentials_heal_after_rotation(Backend::Azure, ErrorCode::InfraUnauthorized).await;
+}
+
+/// moto answers a wrong SigV4 secret with 403 `SignatureDoesNotMatch`: unauthenticated.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seed_s3_bad_credentials_heal_after_rotation() {
+    bad_credentials_heal_after_rotation(Backend::S3, ErrorCode::InfraUnauthenticated).await;
 }

@@ -20,7 +20,16 @@ const SLACK: Duration = Duration::from_secs(1);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn seed_grace_period_purposes_and_force_deletion() {
-    let Some(l) = Landscape::start(Backend::Local).await else {
+    grace_period_purposes_and_force_deletion(Backend::Local).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seed_s3_grace_period_purposes_and_force_deletion() {
+    grace_period_purposes_and_force_deletion(Backend::S3).await;
+}
+
+async fn grace_period_purposes_and_force_deletion(backend: Backend) {
+    let Some(l) = Landscape::start(backend).await else {
         return;
     };
     let mut config = l.config("seed-g");

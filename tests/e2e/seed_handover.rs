@@ -29,7 +29,16 @@ fn relabel(seed: &str) -> Patch<serde_json::Value> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn seed_hand_over_entry_and_bucket() {
-    let Some(l) = Landscape::start(Backend::Local).await else {
+    hand_over_entry_and_bucket(Backend::Local).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seed_s3_hand_over_entry_and_bucket() {
+    hand_over_entry_and_bucket(Backend::S3).await;
+}
+
+async fn hand_over_entry_and_bucket(backend: Backend) {
+    let Some(l) = Landscape::start(backend).await else {
         return;
     };
     let other = EmbeddedServer::start(EmbeddedOptions::default())

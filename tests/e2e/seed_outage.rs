@@ -1,16 +1,35 @@
 //! The garden unreachable for a while (a cut TCP path between the seed agent and the
 //! garden API server, which keeps running): the seed's objects keep their state, an
 //! entry's grace-period cleanup still happens in the seed, and the garden's status
-//! catches up (the entry's finalizer goes) once the garden is reachable again.
+//! catches up (the entry's finalizer goes) once the garden is reachable again — within
+//! seconds, not after the back-off its failed passes built up during the outage.
 
 use crate::proxy::Proxy;
 use crate::seed_support::{Backend, Landscape, ensure_namespace};
-use crate::support::poll_until;
+use crate::support::{http_get, poll_until};
 use granary::api::extensions;
 use granary::runtime::config::ConfigDuration;
 use granary::seed::SeedAgent;
 use kube::api::{Api, DeleteParams};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// Failed mirror passes of the doomed entry before the garden comes back: its back-off
+/// is then 16 s (1 s doubling), longer than [`CATCH_UP`].
+const FAILURES: u64 = 5;
+/// How soon after the garden is back its status must have caught up.
+const CATCH_UP: Duration = Duration::from_secs(8);
+
+/// The sum of `granary_reconcile_errors_total` of the mirror's entry controller.
+fn entry_mirror_errors(metrics: &str) -> u64 {
+    metrics
+        .lines()
+        .filter(|l| {
+            l.starts_with("granary_reconcile_errors_total{")
+                && l.contains("controller=\"mirror-backupentry\"")
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn seed_cleans_up_while_the_garden_is_unreachable_and_catches_up() {
@@ -118,9 +137,22 @@ async fn seed_cleans_up_while_the_garden_is_unreachable_and_catches_up() {
             .is_some()
     );
 
-    // Back online: the garden catches up.
+    // The seed keeps failing to tell the garden, backing off longer each time.
+    let metrics = agent.metrics_address.expect("metrics served");
+    poll_until("the mirror's passes fail and back off", || async {
+        entry_mirror_errors(&http_get(metrics, "/metrics").await) >= FAILURES
+    })
+    .await;
+
+    // Back online: the garden catches up at once, not after that back-off.
+    let restored = Instant::now();
     proxy.restore();
     l.wait_entry_gone(&project, &doomed).await;
+    assert!(
+        restored.elapsed() < CATCH_UP,
+        "caught up {:?} after the garden came back",
+        restored.elapsed()
+    );
     assert_eq!(
         l.count(&bucket, &format!("{doomed}/")).await,
         0,

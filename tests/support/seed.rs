@@ -75,6 +75,8 @@ pub struct Landscape {
     pub backend: Backend,
     pub endpoint: String,
     pub data_dir: tempfile::TempDir,
+    /// An S3 key created in a moto that checks credentials ([`Landscape::start_checked`]).
+    s3_key: Option<(String, String)>,
 }
 
 fn repo_dir(rel: &str) -> PathBuf {
@@ -92,6 +94,33 @@ impl Landscape {
     /// A landscape on `backend`, or `None` when its emulator is not available.
     pub async fn start(backend: Backend) -> Option<Landscape> {
         let endpoint = endpoint(backend)?;
+        Some(Landscape::start_at(backend, endpoint, None).await)
+    }
+
+    /// A landscape on a backend that checks every request's credentials, or `None`
+    /// when its emulator is not available: Azurite (always checks SharedKey
+    /// signatures), or for S3 a moto of its own with authentication on, in which a user
+    /// with an access key and an allow-all policy is created first.
+    pub async fn start_checked(backend: Backend) -> Option<Landscape> {
+        match backend {
+            Backend::S3 => {
+                unsafe_env_init();
+                let endpoint = emulators::s3_auth()?;
+                let key = moto_user(&endpoint).await;
+                Some(Landscape::start_at(backend, endpoint, Some(key)).await)
+            }
+            Backend::Azure => Landscape::start(backend).await,
+            Backend::Local | Backend::Gcs => {
+                panic!("{backend:?} does not check credentials")
+            }
+        }
+    }
+
+    async fn start_at(
+        backend: Backend,
+        endpoint: String,
+        s3_key: Option<(String, String)>,
+    ) -> Landscape {
         // Controller warnings go to stderr, which the test runner shows on failure.
         let _ = granary::runtime::logging::init(granary::runtime::logging::LogFormat::Text, "warn");
         let mut cluster = TestCluster::start().await;
@@ -109,11 +138,12 @@ impl Landscape {
             backend,
             endpoint,
             data_dir: tempfile::tempdir().expect("temp dir"),
+            s3_key,
         };
         landscape
             .set_credentials(&landscape.good_credentials())
             .await;
-        Some(landscape)
+        landscape
     }
 
     /// Credentials that work on the backend.
@@ -121,8 +151,11 @@ impl Landscape {
         let pairs: Vec<(&str, &str)> = match self.backend {
             Backend::Local => vec![("note", "the local store needs no credentials")],
             Backend::S3 => vec![
-                ("accessKeyID", "test"),
-                ("secretAccessKey", "test"),
+                ("accessKeyID", self.s3_key.as_ref().map_or("test", |k| &k.0)),
+                (
+                    "secretAccessKey",
+                    self.s3_key.as_ref().map_or("test", |k| &k.1),
+                ),
                 ("endpoint", &self.endpoint),
                 ("s3ForcePathStyle", "true"),
             ],
@@ -346,21 +379,27 @@ impl Landscape {
         .await;
     }
 
-    /// Puts `n` objects under `prefix/` in `bucket`.
+    /// Puts `n` objects under `prefix/` in `bucket`, a bounded number at a time (an
+    /// emulator answers a few dozen parallel requests fastest; thousands at once only
+    /// queue up in its accept backlog).
     pub async fn fill(&self, bucket: &str, prefix: &str, n: usize) {
+        use futures::{StreamExt, TryStreamExt};
+        const IN_FLIGHT: usize = 32;
         let store = self.store().await;
-        futures::future::try_join_all((0..n).map(|i| {
-            let store = store.clone();
-            let key = format!("{prefix}/etcd-main/obj-{i:05}");
-            let bucket = bucket.to_string();
-            async move {
-                store
-                    .put(&bucket, &key, bytes::Bytes::from_static(b"x"))
-                    .await
-            }
-        }))
-        .await
-        .expect("objects written");
+        futures::stream::iter(0..n)
+            .map(|i| {
+                let store = store.clone();
+                let key = format!("{prefix}/etcd-main/obj-{i:05}");
+                async move {
+                    store
+                        .put(bucket, &key, bytes::Bytes::from_static(b"x"))
+                        .await
+                }
+            })
+            .buffer_unordered(IN_FLIGHT)
+            .try_collect::<()>()
+            .await
+            .expect("objects written");
     }
 
     /// How many objects are under `prefix` in `bucket`.
@@ -391,4 +430,91 @@ pub async fn ensure_namespace(client: &Client, name: &str) {
 /// True when the garden object carries the `gardener` finalizer.
 pub fn has_gardener_finalizer<K: ResourceExt>(obj: &K) -> bool {
     obj.finalizers().iter().any(|f| f == FINALIZER_GARDENER)
+}
+
+/// Creates, in a moto started with authentication on, a user with an access key and an
+/// allow-all policy, during the three calls moto takes without credentials. Returns the
+/// key's ID and secret.
+async fn moto_user(endpoint: &str) -> (String, String) {
+    let policy =
+        r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"*","Resource":"*"}]}"#;
+    iam(
+        endpoint,
+        &[("Action", "CreateUser"), ("UserName", "granary")],
+    )
+    .await;
+    let key = iam(
+        endpoint,
+        &[("Action", "CreateAccessKey"), ("UserName", "granary")],
+    )
+    .await;
+    iam(
+        endpoint,
+        &[
+            ("Action", "PutUserPolicy"),
+            ("UserName", "granary"),
+            ("PolicyName", "all"),
+            ("PolicyDocument", policy),
+        ],
+    )
+    .await;
+    (
+        xml_field(&key, "AccessKeyId"),
+        xml_field(&key, "SecretAccessKey"),
+    )
+}
+
+/// One IAM query-API call (a form POST over plain HTTP/1.1) to moto; the response body.
+async fn iam(endpoint: &str, form: &[(&str, &str)]) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = endpoint.trim_start_matches("http://");
+    let body = form
+        .iter()
+        .chain(&[("Version", "2010-05-08")])
+        .map(|(k, v)| format!("{}={}", form_encode(k), form_encode(v)))
+        .collect::<Vec<_>>()
+        .join("&");
+    // moto routes by the credential scope's service; it checks no signature during
+    // its first unauthenticated calls.
+    let request = format!(
+        "POST / HTTP/1.1\r\nHost: iam.amazonaws.com\r\nConnection: close\r\n\
+         Authorization: AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/20260101/us-east-1/iam/aws4_request, SignedHeaders=host, Signature=0\r\n\
+         Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let mut stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .expect("connect to moto");
+    stream
+        .write_all(request.as_bytes())
+        .await
+        .expect("IAM request sent");
+    let mut response = String::new();
+    stream
+        .read_to_string(&mut response)
+        .await
+        .expect("IAM response");
+    assert!(
+        response.starts_with("HTTP/1.1 200") || response.starts_with("HTTP/1.0 200"),
+        "IAM {form:?}: {response}"
+    );
+    response
+}
+
+fn form_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+fn xml_field(xml: &str, name: &str) -> String {
+    let open = format!("<{name}>");
+    let start = xml.find(&open).unwrap_or_else(|| panic!("{name} in {xml}")) + open.len();
+    let end = xml[start..].find('<').expect("closing tag") + start;
+    xml[start..end].to_string()
 }
