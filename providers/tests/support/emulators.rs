@@ -54,7 +54,11 @@ pub fn spawn_watched(cmd: &[String], env: &[(&str, &str)], signal: &str, log: &s
         .arg(script)
         .arg("granary-emulator")
         .args(cmd)
-        .stdin(Stdio::piped());
+        .stdin(Stdio::piped())
+        // The emulator logs to its file; the watchdog must not hold the test's output
+        // open after the test ends (nextest reports that as a leak).
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
     for (k, v) in env {
         c.env(k, v);
     }
