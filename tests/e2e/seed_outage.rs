@@ -33,7 +33,16 @@ fn entry_mirror_errors(metrics: &str) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn seed_cleans_up_while_the_garden_is_unreachable_and_catches_up() {
-    let Some(l) = Landscape::start(Backend::Local).await else {
+    outage(Backend::Local).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seed_s3_cleans_up_while_the_garden_is_unreachable_and_catches_up() {
+    outage(Backend::S3).await;
+}
+
+async fn outage(backend: Backend) {
+    let Some(l) = Landscape::start(backend).await else {
         return;
     };
     let Some(server) = l.cluster.garden.server.as_ref() else {
