@@ -158,6 +158,8 @@ async fn main() {
     let heap_start = live_heap_bytes();
     let blocks_start = live_heap_blocks();
     let mut json_bytes = 0;
+    // (objects, heap growth, JSON bytes) at the previous size.
+    let mut previous: Option<(usize, i64, u64)> = None;
     for size in sizes {
         let start = Instant::now();
         json_bytes += create_many(&api, have, size).await;
@@ -213,6 +215,11 @@ async fn main() {
         let overhead = (heap - json_bytes as i64) as f64 / size as f64;
         let blocks_per_object = blocks as f64 / size as f64;
         let with_malloc = overhead + blocks_per_object * MALLOC_BLOCK_OVERHEAD;
+        // Between two sizes, costs that do not grow with the objects (connections, their
+        // buffers, maps' first allocations) cancel out.
+        let marginal = previous
+            .map(|(n, h, j)| ((heap - h) - (json_bytes - j) as i64) as f64 / (size - n) as f64);
+        previous = Some((size, heap, json_bytes));
         println!(
             "{}",
             json!({"bench": "embedded.memory", "objects": size,
@@ -220,6 +227,7 @@ async fn main() {
                    "json_bytes_per_object": json_bytes as f64 / size as f64,
                    "overhead_bytes_per_object": overhead,
                    "heap_blocks_per_object": blocks_per_object,
+                   "marginal_overhead_bytes_per_object_since_previous_size": marginal,
                    "overhead_with_malloc_headers_bytes_per_object": with_malloc,
                    "target_bytes_per_object": 2048, "within_target": with_malloc < 2048.0,
                    "sample_stored_json_bytes": raw, "sample_counted_json_bytes": typed,
