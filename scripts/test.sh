@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs Granary's whole test suite on a fresh machine: installs what the tests need that is
-# missing (cargo-nextest, the storage emulators), then runs doc, unit and integration tests.
+# missing (cargo-nextest, Debian's kubectl 1.20, the storage emulators), then runs doc,
+# unit and integration tests.
 # Usage: scripts/test.sh [extra nextest arguments, e.g. a test filter]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,13 +18,38 @@ if ! cargo nextest --version >/dev/null 2>&1; then
   cargo install cargo-nextest --locked
 fi
 
-if ! command -v kubectl >/dev/null 2>&1; then
-  echo "==> installing kubectl (Debian's kubernetes-client) for the kubectl tests"
-  if [ "$(id -u)" = 0 ]; then
-    apt-get update -qq && apt-get install -y -qq kubernetes-client >/dev/null
-  else
-    sudo apt-get update -qq && sudo apt-get install -y -qq kubernetes-client >/dev/null
+# The kubectl tests run Debian's kubernetes-client (kubectl 1.20), the oldest kubectl
+# Granary supports, extracted into a cache directory (the system's kubectl, if any, is
+# left alone). Done once per machine: later runs find the cached binary.
+install_kubectl_120() {
+  local dir="${XDG_CACHE_HOME:-$HOME/.cache}/granary/kubectl-1.20"
+  local bin="$dir/usr/bin/kubectl"
+  if [ ! -x "$bin" ]; then
+    command -v apt-get >/dev/null 2>&1 && command -v dpkg >/dev/null 2>&1 || return 1
+    echo "==> fetching Debian's kubernetes-client (kubectl 1.20) into $dir"
+    local tmp ok=1
+    tmp="$(mktemp -d)"
+    # apt-get download needs the package lists; refresh them only when it fails.
+    if ! (cd "$tmp" && apt-get download -qq kubernetes-client >/dev/null 2>&1); then
+      if [ "$(id -u)" = 0 ]; then apt-get update -qq; else sudo apt-get update -qq; fi
+      (cd "$tmp" && apt-get download -qq kubernetes-client >/dev/null) || ok=0
+    fi
+    if [ "$ok" = 1 ]; then
+      rm -rf "$dir.partial" && mkdir -p "$dir.partial" &&
+        dpkg -x "$tmp"/kubernetes-client_*.deb "$dir.partial" &&
+        rm -rf "$dir" && mv "$dir.partial" "$dir" || ok=0
+    fi
+    rm -rf "$tmp"
+    [ "$ok" = 1 ] || return 1
   fi
+  "$bin" version --client >/dev/null 2>&1 || return 1
+  export GRANARY_KUBECTL="$bin"
+  # Tests that run plain `kubectl` get this one too when the machine has none.
+  command -v kubectl >/dev/null 2>&1 || export PATH="$dir/usr/bin:$PATH"
+  echo "==> kubectl tests use $bin ($("$bin" version --client --short 2>/dev/null))"
+}
+if [ -z "${GRANARY_KUBECTL:-}" ] && ! install_kubectl_120; then
+  echo "warning: could not get Debian's kubectl 1.20; the kubectl tests use kubectl on PATH" >&2
 fi
 
 if [ -f scripts/emulators.sh ]; then

@@ -1,6 +1,6 @@
 //! Bringing the dev landscape up and down: one embedded API server for the garden and one
-//! per seed (durable under the data directory, on the ports of the previous run when
-//! they are free), the CRDs, the sample landscape on a fresh start, the garden
+//! per seed (durable under the data directory, with the CA, token and port of the
+//! previous run, the port when it is free), the CRDs, the sample landscape on a fresh start, the garden
 //! controllers, one seed agent per Seed, and one health/metrics server for all of them.
 //!
 //! Data directory layout:
@@ -8,7 +8,8 @@
 //! <data-dir>/garden/               the garden API server's state
 //! <data-dir>/seeds/<name>/         each seed API server's state
 //! <data-dir>/buckets/              the `local` object store
-//! <data-dir>/garden.kubeconfig     kubeconfigs, rewritten on every start
+//! <data-dir>/garden.kubeconfig     kubeconfigs, rewritten on every start (the same
+//!                                  unless a port was taken meanwhile)
 //! <data-dir>/seed-<name>.kubeconfig
 //! <data-dir>/granary.log           the logs while the live view owns the terminal
 //! ```
@@ -124,37 +125,15 @@ pub fn reset(data_dir: &Path) -> Result<(), DevError> {
     Ok(())
 }
 
-/// The port in the `server:` URL of a kubeconfig written by an earlier run.
-pub fn previous_port(kubeconfig: &Path) -> Option<u16> {
-    let text = std::fs::read_to_string(kubeconfig).ok()?;
-    let server = text
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("server:"))?
-        .trim();
-    server
-        .rsplit(':')
-        .next()?
-        .trim_end_matches('/')
-        .parse()
-        .ok()
-}
-
-/// Starts an embedded server on the port of `kubeconfig`'s previous run when it is
-/// free, else on any free port, and (re)writes that kubeconfig.
+/// Starts an embedded server on `data` and (re)writes its kubeconfig. The server keeps
+/// its CA, token and port in `data` (the port when it is still free), so a kubeconfig
+/// from an earlier run keeps working across restarts.
 async fn api_server(data: PathBuf, kubeconfig: &Path) -> Result<EmbeddedServer, DevError> {
-    let mut opts = EmbeddedOptions {
-        port: previous_port(kubeconfig),
+    let server = EmbeddedServer::start(EmbeddedOptions {
+        port: None,
         data_dir: Some(data),
-    };
-    let server = match EmbeddedServer::start(opts.clone()).await {
-        Ok(s) => s,
-        Err(crate::embedded::EmbeddedError::Bind { port, .. }) if opts.port.is_some() => {
-            tracing::info!(port, "previous API server port is taken; using a free one");
-            opts.port = None;
-            EmbeddedServer::start(opts).await?
-        }
-        Err(e) => return Err(e.into()),
-    };
+    })
+    .await?;
     server.write_kubeconfig(kubeconfig)?;
     Ok(server)
 }
@@ -391,19 +370,6 @@ impl Running {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn previous_port_reads_the_kubeconfig_server() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("garden.kubeconfig");
-        assert_eq!(previous_port(&path), None);
-        std::fs::write(
-            &path,
-            "clusters:\n- name: granary\n  cluster:\n    server: https://127.0.0.1:41234\n",
-        )
-        .unwrap();
-        assert_eq!(previous_port(&path), Some(41234));
-    }
 
     #[test]
     fn reset_removes_only_what_granary_dev_made() {

@@ -26,6 +26,7 @@ mod discovery;
 mod errors;
 mod fieldset;
 mod gc;
+mod identity;
 mod kubeconfig;
 mod list;
 mod managed;
@@ -64,9 +65,12 @@ pub use recorder::{ADMIN_USER, ApiCall};
 /// How to start an [`EmbeddedServer`].
 #[derive(Debug, Clone, Default)]
 pub struct EmbeddedOptions {
-    /// The loopback port to listen on; a free one when `None`.
+    /// The loopback port to listen on. When `None`: the port of the previous start with
+    /// this `data_dir` if it is free, else a free one.
     pub port: Option<u16>,
-    /// Persist every write under this directory and restore from it at start.
+    /// Persist every write under this directory and restore from it at start; the
+    /// server's identity (CA, token) and port are kept there too, so kubeconfigs written
+    /// by an earlier start keep working. Without it, every start has a new identity.
     pub data_dir: Option<PathBuf>,
 }
 
@@ -118,10 +122,31 @@ const HISTORY: usize = 20_000;
 /// Events buffered per watcher before it is considered too slow and closed.
 const WATCH_BUFFER: usize = 8_192;
 
-fn random_token() -> String {
-    use rand::Rng;
-    let bytes: [u8; 24] = rand::rng().random();
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+/// Binds 127.0.0.1: on `port` when given, else on the port recorded in `data_dir` when
+/// it is free, else on a free one.
+async fn bind(
+    port: Option<u16>,
+    data_dir: Option<&Path>,
+) -> Result<tokio::net::TcpListener, EmbeddedError> {
+    let bind = |port: u16| async move {
+        tokio::net::TcpListener::bind(("127.0.0.1", port))
+            .await
+            .map_err(|source| EmbeddedError::Bind { port, source })
+    };
+    if let Some(port) = port {
+        return bind(port).await;
+    }
+    if let Some(previous) = data_dir.and_then(identity::recorded_port) {
+        match bind(previous).await {
+            Ok(listener) => return Ok(listener),
+            Err(e) => tracing::warn!(
+                error = %e,
+                "the API server's previous port is taken; using a free one (kubeconfigs \
+                 written before point at the old port)"
+            ),
+        }
+    }
+    bind(0).await
 }
 
 impl EmbeddedServer {
@@ -135,27 +160,31 @@ impl EmbeddedServer {
         opts: EmbeddedOptions,
         clock: Clock,
     ) -> Result<Self, EmbeddedError> {
+        let listener = bind(opts.port, opts.data_dir.as_deref()).await?;
         let port = opts.port.unwrap_or(0);
-        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
-            .await
-            .map_err(|source| EmbeddedError::Bind { port, source })?;
         let addr = listener
             .local_addr()
             .map_err(|source| EmbeddedError::Bind { port, source })?;
         let mut store = store::Store::new(HISTORY, WATCH_BUFFER);
-        if let Some(dir) = &opts.data_dir {
-            let data_err = |source| EmbeddedError::DataDir {
-                path: dir.clone(),
-                source,
-            };
-            let (journal, rv, objects) = persist::open(dir).map_err(data_err)?;
-            store.restore(rv, objects);
-            store.set_journal(Box::new(journal));
-        }
+        let identity = match &opts.data_dir {
+            Some(dir) => {
+                let data_err = |source| EmbeddedError::DataDir {
+                    path: dir.clone(),
+                    source,
+                };
+                let (journal, rv, objects) = persist::open(dir).map_err(data_err)?;
+                store.restore(rv, objects);
+                store.set_journal(Box::new(journal));
+                let identity = identity::load_or_create(dir, clock.now()).map_err(data_err)?;
+                identity::record_port(dir, addr.port()).map_err(data_err)?;
+                identity
+            }
+            None => identity::fresh(clock.now()).map_err(EmbeddedError::Tls)?,
+        };
         let state = Arc::new(State {
             store,
             registry: registry::Registry::new(),
-            token: random_token(),
+            token: identity.token,
             clock,
             bookmark_interval: Duration::from_secs(5),
             shutdown: CancellationToken::new(),
@@ -178,8 +207,7 @@ impl EmbeddedServer {
         state.store.compact_history();
         let router = server::router(state.clone());
         let cancel = state.shutdown.clone();
-        let identity = tls::generate().map_err(EmbeddedError::Tls)?;
-        let listener = tls::TlsListener::new(listener, identity.acceptor, cancel.clone())
+        let listener = tls::TlsListener::new(listener, identity.tls.acceptor, cancel.clone())
             .map_err(|source| EmbeddedError::Bind { port, source })?;
         let server = tokio::spawn(async move {
             let result = axum::serve(listener, router)
@@ -194,7 +222,7 @@ impl EmbeddedServer {
         Ok(EmbeddedServer {
             addr,
             state,
-            ca_pem: identity.ca_pem,
+            ca_pem: identity.tls.ca_pem,
             server: Some(server),
             controllers: Some(controllers),
         })

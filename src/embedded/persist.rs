@@ -115,7 +115,10 @@ fn apply(
                 .and_then(|v| v.parse::<u64>().ok())
                 .unwrap_or(0);
             *rv = (*rv).max(obj_rv);
-            objects.insert(key, Bytes::from(obj.to_string()));
+            objects.insert(
+                key,
+                Bytes::from(obj.to_string().into_bytes().into_boxed_slice()),
+            );
         }
         (Some("del"), Some(key)) => {
             let Some(v) = entry.get("rv").and_then(Value::as_u64) else {

@@ -214,6 +214,13 @@ pub(crate) fn uid_of(obj: &Value) -> u128 {
         .map_or(0, parse_uid)
 }
 
+/// The JSON of `obj` as kept: exactly as long as it is (serializing grows a buffer by
+/// doubling, and a `Bytes` made from a `Vec` keeps all its capacity plus a shared header).
+pub(crate) fn stored_json(obj: &Value) -> Result<Bytes, ApiError> {
+    let data = serde_json::to_vec(obj).map_err(|e| ApiError::internal(e.to_string()))?;
+    Ok(Bytes::from(data.into_boxed_slice()))
+}
+
 fn set_rv(obj: &mut Value, rv: u64) {
     if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
         meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
@@ -345,9 +352,7 @@ impl Store {
             }
             Mutation::Put(mut v) => {
                 set_rv(&mut v, next_rv);
-                let data = Bytes::from(
-                    serde_json::to_vec(&v).map_err(|e| ApiError::internal(e.to_string()))?,
-                );
+                let data = stored_json(&v)?;
                 let record = Record::of(&v, data.clone());
                 if let Some(j) = &self.journal {
                     j.put(gr, &key, &data);
@@ -366,9 +371,7 @@ impl Store {
             }
             Mutation::Remove(mut v) => {
                 set_rv(&mut v, next_rv);
-                let data = Bytes::from(
-                    serde_json::to_vec(&v).map_err(|e| ApiError::internal(e.to_string()))?,
-                );
+                let data = stored_json(&v)?;
                 if let Some(j) = &self.journal {
                     j.remove(gr, &key, next_rv);
                 }

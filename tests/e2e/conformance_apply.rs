@@ -510,7 +510,7 @@ async fn status_apply_touches_only_status() {
 
 #[tokio::test]
 async fn kubectl_server_side_apply_conflicts_and_forces() {
-    if Command::new("kubectl")
+    if Command::new(crate::kubectl::kubectl_bin().0)
         .args(["version", "--client"])
         .output()
         .is_err()
@@ -525,7 +525,7 @@ async fn kubectl_server_side_apply_conflicts_and_forces() {
         let kc = c.garden.kubeconfig_path.clone();
         async move {
             tokio::task::spawn_blocking(move || {
-                Command::new("kubectl")
+                Command::new(crate::kubectl::kubectl_bin().0)
                     .arg("--kubeconfig")
                     .arg(kc)
                     .args(args)
