@@ -34,7 +34,7 @@ pub async fn ensure_namespace(client: &Client, name: &str) {
 }
 
 fn kubectl_available() -> bool {
-    Command::new("kubectl")
+    Command::new(crate::kubectl::kubectl_bin().0)
         .args(["version", "--client"])
         .output()
         .is_ok_and(|o| o.status.success())
@@ -44,7 +44,7 @@ async fn kubectl(kubeconfig: &Path, args: &[&str]) -> Output {
     let kubeconfig = kubeconfig.to_path_buf();
     let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
     tokio::task::spawn_blocking(move || {
-        Command::new("kubectl")
+        Command::new(crate::kubectl::kubectl_bin().0)
             .arg("--kubeconfig")
             .arg(&kubeconfig)
             .args(&args)

@@ -184,7 +184,7 @@ async fn all_succeeded(garden: &Client, entries: usize) -> BTreeMap<String, Vec<
 }
 
 fn kubectl_available() -> bool {
-    Command::new("kubectl")
+    Command::new(crate::kubectl::kubectl_bin().0)
         .args(["version", "--client"])
         .output()
         .is_ok_and(|o| o.status.success())
@@ -263,7 +263,7 @@ async fn granary_dev_runs_the_landscape_and_keeps_it_across_restarts() {
     if kubectl_available() {
         let kubeconfig = data.join("garden.kubeconfig");
         let out = tokio::task::spawn_blocking(move || {
-            Command::new("kubectl")
+            Command::new(crate::kubectl::kubectl_bin().0)
                 .arg("--kubeconfig")
                 .arg(&kubeconfig)
                 .args(["get", "backupbuckets,backupentries", "-A"])
