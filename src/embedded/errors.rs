@@ -205,6 +205,11 @@ impl ApiError {
         )
     }
 
+    /// 415 with the reason the body cannot be taken.
+    pub(crate) fn unsupported_media_type_because(message: impl Into<String>) -> Self {
+        Self::new(415, "UnsupportedMediaType", message)
+    }
+
     pub(crate) fn internal(message: impl Into<String>) -> Self {
         Self::new(500, "InternalError", message)
     }

@@ -36,6 +36,7 @@ mod openapi;
 mod partial;
 mod patch;
 mod persist;
+mod protobuf;
 mod recorder;
 mod registry;
 mod schema;

@@ -133,7 +133,7 @@ impl ApiRequest {
                 .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")));
         }
         if ct.contains("protobuf") {
-            return Err(ApiError::unsupported_media_type(ct));
+            return super::protobuf::decode(&self.body);
         }
         serde_json::from_slice(&self.body)
             .map_err(|e| ApiError::bad_request(format!("error decoding body: {e}")))

@@ -540,3 +540,73 @@ async fn deployment_scale_and_generation() {
         "spec change bumps generation"
     );
 }
+
+/// Bodies newer kubectl versions send as protobuf for built-in kinds
+/// (`kubectl create namespace|configmap|secret`, captured from kubectl 1.32 in
+/// tests/fixtures/protobuf) are created as if they had been JSON.
+#[tokio::test]
+async fn protobuf_bodies_of_kubectl_create_are_accepted() {
+    let cluster = TestCluster::start().await;
+    let client = cluster.client();
+    let fixture = |name: &str| {
+        std::fs::read(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/fixtures/protobuf")
+                .join(format!("{name}.bin")),
+        )
+        .expect("fixture")
+    };
+    let post = |path: &str, body: Vec<u8>| {
+        http::Request::post(path)
+            .header("Content-Type", "application/vnd.kubernetes.protobuf")
+            .header("Accept", "application/json")
+            .body(body)
+            .expect("request")
+    };
+    // The fixtures name namespace `pbtest` and objects `cm1`, `s1`.
+    match client
+        .request_text(post("/api/v1/namespaces", fixture("namespace")))
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 409 => {}
+        Err(e) => panic!("namespace from protobuf: {e}"),
+    }
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "pbtest");
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(client.clone(), "pbtest");
+    let _ = configmaps.delete("cm1", &DeleteParams::default()).await;
+    let _ = secrets.delete("s1", &DeleteParams::default()).await;
+    poll_until("old fixtures gone", || async {
+        configmaps.get_opt("cm1").await.unwrap().is_none()
+            && secrets.get_opt("s1").await.unwrap().is_none()
+    })
+    .await;
+    client
+        .request_text(post(
+            "/api/v1/namespaces/pbtest/configmaps",
+            fixture("configmap"),
+        ))
+        .await
+        .expect("configmap from protobuf");
+    client
+        .request_text(post("/api/v1/namespaces/pbtest/secrets", fixture("secret")))
+        .await
+        .expect("secret from protobuf");
+    let cm = configmaps.get("cm1").await.expect("configmap");
+    assert_eq!(
+        cm.data,
+        Some(BTreeMap::from([
+            ("a".to_string(), "b".to_string()),
+            ("c".to_string(), "d".to_string())
+        ]))
+    );
+    assert!(cm.metadata.uid.is_some() && cm.metadata.creation_timestamp.is_some());
+    let secret = secrets.get("s1").await.expect("secret");
+    assert_eq!(secret.type_.as_deref(), Some("Opaque"));
+    let data = secret.data.expect("data");
+    assert_eq!(data["user"].0, b"admin");
+    assert_eq!(data["pw"].0, b"s3cr3t");
+    let _ = configmaps.delete("cm1", &DeleteParams::default()).await;
+    let _ = secrets.delete("s1", &DeleteParams::default()).await;
+}
