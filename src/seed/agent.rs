@@ -6,18 +6,19 @@
 //! [`SeedAgent`] is the in-process builder (tests, `granary dev`); [`run`] is the
 //! command-line entry point.
 
-use crate::api::core::{GARDEN_NAMESPACE, LABEL_SEED};
+use crate::api::core::LABEL_SEED;
 use crate::api::{core, extensions};
 use crate::runtime::clock::Clock;
 use crate::runtime::config::{ConfigError, Override, SeedConfiguration, load};
 use crate::runtime::health::{HealthError, HealthServer, ReadinessFlag};
-use crate::runtime::leader::{ElectionSettings, renew_lease, run_as_leader};
+use crate::runtime::leader::{ElectionSettings, run_as_leader};
 use crate::runtime::metrics::Metrics;
 use crate::runtime::selector::ObjectSelector;
 use crate::runtime::shutdown::ShutdownSignals;
 use crate::seed::ANNOTATION_GARDEN_NAMESPACE;
 use crate::seed::context::{Context, ReconcileError};
 use crate::seed::extension::{self, bucket::BucketActuator, entry::EntryActuator};
+use crate::seed::garden_watch::{SecretUsers, liveness, watch_credentials};
 use crate::seed::kube_ops::ensure_namespace;
 use crate::seed::metrics::SeedMetrics;
 use crate::seed::mirror;
@@ -28,7 +29,6 @@ use granary_providers::StoreOptions;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::core::PartialObjectMeta;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, Resource, ResourceExt};
@@ -642,81 +642,4 @@ fn spawn_mirror(ctx: &Arc<Context>, tasks: &mut tokio::task::JoinSet<()>, own: O
             })
             .await
     });
-}
-
-/// Garden bucket names by the (namespace, name) of the credentials Secret they use.
-type SecretUsers = Arc<Mutex<HashMap<(String, String), HashSet<String>>>>;
-
-/// Watches the garden Secrets in every namespace `namespaces` names (metadata only: no
-/// secret data is held) and wakes the buckets that use a changed one.
-async fn watch_credentials(
-    garden: Client,
-    mut namespaces: tokio::sync::mpsc::UnboundedReceiver<String>,
-    users: SecretUsers,
-    buckets: WorkQueue<String>,
-) {
-    let mut watched = HashSet::new();
-    let mut watches = tokio::task::JoinSet::new();
-    while let Some(namespace) = namespaces.recv().await {
-        if !watched.insert(namespace.clone()) {
-            continue;
-        }
-        let (users, buckets) = (users.clone(), buckets.clone());
-        let api: Api<PartialObjectMeta<k8s_openapi::api::core::v1::Secret>> =
-            Api::namespaced(garden.clone(), &namespace);
-        watches.spawn(async move {
-            let stream =
-                watcher::watcher(api, watcher::Config::default()).backoff(WatchBackoff::default());
-            futures::pin_mut!(stream);
-            while let Some(event) = stream.next().await {
-                let secret = match event {
-                    Ok(Event::Apply(m) | Event::Delete(m)) => m,
-                    Ok(_) => continue,
-                    Err(e) => {
-                        tracing::warn!(error = %e, %namespace, "watch of credentials failed; retrying");
-                        continue;
-                    }
-                };
-                let key = (namespace.clone(), secret.name_any());
-                let woken: Vec<String> = users
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .get(&key)
-                    .map(|s| s.iter().cloned().collect())
-                    .unwrap_or_default();
-                for bucket in woken {
-                    buckets.trigger(bucket);
-                }
-            }
-        });
-    }
-    // No more buckets will come: keep watching for those there are.
-    while watches.join_next().await.is_some() {}
-}
-
-/// Renews the Lease `seed-<name>` in the garden's `garden` namespace every
-/// `seedLiveness.renewInterval` (DESIGN §3.1).
-async fn liveness(ctx: Arc<Context>) {
-    let api: Api<Lease> = Api::namespaced(ctx.garden.clone(), GARDEN_NAMESPACE);
-    let every = ctx.config.seed_liveness.renew_interval.0;
-    let name = format!("seed-{}", ctx.seed_name);
-    let mut labels = BTreeMap::new();
-    ctx.selector.label(&mut labels);
-    loop {
-        match renew_lease(
-            &api,
-            &name,
-            &ctx.seed_name,
-            every * 4,
-            &labels,
-            ctx.clock.now(),
-        )
-        .await
-        {
-            Ok(true) => {}
-            Ok(false) => tracing::warn!(lease = %name, "liveness lease is held by someone else"),
-            Err(e) => tracing::warn!(lease = %name, error = %e, "liveness lease renewal failed"),
-        }
-        tokio::time::sleep(every).await;
-    }
 }

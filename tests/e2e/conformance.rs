@@ -607,6 +607,6 @@ async fn protobuf_bodies_of_kubectl_create_are_accepted() {
     let data = secret.data.expect("data");
     assert_eq!(data["user"].0, b"admin");
     assert_eq!(data["pw"].0, b"s3cr3t");
-    let _ = configmaps.delete("cm1", &DeleteParams::default()).await;
-    let _ = secrets.delete("s1", &DeleteParams::default()).await;
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    let _ = namespaces.delete("pbtest", &DeleteParams::default()).await;
 }
