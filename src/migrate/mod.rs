@@ -49,6 +49,9 @@ pub enum MigrateError {
     Invalid(String),
     #[error("quota: {0}")]
     Quota(String),
+    /// The garden refused the destination a place for the entry (full, being deleted…).
+    #[error("the garden refused the move: {0}")]
+    Refused(String),
     #[error("timed out: {0}")]
     Timeout(String),
     #[error(transparent)]

@@ -77,7 +77,7 @@ pub async fn await_place(ctx: &MigrateContext, req: &EntryMigration) -> Result<(
     };
     match answer(&entry, &req.to_bucket) {
         Some(Answer::Held) => Ok(()),
-        Some(Answer::Refused(why)) => Err(MigrateError::Quota(why)),
+        Some(Answer::Refused(why)) => Err(MigrateError::Refused(why)),
         // await_condition returned, so the condition held.
         None => Err(MigrateError::Invalid(format!(
             "BackupEntry {}/{}: no answer from the garden",

@@ -401,7 +401,7 @@ pub async fn migrate_entry(
             }
             Phase::Copy => {
                 if let Err(e) = place::await_place(ctx, req).await {
-                    if matches!(e, MigrateError::Quota(_)) {
+                    if matches!(e, MigrateError::Refused(_)) {
                         abandon(ctx, req, &ends, &manifest).await?;
                     }
                     return Err(e);

@@ -54,7 +54,7 @@ async fn two_migrations_race_for_the_last_place_and_the_garden_gives_it_to_one()
         (a, b) => panic!("exactly one migration must win: {a:?} / {b:?}"),
     };
     assert!(
-        matches!(err, MigrateError::Quota(ref why) if why.contains("full")),
+        matches!(err, MigrateError::Refused(ref why) if why.contains("full")),
         "{err}"
     );
     let entries = w.entries();
