@@ -166,6 +166,13 @@ enum MigrateCommand {
     },
     /// Every migration in flight and its phase.
     Status,
+    /// Back out of the migration of NAMESPACE/NAME before it switched the entry: etcd-main
+    /// back up on its old configuration if a cut-over left it down, the destination's
+    /// copies removed, the garden's place in the destination released.
+    Abandon {
+        /// `<namespace>/<name>` of the garden BackupEntry.
+        entry: String,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -332,6 +339,10 @@ fn migrate(args: MigrateArgs) -> anyhow::Result<()> {
     }
     let command = match args.command {
         MigrateCommand::Status => Cmd::Status,
+        MigrateCommand::Abandon { entry } => {
+            let (namespace, name) = split(&entry, "the entry")?;
+            Cmd::Abandon { namespace, name }
+        }
         MigrateCommand::Entry {
             entry,
             to_bucket,

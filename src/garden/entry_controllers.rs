@@ -334,7 +334,7 @@ async fn apply_move(
                 .get(&ObjectRef::new(&bucket))
                 .and_then(|b| crate::garden::buckets::pool_of(&b));
             if let Some(pool) = pool {
-                ctx.ledger.release(ctx, &pool, &key, &bucket).await?;
+                ctx.ledger.release_move(ctx, &pool, &key, &bucket).await?;
             }
             tracing::info!(entry = %name, %bucket, "place held for a move released");
             Ok(())

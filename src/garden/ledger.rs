@@ -22,7 +22,7 @@ use crate::api::core::BackupBucket;
 use crate::garden::assignment::{Assignment, SeedCandidate, assign_bucket};
 use crate::garden::buckets::{PoolSource, new_shard_bucket, pool_of, recorded_count, shard_of};
 use crate::garden::context::{Context, GardenError};
-use crate::garden::moves::counts_in;
+use crate::garden::moves::{counts_in, reserved_bucket};
 use crate::garden::placement::{Placement, ShardFill, place_entry};
 use crate::garden::pools::{PoolKey, PoolKind};
 
@@ -47,6 +47,9 @@ struct Book {
     latest: HashMap<String, Arc<BackupBucket>>,
     /// Entries placed here whose creation the entry cache has not shown yet.
     pending: HashMap<EntryKey, Pending>,
+    /// Moving entries whose held place was given back here while the cache may still
+    /// show them marked as holding it.
+    released: HashMap<EntryKey, Pending>,
 }
 
 /// The garden's answer to a moving entry's request for a place.
@@ -56,6 +59,13 @@ pub enum Reservation {
     Held(PoolKey),
     /// Why not.
     Refused(String),
+}
+
+/// Borrowed `(namespace, name) → bucket` lookups of a book's entry map.
+fn by_key(map: &HashMap<EntryKey, Pending>) -> HashMap<(&str, &str), &str> {
+    map.iter()
+        .map(|((ns, name), p)| ((ns.as_str(), name.as_str()), p.bucket.as_str()))
+        .collect()
 }
 
 /// Per-pool books behind per-pool locks.
@@ -328,6 +338,30 @@ impl Ledger {
         self.recount(ctx, key, bucket).await.map(|_| ())
     }
 
+    /// Gives back the place held for a moving entry in `bucket` (its mark is being
+    /// removed): recounts without it, also while the cache still shows the mark.
+    pub async fn release_move(
+        &self,
+        ctx: &Context,
+        key: &PoolKey,
+        entry: &EntryKey,
+        bucket: &str,
+    ) -> Result<(), GardenError> {
+        {
+            let book = self.book(key);
+            let mut book = book.lock().await;
+            book.pending.remove(entry);
+            book.released.insert(
+                entry.clone(),
+                Pending {
+                    bucket: bucket.to_string(),
+                    since: Instant::now(),
+                },
+            );
+        }
+        self.recount(ctx, key, bucket).await.map(|_| ())
+    }
+
     /// Creates shard 0 of the source's pool unless the pool has a bucket already.
     pub async fn ensure_first_shard(
         &self,
@@ -400,35 +434,41 @@ impl Ledger {
 
     fn derive_count(ctx: &Context, book: &mut Book, bucket: &str) -> u32 {
         // One snapshot for both steps: an entry appearing in the cache between them
-        // would otherwise be counted twice (as pending and as cached). Pending entries
-        // are few; the snapshot is scanned once, without copying anything out of it.
-        // A pending entry is shown once the cache has it counting in the bucket it was
-        // given a place in (a new entry naming it, or a moving entry marked as holding
-        // a place there).
+        // would otherwise be counted twice (as pending and as cached). Pending and
+        // released entries are few; the snapshot is scanned once, without copying
+        // anything out of it. A pending entry is shown once the cache has it counting in
+        // the bucket it was given a place in (a new entry naming it, or a moving entry
+        // marked as holding a place there); a released one once the cache has its mark
+        // gone.
         let snapshot = ctx.stores.entries.state();
-        let pending_keys: HashMap<(&str, &str), &str> = book
-            .pending
-            .iter()
-            .map(|((ns, name), p)| ((ns.as_str(), name.as_str()), p.bucket.as_str()))
-            .collect();
+        let (pending_keys, released_keys) = (by_key(&book.pending), by_key(&book.released));
         let mut cached_pending = std::collections::HashSet::new();
+        let mut still_marked = std::collections::HashSet::new();
         let mut in_bucket = 0usize;
         for e in &snapshot {
-            if counts_in(e, bucket) {
+            let key = (
+                e.metadata.namespace.as_deref().unwrap_or(""),
+                e.metadata.name.as_deref().unwrap_or(""),
+            );
+            let owned = || (key.0.to_string(), key.1.to_string());
+            let mut released_here = false;
+            if let Some(b) = released_keys.get(&key).copied()
+                && reserved_bucket(e) == Some(b)
+            {
+                still_marked.insert(owned());
+                released_here = b == bucket;
+            }
+            if counts_in(e, bucket) && !(released_here && e.spec.bucket_name != bucket) {
                 in_bucket += 1;
             }
-            if !pending_keys.is_empty() {
-                let key = (
-                    e.metadata.namespace.as_deref().unwrap_or(""),
-                    e.metadata.name.as_deref().unwrap_or(""),
-                );
-                if pending_keys.get(&key).is_some_and(|b| counts_in(e, b)) {
-                    cached_pending.insert((key.0.to_string(), key.1.to_string()));
-                }
+            if pending_keys.get(&key).is_some_and(|b| counts_in(e, b)) {
+                cached_pending.insert(owned());
             }
         }
         book.pending
             .retain(|key, p| !cached_pending.contains(key) && p.since.elapsed() < PENDING_TTL);
+        book.released
+            .retain(|key, p| still_marked.contains(key) && p.since.elapsed() < PENDING_TTL);
         let pending = book.pending.values().filter(|p| p.bucket == bucket).count();
         u32::try_from(in_bucket + pending).unwrap_or(u32::MAX)
     }

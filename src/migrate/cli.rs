@@ -51,6 +51,10 @@ pub enum MigrateCommand {
     },
     Entry(EntryMigration),
     Status,
+    Abandon {
+        namespace: String,
+        name: String,
+    },
 }
 
 async fn client(path: Option<&Path>) -> Result<Client, MigrateError> {
@@ -122,24 +126,21 @@ pub async fn run(opts: MigrateOptions, command: MigrateCommand) -> Result<(), Mi
             }
             Ok(())
         }
+        MigrateCommand::Abandon { namespace, name } => {
+            let ctx = context(&opts, garden, seed, output, GardenConfiguration::default());
+            let report = super::abandon::abandon(&ctx, &namespace, &name).await?;
+            if text {
+                print!("{report}");
+            } else {
+                println!("{}", serde_json::to_string(&report).unwrap_or_default());
+            }
+            Ok(())
+        }
         MigrateCommand::Entry(req) => {
             let garden_config: GardenConfiguration =
                 config::load(opts.garden_config.as_deref(), &[])
                     .map_err(|e| MigrateError::Invalid(e.to_string()))?;
-            let ctx = MigrateContext {
-                garden,
-                seed,
-                store_options: granary_providers::StoreOptions {
-                    local_root: opts.data_dir.clone(),
-                    ..granary_providers::StoreOptions::default()
-                },
-                clock: Clock::system(),
-                garden_config,
-                parallelism: opts.parallelism.max(1),
-                etcd_timeout: opts.etcd_timeout,
-                garden_timeout: opts.garden_timeout,
-                output,
-            };
+            let ctx = context(&opts, garden, seed, output, garden_config);
             let report = migrate_entry(&ctx, &req).await?;
             if text {
                 print!("{report}");
@@ -151,6 +152,30 @@ pub async fn run(opts: MigrateOptions, command: MigrateCommand) -> Result<(), Mi
             }
             Ok(())
         }
+    }
+}
+
+/// The migration context from the command line's options.
+fn context(
+    opts: &MigrateOptions,
+    garden: Client,
+    seed: Client,
+    output: Output,
+    garden_config: GardenConfiguration,
+) -> MigrateContext {
+    MigrateContext {
+        garden,
+        seed,
+        store_options: granary_providers::StoreOptions {
+            local_root: opts.data_dir.clone(),
+            ..granary_providers::StoreOptions::default()
+        },
+        clock: Clock::system(),
+        garden_config,
+        parallelism: opts.parallelism.max(1),
+        etcd_timeout: opts.etcd_timeout,
+        garden_timeout: opts.garden_timeout,
+        output,
     }
 }
 

@@ -15,12 +15,14 @@
 //! - [`copy`]: the copy engine (bounded parallelism, server-side or streamed);
 //! - [`etcd`]: scaling etcd-main (Druid `Etcd` or the StatefulSet's scale subresource);
 //! - [`cutover`]: the cut-over and the switch of the entry, its secret and etcd store;
+//! - [`abandon`]: backing out of a migration that has not switched the entry;
 //! - [`cleanup`]: handing the source to a `source-<entry>` BackupEntry for deletion;
 //! - [`legacy`]: `migrate legacy import`;
 //! - [`progress`]: progress output and the final report;
 //! - [`cli`]: the command line's library side;
 //! - [`run`]: the context and the orchestration of `migrate entry` and `migrate status`.
 
+pub mod abandon;
 pub mod cleanup;
 pub mod cli;
 pub mod copy;

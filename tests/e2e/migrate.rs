@@ -203,6 +203,15 @@ impl World {
         name
     }
 
+    /// The store and two shared buckets, `src` holding the entry and an empty `dst`.
+    pub(crate) async fn src_and_dst(&self) -> (std::sync::Arc<dyn ObjectStore>, String, String) {
+        let store = self.land.store().await;
+        let src = self.shared_bucket("src").await;
+        let dst = self.shared_bucket("dst").await;
+        self.entry_in(&src).await;
+        (store, src, dst)
+    }
+
     /// Shared entry: the entry placed in `bucket` (as the garden would have).
     pub(crate) async fn entry_in(&self, bucket: &str) {
         self.land
@@ -375,8 +384,8 @@ async fn legacy_bucket_of_3000_objects_on_moto_moves_into_a_shared_bucket() {
     assert!(again.already_there);
 }
 
-/// Runs the `granary migrate entry` binary once; returns (success, copy requests, stdout).
-async fn run_binary(w: &World, to_bucket: &str, failpoints: Option<&str>) -> (bool, u64, String) {
+/// `granary migrate --json …` for the world's garden, seed and local store.
+pub(crate) fn migrate_command(w: &World) -> tokio::process::Command {
     let seed = w.land.cluster.seed.as_ref().expect("separate seed");
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_granary"));
     cmd.args([
@@ -393,15 +402,25 @@ async fn run_binary(w: &World, to_bucket: &str, failpoints: Option<&str>) -> (bo
     .arg(&seed.kubeconfig_path)
     .arg("--data-dir")
     .arg(w.land.data_dir.path())
-    .args([
+    .env("AWS_EC2_METADATA_DISABLED", "true")
+    .stdin(Stdio::null())
+    .kill_on_drop(true);
+    cmd
+}
+
+/// Runs the `granary migrate entry` binary once; returns (success, copy requests, stdout).
+pub(crate) async fn run_binary(
+    w: &World,
+    to_bucket: &str,
+    failpoints: Option<&str>,
+) -> (bool, u64, String) {
+    let mut cmd = migrate_command(w);
+    cmd.args([
         "entry",
         &format!("{}/{}", w.namespace, w.entry),
         "--to-bucket",
         to_bucket,
-    ])
-    .env("AWS_EC2_METADATA_DISABLED", "true")
-    .stdin(Stdio::null())
-    .kill_on_drop(true);
+    ]);
     match failpoints {
         Some(spec) => cmd.env("GRANARY_FAILPOINTS", spec),
         None => cmd.env_remove("GRANARY_FAILPOINTS"),
@@ -432,10 +451,7 @@ async fn a_failpoint_in_every_phase_then_a_rerun_copies_nothing_twice() {
     let Some(w) = world(Backend::Local).await else {
         return;
     };
-    let store = w.land.store().await;
-    let from = w.shared_bucket("src").await;
-    let to = w.shared_bucket("dst").await;
-    w.entry_in(&from).await;
+    let (store, from, to) = w.src_and_dst().await;
     let prefix = format!("{}/", w.entry);
     fill(store.as_ref(), &from, &prefix, 40, "o").await;
 
@@ -506,10 +522,7 @@ async fn objects_added_and_deleted_between_plan_and_cut_over() {
     let Some(w) = world(Backend::Local).await else {
         return;
     };
-    let store = w.land.store().await;
-    let from = w.shared_bucket("src").await;
-    let to = w.shared_bucket("dst").await;
-    w.entry_in(&from).await;
+    let (store, from, to) = w.src_and_dst().await;
     let prefix = format!("{}/", w.entry);
     fill(store.as_ref(), &from, &prefix, 30, "o").await;
 
@@ -597,10 +610,7 @@ async fn a_crash_left_copy_is_found_by_head_and_not_copied_again() {
     let Some(w) = world(Backend::Local).await else {
         return;
     };
-    let store = w.land.store().await;
-    let from = w.shared_bucket("src").await;
-    let to = w.shared_bucket("dst").await;
-    w.entry_in(&from).await;
+    let (store, from, to) = w.src_and_dst().await;
     let prefix = format!("{}/", w.entry);
     fill(store.as_ref(), &from, &prefix, 12, "o").await;
     // First copy pass fails on its first object: the manifest is written, the pass

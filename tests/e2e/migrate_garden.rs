@@ -15,7 +15,8 @@ use serde_json::json;
 
 use crate::etcd_sim::EtcdSim;
 use crate::migrate::{
-    GardenMode, SEED, etcd_secret_bucket, fill, listing, shoot_with_etcd, world, world_with,
+    GardenMode, SEED, etcd_secret_bucket, fill, listing, migrate_command, run_binary,
+    shoot_with_etcd, world, world_with,
 };
 use crate::seed_support::Backend;
 use crate::support::poll_until;
@@ -28,10 +29,7 @@ async fn two_migrations_race_for_the_last_place_and_the_garden_gives_it_to_one()
     let Some(w) = world_with(Backend::Local, GardenMode::Quota(Some(1))).await else {
         return;
     };
-    let store = w.land.store().await;
-    let src = w.shared_bucket("src").await;
-    let dst = w.shared_bucket("dst").await;
-    w.entry_in(&src).await;
+    let (store, src, dst) = w.src_and_dst().await;
     let (entry_b, _sim_b) = shoot_with_etcd(&w.land, &w.namespace, "b").await;
     w.land
         .create_entry(&w.namespace, &entry_b, &src, SEED, &[])
@@ -106,10 +104,7 @@ async fn a_druid_etcd_is_scaled_through_its_resource_and_its_backup_store_switch
     let Some(w) = world(Backend::Local).await else {
         return;
     };
-    let store = w.land.store().await;
-    let src = w.shared_bucket("src").await;
-    let dst = w.shared_bucket("dst").await;
-    w.entry_in(&src).await;
+    let (store, src, dst) = w.src_and_dst().await;
     fill(store.as_ref(), &src, &format!("{}/", w.entry), 30, "d").await;
     let druid = EtcdSim::start_druid(
         w.land.seed.clone(),
@@ -178,9 +173,7 @@ async fn a_live_seed_removes_the_source_after_the_grace_period_and_nothing_else(
     config.controllers.backup_entry.deletion_grace_period = Some(ConfigDuration(GRACE));
     let _agent = w.land.start_agent(None, config).await;
 
-    let src = w.shared_bucket("src").await;
-    let dst = w.shared_bucket("dst").await;
-    w.entry_in(&src).await;
+    let (_, src, dst) = w.src_and_dst().await;
     let neighbour = w.land.entry_name("nb").0;
     w.land
         .create_entry(&w.namespace, &neighbour, &src, SEED, &[])
@@ -228,4 +221,92 @@ async fn a_live_seed_removes_the_source_after_the_grace_period_and_nothing_else(
     let moved = w.land.wait_entry_ready(&w.namespace, &w.entry).await;
     assert_eq!(moved.spec.bucket_name, dst);
     assert_eq!(etcd_secret_bucket(&w).await.as_deref(), Some(dst.as_str()));
+}
+
+/// `granary migrate abandon` after a cut-over was killed with etcd down (a crash, not an
+/// error: nothing scaled it back): etcd comes back on the old configuration, the copies
+/// leave the destination, the garden releases the place, the entry and its source are as
+/// before — and a second migration into the same bucket works. Once the entry is
+/// switched, abandoning is refused with what to do instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_abandoned_migration_leaves_everything_as_before() {
+    let Some(w) = world_with(Backend::Local, GardenMode::Quota(Some(1))).await else {
+        return;
+    };
+    let (store, src, dst) = w.src_and_dst().await;
+    let prefix = format!("{}/", w.entry);
+    fill(store.as_ref(), &src, &prefix, 25, "a").await;
+    let source_before = listing(store.as_ref(), &src, &prefix).await;
+    let secret_before = etcd_secret_bucket(&w).await;
+
+    let (ok, _, _) = run_binary(&w, &dst, Some("migrate.cutover.scaled-down=1:abort")).await;
+    assert!(!ok, "the run was killed in the cut-over");
+    assert_eq!(w.sim.state().await.0, 0, "etcd-main left down");
+    assert!(!listing(store.as_ref(), &dst, &prefix).await.is_empty());
+
+    let abandon = |expect_ok: bool| {
+        let mut cmd = migrate_command(&w);
+        cmd.args(["abandon", &format!("{}/{}", w.namespace, w.entry)]);
+        async move {
+            let out = cmd.output().await.expect("granary migrate abandon runs");
+            let (stdout, stderr) = (
+                String::from_utf8_lossy(&out.stdout).into_owned(),
+                String::from_utf8_lossy(&out.stderr).into_owned(),
+            );
+            assert_eq!(out.status.success(), expect_ok, "{stdout}\n{stderr}");
+            (stdout, stderr)
+        }
+    };
+    let (stdout, _) = abandon(true).await;
+    let report: serde_json::Value = serde_json::from_str(stdout.trim()).expect("JSON report");
+    assert_eq!(report["etcdRestored"], true, "{report}");
+    assert!(
+        report["objectsRemoved"].as_u64().unwrap_or(0) >= 25,
+        "{report}"
+    );
+
+    w.sim.wait_ready(3).await;
+    assert!(
+        granary_providers::list_all(store.as_ref(), &dst, &prefix, None)
+            .await
+            .expect("list")
+            .is_empty(),
+        "nothing of the entry left in the destination"
+    );
+    assert_eq!(listing(store.as_ref(), &src, &prefix).await, source_before);
+    let entry = w.entry_obj().await;
+    assert_eq!(entry.spec.bucket_name, src);
+    assert_eq!(
+        etcd_secret_bucket(&w).await,
+        secret_before,
+        "etcd-backup secret as before"
+    );
+    for a in [ANNOTATION_PHASE, ANNOTATION_MIGRATION_TARGET] {
+        assert!(!entry.annotations().contains_key(a), "{a} removed");
+    }
+    poll_until("the garden released the place", || async {
+        let e = w.entry_obj().await;
+        let b = w.land.buckets().get(&dst).await.expect("bucket");
+        !e.annotations().contains_key(ANNOTATION_MIGRATION_RESERVED)
+            && b.status.and_then(|s| s.entry_count) == Some(0)
+    })
+    .await;
+
+    // The place is free again (quota 1): this time the run gets past the switch before
+    // it is killed, and there is no way back but forward.
+    let (ok, _, _) = run_binary(&w, &dst, Some("migrate.scale-up=1:abort")).await;
+    assert!(!ok, "the run was killed after the switch");
+    assert_eq!(w.entry_obj().await.spec.bucket_name, dst);
+    let (_, stderr) = abandon(false).await;
+    assert!(
+        stderr.contains(&format!("already lives in bucket {dst}")),
+        "{stderr}"
+    );
+    let report = migrate_entry(&w.ctx(4), &w.request(&dst))
+        .await
+        .expect("the migration finishes");
+    assert_eq!(report.phase, "Done");
+    w.sim.wait_ready(3).await;
+    let (_, stderr) = abandon(false).await;
+    assert!(stderr.contains("no migration"), "{stderr}");
 }
