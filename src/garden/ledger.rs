@@ -452,7 +452,8 @@ impl Ledger {
             );
             let owned = || (key.0.to_string(), key.1.to_string());
             let mut released_here = false;
-            if let Some(b) = released_keys.get(&key).copied()
+            if !released_keys.is_empty()
+                && let Some(b) = released_keys.get(&key).copied()
                 && reserved_bucket(e) == Some(b)
             {
                 still_marked.insert(owned());
@@ -461,7 +462,7 @@ impl Ledger {
             if counts_in(e, bucket) && !(released_here && e.spec.bucket_name != bucket) {
                 in_bucket += 1;
             }
-            if pending_keys.get(&key).is_some_and(|b| counts_in(e, b)) {
+            if !pending_keys.is_empty() && pending_keys.get(&key).is_some_and(|b| counts_in(e, b)) {
                 cached_pending.insert(owned());
             }
         }
