@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::api::core::{BackupBucket, BackupEntry};
 use crate::dev::view::{Snapshot, changes, new_warnings, render};
+use crate::runtime::backoff::WatchBackoff;
 use crate::runtime::clock::Clock;
 
 /// How many recent events the screen keeps.
@@ -48,7 +49,7 @@ where
 {
     let (store, writer) = reflector::store::<K>();
     let fill = reflector::reflector(writer, watcher(api, watcher::Config::default()))
-        .default_backoff()
+        .backoff(WatchBackoff::default())
         .for_each(move |event| {
             if let Err(e) = event {
                 tracing::debug!(error = %e, "live view watch error; retrying");

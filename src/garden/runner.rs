@@ -33,6 +33,7 @@ use crate::garden::owner_controllers::{
     PROFILE_CONTROLLER, SEED_CONTROLLER, reconcile_profile, reconcile_seed,
 };
 use crate::garden::pools::PoolKind;
+use crate::runtime::backoff::WatchBackoff;
 use crate::runtime::clock::Clock;
 use crate::runtime::config::{self, ConfigError, GardenConfiguration, Override};
 use crate::runtime::health::{HealthError, HealthServer, ReadinessFlag};
@@ -345,11 +346,16 @@ where
 async fn term(shared: Arc<Shared>, token: CancellationToken) {
     let client = shared.client.clone();
     let wc = || watch_config(&shared.selector);
-    let profiles = Controller::new(Api::<CloudProfile>::all(client.clone()), wc());
-    let seeds = Controller::new(Api::<Seed>::all(client.clone()), wc());
-    let buckets = Controller::new(Api::<BackupBucket>::all(client.clone()), wc());
-    let shoots = Controller::new(Api::<Shoot>::all(client.clone()), wc());
-    let entries = Controller::new(Api::<BackupEntry>::all(client.clone()), wc());
+    let profiles = Controller::new(Api::<CloudProfile>::all(client.clone()), wc())
+        .trigger_backoff(WatchBackoff::default());
+    let seeds = Controller::new(Api::<Seed>::all(client.clone()), wc())
+        .trigger_backoff(WatchBackoff::default());
+    let buckets = Controller::new(Api::<BackupBucket>::all(client.clone()), wc())
+        .trigger_backoff(WatchBackoff::default());
+    let shoots = Controller::new(Api::<Shoot>::all(client.clone()), wc())
+        .trigger_backoff(WatchBackoff::default());
+    let entries = Controller::new(Api::<BackupEntry>::all(client.clone()), wc())
+        .trigger_backoff(WatchBackoff::default());
     // The caches the reconciles read, and the triggers between kinds, come from the same
     // watches: a trigger is sent only after its cache has the change, so a reconcile
     // never reads an older state than the event that woke it.
@@ -538,7 +544,7 @@ where
             tokio_stream::wrappers::UnboundedReceiverStream::new(r)
         });
     let fill = reflector::reflector(writer, watcher(api, config))
-        .default_backoff()
+        .backoff(WatchBackoff::default())
         .for_each(move |event| {
             let touched: Vec<K> = match event {
                 Ok(watcher::Event::InitDone) => {

@@ -7,6 +7,7 @@
 //! `--object-selector` ([`selector`]) and the SIGTERM/SIGINT handlers of long-running
 //! subcommands ([`shutdown`]).
 
+pub mod backoff;
 pub mod clock;
 pub mod conditions;
 pub mod config;

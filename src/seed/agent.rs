@@ -8,6 +8,7 @@
 
 use crate::api::core::LABEL_SEED;
 use crate::api::{core, extensions};
+use crate::runtime::backoff::WatchBackoff;
 use crate::runtime::clock::Clock;
 use crate::runtime::config::{ConfigError, Override, SeedConfiguration, load};
 use crate::runtime::health::{HealthError, HealthServer, ReadinessFlag};
@@ -23,7 +24,7 @@ use crate::seed::kube_ops::ensure_namespace;
 use crate::seed::metrics::SeedMetrics;
 use crate::seed::mirror;
 use crate::seed::queue::{Next, WorkQueue};
-use crate::seed::reconnect::{GardenProbe, WatchBackoff, retry_when_garden_is_back, unanswered};
+use crate::seed::reconnect::{GardenProbe, retry_when_garden_is_back, unanswered};
 use futures::{Stream, StreamExt};
 use granary_providers::StoreOptions;
 use k8s_openapi::api::coordination::v1::Lease;

@@ -14,10 +14,10 @@ use kube::runtime::watcher::{self, Event};
 use kube::{Client, ResourceExt};
 
 use crate::api::core::GARDEN_NAMESPACE;
+use crate::runtime::backoff::WatchBackoff;
 use crate::runtime::leader::renew_lease;
 use crate::seed::context::Context;
 use crate::seed::queue::WorkQueue;
-use crate::seed::reconnect::WatchBackoff;
 
 /// Garden bucket names by the (namespace, name) of the credentials Secret they use.
 pub(crate) type SecretUsers = Arc<Mutex<HashMap<(String, String), HashSet<String>>>>;

@@ -3,7 +3,7 @@
 //! Two delays used to stretch the catch-up to half a minute or more:
 //! - kube-runtime's default watch back-off (0.8 s doubling to 30 s, plus up to 100 %
 //!   jitter) kept a broken watch down that long after the garden was back. The seed's
-//!   watches use [`WatchBackoff`] instead: 0.5 s doubling to 5 s (plus up to 20 %).
+//!   watches use [`crate::runtime::backoff::WatchBackoff`] instead.
 //! - A garden watch resumes from its last resource version, so a garden object that did
 //!   not change during the outage gets no event; a mirror pass that failed meanwhile
 //!   waits out its own back-off (1 s doubling to 60 s). The [`GardenProbe`] notices the
@@ -16,46 +16,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Notify;
 
-/// First wait after a watch error.
-const WATCH_BACKOFF_MIN: Duration = Duration::from_millis(500);
-/// Longest wait between two attempts to re-establish a watch (before jitter).
-const WATCH_BACKOFF_MAX: Duration = Duration::from_secs(5);
 /// How often the probe asks a garden that did not answer.
 const PROBE_INTERVAL: Duration = Duration::from_secs(1);
-
-/// The watch back-off of the seed: exponential, bounded by [`WATCH_BACKOFF_MAX`] plus
-/// up to 20 % jitter, reset by the first event after a failure.
-#[derive(Debug, Default)]
-pub(crate) struct WatchBackoff {
-    current: Option<Duration>,
-}
-
-impl WatchBackoff {
-    /// The next delay without jitter.
-    fn step(&mut self) -> Duration {
-        let next = match self.current {
-            None => WATCH_BACKOFF_MIN,
-            Some(d) => (d * 2).min(WATCH_BACKOFF_MAX),
-        };
-        self.current = Some(next);
-        next
-    }
-}
-
-impl Iterator for WatchBackoff {
-    type Item = Duration;
-
-    fn next(&mut self) -> Option<Duration> {
-        let base = self.step();
-        Some(base.mul_f64(1.0 + 0.2 * rand::random::<f64>()))
-    }
-}
-
-impl kube::runtime::utils::Backoff for WatchBackoff {
-    fn reset(&mut self) {
-        self.current = None;
-    }
-}
 
 /// True when no API server answered: the request never got a response (connection
 /// refused or cut, TLS or HTTP transport failure). An answer, even an error status, is
@@ -144,21 +106,6 @@ mod tests {
     use super::*;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-
-    #[test]
-    fn watch_backoff_is_bounded_and_resets() {
-        use kube::runtime::utils::Backoff;
-        let mut b = WatchBackoff::default();
-        let delays: Vec<Duration> = b.by_ref().take(12).collect();
-        assert!(delays[0] >= WATCH_BACKOFF_MIN && delays[0] <= WATCH_BACKOFF_MIN.mul_f64(1.2));
-        assert!(delays[1] >= WATCH_BACKOFF_MIN * 2);
-        for d in &delays {
-            assert!(*d <= WATCH_BACKOFF_MAX.mul_f64(1.2), "{d:?}");
-        }
-        assert!(delays[11] >= WATCH_BACKOFF_MAX, "reaches the cap");
-        b.reset();
-        assert!(b.next().unwrap() <= WATCH_BACKOFF_MIN.mul_f64(1.2));
-    }
 
     /// Waits (real time, with a deadline) until `done` holds.
     async fn until(what: &str, done: impl Fn() -> bool) {
