@@ -98,6 +98,11 @@ pub struct Running {
     pub health: HealthServer,
     controllers: RunningGarden,
     readiness: tokio::task::JoinHandle<()>,
+    /// The shoots' control-plane stand-ins ([`crate::dev::control_planes`]).
+    control_planes: (
+        tokio_util::sync::CancellationToken,
+        tokio::task::JoinHandle<()>,
+    ),
 }
 
 /// Removes what `granary dev` keeps in `data_dir`.
@@ -256,6 +261,16 @@ pub async fn start(plan: &Plan) -> Result<Running, DevError> {
             .identity("granary-dev")
             .start()
             .map_err(|e| DevError::Start(format!("garden metrics: {e}")))?;
+    let mut seed_clients = std::collections::HashMap::new();
+    for side in &seed_sides {
+        seed_clients.insert(side.name.clone(), side.server.client().await?);
+    }
+    let stop_control_planes = tokio_util::sync::CancellationToken::new();
+    let control_planes = tokio::spawn(crate::dev::control_planes::run(
+        garden_client.clone(),
+        seed_clients,
+        stop_control_planes.clone(),
+    ));
     let mut readiness = vec![controllers.readiness()];
     readiness.extend(seed_sides.iter().map(|s| s.agent.readiness()));
 
@@ -279,6 +294,7 @@ pub async fn start(plan: &Plan) -> Result<Running, DevError> {
         health,
         controllers,
         readiness,
+        control_planes: (stop_control_planes, control_planes),
     })
 }
 
@@ -346,9 +362,12 @@ impl Running {
             health,
             controllers,
             readiness,
+            control_planes,
             ..
         } = self;
         readiness.abort();
+        control_planes.0.cancel();
+        control_planes.1.abort();
         let work = async move {
             let mut servers = Vec::new();
             let agents = seeds.into_iter().map(|s| {

@@ -10,6 +10,7 @@
 //! the view from watches). [`run`] ties them together for the command line.
 
 pub mod compose;
+pub mod control_planes;
 pub mod landscape;
 pub mod live;
 pub mod metrics;

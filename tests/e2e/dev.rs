@@ -356,6 +356,78 @@ async fn granary_dev_runs_the_landscape_and_keeps_it_across_restarts() {
     let again = all_succeeded(&garden, 7).await;
     assert_eq!(again, placed, "the same entries in the same buckets");
     assert!(entry_of(&garden, "probe").await.is_none());
+
+    // `granary migrate` works against the landscape: an entry of Europe's full shard
+    // moves to the shard with room (the garden gives the place, the stand-in etcd-main
+    // is scaled down and up); the old directory goes after the grace period.
+    let shard = |b: &str| b.rsplit_once('-').map(|(pool, _)| pool.to_string());
+    let (full, room) = again
+        .iter()
+        .filter(|(_, e)| e.len() == 3)
+        .find_map(|(full, _)| {
+            again
+                .iter()
+                .find(|(b, e)| *b != full && e.len() < 3 && shard(b) == shard(full))
+                .map(|(room, _)| (full.clone(), room.clone()))
+        })
+        .expect("a full shard and one with room in the same pool");
+    let moved = Api::<BackupEntry>::all(garden.clone())
+        .list(&ListParams::default())
+        .await
+        .expect("entries")
+        .items
+        .into_iter()
+        .find(|e| e.spec.bucket_name == full)
+        .expect("an entry in the full shard");
+    let seed = moved.spec.seed_name.clone().expect("the entry's seed");
+    let migrate = Command::new(env!("CARGO_BIN_EXE_granary"))
+        .args(["migrate", "--json"])
+        .arg("--garden-kubeconfig")
+        .arg(data.join("garden.kubeconfig"))
+        .arg("--seed-kubeconfig")
+        .arg(data.join(format!("seed-{seed}.kubeconfig")))
+        .arg("--data-dir")
+        .arg(&buckets_dir)
+        .args([
+            "entry",
+            &format!(
+                "{}/{}",
+                moved.namespace().unwrap_or_default(),
+                moved.name_any()
+            ),
+            "--to-bucket",
+            &room,
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .expect("granary migrate runs");
+    assert!(
+        migrate.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&migrate.stdout),
+        String::from_utf8_lossy(&migrate.stderr)
+    );
+    let entries: Api<BackupEntry> =
+        Api::namespaced(garden.clone(), &moved.namespace().unwrap_or_default());
+    assert_eq!(
+        entries
+            .get(&moved.name_any())
+            .await
+            .expect("entry")
+            .spec
+            .bucket_name,
+        room
+    );
+    poll_until(
+        "the moved entry Succeeded in its new shard, the old directory gone",
+        || async {
+            let e = entries.get(&moved.name_any()).await.expect("entry");
+            succeeded(e.status.as_ref().and_then(|s| s.last_operation.as_ref()))
+                && buckets_dir.join(&room).join(moved.name_any()).is_dir()
+                && !buckets_dir.join(&full).join(moved.name_any()).exists()
+        },
+    )
+    .await;
     assert!(dev.interrupt(), "exit code 0 after SIGINT");
 }
 
