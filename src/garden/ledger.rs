@@ -331,11 +331,7 @@ impl Ledger {
         entry: &EntryKey,
         bucket: &str,
     ) -> Result<(), GardenError> {
-        {
-            let book = self.book(key);
-            book.lock().await.pending.remove(entry);
-        }
-        self.recount(ctx, key, bucket).await.map(|_| ())
+        self.give_back(ctx, key, entry, bucket, false).await
     }
 
     /// Gives back the place held for a moving entry in `bucket` (its mark is being
@@ -347,17 +343,30 @@ impl Ledger {
         entry: &EntryKey,
         bucket: &str,
     ) -> Result<(), GardenError> {
+        self.give_back(ctx, key, entry, bucket, true).await
+    }
+
+    async fn give_back(
+        &self,
+        ctx: &Context,
+        key: &PoolKey,
+        entry: &EntryKey,
+        bucket: &str,
+        marked: bool,
+    ) -> Result<(), GardenError> {
         {
             let book = self.book(key);
             let mut book = book.lock().await;
             book.pending.remove(entry);
-            book.released.insert(
-                entry.clone(),
-                Pending {
-                    bucket: bucket.to_string(),
-                    since: Instant::now(),
-                },
-            );
+            if marked {
+                book.released.insert(
+                    entry.clone(),
+                    Pending {
+                        bucket: bucket.to_string(),
+                        since: Instant::now(),
+                    },
+                );
+            }
         }
         self.recount(ctx, key, bucket).await.map(|_| ())
     }
