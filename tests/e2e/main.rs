@@ -29,6 +29,7 @@ mod kubectl;
 mod leader;
 mod migrate;
 mod migrate_garden;
+mod migrate_world;
 mod seed;
 mod seed_crash;
 mod seed_credentials;

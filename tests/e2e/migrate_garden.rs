@@ -14,7 +14,7 @@ use kube::ResourceExt;
 use serde_json::json;
 
 use crate::etcd_sim::EtcdSim;
-use crate::migrate::{
+use crate::migrate_world::{
     GardenMode, SEED, etcd_secret_bucket, fill, listing, migrate_command, run_binary,
     shoot_with_etcd, world, world_with,
 };
