@@ -147,6 +147,23 @@ pub fn copy_mode(source: &StoreIdentity, destination: &StoreIdentity) -> CopyMod
     }
 }
 
+/// Why an entry may not start a migration: a `source-<entry>` (the old home of a finished
+/// migration, on its way out: its prefix is its entry's) or an entry being deleted.
+pub fn refuse_to_start(entry: &crate::api::core::BackupEntry) -> Option<String> {
+    let name = entry.metadata.name.as_deref().unwrap_or_default();
+    if entry.is_source() {
+        return Some(format!(
+            "{name} is the source of a finished migration, deleted after the grace period; \
+             it is not migrated"
+        ));
+    }
+    entry
+        .metadata
+        .deletion_timestamp
+        .is_some()
+        .then(|| format!("{name} is being deleted; it is not migrated"))
+}
+
 /// Whether one more entry fits into the destination bucket, through the garden's own
 /// first-fit placement over that single shard: `entries` already referencing it,
 /// `accepting` false while it is being deleted, `limit` the provider's quota.
@@ -306,6 +323,22 @@ mod tests {
             copy_mode(&id("local", "a"), &id("aws", "a")),
             CopyMode::Streaming
         );
+    }
+
+    #[test]
+    fn sources_and_deleted_entries_do_not_start_a_migration() {
+        use crate::api::core::BackupEntry;
+        let entry = |name: &str| BackupEntry::new(name, Default::default());
+        assert!(refuse_to_start(&entry("shoot--p--a--1")).is_none());
+        assert!(
+            refuse_to_start(&entry("source-shoot--p--a--1")).is_some_and(|w| w.contains("source"))
+        );
+        let mut deleting = entry("shoot--p--a--1");
+        deleting.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+            ));
+        assert!(refuse_to_start(&deleting).is_some_and(|w| w.contains("deleted")));
     }
 
     #[test]

@@ -347,6 +347,9 @@ pub async fn migrate_entry(
         compare_etags: source.provider() == destination.provider(),
     };
     if phase == Phase::Plan {
+        if let Some(why) = plan::refuse_to_start(&entry) {
+            return Err(MigrateError::Invalid(why));
+        }
         check_destination(ctx, &destination).await?;
     }
 
