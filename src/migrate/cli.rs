@@ -106,17 +106,18 @@ pub async fn run(opts: MigrateOptions, command: MigrateCommand) -> Result<(), Mi
             let rows = migration_status(&garden).await?;
             if text {
                 println!(
-                    "{:<60} {:<9} {:<30} {:<30} ETCD",
-                    "ENTRY", "PHASE", "SOURCE", "TARGET"
+                    "{:<60} {:<9} {:<30} {:<30} {:<5} PLACE",
+                    "ENTRY", "PHASE", "SOURCE", "TARGET", "ETCD"
                 );
                 for r in &rows {
                     println!(
-                        "{:<60} {:<9} {:<30} {:<30} {}",
+                        "{:<60} {:<9} {:<30} {:<30} {:<5} {}",
                         r.entry,
                         r.phase,
                         r.source_bucket.as_deref().unwrap_or("-"),
                         r.target_bucket.as_deref().unwrap_or("-"),
-                        r.etcd_replicas.as_deref().unwrap_or("-")
+                        r.etcd_replicas.as_deref().unwrap_or("-"),
+                        r.place.as_deref().unwrap_or("-")
                     );
                 }
             } else {

@@ -482,6 +482,9 @@ pub struct MigrationStatus {
     pub target_bucket: Option<String>,
     /// The recorded old etcd-main replicas while etcd is scaled down.
     pub etcd_replicas: Option<String>,
+    /// The destination's place: `held`, `asked` (the garden has not answered) or
+    /// `refused: <why>`; `None` once the entry lives in the destination.
+    pub place: Option<String>,
 }
 
 /// Every garden BackupEntry with a migration in flight.
@@ -501,6 +504,14 @@ pub async fn migration_status(garden: &Client) -> Result<Vec<MigrationStatus>, M
                 source_bucket: a.get(ANNOTATION_SOURCE).cloned(),
                 target_bucket: a.get(ANNOTATION_TARGET).cloned(),
                 etcd_replicas: a.get(ANNOTATION_ETCD_REPLICAS).cloned(),
+                place: a
+                    .get(ANNOTATION_TARGET)
+                    .filter(|t| **t != e.spec.bucket_name)
+                    .map(|t| match place::answer(e, t) {
+                        Some(place::Answer::Held) => "held".to_string(),
+                        Some(place::Answer::Refused(why)) => format!("refused: {why}"),
+                        None => "asked".to_string(),
+                    }),
             })
         })
         .collect();

@@ -150,6 +150,11 @@ async fn a_failpoint_in_every_phase_then_a_rerun_copies_nothing_twice() {
             .iter()
             .find(|s| s.entry == format!("{}/{}", w.namespace, w.entry));
         assert_eq!(ours.map(|s| s.phase.as_str()), phase_after, "{status:?}");
+        if phase_after == Some("Copy") {
+            // The run stopped after asking the garden: the place is asked for or held.
+            let place = ours.and_then(|s| s.place.as_deref());
+            assert!(matches!(place, Some("asked" | "held")), "{status:?}");
+        }
     }
     let (_, n, _) = run_binary(&w, &to, None).await;
     copies += n;
