@@ -42,6 +42,14 @@ pub fn answer(entry: &BackupEntry, target: &str) -> Option<Answer> {
 
 /// Waits (watching the entry) for the garden's answer, at most `ctx.garden_timeout`.
 pub async fn await_place(ctx: &MigrateContext, req: &EntryMigration) -> Result<(), MigrateError> {
+    let entry = ctx.entries(&req.namespace).get(&req.name).await?;
+    if answer(&entry, &req.to_bucket).is_none() {
+        let bucket = req.to_bucket.clone();
+        ctx.output.event(
+            serde_json::json!({"event": "waiting", "for": "place", "bucket": bucket}),
+            || format!("waiting for the garden to give the entry a place in bucket {bucket}"),
+        );
+    }
     let target = req.to_bucket.clone();
     let answered = move |e: Option<&BackupEntry>| e.is_none_or(|e| answer(e, &target).is_some());
     let waited = tokio::time::timeout(
