@@ -263,6 +263,14 @@ impl Ledger {
         let limit = ctx.config.quota_for(&cached.spec.provider.type_);
         let book = self.book(&key);
         let mut book = book.lock().await;
+        // Held a moment ago, and a reconcile of an older copy of the entry asks again.
+        if book
+            .pending
+            .get(entry)
+            .is_some_and(|p| p.bucket == bucket && p.since.elapsed() < PENDING_TTL)
+        {
+            return Ok(Reservation::Held(key));
+        }
         for _ in 0..MAX_ATTEMPTS {
             let current = match book.latest.get(bucket) {
                 Some(b) => b.clone(),
