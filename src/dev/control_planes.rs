@@ -7,7 +7,6 @@
 //! down and up during a cut-over. A deleted shoot's namespace goes with it.
 
 use std::collections::HashMap;
-use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::StatefulSet;
@@ -24,8 +23,6 @@ use crate::runtime::backoff::WatchBackoff;
 /// The etcd StatefulSet's name, and the replicas a new one gets.
 const ETCD_MAIN: &str = "etcd-main";
 const REPLICAS: i32 = 1;
-/// How often the stand-in controller looks at the StatefulSets.
-const EVERY: Duration = Duration::from_millis(200);
 
 /// The stored shape of a shoot's etcd-main (no pods run).
 fn etcd_main(namespace: &str) -> Result<StatefulSet, serde_json::Error> {
@@ -101,14 +98,7 @@ pub async fn run(garden: Client, seeds: HashMap<String, Client>, stop: Cancellat
             }
         }
     };
-    let statefulsets = async {
-        loop {
-            for seed in seeds.values() {
-                follow_replicas(seed).await;
-            }
-            tokio::time::sleep(EVERY).await;
-        }
-    };
+    let statefulsets = futures::future::join_all(seeds.values().cloned().map(follow_replicas));
     tokio::select! {
         _ = shoots => {}
         _ = statefulsets => {}
@@ -118,14 +108,14 @@ pub async fn run(garden: Client, seeds: HashMap<String, Client>, stop: Cancellat
 
 /// The StatefulSet controller's part: every etcd-main's status shows its desired
 /// replicas, all ready.
-async fn follow_replicas(seed: &Client) {
-    let Ok(list) = Api::<StatefulSet>::all(seed.clone())
-        .list(&kube::api::ListParams::default().fields(&format!("metadata.name={ETCD_MAIN}")))
-        .await
-    else {
-        return;
-    };
-    for sts in list.items {
+async fn follow_replicas(seed: Client) {
+    let config = watcher::Config::default().fields(&format!("metadata.name={ETCD_MAIN}"));
+    let stream = watcher(Api::<StatefulSet>::all(seed.clone()), config)
+        .backoff(WatchBackoff::default())
+        .applied_objects();
+    futures::pin_mut!(stream);
+    while let Some(event) = stream.next().await {
+        let Ok(sts) = event else { continue };
         let desired = sts.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
         let status = sts.status.clone().unwrap_or_default();
         if status.replicas == desired && status.ready_replicas.unwrap_or(0) == desired {
@@ -142,8 +132,11 @@ async fn follow_replicas(seed: &Client) {
             "updatedReplicas": desired,
             "observedGeneration": sts.metadata.generation,
         }});
-        let _ = Api::<StatefulSet>::namespaced(seed.clone(), &namespace)
+        if let Err(e) = Api::<StatefulSet>::namespaced(seed.clone(), &namespace)
             .patch_status(ETCD_MAIN, &PatchParams::default(), &Patch::Merge(&patch))
-            .await;
+            .await
+        {
+            tracing::debug!(%namespace, error = %e, "dev etcd-main status");
+        }
     }
 }
