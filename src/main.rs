@@ -42,7 +42,7 @@ enum Command {
     /// with bucket quota sharding, bucket → seed assignment, deletion guards.
     Garden(GardenArgs),
     /// Move entries between buckets: legacy per-shoot buckets into shared ones, or
-    /// rebalance; register legacy buckets; show migrations in flight.
+    /// rebalance; register legacy buckets; show migrations in flight or back out of one.
     Migrate(MigrateArgs),
     /// The whole landscape on this machine: embedded garden and seed API servers, the
     /// sample landscape, all controllers, buckets under the data directory, kubeconfigs
