@@ -240,10 +240,17 @@ impl Ledger {
         bucket: &str,
         entry: &EntryKey,
     ) -> Result<Reservation, GardenError> {
-        let Some(cached) = ctx.stores.buckets.get(&ObjectRef::new(bucket)) else {
-            return Ok(Reservation::Refused(format!(
-                "bucket {bucket} does not exist"
-            )));
+        // The cache may not show a bucket created a moment ago: ask before refusing.
+        let cached = match ctx.stores.buckets.get(&ObjectRef::new(bucket)) {
+            Some(b) => b,
+            None => match Self::api(ctx).get_opt(bucket).await? {
+                Some(b) => Arc::new(b),
+                None => {
+                    return Ok(Reservation::Refused(format!(
+                        "bucket {bucket} does not exist"
+                    )));
+                }
+            },
         };
         let key = match pool_of(&cached) {
             Some(key) if key.kind != PoolKind::Legacy => key,
