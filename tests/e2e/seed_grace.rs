@@ -8,8 +8,9 @@ use crate::support::http_get;
 use crate::support::poll_until;
 use granary::api::common::{LastOperationState, LastOperationType};
 use granary::api::core::{ANNOTATION_FORCE_DELETION, ANNOTATION_SHOOT_PURPOSE};
+use granary::api::extensions;
 use granary::runtime::config::ConfigDuration;
-use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::json;
 use std::time::{Duration, Instant};
 
@@ -142,6 +143,89 @@ async fn grace_period_purposes_and_force_deletion(backend: Backend) {
     }
     assert!(
         deleted_at.elapsed() >= GRACE - SLACK,
+        "not before the grace period"
+    );
+    agent.shutdown().await;
+}
+
+/// The description of an entry's Pending deletion, once it shows one.
+async fn pending_description(l: &Landscape, project: &str, entry: &str) -> String {
+    let api = l.entries(project);
+    let last = || async {
+        api.get(entry)
+            .await
+            .unwrap()
+            .status
+            .and_then(|s| s.last_operation)
+    };
+    poll_until(&format!("{entry} Pending"), || async {
+        last().await.is_some_and(|op| {
+            op.state == LastOperationState::Pending
+                && op.description.starts_with("deletion scheduled for ")
+        })
+    })
+    .await;
+    last().await.map(|op| op.description).unwrap_or_default()
+}
+
+/// `granary seed` stopped and started again while an entry waits out its grace period:
+/// the new process shows the same scheduled time (it is computed from the recorded
+/// deletion time, not from when a process saw the deletion), deletes nothing before it,
+/// and everything after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_seed_restarted_during_the_grace_period_keeps_the_schedule() {
+    const LONGER: Duration = Duration::from_secs(12);
+    let Some(l) = Landscape::start(Backend::Local).await else {
+        return;
+    };
+    let mut config = l.config("seed-r");
+    config.controllers.backup_entry.deletion_grace_period = Some(ConfigDuration(LONGER));
+    let agent = l.start_agent(None, config.clone()).await;
+    let bucket = l.bucket_name("rs");
+    let project = l.cluster.name("garden-r");
+    ensure_namespace(&l.garden, &project).await;
+    l.create_bucket(&bucket, "seed-r").await;
+    let (entry, _) = l.entry_name("wait");
+    l.create_entry(&project, &entry, &bucket, "seed-r", &[])
+        .await;
+    l.wait_entry_ready(&project, &entry).await;
+    l.fill(&bucket, &entry, 10).await;
+
+    let deleted_at = Instant::now();
+    l.entries(&project)
+        .delete(&entry, &DeleteParams::default())
+        .await
+        .unwrap();
+    let before = pending_description(&l, &project, &entry).await;
+    agent.shutdown().await;
+
+    // What the first process reported is wiped on both sides, so what shows next is the
+    // new process' own computation.
+    let clear = json!({"status": {"lastOperation": null}});
+    Api::<extensions::BackupEntry>::all(l.seed.clone())
+        .patch_status(&entry, &PatchParams::default(), &Patch::Merge(&clear))
+        .await
+        .unwrap();
+    l.entries(&project)
+        .patch_status(&entry, &PatchParams::default(), &Patch::Merge(&clear))
+        .await
+        .unwrap();
+    let agent = l.start_agent(None, config).await;
+    let after = pending_description(&l, &project, &entry).await;
+    assert_eq!(after, before, "the same schedule after a restart");
+    assert!(
+        deleted_at.elapsed() < LONGER - SLACK,
+        "checked within the grace period"
+    );
+    assert_eq!(
+        l.count(&bucket, &format!("{entry}/")).await,
+        11,
+        "nothing deleted yet"
+    );
+    l.wait_entry_gone(&project, &entry).await;
+    assert_eq!(l.count(&bucket, &format!("{entry}/")).await, 0);
+    assert!(
+        deleted_at.elapsed() >= LONGER - SLACK,
         "not before the grace period"
     );
     agent.shutdown().await;
