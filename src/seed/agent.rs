@@ -444,6 +444,33 @@ where
     }
 }
 
+/// Runs one mirror queue with `workers` workers, each pass through [`mirrored`].
+fn spawn_mirror_queue<F, Fut>(
+    tasks: &mut tokio::task::JoinSet<()>,
+    ctx: &Arc<Context>,
+    probe: &Arc<GardenProbe>,
+    controller: &'static str,
+    queue: WorkQueue<String>,
+    workers: usize,
+    pass: F,
+) where
+    F: Fn(Arc<Context>, String) -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<Next, ReconcileError>> + Send + 'static,
+{
+    let (c, p) = (ctx.clone(), probe.clone());
+    tasks.spawn(async move {
+        queue
+            .run(workers, move |key: String| {
+                let (c, p, pass) = (c.clone(), p.clone(), pass.clone());
+                async move {
+                    let work = pass(c.clone(), key.clone());
+                    mirrored(&c, &p, controller, &key, work).await
+                }
+            })
+            .await
+    });
+}
+
 async fn run_controllers(ctx: Arc<Context>, disabled: &HashSet<SeedController>) {
     let mut tasks = tokio::task::JoinSet::new();
     let own = ctx.selector.label_selector();
@@ -605,42 +632,23 @@ fn spawn_mirror(ctx: &Arc<Context>, tasks: &mut tokio::task::JoinSet<()>, own: O
             (MIRROR_ENTRIES, entries.clone()),
         ],
     ));
-    let (c, p) = (ctx.clone(), probe.clone());
-    let workers = ctx.config.controllers.backup_bucket.concurrent_syncs as usize;
-    tasks.spawn(async move {
-        buckets
-            .run(workers, move |name: String| {
-                let (c, p) = (c.clone(), p.clone());
-                async move {
-                    mirrored(
-                        &c,
-                        &p,
-                        MIRROR_BUCKETS,
-                        &name,
-                        mirror::bucket::reconcile(&c, &name),
-                    )
-                    .await
-                }
-            })
-            .await
-    });
-    let c = ctx.clone();
-    let workers = ctx.config.controllers.backup_entry.concurrent_syncs as usize;
-    tasks.spawn(async move {
-        entries
-            .run(workers, move |key: String| {
-                let (c, p) = (c.clone(), probe.clone());
-                async move {
-                    mirrored(
-                        &c,
-                        &p,
-                        MIRROR_ENTRIES,
-                        &key,
-                        mirror::entry::reconcile(&c, &key),
-                    )
-                    .await
-                }
-            })
-            .await
-    });
+    let config = &ctx.config.controllers;
+    spawn_mirror_queue(
+        tasks,
+        ctx,
+        &probe,
+        MIRROR_BUCKETS,
+        buckets,
+        config.backup_bucket.concurrent_syncs as usize,
+        |c, name| async move { mirror::bucket::reconcile(&c, &name).await },
+    );
+    spawn_mirror_queue(
+        tasks,
+        ctx,
+        &probe,
+        MIRROR_ENTRIES,
+        entries,
+        config.backup_entry.concurrent_syncs as usize,
+        |c, key| async move { mirror::entry::reconcile(&c, &key).await },
+    );
 }
