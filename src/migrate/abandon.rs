@@ -117,7 +117,7 @@ pub async fn abandon(
                 "bucket {target} is a legacy bucket; its root is never deleted"
             )));
         }
-        let prefix = entry_key_prefix(destination.layout, name);
+        let prefix = entry_key_prefix(destination.layout, name)?;
         let deleted = destination.store.delete_prefix(&target, &prefix).await?;
         report.objects_removed = deleted.deleted;
     }

@@ -199,11 +199,11 @@ async fn switch(
             .await?;
     }
     // What etcd reads comes last (see the module docs).
-    let prefix = entry_prefix(destination.layout, &req.name);
+    let prefix = entry_prefix(destination.layout, &req.name)?;
     write_etcd_secret(ctx, req, destination, &prefix).await?;
     let store_prefix = format!(
         "{}{ETCD_MAIN}",
-        entry_key_prefix(destination.layout, &req.name)
+        entry_key_prefix(destination.layout, &req.name)?
     );
     etcd.set_backup_store(&dest, &store_prefix, destination.provider())
         .await

@@ -61,3 +61,9 @@ pub enum MigrateError {
     #[error(transparent)]
     Phase(#[from] phase::UnknownPhase),
 }
+
+impl From<crate::seed::prefix::EmptyPrefix> for MigrateError {
+    fn from(e: crate::seed::prefix::EmptyPrefix) -> Self {
+        MigrateError::Invalid(e.to_string())
+    }
+}

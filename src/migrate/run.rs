@@ -209,7 +209,7 @@ async fn new_manifest(
     source: &BucketSide,
     destination: &BucketSide,
 ) -> Result<Manifest, MigrateError> {
-    let src_prefix = entry_key_prefix(source.layout, &req.name);
+    let src_prefix = entry_key_prefix(source.layout, &req.name)?;
     let listing = list_source(source, &src_prefix).await?;
     Ok(Manifest {
         version: MANIFEST_VERSION,
@@ -222,7 +222,7 @@ async fn new_manifest(
         destination: Location {
             bucket: destination.name(),
             provider: destination.provider().to_string(),
-            key_prefix: entry_key_prefix(destination.layout, &req.name),
+            key_prefix: entry_key_prefix(destination.layout, &req.name)?,
         },
         created: ctx.clock.now(),
         copy_passes: 0,
@@ -358,7 +358,7 @@ pub async fn migrate_entry(
         _ => match ends
             .load(
                 &destination.name(),
-                &entry_key_prefix(destination.layout, &req.name),
+                &entry_key_prefix(destination.layout, &req.name)?,
                 &source_name,
             )
             .await?

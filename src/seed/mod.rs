@@ -13,6 +13,7 @@ pub mod grace;
 pub(crate) mod kube_ops;
 pub mod metrics;
 pub(crate) mod mirror;
+pub mod ownership;
 pub mod prefix;
 pub(crate) mod queue;
 pub(crate) mod reconnect;
@@ -23,3 +24,8 @@ pub use extension::entry::FAILPOINT_DELETE_BATCH;
 /// On an extension BackupEntry: the namespace of its garden BackupEntry, so the mirror
 /// finds the garden object from the seed object.
 pub const ANNOTATION_GARDEN_NAMESPACE: &str = "granary.gardener.cloud/garden-namespace";
+
+/// On an extension BackupEntry: the UID of its garden BackupEntry. With the namespace it
+/// is the seed object's identity: a garden entry of the same name from another
+/// namespace never maps onto it, and its prefix marker records it.
+pub const ANNOTATION_GARDEN_UID: &str = "granary.gardener.cloud/garden-uid";

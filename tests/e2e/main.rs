@@ -33,6 +33,7 @@ mod migrate_world;
 mod seed;
 mod seed_crash;
 mod seed_credentials;
+mod seed_data_safety;
 mod seed_grace;
 mod seed_handover;
 mod seed_outage;

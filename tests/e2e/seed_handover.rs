@@ -61,7 +61,10 @@ async fn hand_over_entry_and_bucket(backend: Backend) {
     l.wait_entry_ready(&project, &entry).await;
     l.fill(&bucket, &entry, 20).await;
     let before = l.count(&bucket, "").await;
-    assert_eq!(before, 21);
+    assert_eq!(
+        before, 22,
+        "20 objects, the entry's marker and the bucket's record"
+    );
 
     // The shoot moves to seed-b.
     let entries = l.entries(&project);

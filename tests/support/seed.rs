@@ -274,6 +274,16 @@ impl Landscape {
 
     /// Plays the garden controller: a BackupBucket for `seed`.
     pub async fn create_bucket(&self, name: &str, seed: &str) -> core::BackupBucket {
+        self.create_bucket_labelled(name, seed, &[]).await
+    }
+
+    /// [`Landscape::create_bucket`] with extra labels (e.g. `pool-kind=legacy`).
+    pub async fn create_bucket_labelled(
+        &self,
+        name: &str,
+        seed: &str,
+        extra_labels: &[(&str, &str)],
+    ) -> core::BackupBucket {
         let mut b = core::BackupBucket::new(
             name,
             BackupBucketSpec {
@@ -292,7 +302,13 @@ impl Landscape {
                 ..Default::default()
             },
         );
-        b.metadata.labels = Some(self.labels(seed));
+        let mut labels = self.labels(seed);
+        labels.extend(
+            extra_labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string())),
+        );
+        b.metadata.labels = Some(labels);
         Api::<core::BackupBucket>::all(self.garden.clone())
             .create(&PostParams::default(), &b)
             .await

@@ -3,10 +3,12 @@
 
 use super::{Actuator, ExtensionObject, Provisioned};
 use crate::api::common::SecretReference;
-use crate::api::core::FINALIZER_EXTENSIONS_BACKUPBUCKET;
+use crate::api::core::{FINALIZER_EXTENSIONS_BACKUPBUCKET, LABEL_POOL_KIND, PoolKind};
 use crate::api::extensions::{BackupBucket, DefaultStatus};
 use crate::runtime::duration::parse_duration;
 use crate::seed::context::{Context, ReconcileError};
+use crate::seed::extension::records::ensure_bucket_record;
+use crate::seed::prefix::{BUCKET_RECORD, BucketLayout};
 use granary_providers::{BucketOptions, Immutability, ObjectStore, SecretData};
 use kube::ResourceExt;
 use serde_json::Value;
@@ -87,7 +89,7 @@ pub(crate) struct BucketActuator;
 impl Actuator<BackupBucket> for BucketActuator {
     async fn reconcile(
         &self,
-        _ctx: &Context,
+        ctx: &Context,
         obj: &BackupBucket,
         store: &dyn ObjectStore,
         _credentials: &SecretData,
@@ -95,7 +97,28 @@ impl Actuator<BackupBucket> for BucketActuator {
         let options =
             bucket_options(obj.spec.provider_config.as_ref()).map_err(ReconcileError::Invalid)?;
         let name = obj.name_any();
-        let report = store.ensure_bucket(&name, &options).await?;
+        let mut report = store.ensure_bucket(&name, &options).await?;
+        let legacy_label = matches!(
+            obj.labels().get(LABEL_POOL_KIND).map(|v| v.parse()),
+            Some(Ok(PoolKind::Legacy))
+        );
+        let record = ensure_bucket_record(ctx, store, &name, legacy_label).await?;
+        let layout: BucketLayout = record.layout.into();
+        if legacy_label != (layout == BucketLayout::Legacy) {
+            report.warnings.push(format!(
+                "label {LABEL_POOL_KIND}={} ignored: bucket {name} was recorded as {} when \
+                 Granary first took it ({BUCKET_RECORD}), and a label never changes that",
+                obj.labels()
+                    .get(LABEL_POOL_KIND)
+                    .map(String::as_str)
+                    .unwrap_or(""),
+                if layout == BucketLayout::Legacy {
+                    "a legacy per-shoot bucket"
+                } else {
+                    "a shared bucket"
+                }
+            ));
+        }
         Ok(Provisioned {
             description: if report.created {
                 format!("bucket {name} created")

@@ -2,6 +2,12 @@
 //! `etcd-backup` Secret; after the deletion grace period, delete everything under the
 //! entry prefix in batches (a legacy bucket is deleted whole), then the etcd secret when
 //! it is ours. The schedule is computed from timestamps only, so a restart keeps it.
+//!
+//! The bucket's layout comes from the bucket's own record and the prefix's owner from
+//! its marker ([`crate::seed::ownership`]), never from labels: an entry that does not
+//! own its prefix neither writes nor deletes anything there, and a legacy bucket is
+//! deleted whole only when the provider's listing shows no other entry in it. The
+//! marker is deleted last, so a deletion that crashed half-way still knows its owner.
 
 use super::{Actuator, ExtensionObject, Provisioned};
 use crate::api::common::SecretReference;
@@ -15,10 +21,17 @@ use crate::runtime::clock::from_k8s;
 use crate::runtime::failpoints;
 use crate::seed::context::{Context, ReconcileError};
 use crate::seed::etcd_secret::{CREATED_BY_ANNOTATION, etcd_backup_secret_data};
+use crate::seed::extension::records::{ensure_bucket_record, read_record, scan_root, write_record};
 use crate::seed::grace::{DeletionSchedule, deletion_schedule, grace_period};
 use crate::seed::kube_ops::{is_not_found, namespace_usable};
-use crate::seed::prefix::{BucketLayout, entry_key_prefix, entry_prefix, marker_key};
-use bytes::Bytes;
+use crate::seed::ownership::{
+    BucketRecord, Claim, EntryIdentity, EntryRecord, LayoutDecision, claim, resolve_layout,
+    whole_bucket_deletable,
+};
+use crate::seed::prefix::{
+    BUCKET_RECORD, BucketLayout, ENTRY_MARKER, entry_key_prefix, entry_prefix, marker_key,
+};
+use crate::seed::{ANNOTATION_GARDEN_NAMESPACE, ANNOTATION_GARDEN_UID};
 use chrono::{DateTime, Utc};
 use futures::TryStreamExt;
 use granary_providers::{ErrorKind, ListEntry, ObjectStore, SecretData};
@@ -26,7 +39,7 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::{Resource, ResourceExt};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Mutex;
 
 /// Failpoint hit after every batch of a prefix deletion (crash tests).
@@ -53,12 +66,25 @@ impl ExtensionObject for BackupEntry {
     }
 }
 
-/// The layout of the entry's bucket, from the pool-kind label the mirror copies from
-/// the garden bucket.
-pub(crate) fn layout(entry: &BackupEntry) -> BucketLayout {
-    match entry.labels().get(LABEL_POOL_KIND).map(|v| v.parse()) {
-        Some(Ok(PoolKind::Legacy)) => BucketLayout::Legacy,
-        _ => BucketLayout::Shared,
+/// Whether the entry's `pool-kind` label (copied from the garden bucket) says legacy.
+/// Only ever a request: the bucket record decides.
+fn label_says_legacy(entry: &BackupEntry) -> bool {
+    matches!(
+        entry.labels().get(LABEL_POOL_KIND).map(|v| v.parse()),
+        Some(Ok(PoolKind::Legacy))
+    )
+}
+
+/// Who the entry acts for: the garden entry the mirror names in its annotations, else
+/// (a seed object made by hand) the seed object itself.
+pub(crate) fn identity(entry: &BackupEntry) -> EntryIdentity {
+    let annotations = entry.annotations();
+    let garden_uid = annotations.get(ANNOTATION_GARDEN_UID).cloned();
+    let garden_namespace = annotations.get(ANNOTATION_GARDEN_NAMESPACE).cloned();
+    EntryIdentity {
+        name: entry.name_any(),
+        garden_uid: garden_uid.or_else(|| entry.meta().uid.clone()),
+        garden_namespace,
     }
 }
 
@@ -97,9 +123,66 @@ fn requested_at(entry: &BackupEntry) -> Option<DateTime<Utc>> {
 #[derive(Default)]
 pub(crate) struct EntryActuator {
     pending: Mutex<HashSet<String>>,
+    /// Recorded bucket layouts (a record is never rewritten, so it can be kept).
+    layouts: Mutex<HashMap<String, BucketLayout>>,
 }
 
 impl EntryActuator {
+    /// The layout of the entry's bucket, from the bucket's record. A bucket with no
+    /// record yet is shared unless its label asks for legacy; then the record is made
+    /// now, by the same rule the bucket reconcile uses.
+    async fn layout(
+        &self,
+        ctx: &Context,
+        entry: &BackupEntry,
+        store: &dyn ObjectStore,
+    ) -> Result<BucketLayout, ReconcileError> {
+        let bucket = &entry.spec.bucket_name;
+        let cached = self
+            .layouts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(bucket)
+            .copied();
+        if let Some(layout) = cached {
+            return Ok(layout);
+        }
+        let legacy_label = label_says_legacy(entry);
+        let record = read_record::<BucketRecord>(store, bucket, BUCKET_RECORD).await?;
+        let layout = match resolve_layout(record.as_ref(), legacy_label) {
+            LayoutDecision::UnrecordedShared => return Ok(BucketLayout::Shared),
+            LayoutDecision::WaitForRecord => ensure_bucket_record(ctx, store, bucket, legacy_label)
+                .await?
+                .layout
+                .into(),
+            LayoutDecision::Recorded { layout, .. } => layout,
+        };
+        if legacy_label != (layout == BucketLayout::Legacy) {
+            tracing::warn!(
+                entry = %entry.name_any(), bucket = %bucket, recorded = ?layout,
+                "the entry's {LABEL_POOL_KIND} label is ignored: the bucket's record decides its layout"
+            );
+        }
+        self.layouts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(bucket.clone(), layout);
+        Ok(layout)
+    }
+
+    /// The entry's claim on the prefix whose marker is at `marker` (`None`: no marker).
+    async fn claim(
+        &self,
+        store: &dyn ObjectStore,
+        bucket: &str,
+        marker: &str,
+        me: &EntryIdentity,
+    ) -> Result<Option<Claim>, ReconcileError> {
+        Ok(read_record::<EntryRecord>(store, bucket, marker)
+            .await?
+            .map(|record| claim(&record, me)))
+    }
+
     async fn write_etcd_secret(
         &self,
         ctx: &Context,
@@ -179,14 +262,16 @@ impl EntryActuator {
         }
     }
 
-    /// Deletes every object under `prefix` in batches of the store's batch size,
-    /// passing the crash-test failpoint after each batch. Returns the count.
+    /// Deletes every object under `prefix` but those in `keep` in batches of the
+    /// store's batch size, passing the crash-test failpoint after each batch. Returns the
+    /// count.
     async fn delete_prefix(
         &self,
         ctx: &Context,
         store: &dyn ObjectStore,
         bucket: &str,
         prefix: &str,
+        keep: &[&str],
     ) -> Result<u64, ReconcileError> {
         let batch = store.delete_batch_size().max(1);
         let counter = ctx
@@ -203,7 +288,9 @@ impl EntryActuator {
                 Err(e) => return Err(e.into()),
             };
             let done = next.is_none();
-            if let Some(ListEntry::Object(meta)) = next {
+            if let Some(ListEntry::Object(meta)) = next
+                && !keep.contains(&meta.key.as_str())
+            {
                 pending.push(meta.key);
             }
             if pending.len() >= batch || (done && !pending.is_empty()) {
@@ -230,23 +317,29 @@ impl Actuator<BackupEntry> for EntryActuator {
     ) -> Result<Provisioned, ReconcileError> {
         let name = entry.name_any();
         let bucket = &entry.spec.bucket_name;
-        let layout = layout(entry);
-        let marker = marker_key(layout, &name);
-        match store.head(bucket, &marker).await {
-            Ok(_) => {}
-            Err(e) if e.kind() == ErrorKind::NotFound => {
-                let body = serde_json::json!({
-                    "entry": name,
-                    "uid": entry.meta().uid,
-                    "creationTime": entry.meta().creation_timestamp.as_ref().map(|t| from_k8s(t.0)),
-                });
-                store
-                    .put(bucket, &marker, Bytes::from(body.to_string()))
-                    .await?;
+        let layout = self.layout(ctx, entry, store).await?;
+        let marker = marker_key(layout, &name).map_err(prefix_error)?;
+        let me = identity(entry);
+        let write = match self.claim(store, bucket, &marker, &me).await? {
+            None | Some(Claim::OwnerUnrecorded) => true,
+            Some(Claim::Owner | Claim::MigrationSource) => false,
+            Some(Claim::Foreign(why)) => {
+                return Err(ReconcileError::Invalid(format!(
+                    "{bucket}/{marker}: {why}; nothing is written there (if that entry is \
+                     gone for good, deleting the marker lets this one take the prefix)"
+                )));
             }
-            Err(e) => return Err(e.into()),
+        };
+        if write {
+            let created = entry
+                .meta()
+                .creation_timestamp
+                .as_ref()
+                .map(|t| from_k8s(t.0));
+            let record = me.record(entry.meta().uid.clone(), created);
+            write_record(store, bucket, &marker, &record).await?;
         }
-        let prefix = entry_prefix(layout, &name);
+        let prefix = entry_prefix(layout, &name).map_err(prefix_error)?;
         let written = self
             .write_etcd_secret(ctx, entry, credentials, &prefix)
             .await?;
@@ -298,16 +391,39 @@ impl Actuator<BackupEntry> for EntryActuator {
     ) -> Result<String, ReconcileError> {
         let name = entry.name_any();
         let bucket = &entry.spec.bucket_name;
-        let description = match layout(entry) {
+        let me = identity(entry);
+        let description = match self.layout(ctx, entry, store).await? {
             BucketLayout::Legacy => {
-                // The entry is the whole legacy bucket: contents and bucket go together.
+                // The entry is the whole legacy bucket, but only when the provider's own
+                // listing says nothing else lives there.
+                let record = read_record::<BucketRecord>(store, bucket, BUCKET_RECORD).await?;
+                let root = scan_root(store, bucket).await?;
+                whole_bucket_deletable(&me, bucket, record.as_ref(), &root)
+                    .map_err(ReconcileError::Invalid)?;
+                // Granary's records go last, so a crash half-way still finds the owner.
+                let records = [ENTRY_MARKER, BUCKET_RECORD];
+                let n = self.delete_prefix(ctx, store, bucket, "", &records).await?;
                 store.delete_bucket(bucket, true).await?;
+                self.layouts
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(bucket);
+                tracing::info!(entry = %name, bucket = %bucket, deleted = n, "legacy bucket deleted");
                 format!("legacy bucket {bucket} deleted")
             }
             BucketLayout::Shared => {
-                let prefix = entry_key_prefix(BucketLayout::Shared, &name);
+                let prefix = entry_key_prefix(BucketLayout::Shared, &name).map_err(prefix_error)?;
+                let marker = marker_key(BucketLayout::Shared, &name).map_err(prefix_error)?;
+                if let Some(Claim::Foreign(why)) = self.claim(store, bucket, &marker, &me).await? {
+                    return Err(ReconcileError::Invalid(format!(
+                        "refusing to delete {bucket}/{prefix}: {why}"
+                    )));
+                }
                 tracing::info!(entry = %name, bucket = %bucket, prefix = %prefix, "deleting the entry's objects");
-                let n = self.delete_prefix(ctx, store, bucket, &prefix).await?;
+                let mut n = self
+                    .delete_prefix(ctx, store, bucket, &prefix, &[marker.as_str()])
+                    .await?;
+                n += store.delete_many(bucket, &[marker]).await?.deleted;
                 tracing::info!(entry = %name, deleted = n, "entry's objects deleted");
                 format!("{n} objects under {bucket}/{prefix} deleted")
             }
@@ -315,6 +431,10 @@ impl Actuator<BackupEntry> for EntryActuator {
         self.delete_etcd_secret(ctx, &name).await?;
         Ok(description)
     }
+}
+
+fn prefix_error(e: crate::seed::prefix::EmptyPrefix) -> ReconcileError {
+    ReconcileError::Invalid(e.to_string())
 }
 
 #[cfg(test)]

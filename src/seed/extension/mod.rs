@@ -11,6 +11,7 @@
 
 pub(crate) mod bucket;
 pub(crate) mod entry;
+pub(crate) mod records;
 
 use crate::api::common::{LastOperation, LastOperationState, LastOperationType, SecretReference};
 use crate::api::core::{ANNOTATION_OPERATION, OPERATION_RECONCILE, OPERATION_RESTORE};

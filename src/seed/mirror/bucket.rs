@@ -88,6 +88,11 @@ fn desired(ctx: &Context, garden: &core::BackupBucket) -> extensions::BackupBuck
     );
     let mut labels = std::collections::BTreeMap::new();
     ctx.selector.label(&mut labels);
+    // Only a request for the layout of a bucket Granary has not recorded yet: the
+    // bucket's own record decides (crate::seed::ownership).
+    if let Some(kind) = garden.labels().get(crate::api::core::LABEL_POOL_KIND) {
+        labels.insert(crate::api::core::LABEL_POOL_KIND.to_string(), kind.clone());
+    }
     ext.metadata.labels = Some(labels);
     ext.metadata.annotations = Some(
         [(

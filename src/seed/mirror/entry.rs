@@ -16,12 +16,12 @@ use crate::api::extensions::{self, BackupEntrySpec};
 use crate::runtime::clock::from_k8s;
 use crate::runtime::readiness::{Readiness, ReadinessInput, readiness};
 use crate::runtime::status;
-use crate::seed::ANNOTATION_GARDEN_NAMESPACE;
 use crate::seed::context::{Context, ReconcileError};
 use crate::seed::kube_ops::{
     add_finalizer, is_not_found, patch_annotations, patch_status, remove_finalizer,
 };
 use crate::seed::queue::Next;
+use crate::seed::{ANNOTATION_GARDEN_NAMESPACE, ANNOTATION_GARDEN_UID};
 use kube::api::{Api, DeleteParams};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
@@ -44,6 +44,37 @@ fn seed_api(ctx: &Context) -> Api<extensions::BackupEntry> {
 /// another seed, whose changes this seed's watches do not see.
 const WAIT_FOR_BUCKET: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// Why the seed object `ext` does not stand for the garden entry `namespace`/`uid`
+/// (`uid` unknown when the garden entry is gone), or `None` when it does. The seed
+/// object is cluster-scoped and named after the entry alone, so its identity is the
+/// garden namespace and UID it carries; a seed object from before the UID was carried
+/// is matched by namespace (and gets the UID on the next update).
+pub(crate) fn foreign_seed_object(
+    ext: &extensions::BackupEntry,
+    namespace: &str,
+    uid: Option<&str>,
+) -> Option<String> {
+    let annotations = ext.annotations();
+    let ext_namespace = annotations
+        .get(ANNOTATION_GARDEN_NAMESPACE)
+        .map(String::as_str);
+    let ext_uid = annotations.get(ANNOTATION_GARDEN_UID).map(String::as_str);
+    let same_namespace = ext_namespace == Some(namespace);
+    let same_uid = match (ext_uid, uid) {
+        (Some(a), Some(b)) => a == b,
+        _ => true,
+    };
+    (!same_namespace || !same_uid).then(|| {
+        format!(
+            "the seed's BackupEntry {} belongs to the garden BackupEntry {}/{}{}",
+            ext.name_any(),
+            ext_namespace.unwrap_or("<none>"),
+            ext.name_any(),
+            ext_uid.map(|u| format!(" (uid {u})")).unwrap_or_default()
+        )
+    })
+}
+
 /// One mirror pass over the garden entry with queue key `key`.
 pub(crate) async fn reconcile(ctx: &Context, key: &str) -> Result<Next, ReconcileError> {
     let Some((namespace, name)) = key.split_once('/') else {
@@ -56,6 +87,13 @@ pub(crate) async fn reconcile(ctx: &Context, key: &str) -> Result<Next, Reconcil
         .filter(|e| ctx.selector.matches(e.meta().labels.as_ref()));
     let me = ctx.seed_name.as_str();
     let garden = garden.filter(|g| ctx.selector.matches(g.meta().labels.as_ref()));
+    let uid = garden.as_ref().and_then(|g| g.meta().uid.clone());
+    if let Some(why) = ext
+        .as_ref()
+        .and_then(|e| foreign_seed_object(e, namespace, uid.as_deref()))
+    {
+        return refuse_foreign(ctx, garden, why).await;
+    }
     let Some(garden) = garden.filter(|g| g.responsible_seed() == Some(me)) else {
         // Gone from the garden or another seed's now: let go without provider calls.
         if release_extension(ctx, ext.as_ref()).await? {
@@ -72,6 +110,54 @@ pub(crate) async fn reconcile(ctx: &Context, key: &str) -> Result<Next, Reconcil
     provision(ctx, garden, ext).await
 }
 
+/// A garden entry whose name is taken in this seed by another garden entry's seed
+/// object (same name, another namespace or UID): nothing of the other's is touched — not
+/// its seed object, its copied credentials or its prefix. The garden entry says why in
+/// its status and an event; one being deleted lets go at once, for it never had
+/// anything in this seed.
+async fn refuse_foreign(
+    ctx: &Context,
+    garden: Option<core::BackupEntry>,
+    why: String,
+) -> Result<Next, ReconcileError> {
+    let Some(garden) = garden.filter(|g| g.responsible_seed() == Some(ctx.seed_name.as_str()))
+    else {
+        return Ok(Next::Done);
+    };
+    let namespace = garden.namespace().unwrap_or_default();
+    let deleting = garden.meta().deletion_timestamp.is_some();
+    let description = if deleting {
+        format!("{why}; nothing of it is deleted")
+    } else {
+        format!("{why}; this entry is refused (rename it or delete it)")
+    };
+    ctx.garden_warning(&reference(&garden), "NameCollision", description.clone())
+        .await;
+    if deleting {
+        remove_finalizer(&garden_api(ctx, &namespace), &garden, FINALIZER_GARDENER).await?;
+        return Ok(Next::Done);
+    }
+    let now = ctx.clock.now();
+    let op = garden_operation(
+        false,
+        garden
+            .status
+            .as_ref()
+            .and_then(|s| s.last_operation.as_ref()),
+    );
+    let r = Report {
+        last_operation: status::errored(op, description.clone(), now),
+        last_error: Some(status::last_error(
+            description,
+            crate::runtime::error_codes::FailureKind::Invalid.codes(),
+            now,
+        )),
+        ready: false,
+    };
+    write_status(ctx, &garden, &r).await?;
+    Ok(Next::After(ctx.resync))
+}
+
 /// The annotations carried from the garden entry to the seed object.
 fn carried_annotations(garden: &core::BackupEntry) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
@@ -79,6 +165,9 @@ fn carried_annotations(garden: &core::BackupEntry) -> BTreeMap<String, String> {
         ANNOTATION_GARDEN_NAMESPACE.to_string(),
         garden.namespace().unwrap_or_default(),
     );
+    if let Some(uid) = garden.meta().uid.as_ref() {
+        out.insert(ANNOTATION_GARDEN_UID.to_string(), uid.clone());
+    }
     for key in [ANNOTATION_SHOOT_PURPOSE, ANNOTATION_FORCE_DELETION] {
         if let Some(v) = garden.annotations().get(key) {
             out.insert(key.to_string(), v.clone());
