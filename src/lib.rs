@@ -11,7 +11,9 @@
 //! - [`garden`]: garden-side decisions (bucket pools, placement, seed assignment);
 //! - [`seed`]: seed-side decisions (deletion grace period);
 //! - [`migrate`]: `granary migrate` (legacy buckets, moving entries between buckets);
-//! - [`velero`]: the Velero-compatible archive format, manifest and object-store layout.
+//! - [`velero`]: the Velero-compatible archive format, manifest and object-store layout;
+//! - [`velero_server`]: the Velero-compatible controllers' decisions (the backup queue so
+//!   far).
 
 pub mod api;
 pub mod dev;
@@ -21,3 +23,4 @@ pub mod migrate;
 pub mod runtime;
 pub mod seed;
 pub mod velero;
+pub mod velero_server;

@@ -1,0 +1,339 @@
+//! The backup queue's decision (seed 003 as Velero 1.18 shipped it), one pure function
+//! over plain data: which queued backups start now, which wait and why, and every
+//! waiting backup's `queuePosition`.
+//!
+//! Velero's rules: a backup runs when fewer than `concurrentBackups` are ReadyToStart or
+//! InProgress and it shares no namespace with those nor with any backup ahead of it in the
+//! queue; the earliest runnable backup goes first; the rest are numbered 1..n. One pass
+//! here is what Velero's queue controller reaches after dequeuing one backup at a time,
+//! in queue order, until none is runnable. New backups join the queue behind every
+//! queued one, oldest first.
+
+use super::namespaces::{NamespaceScope, overlap};
+use chrono::{DateTime, Utc};
+
+/// Where a backup stands, as far as the queue cares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QueuePhase {
+    /// `""` or `New`.
+    New,
+    /// `Queued`, with its `queuePosition`.
+    Queued(u32),
+    /// `ReadyToStart` or `InProgress`: counts against `concurrentBackups`.
+    Running,
+}
+
+/// One backup the queue looks at (finished ones are left out by the caller).
+#[derive(Clone, Debug)]
+pub struct QueueItem {
+    pub name: String,
+    pub created: DateTime<Utc>,
+    pub phase: QueuePhase,
+    pub scope: NamespaceScope,
+}
+
+/// Why a queued backup does not start.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WaitReason {
+    /// `running` backups hold every one of the `limit` slots.
+    Concurrency { running: usize, limit: usize },
+    /// It shares `namespace` with backup `with`, running or ahead in the queue.
+    Overlap { with: String, namespace: String },
+}
+
+impl std::fmt::Display for WaitReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WaitReason::Concurrency { running, limit } => write!(
+                f,
+                "{running} of {limit} concurrent backups are running (--concurrent-backups)"
+            ),
+            WaitReason::Overlap { with, namespace } if namespace == "*" => {
+                write!(f, "both it and backup {with} include all namespaces")
+            }
+            WaitReason::Overlap { with, namespace } => {
+                write!(f, "it shares namespace {namespace} with backup {with}")
+            }
+        }
+    }
+}
+
+/// What the queue does with one New or Queued backup.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum QueueDecision {
+    /// → `ReadyToStart`, `queuePosition` 0.
+    Start,
+    /// → `Queued` at `position` (1-based).
+    Wait { position: u32, reason: WaitReason },
+}
+
+/// The decisions for every New and Queued backup, in queue order.
+pub fn plan(items: &[QueueItem], concurrent: usize) -> Vec<(String, QueueDecision)> {
+    let concurrent = concurrent.max(1);
+    let mut running: Vec<&QueueItem> = items
+        .iter()
+        .filter(|i| i.phase == QueuePhase::Running)
+        .collect();
+    let mut queue: Vec<&QueueItem> = items
+        .iter()
+        .filter(|i| i.phase != QueuePhase::Running)
+        .collect();
+    queue.sort_by(|a, b| {
+        let key = |i: &QueueItem| match i.phase {
+            QueuePhase::Queued(p) => (0u8, p),
+            _ => (1u8, 0),
+        };
+        key(a)
+            .cmp(&key(b))
+            .then(a.created.cmp(&b.created))
+            .then(a.name.cmp(&b.name))
+    });
+    let mut waiting: Vec<&QueueItem> = Vec::new();
+    let mut out = Vec::with_capacity(queue.len());
+    for item in queue {
+        let reason = if running.len() >= concurrent {
+            Some(WaitReason::Concurrency {
+                running: running.len(),
+                limit: concurrent,
+            })
+        } else {
+            running.iter().chain(waiting.iter()).find_map(|other| {
+                overlap(&item.scope, &other.scope).map(|namespace| WaitReason::Overlap {
+                    with: other.name.clone(),
+                    namespace,
+                })
+            })
+        };
+        match reason {
+            None => {
+                running.push(item);
+                out.push((item.name.clone(), QueueDecision::Start));
+            }
+            Some(reason) => {
+                waiting.push(item);
+                let position = u32::try_from(waiting.len()).unwrap_or(u32::MAX);
+                out.push((item.name.clone(), QueueDecision::Wait { position, reason }));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+    use proptest::prelude::*;
+
+    fn at(s: i64) -> DateTime<Utc> {
+        Utc.timestamp_opt(1_700_000_000 + s, 0)
+            .single()
+            .expect("valid")
+    }
+
+    fn item(name: &str, created: i64, phase: QueuePhase, ns: &[&str]) -> QueueItem {
+        QueueItem {
+            name: name.into(),
+            created: at(created),
+            phase,
+            scope: NamespaceScope::Listed(ns.iter().map(|s| s.to_string()).collect()),
+        }
+    }
+
+    fn started(plan: &[(String, QueueDecision)]) -> Vec<&str> {
+        plan.iter()
+            .filter(|(_, d)| *d == QueueDecision::Start)
+            .map(|(n, _)| n.as_str())
+            .collect()
+    }
+
+    /// Seed 003's scenario: with two slots, backup5 runs before backup3 and backup4,
+    /// which wait behind the queued backup2, which waits for the running backup1.
+    #[test]
+    fn seed_003_scenario() {
+        let items = vec![
+            item("backup1", 1, QueuePhase::Running, &["ns1", "ns2"]),
+            item("backup2", 2, QueuePhase::Queued(1), &["ns2", "ns3", "ns5"]),
+            item("backup3", 3, QueuePhase::Queued(2), &["ns4", "ns3"]),
+            item("backup4", 4, QueuePhase::Queued(2), &["ns5", "ns6"]),
+            item("backup5", 5, QueuePhase::Queued(3), &["ns8", "ns9"]),
+        ];
+        let p = plan(&items, 2);
+        assert_eq!(started(&p), vec!["backup5"]);
+        let wait = |name: &str| {
+            p.iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, d)| d.clone())
+                .expect("decided")
+        };
+        assert_eq!(
+            wait("backup2"),
+            QueueDecision::Wait {
+                position: 1,
+                reason: WaitReason::Overlap {
+                    with: "backup1".into(),
+                    namespace: "ns2".into()
+                }
+            }
+        );
+        assert_eq!(
+            wait("backup3"),
+            QueueDecision::Wait {
+                position: 2,
+                reason: WaitReason::Overlap {
+                    with: "backup2".into(),
+                    namespace: "ns3".into()
+                }
+            }
+        );
+        assert!(matches!(
+            wait("backup4"),
+            QueueDecision::Wait { position: 3, reason: WaitReason::Overlap { ref with, .. } } if with == "backup2"
+        ));
+
+        // backup1 finishes: backup2 runs; backup3 and backup4 still overlap with it.
+        let next: Vec<QueueItem> = vec![
+            item("backup2", 2, QueuePhase::Queued(1), &["ns2", "ns3", "ns5"]),
+            item("backup3", 3, QueuePhase::Queued(2), &["ns4", "ns3"]),
+            item("backup4", 4, QueuePhase::Queued(3), &["ns5", "ns6"]),
+            item("backup5", 5, QueuePhase::Running, &["ns8", "ns9"]),
+        ];
+        let p = plan(&next, 2);
+        assert_eq!(started(&p), vec!["backup2"]);
+        assert_eq!(
+            p.iter()
+                .filter_map(|(n, d)| match d {
+                    QueueDecision::Wait { position, .. } => Some((n.as_str(), *position)),
+                    QueueDecision::Start => None,
+                })
+                .collect::<Vec<_>>(),
+            vec![("backup3", 1), ("backup4", 2)]
+        );
+    }
+
+    #[test]
+    fn new_backups_join_behind_the_queue_oldest_first_and_may_start_at_once() {
+        let items = vec![
+            item("late", 9, QueuePhase::New, &["b"]),
+            item("early", 1, QueuePhase::New, &["a"]),
+            item("queued", 5, QueuePhase::Queued(1), &["a"]),
+        ];
+        let p = plan(&items, 1);
+        assert_eq!(p[0], ("queued".into(), QueueDecision::Start));
+        assert_eq!(p[1].0, "early");
+        assert_eq!(p[2].0, "late");
+        assert!(matches!(
+            p[2].1,
+            QueueDecision::Wait {
+                position: 2,
+                reason: WaitReason::Concurrency {
+                    running: 1,
+                    limit: 1
+                }
+            }
+        ));
+    }
+
+    #[test]
+    fn an_all_namespaces_backup_is_not_starved() {
+        let all = QueueItem {
+            name: "full".into(),
+            created: at(2),
+            phase: QueuePhase::Queued(1),
+            scope: NamespaceScope::All { except: vec![] },
+        };
+        let items = vec![
+            item("running", 1, QueuePhase::Running, &["a"]),
+            all,
+            item("small", 3, QueuePhase::Queued(2), &["b"]),
+        ];
+        let p = plan(&items, 5);
+        assert!(
+            started(&p).is_empty(),
+            "nothing passes the full backup: {p:?}"
+        );
+        assert_eq!(
+            WaitReason::Overlap {
+                with: "full".into(),
+                namespace: "*".into()
+            }
+            .to_string(),
+            "both it and backup full include all namespaces"
+        );
+    }
+
+    fn scope() -> impl Strategy<Value = NamespaceScope> {
+        prop_oneof![
+            1 => Just(NamespaceScope::All { except: vec![] }),
+            6 => proptest::collection::btree_set("ns[0-5]", 0..3).prop_map(NamespaceScope::Listed),
+        ]
+    }
+
+    fn items() -> impl Strategy<Value = Vec<QueueItem>> {
+        proptest::collection::vec((scope(), 0u8..3, 0u32..6), 0..12).prop_map(|v| {
+            let mut running: Vec<NamespaceScope> = Vec::new();
+            v.into_iter()
+                .enumerate()
+                .map(|(i, (scope, kind, pos))| {
+                    // Running backups never overlap each other (the queue's own invariant).
+                    let can_run = running.iter().all(|r| overlap(r, &scope).is_none());
+                    let phase = match kind {
+                        0 if can_run => {
+                            running.push(scope.clone());
+                            QueuePhase::Running
+                        }
+                        1 => QueuePhase::Queued(pos + 1),
+                        _ => QueuePhase::New,
+                    };
+                    QueueItem {
+                        name: format!("b{i}"),
+                        created: at(i as i64),
+                        phase,
+                        scope,
+                    }
+                })
+                .collect()
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn queue_invariants(items in items(), concurrent in 1usize..4) {
+            let p = plan(&items, concurrent);
+            let by_name = |n: &str| items.iter().find(|i| i.name == n).expect("known");
+            let mut running: Vec<&QueueItem> =
+                items.iter().filter(|i| i.phase == QueuePhase::Running).collect();
+            let already = running.len();
+            // Every New/Queued backup gets exactly one decision.
+            prop_assert_eq!(p.len(), items.len() - already);
+            let mut positions = Vec::new();
+            let mut waited: Vec<&QueueItem> = Vec::new();
+            for (name, decision) in &p {
+                let it = by_name(name);
+                match decision {
+                    QueueDecision::Start => {
+                        // Never two running backups sharing a namespace.
+                        for r in &running {
+                            prop_assert!(overlap(&it.scope, &r.scope).is_none());
+                        }
+                        // FIFO: nothing ahead in the queue that it overlaps with.
+                        for w in &waited {
+                            prop_assert!(overlap(&it.scope, &w.scope).is_none());
+                        }
+                        running.push(it);
+                    }
+                    QueueDecision::Wait { position, reason } => {
+                        positions.push(*position);
+                        if let WaitReason::Overlap { with, .. } = reason {
+                            prop_assert!(overlap(&it.scope, &by_name(with).scope).is_some());
+                        }
+                        waited.push(it);
+                    }
+                }
+            }
+            prop_assert!(running.len() <= concurrent.max(already));
+            // Positions are always 1..n in queue order.
+            prop_assert_eq!(positions, (1..=waited.len() as u32).collect::<Vec<_>>());
+        }
+    }
+}
