@@ -92,6 +92,11 @@ impl Default for LeaderElection {
 }
 
 impl LeaderElection {
+    /// Adds every problem of this section to `errors`.
+    pub fn check(&self, errors: &mut FieldErrors) {
+        self.validate(errors)
+    }
+
     fn validate(&self, errors: &mut FieldErrors) {
         if self.enabled {
             if self.namespace.is_empty() {
@@ -364,6 +369,8 @@ pub struct SeedConfiguration {
     pub seed_liveness: SeedLivenessRenewal,
     pub leader_election: LeaderElection,
     pub server: ServerConfig,
+    /// The Velero-compatible controllers in this seed.
+    pub velero: crate::velero_server::settings::VeleroSettings,
 }
 
 impl SeedConfiguration {
@@ -411,6 +418,7 @@ impl SeedConfiguration {
             ));
         }
         self.leader_election.validate(&mut errors);
+        self.velero.validate("velero", &mut errors);
         errors
     }
 }

@@ -10,3 +10,4 @@
 
 pub mod namespaces;
 pub mod queue;
+pub mod settings;

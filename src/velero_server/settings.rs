@@ -1,0 +1,207 @@
+//! Settings of the Velero-compatible controllers: the `velero:` section of
+//! `SeedConfiguration` and of `granary server`'s own configuration file
+//! (`ServerConfiguration`). Field names follow Velero's server flags
+//! (`--concurrent-backups` is `concurrentBackups`), so do the defaults.
+
+use crate::api::common::{FieldError, FieldErrors};
+use crate::runtime::config::{ConfigDuration, ConfigError, ConfigKind, LeaderElection, ServerConfig};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::time::Duration;
+
+/// Velero's controller names, as `--disable-controllers` takes them (those built so far).
+pub const CONTROLLER_BACKUP_STORAGE_LOCATION: &str = "backup-storage-location";
+pub const CONTROLLER_BACKUP_QUEUE: &str = "backup-queue";
+pub const CONTROLLER_BACKUP: &str = "backup";
+/// Granary's: keeps the seed's default location (only in `granary seed`).
+pub const CONTROLLER_DEFAULT_LOCATION: &str = "default-backup-storage-location";
+
+/// Every Velero controller name Granary knows, for flag validation.
+pub const CONTROLLERS: &[&str] = &[
+    CONTROLLER_BACKUP_STORAGE_LOCATION,
+    CONTROLLER_BACKUP_QUEUE,
+    CONTROLLER_BACKUP,
+    CONTROLLER_DEFAULT_LOCATION,
+];
+
+/// `velero:`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct VeleroSettings {
+    /// Switches the whole Velero-compatible part on (on by default).
+    pub enabled: bool,
+    /// The namespace of the Velero objects (`--namespace`, default `velero`).
+    pub namespace: String,
+    /// `--concurrent-backups` (1).
+    pub concurrent_backups: u32,
+    /// `--item-block-worker-count` (1): workers per running backup.
+    pub item_block_worker_count: u32,
+    /// `--default-backup-ttl` (720h).
+    #[serde(rename = "defaultBackupTTL")]
+    pub default_backup_ttl: ConfigDuration,
+    /// `--store-validation-frequency` (1m): a location's validation period unless its
+    /// `spec.validationFrequency` says otherwise; 0 validates once.
+    pub store_validation_frequency: ConfigDuration,
+    /// `--client-page-size` (500): list page size while collecting items.
+    pub client_page_size: u32,
+    /// `--default-backup-storage-location` (`default`): the location of a backup that
+    /// names none, when no location has `spec.default: true`.
+    pub default_backup_storage_location: String,
+    /// How often queued backups are looked at again without a trigger (Velero: 1m).
+    pub queued_backup_recheck_frequency: ConfigDuration,
+    /// The seed's own default location (`granary seed` only; `granary server` has no
+    /// backup pool to put one in and ignores it).
+    pub default_location: DefaultLocation,
+}
+
+impl Default for VeleroSettings {
+    fn default() -> Self {
+        VeleroSettings {
+            enabled: true,
+            namespace: "velero".to_string(),
+            concurrent_backups: 1,
+            item_block_worker_count: 1,
+            default_backup_ttl: ConfigDuration(Duration::from_secs(720 * 3600)),
+            store_validation_frequency: ConfigDuration(Duration::from_secs(60)),
+            client_page_size: 500,
+            default_backup_storage_location: "default".to_string(),
+            queued_backup_recheck_frequency: ConfigDuration(Duration::from_secs(60)),
+            default_location: DefaultLocation::default(),
+        }
+    }
+}
+
+/// `velero.defaultLocation`: the BackupStorageLocation every seed keeps in a shared bucket
+/// of its own backup pool (DESIGN §4).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct DefaultLocation {
+    pub enabled: bool,
+    /// The location's name (`default`).
+    pub name: String,
+}
+
+impl Default for DefaultLocation {
+    fn default() -> Self {
+        DefaultLocation {
+            enabled: true,
+            name: "default".to_string(),
+        }
+    }
+}
+
+impl VeleroSettings {
+    /// Every problem, with its path under `prefix` (`velero`).
+    pub fn validate(&self, prefix: &str, errors: &mut FieldErrors) {
+        let at = |f: &str| format!("{prefix}.{f}");
+        if self.namespace.is_empty() {
+            errors.push(FieldError::new(at("namespace"), "required"));
+        }
+        for (field, value) in [
+            ("concurrentBackups", self.concurrent_backups),
+            ("itemBlockWorkerCount", self.item_block_worker_count),
+            ("clientPageSize", self.client_page_size),
+        ] {
+            if value == 0 {
+                errors.push(FieldError::new(at(field), "must be at least 1"));
+            }
+        }
+        if self.queued_backup_recheck_frequency.0.is_zero() {
+            errors.push(FieldError::new(
+                at("queuedBackupRecheckFrequency"),
+                "must be positive",
+            ));
+        }
+        if self.default_location.enabled && self.default_location.name.is_empty() {
+            errors.push(FieldError::new(at("defaultLocation.name"), "required"));
+        }
+    }
+}
+
+/// Checks `--disable-controllers` names against the controllers Granary has.
+pub fn unknown_controllers<'a>(names: &'a [String], others: &[&str]) -> Vec<&'a str> {
+    names
+        .iter()
+        .map(String::as_str)
+        .filter(|n| !CONTROLLERS.contains(n) && !others.contains(n))
+        .collect()
+}
+
+/// The configuration of `granary server` (kind `ServerConfiguration`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct ServerConfiguration {
+    pub velero: VeleroSettings,
+    pub leader_election: LeaderElection,
+    pub server: ServerConfig,
+}
+
+impl ConfigKind for ServerConfiguration {
+    const KIND: &'static str = "ServerConfiguration";
+    const KIND_ALIASES: &'static [&'static str] = &[];
+
+    fn normalize(_doc: &mut Map<String, Value>, _origin: &str) -> Result<(), ConfigError> {
+        Ok(())
+    }
+
+    fn problems(&self) -> FieldErrors {
+        let mut errors = FieldErrors::new();
+        self.velero.validate("velero", &mut errors);
+        self.leader_election.check(&mut errors);
+        errors
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::config::{Override, load};
+
+    #[test]
+    fn defaults_are_velero_s() {
+        let v = VeleroSettings::default();
+        assert_eq!(v.namespace, "velero");
+        assert_eq!(v.concurrent_backups, 1);
+        assert_eq!(v.default_backup_ttl.0, Duration::from_secs(720 * 3600));
+        assert_eq!(v.store_validation_frequency.0, Duration::from_secs(60));
+        assert_eq!(v.client_page_size, 500);
+    }
+
+    #[test]
+    fn server_configuration_file_and_flags() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("server.yaml");
+        std::fs::write(
+            &path,
+            "apiVersion: granary.gardener.cloud/v1alpha1\nkind: ServerConfiguration\n\
+             velero:\n  concurrentBackups: 3\n  defaultBackupTTL: 24h\n",
+        )
+        .expect("write");
+        let c: ServerConfiguration = load(
+            Some(&path),
+            &[Override::new("velero.namespace", "backups")],
+        )
+        .expect("loads");
+        assert_eq!(c.velero.concurrent_backups, 3);
+        assert_eq!(c.velero.namespace, "backups");
+        assert_eq!(c.velero.default_backup_ttl.0, Duration::from_secs(24 * 3600));
+
+        std::fs::write(
+            &path,
+            "kind: ServerConfiguration\nvelero:\n  concurrentBackups: 0\n",
+        )
+        .expect("write");
+        let e = load::<ServerConfiguration>(Some(&path), &[]).expect_err("invalid");
+        assert!(e.to_string().contains("velero.concurrentBackups"), "{e}");
+        std::fs::write(&path, "kind: ServerConfiguration\nvelero:\n  concurentBackups: 2\n")
+            .expect("write");
+        let e = load::<ServerConfiguration>(Some(&path), &[]).expect_err("typo");
+        assert!(e.to_string().contains("concurentBackups"), "{e}");
+    }
+
+    #[test]
+    fn disable_controllers_names() {
+        let names = vec!["backup".to_string(), "bakcup".to_string()];
+        assert_eq!(unknown_controllers(&names, &["backupentry"]), vec!["bakcup"]);
+    }
+}
