@@ -8,6 +8,7 @@
 //! Built so far: the queue's decision ([`queue`]) and the namespace overlap it rests on
 //! ([`namespaces`]). The controllers that apply them are issue #15's work.
 
+pub mod location;
 pub mod namespaces;
 pub mod queue;
 pub mod settings;

@@ -4,7 +4,9 @@
 //! (`--concurrent-backups` is `concurrentBackups`), so do the defaults.
 
 use crate::api::common::{FieldError, FieldErrors};
-use crate::runtime::config::{ConfigDuration, ConfigError, ConfigKind, LeaderElection, ServerConfig};
+use crate::runtime::config::{
+    ConfigDuration, ConfigError, ConfigKind, LeaderElection, ServerConfig,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::time::Duration;
@@ -177,14 +179,14 @@ mod tests {
              velero:\n  concurrentBackups: 3\n  defaultBackupTTL: 24h\n",
         )
         .expect("write");
-        let c: ServerConfiguration = load(
-            Some(&path),
-            &[Override::new("velero.namespace", "backups")],
-        )
-        .expect("loads");
+        let c: ServerConfiguration =
+            load(Some(&path), &[Override::new("velero.namespace", "backups")]).expect("loads");
         assert_eq!(c.velero.concurrent_backups, 3);
         assert_eq!(c.velero.namespace, "backups");
-        assert_eq!(c.velero.default_backup_ttl.0, Duration::from_secs(24 * 3600));
+        assert_eq!(
+            c.velero.default_backup_ttl.0,
+            Duration::from_secs(24 * 3600)
+        );
 
         std::fs::write(
             &path,
@@ -193,8 +195,11 @@ mod tests {
         .expect("write");
         let e = load::<ServerConfiguration>(Some(&path), &[]).expect_err("invalid");
         assert!(e.to_string().contains("velero.concurrentBackups"), "{e}");
-        std::fs::write(&path, "kind: ServerConfiguration\nvelero:\n  concurentBackups: 2\n")
-            .expect("write");
+        std::fs::write(
+            &path,
+            "kind: ServerConfiguration\nvelero:\n  concurentBackups: 2\n",
+        )
+        .expect("write");
         let e = load::<ServerConfiguration>(Some(&path), &[]).expect_err("typo");
         assert!(e.to_string().contains("concurentBackups"), "{e}");
     }
@@ -202,6 +207,9 @@ mod tests {
     #[test]
     fn disable_controllers_names() {
         let names = vec!["backup".to_string(), "bakcup".to_string()];
-        assert_eq!(unknown_controllers(&names, &["backupentry"]), vec!["bakcup"]);
+        assert_eq!(
+            unknown_controllers(&names, &["backupentry"]),
+            vec!["bakcup"]
+        );
     }
 }
