@@ -161,7 +161,8 @@ pub(crate) async fn ensure_extension<O: ExtensionObject>(
             .ok()
             .and_then(|v| v.get("spec").cloned())
     };
-    let desired_spec = spec_of(&desired).unwrap_or(Value::Null);
+    let mut desired_spec = spec_of(&desired).unwrap_or(Value::Null);
+    keep_class(spec_of(existing).as_ref(), &mut desired_spec);
     let spec_differs = spec_of(existing).as_ref() != Some(&desired_spec);
     let mut metadata_patch = Map::new();
     for (k, v) in desired.labels() {
@@ -232,6 +233,18 @@ pub(crate) async fn ensure_extension<O: ExtensionObject>(
     } else {
         Ensured::Current
     })
+}
+
+/// `spec.class` is immutable once set (Gardener enforces it with a CEL rule, Granary's
+/// CRDs have none): a class already on the object stays, whatever `desired` says, so
+/// the mirror never changes or removes the class Gardener or an operator set.
+fn keep_class(existing: Option<&Value>, desired: &mut Value) {
+    let class = existing
+        .and_then(|spec| spec.get("class"))
+        .filter(|class| !class.is_null());
+    if let (Some(class), Some(spec)) = (class, desired.as_object_mut()) {
+        spec.insert("class".to_string(), class.clone());
+    }
 }
 
 /// Asks the extension object to let go (hand-over). Returns true once it is gone.
