@@ -430,3 +430,27 @@ pub(crate) fn reference<K: Resource<DynamicType = ()>>(
 ) -> k8s_openapi::api::core::v1::ObjectReference {
     obj.object_ref(&())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::keep_class;
+    use serde_json::json;
+
+    #[test]
+    fn an_existing_class_survives_the_mirrors_spec() {
+        // The mirror's desired spec has no class; the patch would remove the one Gardener
+        // or an operator set, and Gardener's CRD forbids changing it.
+        let existing = json!({"type": "aws", "class": "seed"});
+        let mut desired = json!({"type": "aws"});
+        keep_class(Some(&existing), &mut desired);
+        assert_eq!(desired, json!({"type": "aws", "class": "seed"}));
+
+        let mut changed = json!({"type": "aws", "class": "shoot"});
+        keep_class(Some(&existing), &mut changed);
+        assert_eq!(changed["class"], "seed");
+
+        let mut unset = json!({"type": "aws"});
+        keep_class(Some(&json!({"type": "aws"})), &mut unset);
+        assert_eq!(unset, json!({"type": "aws"}));
+    }
+}
