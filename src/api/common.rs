@@ -40,26 +40,109 @@ pub fn describe_field_errors(errors: &[FieldError]) -> String {
         .join("; ")
 }
 
-/// The kind of operation a `lastOperation` describes (Gardener `LastOperationType`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-pub enum LastOperationType {
-    Create,
-    Reconcile,
-    Delete,
-    Migrate,
-    Restore,
-    LiveMigrate,
+/// Keeps an unknown value of a string enum for the life of the process, so the enum
+/// stays `Copy`. Upstream adds values rarely, so the set of kept strings stays tiny.
+pub(crate) fn intern(text: &str) -> &'static str {
+    use std::collections::HashSet;
+    use std::sync::{Mutex, OnceLock};
+    static KEPT: OnceLock<Mutex<HashSet<&'static str>>> = OnceLock::new();
+    let mut kept = KEPT
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some(known) = kept.get(text) {
+        return known;
+    }
+    let leaked: &'static str = Box::leak(text.to_string().into_boxed_str());
+    kept.insert(leaked);
+    leaked
 }
 
-/// The state of a `lastOperation` (Gardener `LastOperationState`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-pub enum LastOperationState {
-    Processing,
-    Succeeded,
-    Error,
-    Failed,
-    Pending,
-    Aborted,
+/// A Gardener string enum whose Go type is a plain `string`: the schema is a plain
+/// string (Gardener's CRDs carry no `enum`), and a value this version does not know
+/// decodes to `Other` and is written back unchanged, so it never fails a list or watch.
+macro_rules! gardener_string_enum {
+    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident = $text:literal,)* }) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum $name {
+            $($(#[$vmeta])* $variant,)*
+            /// A value this version of Granary does not know, kept as it was.
+            Other(&'static str),
+        }
+
+        impl $name {
+            /// The exact string Gardener uses.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(Self::$variant => $text,)*
+                    Self::Other(text) => text,
+                }
+            }
+
+            /// The value for a string; unknown strings are kept as `Other`.
+            pub fn parse(text: &str) -> Self {
+                match text {
+                    $($text => Self::$variant,)*
+                    other => Self::Other($crate::api::common::intern(other)),
+                }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(self.as_str())
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let text = std::borrow::Cow::<str>::deserialize(d)?;
+                Ok(Self::parse(&text))
+            }
+        }
+
+        impl JsonSchema for $name {
+            fn schema_name() -> std::borrow::Cow<'static, str> {
+                stringify!($name).into()
+            }
+
+            fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+                schemars::json_schema!({"type": "string"})
+            }
+        }
+    };
+}
+pub(crate) use gardener_string_enum;
+
+gardener_string_enum! {
+    /// The kind of operation a `lastOperation` describes (Gardener `LastOperationType`).
+    LastOperationType {
+        Create = "Create",
+        Reconcile = "Reconcile",
+        Delete = "Delete",
+        Migrate = "Migrate",
+        Restore = "Restore",
+        LiveMigrate = "LiveMigrate",
+    }
+}
+
+gardener_string_enum! {
+    /// The state of a `lastOperation` (Gardener `LastOperationState`).
+    LastOperationState {
+        Processing = "Processing",
+        Succeeded = "Succeeded",
+        Error = "Error",
+        Failed = "Failed",
+        Pending = "Pending",
+        Aborted = "Aborted",
+    }
 }
 
 /// Gardener's `LastOperation`: what was last done to an object and how it went.
@@ -202,13 +285,14 @@ pub struct LastError {
     pub last_update_time: Option<DateTime<Utc>>,
 }
 
-/// `True`, `False`, `Unknown` or Gardener's `Progressing`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-pub enum ConditionStatus {
-    True,
-    False,
-    Unknown,
-    Progressing,
+gardener_string_enum! {
+    /// `True`, `False`, `Unknown` or Gardener's `Progressing`.
+    ConditionStatus {
+        True = "True",
+        False = "False",
+        Unknown = "Unknown",
+        Progressing = "Progressing",
+    }
 }
 
 /// A Gardener condition (`gardencorev1beta1.Condition`): like a Kubernetes condition plus
@@ -320,6 +404,26 @@ mod tests {
         });
         let e: LastError = serde_json::from_value(err.clone()).expect("valid");
         assert_eq!(serde_json::to_value(&e).expect("serializes"), err);
+    }
+
+    #[test]
+    fn unknown_gardener_enum_values_decode_and_round_trip() {
+        let json = serde_json::json!({
+            "description": "d",
+            "lastUpdateTime": "2024-05-01T10:00:00Z",
+            "progress": 0,
+            "state": "Paused",
+            "type": "Hibernate"
+        });
+        let op: LastOperation = serde_json::from_value(json.clone()).expect("tolerant");
+        assert_eq!(op.state, LastOperationState::Other("Paused"));
+        assert_eq!(op.type_.as_str(), "Hibernate");
+        assert_eq!(serde_json::to_value(&op).expect("serializes"), json);
+        assert_eq!(ConditionStatus::parse("True"), ConditionStatus::True);
+        let schema = serde_json::to_value(schemars::schema_for!(LastOperationState))
+            .expect("schema serializes");
+        assert_eq!(schema["type"], "string");
+        assert!(schema.get("enum").is_none());
     }
 
     #[test]

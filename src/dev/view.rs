@@ -51,7 +51,7 @@ fn state_of(op: Option<&LastOperation>, error: bool, deleting: bool) -> String {
     let state = match op.map(|o| o.state) {
         None => "Waiting".to_string(),
         Some(LastOperationState::Succeeded) if error => "Error".to_string(),
-        Some(s) => format!("{s:?}"),
+        Some(s) => s.to_string(),
     };
     if deleting {
         format!("Deleting/{state}")

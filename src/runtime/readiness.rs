@@ -74,7 +74,7 @@ pub fn readiness(input: ReadinessInput<'_>) -> Readiness {
         }
         state => {
             return Readiness::Progressing(format!(
-                "last operation is {state:?}: {}",
+                "last operation is {state}: {}",
                 last.description
             ));
         }

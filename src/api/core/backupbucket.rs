@@ -21,6 +21,8 @@ use crate::api::common::{
     version = "v1beta1",
     kind = "BackupBucket",
     plural = "backupbuckets",
+    shortname = "bbc",
+    category = "all",
     status = "BackupBucketStatus",
     derive = "PartialEq",
     printcolumn = r#"{"name": "Provider", "type": "string", "jsonPath": ".spec.provider.type"}"#,
@@ -81,12 +83,20 @@ pub struct BackupBucketStatus {
     /// The secret the provider generated for the bucket (e.g. Azure's storage key).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generated_secret_ref: Option<SecretReference>,
-    /// Granary: the seed that holds the extension object now.
+    /// Granary's addition, not in Gardener's BackupBucket: the seed that holds the
+    /// extension object now (as a BackupEntry's `status.seedName`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed_name: Option<String>,
-    /// Granary: how many BackupEntries are placed in this bucket.
+    /// Granary's addition, not in Gardener's BackupBucket: how many BackupEntries are
+    /// placed in this bucket.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "entry_count_schema")]
     pub entry_count: Option<u32>,
+}
+
+/// A count: `type: integer` with no `format` (`uint32` is not a Kubernetes format).
+fn entry_count_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "integer", "minimum": 0})
 }
 
 impl BackupBucket {

@@ -19,6 +19,8 @@ use crate::api::common::{FieldError, FieldErrors, LastError, LastOperation, Obje
     version = "v1beta1",
     kind = "BackupEntry",
     plural = "backupentries",
+    shortname = "bec",
+    category = "all",
     namespaced,
     status = "BackupEntryStatus",
     derive = "PartialEq",

@@ -20,6 +20,8 @@ use crate::api::common::{Condition, FieldError, FieldErrors};
     version = "v1beta1",
     kind = "CloudProfile",
     plural = "cloudprofiles",
+    shortname = "cprofile",
+    shortname = "cpfl",
     status = "CloudProfileStatus",
     derive = "PartialEq",
     printcolumn = r#"{"name": "Provider", "type": "string", "jsonPath": ".spec.type"}"#,
@@ -35,7 +37,8 @@ pub struct CloudProfileSpec {
     /// The regions shoots of this profile may use.
     #[serde(default)]
     pub regions: Vec<Region>,
-    /// Where backups of this profile's shoots go; none means no backups.
+    /// Where backups of this profile's shoots go; none means no backups. Granary's
+    /// addition (seed 004's proposal), not a field of shipped Gardener's CloudProfile.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backup: Option<BackupSpec>,
     /// Fields Granary does not read (kubernetes versions, machine images, …).
@@ -59,6 +62,8 @@ pub struct Region {
 #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
 #[schemars(transform = super::drop_defaults)]
 pub struct CloudProfileStatus {
+    /// Granary's addition (the backup-configuration condition of seed 004's proposal);
+    /// shipped Gardener's CloudProfile status has no conditions.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
     #[serde(flatten)]

@@ -20,6 +20,7 @@ const PROJECT_NAMESPACE_PREFIX: &str = "garden-";
     version = "v1beta1",
     kind = "Shoot",
     plural = "shoots",
+    category = "all",
     namespaced,
     status = "ShootStatus",
     derive = "PartialEq",

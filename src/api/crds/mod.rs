@@ -8,6 +8,9 @@
 //! and must be structural, as kube-apiserver demands ([`structural`]).
 
 pub mod structural;
+#[cfg(test)]
+mod upstream;
+pub mod wire;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use serde_json::Value;
@@ -43,8 +46,9 @@ pub fn crds(side: Option<Side>) -> Vec<CustomResourceDefinition> {
     out.into_iter().map(finish).collect()
 }
 
-/// Removes every `default` from the schemas: Granary applies defaults in Rust, and a
-/// `default:` in a CRD would make the API server write values the Rust code never chose.
+/// Removes every `default` from the schemas (Granary applies defaults in Rust, and a
+/// `default:` in a CRD would make the API server write values the Rust code never chose)
+/// and gives them upstream's wire shape ([`wire`]).
 fn finish(crd: CustomResourceDefinition) -> CustomResourceDefinition {
     let mut value = serde_json::to_value(&crd).expect("a CRD always serializes to JSON");
     if let Some(versions) = value
@@ -54,6 +58,7 @@ fn finish(crd: CustomResourceDefinition) -> CustomResourceDefinition {
         for version in versions {
             if let Some(schema) = version.pointer_mut("/schema/openAPIV3Schema") {
                 strip_defaults(schema);
+                wire::apply(schema);
             }
         }
     }

@@ -11,20 +11,27 @@ use kube::{CustomResource, CustomResourceExt, ResourceExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::api::common::{Condition, FieldErrors, LastError, LastOperation, SecretReference};
+use crate::api::common::{
+    Condition, FieldError, FieldErrors, LastError, LastOperation, SecretReference,
+    gardener_string_enum,
+};
 use crate::api::core::ANNOTATION_OPERATION;
 use crate::api::core::checks::{
     check_secret_ref, dns_label_problem, dns_subdomain_problem, push_problem, require,
 };
 
-/// Which Gardener cluster an extension object is for (`DefaultSpec.class`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum ExtensionClass {
-    Garden,
-    Seed,
-    Shoot,
+gardener_string_enum! {
+    /// Which Gardener cluster an extension object is for (`DefaultSpec.class`); immutable
+    /// once set ([`validate_class_update`]).
+    ExtensionClass {
+        Garden = "garden",
+        Seed = "seed",
+        Shoot = "shoot",
+    }
 }
+
+/// Label Gardener puts on its extension CRDs: deleting them needs a confirmation.
+pub const LABEL_DELETION_PROTECTED: &str = "gardener.cloud/deletion-protected";
 
 /// The seed-side bucket: what the provider should create.
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -211,7 +218,30 @@ pub fn validate_extension_backup_entry(entry: &BackupEntry) -> FieldErrors {
     errors
 }
 
-/// The CRDs of this group, for the seed side.
+/// Gardener's rule for `spec.class` of every extension object: once set it may not
+/// change (a CEL `self == oldSelf` rule upstream, checked only when both the old and
+/// the new object carry a class). Granary's CRDs carry no CEL, so its writers check it.
+pub fn validate_class_update(
+    old: Option<ExtensionClass>,
+    new: Option<ExtensionClass>,
+) -> FieldErrors {
+    match (old, new) {
+        (Some(old), Some(new)) if old != new => vec![FieldError::new(
+            "spec.class",
+            format!("Value is immutable (was {old}, now {new})"),
+        )],
+        _ => FieldErrors::new(),
+    }
+}
+
+/// The CRDs of this group, for the seed side, labelled deletion-protected as Gardener's.
 pub fn crds() -> Vec<CustomResourceDefinition> {
-    vec![BackupBucket::crd(), BackupEntry::crd()]
+    let mut crds = vec![BackupBucket::crd(), BackupEntry::crd()];
+    for crd in &mut crds {
+        crd.metadata
+            .labels
+            .get_or_insert_with(Default::default)
+            .insert(LABEL_DELETION_PROTECTED.to_string(), "true".to_string());
+    }
+    crds
 }

@@ -58,12 +58,18 @@ fn crds_match_gardeners_extension_crds() {
         assert_eq!(path["x-kubernetes-preserve-unknown-fields"], true);
         assert_eq!(path["type"], "object");
     }
-    // kube lists `null` too for an optional enum (with `nullable: true`).
-    let classes = root["spec"]["properties"]["class"]["enum"]
-        .as_array()
-        .expect("class is an enum");
-    for class in ["garden", "seed", "shoot"] {
-        assert!(classes.contains(&serde_json::json!(class)), "{class}");
+    // Gardener's CRD has no enum for the class (any string, immutable once set).
+    let class = &root["spec"]["properties"]["class"];
+    assert_eq!(class["type"], "string");
+    assert!(class.get("enum").is_none(), "{class}");
+    for crd in &crds {
+        assert_eq!(
+            crd.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(LABEL_DELETION_PROTECTED)),
+            Some(&"true".to_string())
+        );
     }
 }
 
@@ -136,10 +142,23 @@ fn extension_objects_report_every_problem() {
 }
 
 #[test]
-fn unknown_class_is_rejected() {
+fn unknown_class_decodes_and_class_is_immutable() {
+    // Gardener's CRD takes any string; a class this version does not know must not fail
+    // a list or watch of every extension object.
     let json = serde_json::json!({
         "type": "aws", "region": "r", "secretRef": {"name": "n", "namespace": "garden"},
         "class": "cluster"
     });
-    assert!(serde_json::from_value::<BackupBucketSpec>(json).is_err());
+    let spec: BackupBucketSpec = serde_json::from_value(json.clone()).expect("tolerant");
+    assert_eq!(spec.class.map(ExtensionClass::as_str), Some("cluster"));
+    assert_eq!(serde_json::to_value(&spec).expect("serializes"), json);
+
+    let seed = Some(ExtensionClass::Seed);
+    assert!(validate_class_update(None, seed).is_empty());
+    assert!(validate_class_update(seed, None).is_empty());
+    assert!(validate_class_update(seed, seed).is_empty());
+    assert_eq!(
+        messages(&validate_class_update(seed, Some(ExtensionClass::Shoot))),
+        ["spec.class: Value is immutable (was seed, now shoot)"]
+    );
 }

@@ -41,27 +41,38 @@ pub struct BackupSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Metadata>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub included_namespaces: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub excluded_namespaces: Option<Vec<String>>,
     /// Old-style resource filter; cannot be combined with the `*ScopedResources` ones.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub included_resources: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub excluded_resources: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub included_cluster_scoped_resources: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub excluded_cluster_scoped_resources: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub included_namespace_scoped_resources: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub excluded_namespace_scoped_resources: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub label_selector: Option<LabelSelector>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub or_label_selectors: Option<Vec<LabelSelector>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub snapshot_volumes: Option<bool>,
     /// How long the backup is kept (Go duration; Velero default 720h).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -69,6 +80,7 @@ pub struct BackupSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub volume_group_snapshot_label_key: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub include_cluster_resources: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hooks: Option<BackupHooks>,
@@ -78,11 +90,14 @@ pub struct BackupSpec {
     pub volume_snapshot_locations: Option<Vec<String>>,
     /// Deprecated; read as `defaultVolumesToFsBackup`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub default_volumes_to_restic: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub default_volumes_to_fs_backup: Option<bool>,
     /// Per resource, a comma-separated `ns/name` order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub ordered_resources: Option<BTreeMap<String, String>>,
     /// Velero default 10m.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -93,13 +108,13 @@ pub struct BackupSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource_policy: Option<TypedLocalObjectReference>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub snapshot_move_data: Option<bool>,
     #[serde(default, rename = "datamover", skip_serializing_if = "Option::is_none")]
     pub data_mover: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub uploader_config: Option<UploaderConfigForBackup>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub backup_type: Option<BackupType>,
 }
 
 /// `spec.uploaderConfig` of a Backup.
@@ -110,17 +125,11 @@ pub struct UploaderConfigForBackup {
     pub parallel_files_upload: Option<i64>,
 }
 
-/// How volume data is backed up.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
-pub enum BackupType {
-    Full,
-    Incremental,
-}
-
 /// `spec.hooks` of a Backup.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct BackupHooks {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub resources: Option<Vec<BackupResourceHookSpec>>,
 }
 
@@ -130,14 +139,19 @@ pub struct BackupHooks {
 pub struct BackupResourceHookSpec {
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub included_namespaces: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub excluded_namespaces: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub included_resources: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub excluded_resources: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub label_selector: Option<LabelSelector>,
     /// Run before the item is stored.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -160,6 +174,7 @@ pub struct ExecHook {
     /// Defaults to the pod's first container.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container: Option<String>,
+    #[schemars(length(min = 1))]
     pub command: Vec<String>,
     /// Defaults to `Fail` for backup hooks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -250,6 +265,7 @@ pub struct BackupStatus {
     pub format_version: Option<String>,
     /// Start + ttl; when the backup may be garbage-collected.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub expiration: Option<DateTime<Utc>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<BackupPhase>,
@@ -257,10 +273,13 @@ pub struct BackupStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue_position: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub validation_errors: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub start_timestamp: Option<DateTime<Utc>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub completion_timestamp: Option<DateTime<Utc>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub volume_snapshots_attempted: Option<i64>,
@@ -275,6 +294,7 @@ pub struct BackupStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub errors: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub progress: Option<BackupProgress>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub csi_volume_snapshots_attempted: Option<i64>,
@@ -287,6 +307,7 @@ pub struct BackupStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backup_item_operations_failed: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub hook_status: Option<HookStatus>,
 }
 

@@ -28,9 +28,8 @@ use kube::CustomResourceExt;
 pub use crate::api::common::{FieldError, FieldErrors};
 pub use backup::{
     Backup, BackupHooks, BackupPhase, BackupProgress, BackupResourceHook, BackupResourceHookSpec,
-    BackupSpec, BackupStatus, BackupType, DEFAULT_BACKUP_HOOK_ON_ERROR,
-    DEFAULT_EXEC_HOOK_TIMEOUT_SECS, ExecHook, HookErrorMode, HookStatus, Metadata,
-    UploaderConfigForBackup,
+    BackupSpec, BackupStatus, DEFAULT_BACKUP_HOOK_ON_ERROR, DEFAULT_EXEC_HOOK_TIMEOUT_SECS,
+    ExecHook, HookErrorMode, HookStatus, Metadata, UploaderConfigForBackup,
 };
 pub use duration::{Duration, DurationError};
 pub use requests::{
@@ -100,20 +99,24 @@ impl Default for ServerDefaults {
 
 /// The CRDs of every `velero.io/v1` kind here.
 pub fn crds() -> Vec<CustomResourceDefinition> {
-    vec![
-        without_status_subresource(tidy_crd(Backup::crd())),
-        without_status_subresource(tidy_crd(Restore::crd())),
-        tidy_crd(BackupStorageLocation::crd()),
-        without_status_subresource(tidy_crd(DeleteBackupRequest::crd())),
-        without_status_subresource(tidy_crd(Schedule::crd())),
-        without_status_subresource(tidy_crd(DownloadRequest::crd())),
+    [
+        Backup::crd(),
+        Restore::crd(),
+        BackupStorageLocation::crd(),
+        DeleteBackupRequest::crd(),
+        Schedule::crd(),
+        DownloadRequest::crd(),
     ]
+    .into_iter()
+    .map(|crd| without_status_subresource(tidy_crd(crd)))
+    .collect()
 }
 
-/// Velero's own CRDs give only BackupStorageLocation a status subresource; Velero writes
-/// the status of every other kind with ordinary updates. Granary's CRDs match, so a real
-/// Velero server can run on them and its objects round-trip (the Rust types still carry a
-/// typed `status`).
+/// No `velero.io` CRD has a status subresource (Velero dropped them in 1.9): Velero's
+/// controllers write `status` by updating or patching the whole object, and with a
+/// status subresource the API server would drop those writes (a BackupStorageLocation
+/// would never become Available). Granary's controllers write status the same way; the
+/// Rust types still carry a typed `status`.
 fn without_status_subresource(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
     for version in &mut crd.spec.versions {
         if let Some(sub) = version.subresources.as_mut() {
@@ -126,9 +129,13 @@ fn without_status_subresource(mut crd: CustomResourceDefinition) -> CustomResour
     crd
 }
 
-/// Removes the `null` that the schema generator adds to the `enum` list of an
-/// optional enum field: the field is already `nullable: true`, and an enum value that
-/// does not match the declared `type: string` is best kept out of a CRD.
+/// Brings a Velero or OADP CRD to the shape controller-gen gives it upstream:
+/// - no `null` in the `enum` list of an optional enum field (the generator adds one; a
+///   value that does not match `type: string` is best kept out of a CRD);
+/// - no `required: [spec]` at the root: Velero's and OADP's Go types say
+///   `spec,omitempty`, so an object without `spec` is valid upstream;
+/// - no `format` on integers: upstream counts with Go `int`, which controller-gen leaves
+///   without one (the `int64` of `metav1.Condition.observedGeneration` stays).
 pub(crate) fn tidy_crd(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
     for version in &mut crd.spec.versions {
         if let Some(schema) = version
@@ -137,9 +144,33 @@ pub(crate) fn tidy_crd(mut crd: CustomResourceDefinition) -> CustomResourceDefin
             .and_then(|s| s.open_api_v3_schema.as_mut())
         {
             drop_null_enum_values(schema);
+            schema.required = None;
+            drop_integer_formats(schema);
         }
     }
     crd
+}
+
+fn drop_integer_formats(schema: &mut JSONSchemaProps) {
+    let props = schema.properties.as_ref();
+    let is_condition = props.is_some_and(|p| {
+        p.contains_key("observedGeneration") && p.contains_key("lastTransitionTime")
+    });
+    if is_condition {
+        return;
+    }
+    if schema.type_.as_deref() == Some("integer") {
+        schema.format = None;
+    }
+    for child in schema.properties.iter_mut().flat_map(|p| p.values_mut()) {
+        drop_integer_formats(child);
+    }
+    if let Some(JSONSchemaPropsOrArray::Schema(items)) = schema.items.as_mut() {
+        drop_integer_formats(items);
+    }
+    if let Some(JSONSchemaPropsOrBool::Schema(extra)) = schema.additional_properties.as_mut() {
+        drop_integer_formats(extra);
+    }
 }
 
 fn drop_null_enum_values(schema: &mut JSONSchemaProps) {

@@ -55,6 +55,7 @@ pub struct DeleteBackupRequestStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<DeleteBackupRequestPhase>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub errors: Option<Vec<String>>,
 }
 
@@ -162,6 +163,7 @@ pub struct DownloadRequestStatus {
     pub download_url: Option<String>,
     /// When the request may be deleted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub expiration: Option<DateTime<Utc>>,
 }
 

@@ -40,7 +40,6 @@ pub const DEFAULT_RESTORE_HOOK_ON_ERROR: HookErrorMode = HookErrorMode::Continue
     kind = "Restore",
     namespaced,
     status = "RestoreStatus",
-    shortname = "rst",
     derive = "PartialEq",
     derive = "Default",
     doc = "Restore is a Velero resource that represents the application of resources from a Velero backup to a target Kubernetes cluster."
@@ -54,48 +53,64 @@ pub struct RestoreSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule_name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub included_namespaces: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub excluded_namespaces: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub included_resources: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub excluded_resources: Option<Vec<String>>,
     /// Source namespace to target namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace_mapping: Option<BTreeMap<String, String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub label_selector: Option<LabelSelector>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub or_label_selectors: Option<Vec<LabelSelector>>,
     #[serde(
         default,
         rename = "restorePVs",
         skip_serializing_if = "Option::is_none"
     )]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub restore_pvs: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub restore_status: Option<RestoreStatusSpec>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub preserve_node_ports: Option<bool>,
     /// Unset means true for restores.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub include_cluster_resources: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hooks: Option<RestoreHooks>,
-    /// What to do with resources that already exist (unset means `none`).
+    /// What to do with resources that already exist (unset means `none`). Any string is
+    /// accepted on the wire, as by Velero: an unknown one fails validation, never
+    /// decoding (read it with [`RestoreSpec::existing_resource_policy`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub existing_resource_policy: Option<PolicyType>,
+    #[schemars(extend("id" = "granary:nullable"))]
+    pub existing_resource_policy: Option<String>,
     /// Velero default 4h.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub item_operation_timeout: Option<Duration>,
     /// ConfigMap of JSON patches applied to resources before they are restored.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub resource_modifier: Option<TypedLocalObjectReference>,
     /// ConfigMap of resource filter policies.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub resource_policy: Option<TypedLocalObjectReference>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub uploader_config: Option<UploaderConfigForRestore>,
 }
 
@@ -104,6 +119,7 @@ pub struct RestoreSpec {
 #[serde(rename_all = "camelCase")]
 pub struct UploaderConfigForRestore {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub write_sparse_files: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parallel_files_download: Option<i64>,
@@ -114,12 +130,14 @@ pub struct UploaderConfigForRestore {
 #[serde(rename_all = "camelCase")]
 pub struct RestoreStatusSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub included_resources: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub excluded_resources: Option<Vec<String>>,
 }
 
-/// `existingResourcePolicy` of a Restore.
+/// The `existingResourcePolicy` values Velero acts on.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum PolicyType {
@@ -127,6 +145,35 @@ pub enum PolicyType {
     None,
     /// Patch existing resources that differ.
     Update,
+}
+
+impl PolicyType {
+    /// The exact string Velero uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::Update => "update",
+        }
+    }
+
+    /// The policy a string names, if Velero knows it.
+    pub fn parse(text: &str) -> Option<Self> {
+        [Self::None, Self::Update]
+            .into_iter()
+            .find(|p| p.as_str() == text)
+    }
+}
+
+impl RestoreSpec {
+    /// The typed `existingResourcePolicy`: `None` when unset or empty, `Err` with the
+    /// text when Velero would not know it (validation reports that one).
+    pub fn existing_resource_policy(&self) -> Option<Result<PolicyType, &str>> {
+        let text = self.existing_resource_policy.as_deref()?;
+        if text.is_empty() {
+            return None;
+        }
+        Some(PolicyType::parse(text).ok_or(text))
+    }
 }
 
 /// `spec.hooks` of a Restore.
@@ -142,14 +189,19 @@ pub struct RestoreHooks {
 pub struct RestoreResourceHookSpec {
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub included_namespaces: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub excluded_namespaces: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub included_resources: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub excluded_resources: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub label_selector: Option<LabelSelector>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub post_hooks: Option<Vec<RestoreResourceHook>>,
@@ -170,6 +222,7 @@ pub struct RestoreResourceHook {
 pub struct ExecRestoreHook {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container: Option<String>,
+    #[schemars(length(min = 1))]
     pub command: Vec<String>,
     /// Defaults to `Continue` for restore hooks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -181,6 +234,7 @@ pub struct ExecRestoreHook {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wait_timeout: Option<Duration>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub wait_for_ready: Option<bool>,
 }
 
@@ -199,7 +253,7 @@ pub struct InitRestoreHook {
 fn free_form_objects(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({
         "type": "array",
-        "nullable": true,
+        "x-kubernetes-preserve-unknown-fields": true,
         "items": { "type": "object", "x-kubernetes-preserve-unknown-fields": true }
     })
 }
@@ -260,6 +314,7 @@ pub struct RestoreStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<RestorePhase>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub validation_errors: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warnings: Option<i64>,
@@ -268,10 +323,13 @@ pub struct RestoreStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure_reason: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub start_timestamp: Option<DateTime<Utc>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub completion_timestamp: Option<DateTime<Utc>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub progress: Option<RestoreProgress>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restore_item_operations_attempted: Option<i64>,
@@ -280,6 +338,7 @@ pub struct RestoreStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restore_item_operations_failed: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub hook_status: Option<HookStatus>,
 }
 
@@ -397,6 +456,14 @@ impl RestoreSpec {
             &p("resourcePolicy"),
             self.resource_policy.as_ref(),
         );
+        if let Some(Err(text)) = self.existing_resource_policy() {
+            // Velero's wording (`restore_controller.go`).
+            push(
+                &mut errs,
+                p("existingResourcePolicy"),
+                format!("Invalid ExistingResourcePolicy: {text}"),
+            );
+        }
         if let Some(n) = self
             .uploader_config
             .as_ref()

@@ -1,4 +1,4 @@
-//! `velero.io/v1` Schedule (`sched`): a cron expression and the Backup spec it creates.
+//! `velero.io/v1` Schedule: a cron expression and the Backup spec it creates.
 
 use chrono::{DateTime, Utc};
 use kube::CustomResource;
@@ -19,7 +19,6 @@ use super::{BackupSpec, FieldErrors, ServerDefaults};
     kind = "Schedule",
     namespaced,
     status = "ScheduleStatus",
-    shortname = "sched",
     printcolumn(
         name = "Status",
         type_ = "string",
@@ -61,6 +60,7 @@ pub struct ScheduleSpec {
     /// Cron expression (5 fields, or a descriptor such as `@every 6h`).
     pub schedule: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub use_owner_references_in_backup: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paused: Option<bool>,
@@ -84,8 +84,10 @@ pub struct ScheduleStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<SchedulePhase>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub last_backup: Option<DateTime<Utc>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub last_skipped: Option<DateTime<Utc>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub validation_errors: Option<Vec<String>>,

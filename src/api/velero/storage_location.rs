@@ -86,9 +86,11 @@ pub struct BackupStorageLocationSpec {
     pub access_mode: Option<BackupStorageLocationAccessMode>,
     /// How often backups are synced from the store; `0` disables sync.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub backup_sync_period: Option<Duration>,
     /// How often the store is validated; `0` disables validation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub validation_frequency: Option<Duration>,
 }
 
@@ -134,8 +136,10 @@ pub struct BackupStorageLocationStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<BackupStorageLocationPhase>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub last_synced_time: Option<DateTime<Utc>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
     pub last_validation_time: Option<DateTime<Utc>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,

@@ -161,7 +161,8 @@ pub(crate) async fn ensure_extension<O: ExtensionObject>(
             .ok()
             .and_then(|v| v.get("spec").cloned())
     };
-    let desired_spec = spec_of(&desired).unwrap_or(Value::Null);
+    let mut desired_spec = spec_of(&desired).unwrap_or(Value::Null);
+    keep_class(spec_of(existing).as_ref(), &mut desired_spec);
     let spec_differs = spec_of(existing).as_ref() != Some(&desired_spec);
     let mut metadata_patch = Map::new();
     for (k, v) in desired.labels() {
@@ -232,6 +233,18 @@ pub(crate) async fn ensure_extension<O: ExtensionObject>(
     } else {
         Ensured::Current
     })
+}
+
+/// `spec.class` is immutable once set (Gardener enforces it with a CEL rule, Granary's
+/// CRDs have none): a class already on the object stays, whatever `desired` says, so
+/// the mirror never changes or removes the class Gardener or an operator set.
+fn keep_class(existing: Option<&Value>, desired: &mut Value) {
+    let class = existing
+        .and_then(|spec| spec.get("class"))
+        .filter(|class| !class.is_null());
+    if let (Some(class), Some(spec)) = (class, desired.as_object_mut()) {
+        spec.insert("class".to_string(), class.clone());
+    }
 }
 
 /// Asks the extension object to let go (hand-over). Returns true once it is gone.
@@ -416,4 +429,28 @@ pub(crate) fn reference<K: Resource<DynamicType = ()>>(
     obj: &K,
 ) -> k8s_openapi::api::core::v1::ObjectReference {
     obj.object_ref(&())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::keep_class;
+    use serde_json::json;
+
+    #[test]
+    fn an_existing_class_survives_the_mirrors_spec() {
+        // The mirror's desired spec has no class; the patch would remove the one Gardener
+        // or an operator set, and Gardener's CRD forbids changing it.
+        let existing = json!({"type": "aws", "class": "seed"});
+        let mut desired = json!({"type": "aws"});
+        keep_class(Some(&existing), &mut desired);
+        assert_eq!(desired, json!({"type": "aws", "class": "seed"}));
+
+        let mut changed = json!({"type": "aws", "class": "shoot"});
+        keep_class(Some(&existing), &mut changed);
+        assert_eq!(changed["class"], "seed");
+
+        let mut unset = json!({"type": "aws"});
+        keep_class(Some(&json!({"type": "aws"})), &mut unset);
+        assert_eq!(unset, json!({"type": "aws"}));
+    }
 }

@@ -170,7 +170,6 @@ const BACKUP_SPEC: &[Field] = &[
     field("snapshotMoveData", Plain, NotNil),
     field("datamover", Plain, NotEmpty),
     field("uploaderConfig", Struct(UPLOADER_CONFIG_FOR_BACKUP), NotNil),
-    field("backupType", Plain, NotEmpty),
 ];
 
 /// Velero `BackupProgress`.
