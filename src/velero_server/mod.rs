@@ -8,7 +8,11 @@
 //! Built so far: the queue's decision ([`queue`]) and the namespace overlap it rests on
 //! ([`namespaces`]). The controllers that apply them are issue #15's work.
 
+pub mod context;
 pub mod location;
+pub mod locations;
+pub mod metrics;
 pub mod namespaces;
 pub mod queue;
+pub mod queue_controller;
 pub mod settings;

@@ -1,0 +1,168 @@
+//! What every Velero-compatible controller of one process shares: the cluster client,
+//! the settings, the store options (the `local` provider's root), the clock, metrics and
+//! an event recorder, and the one way to turn a BackupStorageLocation into a store.
+
+use super::location::{LocationAccess, LocationError, location_access};
+use super::metrics::VeleroMetrics;
+use super::settings::VeleroSettings;
+use crate::api::velero::BackupStorageLocation;
+use crate::runtime::clock::Clock;
+use crate::runtime::selector::ObjectSelector;
+use granary_providers::{ObjectStore, StoreOptions};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::Api;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::{Client, Resource};
+use std::sync::Arc;
+
+/// Why a location cannot be used now.
+#[derive(Debug, thiserror::Error)]
+pub enum LocationProblem {
+    #[error("BackupStorageLocation {0:?} does not exist")]
+    NotFound(String),
+    #[error("{0}")]
+    Invalid(#[from] LocationError),
+    #[error("{0}")]
+    Store(#[from] granary_providers::Error),
+    #[error("{0}")]
+    Kube(#[from] kube::Error),
+}
+
+/// A location opened for use.
+pub struct OpenLocation {
+    pub location: BackupStorageLocation,
+    pub access: LocationAccess,
+    pub store: Arc<dyn ObjectStore>,
+}
+
+/// The shared state of the Velero-compatible controllers of one process.
+pub struct VeleroContext {
+    pub client: Client,
+    pub settings: VeleroSettings,
+    pub store_options: StoreOptions,
+    pub clock: Clock,
+    pub metrics: VeleroMetrics,
+    pub selector: ObjectSelector,
+    recorder: Recorder,
+}
+
+impl VeleroContext {
+    pub fn new(
+        client: Client,
+        settings: VeleroSettings,
+        store_options: StoreOptions,
+        clock: Clock,
+        metrics: VeleroMetrics,
+        selector: ObjectSelector,
+    ) -> Self {
+        let reporter = Reporter {
+            controller: "granary-velero".into(),
+            instance: None,
+        };
+        VeleroContext {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            settings,
+            store_options,
+            clock,
+            metrics,
+            selector,
+        }
+    }
+
+    pub fn namespace(&self) -> &str {
+        &self.settings.namespace
+    }
+
+    pub fn api<K>(&self) -> Api<K>
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+    {
+        Api::namespaced(self.client.clone(), &self.settings.namespace)
+    }
+
+    /// Store access for `location`: its credential Secret (in the Velero namespace)
+    /// read and mapped, the store opened. Nothing here logs a credential.
+    pub async fn open(&self, location: BackupStorageLocation) -> Result<OpenLocation, LocationProblem> {
+        let spec = &location.spec;
+        let credential = match &spec.credential {
+            None => None,
+            Some(selector) => {
+                let secrets: Api<Secret> = self.api();
+                let name = selector.name.as_str();
+                let secret = secrets.get_opt(name).await?.ok_or_else(|| {
+                    LocationError {
+                        field: "spec.credential.name".into(),
+                        message: format!("Secret {name:?} not found in namespace {}", self.namespace()),
+                    }
+                })?;
+                let value = secret
+                    .data
+                    .as_ref()
+                    .and_then(|d| d.get(&selector.key))
+                    .map(|b| b.0.clone())
+                    .ok_or_else(|| LocationError {
+                        field: "spec.credential.key".into(),
+                        message: format!("Secret {name:?} has no key {:?}", selector.key),
+                    })?;
+                Some(value)
+            }
+        };
+        let config = spec.config.clone().unwrap_or_default();
+        let access = location_access(
+            &spec.provider,
+            &spec.object_storage.bucket,
+            spec.object_storage.prefix.as_deref(),
+            &config,
+            credential.as_deref(),
+        )?;
+        let store = granary_providers::open(
+            access.provider,
+            access.region.as_deref(),
+            &access.secret,
+            &self.store_options,
+        )
+        .await?;
+        Ok(OpenLocation {
+            location,
+            access,
+            store,
+        })
+    }
+
+    /// Looks up location `name` and opens it.
+    pub async fn open_named(&self, name: &str) -> Result<OpenLocation, LocationProblem> {
+        let location = self
+            .api::<BackupStorageLocation>()
+            .get_opt(name)
+            .await?
+            .ok_or_else(|| LocationProblem::NotFound(name.to_string()))?;
+        self.open(location).await
+    }
+
+    /// Publishes an event on `obj` (failures to publish are logged, never fatal).
+    pub async fn event<K: Resource<DynamicType = ()>>(
+        &self,
+        obj: &K,
+        type_: EventType,
+        reason: &str,
+        note: String,
+    ) {
+        let reference = obj.object_ref(&());
+        let event = Event {
+            type_,
+            reason: reason.into(),
+            note: Some(note),
+            action: reason.into(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&event, &reference).await {
+            tracing::debug!(error = %e, "event not published");
+        }
+    }
+}
+
+/// A time as Kubernetes writes it in status fields (RFC 3339, seconds, `Z`).
+pub fn k8s_time(t: chrono::DateTime<chrono::Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}

@@ -1,0 +1,80 @@
+//! Velero's metric names for the Velero-compatible controllers (reference §6), in the
+//! process's one registry.
+
+use prometheus::{IntCounterVec, IntGauge, IntGaugeVec, Opts};
+
+/// The Velero-compatible controllers' metrics. Cheap to clone.
+#[derive(Clone)]
+pub struct VeleroMetrics {
+    /// `velero_backup_location_status_gauge{backup_location_name}`: 1 Available, 0 not.
+    pub location_status: IntGaugeVec,
+    /// `velero_backup_attempt_total{schedule}`.
+    pub backup_attempt: IntCounterVec,
+    /// `velero_backup_success_total{schedule}`.
+    pub backup_success: IntCounterVec,
+    /// `velero_backup_partial_failure_total{schedule}`.
+    pub backup_partial_failure: IntCounterVec,
+    /// `velero_backup_failure_total{schedule}`.
+    pub backup_failure: IntCounterVec,
+    /// `velero_backup_validation_failure_total{schedule}`.
+    pub backup_validation_failure: IntCounterVec,
+    /// `velero_backup_items_total{schedule}`: items of the last backup.
+    pub backup_items: IntGaugeVec,
+    /// `velero_backup_queue_length` (Granary's name for a figure Velero logs).
+    pub queue_length: IntGauge,
+}
+
+impl VeleroMetrics {
+    /// Creates the metrics and registers them into `metrics`' registry.
+    pub fn new(metrics: &crate::runtime::metrics::Metrics) -> Self {
+        let counter = |name: &str, help: &str| {
+            IntCounterVec::new(Opts::new(name, help), &["schedule"])
+                .expect("static metric options are valid")
+        };
+        let m = VeleroMetrics {
+            location_status: IntGaugeVec::new(
+                Opts::new(
+                    "velero_backup_location_status_gauge",
+                    "Backup storage location availability: 1 Available, 0 Unavailable.",
+                ),
+                &["backup_location_name"],
+            )
+            .expect("static metric options are valid"),
+            backup_attempt: counter("velero_backup_attempt_total", "Backups attempted."),
+            backup_success: counter("velero_backup_success_total", "Backups completed."),
+            backup_partial_failure: counter(
+                "velero_backup_partial_failure_total",
+                "Backups partially failed.",
+            ),
+            backup_failure: counter("velero_backup_failure_total", "Backups failed."),
+            backup_validation_failure: counter(
+                "velero_backup_validation_failure_total",
+                "Backups that failed validation.",
+            ),
+            backup_items: IntGaugeVec::new(
+                Opts::new("velero_backup_items_total", "Items in the last backup."),
+                &["schedule"],
+            )
+            .expect("static metric options are valid"),
+            queue_length: IntGauge::new(
+                "granary_velero_backup_queue_length",
+                "Backups waiting in the queue (Queued).",
+            )
+            .expect("static metric options are valid"),
+        };
+        for c in [
+            Box::new(m.location_status.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(m.backup_attempt.clone()),
+            Box::new(m.backup_success.clone()),
+            Box::new(m.backup_partial_failure.clone()),
+            Box::new(m.backup_failure.clone()),
+            Box::new(m.backup_validation_failure.clone()),
+            Box::new(m.backup_items.clone()),
+            Box::new(m.queue_length.clone()),
+        ] {
+            // A second set of controllers in one process (tests) shares the first set's.
+            let _ = metrics.register(c);
+        }
+        m
+    }
+}
