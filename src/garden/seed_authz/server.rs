@@ -1,0 +1,329 @@
+//! The HTTPS webhook `granary garden` serves when `seedAuthorization.bindAddress` is set:
+//! `POST /authorize` answers kube-apiserver's `SubjectAccessReview`s
+//! (`--authorization-webhook-config-file`, or a `Webhook` authorizer of an
+//! `AuthorizationConfiguration`) and `POST /validate` its `AdmissionReview`s (the
+//! `ValidatingWebhookConfiguration` in deploy/garden/seed-authorization/).
+//!
+//! Every replica serves it, leader or not: kube-apiserver calls whichever the Service
+//! picks. So it keeps caches of its own (the buckets and entries, through the same
+//! object selector as the controllers); until they are filled, reviews are answered
+//! with an evaluation error and no opinion.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use futures::StreamExt;
+use k8s_openapi::api::authorization::v1::SubjectAccessReview;
+use kube::api::Api;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, Resource};
+use serde_json::Value;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch};
+use tokio_rustls::TlsAcceptor;
+use tokio_rustls::rustls;
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio_rustls::server::TlsStream;
+use tokio_util::sync::CancellationToken;
+
+use crate::api::core::{BackupBucket, BackupEntry};
+use crate::garden::seed_authz::admission::admit;
+use crate::garden::seed_authz::decision::{Decision, GardenView, Policy, decide};
+use crate::garden::seed_authz::identity::SeedIdentities;
+use crate::garden::seed_authz::review;
+use crate::runtime::backoff::WatchBackoff;
+use crate::runtime::config::SeedAuthorizationConfig;
+use crate::runtime::health::parse_bind_address;
+use crate::runtime::selector::ObjectSelector;
+
+/// Why the webhook could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum WebhookError {
+    #[error("seedAuthorization.bindAddress {0:?}: expected host:port or :port")]
+    Address(String),
+    #[error("seedAuthorization.bindAddress {address}: {source}")]
+    Bind {
+        address: String,
+        source: std::io::Error,
+    },
+    #[error("seedAuthorization TLS: {0}")]
+    Tls(String),
+}
+
+/// The caches a decision reads, and whether they are filled.
+#[derive(Clone)]
+struct Caches {
+    buckets: Store<BackupBucket>,
+    entries: Store<BackupEntry>,
+    ready: [watch::Receiver<bool>; 2],
+}
+
+impl Caches {
+    fn ready(&self) -> bool {
+        self.ready.iter().all(|r| *r.borrow())
+    }
+}
+
+#[derive(Clone)]
+struct AppState {
+    caches: Caches,
+    policy: Arc<Policy>,
+}
+
+/// The webhook, running.
+pub struct RunningWebhook {
+    pub local_addr: SocketAddr,
+    token: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl RunningWebhook {
+    /// Binds, starts the caches and serves until [`RunningWebhook::stop`].
+    pub async fn start(
+        client: Client,
+        config: &SeedAuthorizationConfig,
+        selector: &ObjectSelector,
+    ) -> Result<Self, WebhookError> {
+        let acceptor = acceptor(config)?;
+        let address = &config.bind_address;
+        let addr =
+            parse_bind_address(address).map_err(|_| WebhookError::Address(address.clone()))?;
+        let bind_err = |source| WebhookError::Bind {
+            address: address.clone(),
+            source,
+        };
+        let tcp = TcpListener::bind(addr).await.map_err(bind_err)?;
+        let local_addr = tcp.local_addr().map_err(bind_err)?;
+        let token = CancellationToken::new();
+        let wc = || match selector.label_selector() {
+            Some(s) => watcher::Config::default().labels(&s),
+            None => watcher::Config::default(),
+        };
+        let (buckets, fill_buckets, buckets_ready) =
+            cache::<BackupBucket>(Api::all(client.clone()), wc());
+        let (entries, fill_entries, entries_ready) = cache::<BackupEntry>(Api::all(client), wc());
+        let state = AppState {
+            caches: Caches {
+                buckets,
+                entries,
+                ready: [buckets_ready, entries_ready],
+            },
+            policy: Arc::new(Policy {
+                identities: SeedIdentities {
+                    service_account_namespace: config.seed_service_account_namespace.clone(),
+                },
+                allow_list_without_label_selector: config.allow_list_without_label_selector,
+            }),
+        };
+        let router = Router::new()
+            .route("/authorize", post(authorize))
+            .route("/validate", post(validate))
+            .route("/healthz", get(|| async { "ok" }))
+            .with_state(state);
+        let listener = TlsListener::new(tcp, acceptor, token.clone());
+        let stop = token.clone();
+        let task = tokio::spawn(async move {
+            let serve = axum::serve(listener, router)
+                .with_graceful_shutdown(stop.clone().cancelled_owned());
+            let caches = async {
+                tokio::join!(fill_buckets, fill_entries);
+            };
+            tokio::select! {
+                result = serve => {
+                    if let Err(e) = result {
+                        tracing::error!(error = %e, "seed authorization webhook stopped");
+                    }
+                }
+                _ = caches => {}
+            }
+        });
+        Ok(RunningWebhook {
+            local_addr,
+            token,
+            task,
+        })
+    }
+
+    pub async fn stop(self) {
+        self.token.cancel();
+        let _ = self.task.await;
+    }
+}
+
+/// The serving certificate and key from their files.
+fn acceptor(config: &SeedAuthorizationConfig) -> Result<TlsAcceptor, WebhookError> {
+    let read =
+        |path: &str| std::fs::read(path).map_err(|e| WebhookError::Tls(format!("{path}: {e}")));
+    let cert_pem = read(&config.tls_cert_file)?;
+    let key_pem = read(&config.tls_key_file)?;
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&cert_pem)
+        .collect::<Result<_, _>>()
+        .map_err(|e| WebhookError::Tls(format!("{}: {e}", config.tls_cert_file)))?;
+    if chain.is_empty() {
+        return Err(WebhookError::Tls(format!(
+            "{}: no PEM certificate",
+            config.tls_cert_file
+        )));
+    }
+    // The parser's error could quote the key; say only that it is unusable.
+    let key = PrivateKeyDer::from_pem_slice(&key_pem)
+        .map_err(|_| WebhookError::Tls(format!("{}: no PEM private key", config.tls_key_file)))?;
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let mut tls = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| WebhookError::Tls(e.to_string()))?
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .map_err(|e| WebhookError::Tls(e.to_string()))?;
+    tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(TlsAcceptor::from(Arc::new(tls)))
+}
+
+async fn authorize(
+    State(state): State<AppState>,
+    Json(sar): Json<SubjectAccessReview>,
+) -> Json<SubjectAccessReview> {
+    if !state.caches.ready() {
+        return Json(review::unanswerable(
+            sar,
+            "granary garden: the BackupBucket/BackupEntry caches are not filled yet",
+        ));
+    }
+    let attrs = review::attributes(&sar);
+    let (buckets, entries) = (state.caches.buckets.state(), state.caches.entries.state());
+    let view = GardenView {
+        buckets: &buckets,
+        entries: &entries,
+    };
+    let decision = decide(&attrs, view, &state.policy);
+    if let (Decision::Deny(reason), Some(r)) = (&decision, &attrs.resource) {
+        tracing::info!(
+            user = %attrs.user,
+            verb = %r.verb,
+            resource = %r.resource,
+            subresource = %r.subresource,
+            namespace = %r.namespace,
+            name = %r.name,
+            %reason,
+            "seed request denied"
+        );
+    }
+    Json(review::answer(sar, &decision))
+}
+
+async fn validate(
+    State(state): State<AppState>,
+    Json(body): Json<Value>,
+) -> Result<Json<Value>, (StatusCode, &'static str)> {
+    let Some((uid, request)) = review::write_request(&body) else {
+        return Err((StatusCode::BAD_REQUEST, "not an AdmissionReview request"));
+    };
+    let admission = admit(&request, &state.policy.identities);
+    if let crate::garden::seed_authz::admission::Admission::Denied(reason) = &admission {
+        tracing::info!(user = %request.user, operation = %request.operation,
+            resource = %request.resource, subresource = %request.subresource,
+            namespace = %request.namespace, name = %request.name, %reason,
+            "seed write refused");
+    }
+    Ok(Json(review::admission_response(&uid, &admission)))
+}
+
+/// A reflector store of `K`, the future that fills it and a flag set once it is.
+fn cache<K>(
+    api: Api<K>,
+    config: watcher::Config,
+) -> (
+    Store<K>,
+    impl std::future::Future<Output = ()>,
+    watch::Receiver<bool>,
+)
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    let (store, writer) = reflector::store::<K>();
+    let (tx, rx) = watch::channel(false);
+    let fill = reflector::reflector(writer, watcher(api, config))
+        .backoff(WatchBackoff::default())
+        .for_each(move |event| {
+            match event {
+                Ok(watcher::Event::InitDone) => {
+                    tx.send_replace(true);
+                }
+                Err(e) => tracing::debug!(error = %e, "webhook cache watch error; retrying"),
+                Ok(_) => {}
+            }
+            std::future::ready(())
+        });
+    (store, fill, rx)
+}
+
+/// Accepted, handshaken TLS connections for `axum::serve`; handshakes run off the
+/// accept loop so a slow client holds up no other.
+struct TlsListener {
+    addr: SocketAddr,
+    rx: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
+}
+
+impl TlsListener {
+    fn new(tcp: TcpListener, acceptor: TlsAcceptor, stop: CancellationToken) -> Self {
+        let addr = tcp
+            .local_addr()
+            .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 0)));
+        let (tx, rx) = mpsc::channel(64);
+        tokio::spawn(async move {
+            loop {
+                let accepted = tokio::select! {
+                    _ = stop.cancelled() => return,
+                    a = tcp.accept() => a,
+                };
+                let Ok((stream, peer)) = accepted else {
+                    // Out of descriptors and the like: let the condition pass.
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                };
+                let (acceptor, tx) = (acceptor.clone(), tx.clone());
+                tokio::spawn(async move {
+                    let handshake = acceptor.accept(stream);
+                    match tokio::time::timeout(Duration::from_secs(10), handshake).await {
+                        Ok(Ok(tls)) => {
+                            let _ = tx.send((tls, peer)).await;
+                        }
+                        Ok(Err(e)) => tracing::debug!(error = %e, "webhook TLS handshake failed"),
+                        Err(_) => tracing::debug!("webhook TLS handshake timed out"),
+                    }
+                });
+            }
+        });
+        TlsListener { addr, rx }
+    }
+}
+
+impl axum::serve::Listener for TlsListener {
+    type Io = TlsStream<TcpStream>;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        match self.rx.recv().await {
+            Some(conn) => conn,
+            // The accept loop ended (shutdown): never yield another connection.
+            None => std::future::pending().await,
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        Ok(self.addr)
+    }
+}
