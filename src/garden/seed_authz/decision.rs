@@ -136,11 +136,25 @@ impl GardenView<'_> {
     /// Whether `seed` may read Secret `namespace/name`: the credentials of a bucket it
     /// may get.
     fn credentials_readable(&self, seed: &str, namespace: &str, name: &str) -> bool {
-        self.buckets.iter().any(|b| {
-            b.credentials()
-                .is_some_and(|r| r.name == name && r.namespace == namespace)
-                && (bucket_assigned(b, seed) || self.has_entry_in(seed, &b.name_any()))
-        })
+        // A pool's shards share one Secret: look at the entries once, not per bucket.
+        let users: Vec<&BackupBucket> = self
+            .buckets
+            .iter()
+            .map(Arc::as_ref)
+            .filter(|b| {
+                b.credentials()
+                    .is_some_and(|r| r.name == name && r.namespace == namespace)
+            })
+            .collect();
+        if users.iter().any(|b| bucket_assigned(b, seed)) {
+            return true;
+        }
+        let names: std::collections::HashSet<String> = users.iter().map(|b| b.name_any()).collect();
+        !names.is_empty()
+            && self
+                .entries
+                .iter()
+                .any(|e| names.contains(&e.spec.bucket_name) && entry_assigned(e, seed))
     }
 }
 

@@ -10,8 +10,9 @@
 //! with an evaluation error and no opinion.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::time::Duration;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
 
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -28,8 +29,11 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::rustls;
+use tokio_rustls::rustls::crypto::CryptoProvider;
 use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio_rustls::rustls::server::{ClientHello, ResolvesServerCert};
+use tokio_rustls::rustls::sign::CertifiedKey;
 use tokio_rustls::server::TlsStream;
 use tokio_util::sync::CancellationToken;
 
@@ -91,7 +95,7 @@ impl RunningWebhook {
         config: &SeedAuthorizationConfig,
         selector: &ObjectSelector,
     ) -> Result<Self, WebhookError> {
-        let acceptor = acceptor(config)?;
+        let acceptor = ServingCert::open(config)?.acceptor()?;
         let address = &config.bind_address;
         let addr =
             parse_bind_address(address).map_err(|_| WebhookError::Address(address.clone()))?;
@@ -157,33 +161,111 @@ impl RunningWebhook {
     }
 }
 
-/// The serving certificate and key from their files.
-fn acceptor(config: &SeedAuthorizationConfig) -> Result<TlsAcceptor, WebhookError> {
-    let read =
-        |path: &str| std::fs::read(path).map_err(|e| WebhookError::Tls(format!("{path}: {e}")));
-    let cert_pem = read(&config.tls_cert_file)?;
-    let key_pem = read(&config.tls_key_file)?;
+/// The serving certificate and key, read from their files and read again when either
+/// file changes (cert-manager and Secret volumes replace them in place), so a renewal
+/// needs no restart. A renewal that does not load keeps the previous pair in use.
+#[derive(Debug)]
+struct ServingCert {
+    cert_file: PathBuf,
+    key_file: PathBuf,
+    provider: Arc<CryptoProvider>,
+    loaded: Mutex<Loaded>,
+}
+
+#[derive(Debug)]
+struct Loaded {
+    stamps: (Option<SystemTime>, Option<SystemTime>),
+    key: Arc<CertifiedKey>,
+}
+
+fn modified(path: &Path) -> Option<SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+}
+
+impl ServingCert {
+    fn open(config: &SeedAuthorizationConfig) -> Result<Self, WebhookError> {
+        let (cert_file, key_file) = (
+            PathBuf::from(&config.tls_cert_file),
+            PathBuf::from(&config.tls_key_file),
+        );
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let stamps = (modified(&cert_file), modified(&key_file));
+        let key = Arc::new(load_pair(&cert_file, &key_file, &provider)?);
+        Ok(ServingCert {
+            cert_file,
+            key_file,
+            provider,
+            loaded: Mutex::new(Loaded { stamps, key }),
+        })
+    }
+
+    /// The pair to serve now, re-read first if a file changed.
+    fn current(&self) -> Arc<CertifiedKey> {
+        let mut loaded = self.loaded.lock().unwrap_or_else(|p| p.into_inner());
+        let stamps = (modified(&self.cert_file), modified(&self.key_file));
+        if stamps != loaded.stamps {
+            // Marked seen either way: a broken pair is reported once, not per handshake.
+            loaded.stamps = stamps;
+            match load_pair(&self.cert_file, &self.key_file, &self.provider) {
+                Ok(key) => {
+                    tracing::info!(file = %self.cert_file.display(), "seed authorization webhook: serving certificate reloaded");
+                    loaded.key = Arc::new(key);
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "seed authorization webhook: the changed certificate does not load; keeping the previous one")
+                }
+            }
+        }
+        loaded.key.clone()
+    }
+
+    fn acceptor(self) -> Result<TlsAcceptor, WebhookError> {
+        let provider = self.provider.clone();
+        let mut tls = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| WebhookError::Tls(e.to_string()))?
+            .with_no_client_auth()
+            .with_cert_resolver(Arc::new(self));
+        tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Ok(TlsAcceptor::from(Arc::new(tls)))
+    }
+}
+
+impl ResolvesServerCert for ServingCert {
+    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(self.current())
+    }
+}
+
+/// A certificate chain and its private key from PEM files, checked to belong together.
+fn load_pair(
+    cert_file: &Path,
+    key_file: &Path,
+    provider: &CryptoProvider,
+) -> Result<CertifiedKey, WebhookError> {
+    let read = |path: &Path| {
+        std::fs::read(path).map_err(|e| WebhookError::Tls(format!("{}: {e}", path.display())))
+    };
+    let (cert_pem, key_pem) = (read(cert_file)?, read(key_file)?);
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&cert_pem)
         .collect::<Result<_, _>>()
-        .map_err(|e| WebhookError::Tls(format!("{}: {e}", config.tls_cert_file)))?;
+        .map_err(|e| WebhookError::Tls(format!("{}: {e}", cert_file.display())))?;
     if chain.is_empty() {
         return Err(WebhookError::Tls(format!(
             "{}: no PEM certificate",
-            config.tls_cert_file
+            cert_file.display()
         )));
     }
     // The parser's error could quote the key; say only that it is unusable.
     let key = PrivateKeyDer::from_pem_slice(&key_pem)
-        .map_err(|_| WebhookError::Tls(format!("{}: no PEM private key", config.tls_key_file)))?;
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let mut tls = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| WebhookError::Tls(e.to_string()))?
-        .with_no_client_auth()
-        .with_single_cert(chain, key)
-        .map_err(|e| WebhookError::Tls(e.to_string()))?;
-    tls.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(TlsAcceptor::from(Arc::new(tls)))
+        .map_err(|_| WebhookError::Tls(format!("{}: no PEM private key", key_file.display())))?;
+    CertifiedKey::from_der(chain, key, provider).map_err(|e| {
+        WebhookError::Tls(format!(
+            "{} and {}: {e}",
+            cert_file.display(),
+            key_file.display()
+        ))
+    })
 }
 
 async fn authorize(
@@ -325,5 +407,68 @@ impl axum::serve::Listener for TlsListener {
 
     fn local_addr(&self) -> std::io::Result<Self::Addr> {
         Ok(self.addr)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pair(name: &str) -> (String, String) {
+        let key = rcgen::KeyPair::generate().expect("key");
+        let params = rcgen::CertificateParams::new(vec![name.to_string()]).expect("params");
+        let cert = params.self_signed(&key).expect("certificate");
+        (cert.pem(), key.serialize_pem())
+    }
+
+    fn served_name(cert: &ServingCert) -> Vec<u8> {
+        cert.current().cert[0].to_vec()
+    }
+
+    #[test]
+    fn a_renewed_certificate_is_served_without_a_restart_and_a_broken_one_is_not() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (cert_file, key_file) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+        let write = |(cert, key): &(String, String)| {
+            std::fs::write(&cert_file, cert).expect("cert");
+            std::fs::write(&key_file, key).expect("key");
+        };
+        let first = pair("first.example");
+        write(&first);
+        let config = SeedAuthorizationConfig {
+            bind_address: "127.0.0.1:0".into(),
+            tls_cert_file: cert_file.display().to_string(),
+            tls_key_file: key_file.display().to_string(),
+            ..SeedAuthorizationConfig::default()
+        };
+        let serving = ServingCert::open(&config).expect("loads");
+        let before = served_name(&serving);
+
+        let second = pair("second.example");
+        write(&second);
+        // A file system with coarse timestamps may not show the change: make it show.
+        let later = SystemTime::now() + Duration::from_secs(5);
+        for f in [&cert_file, &key_file] {
+            std::fs::File::options()
+                .write(true)
+                .open(f)
+                .and_then(|f| f.set_modified(later))
+                .expect("touch");
+        }
+        let renewed = served_name(&serving);
+        assert_ne!(renewed, before, "the renewed certificate is served");
+
+        // A certificate with another pair's key is refused; the renewed one stays.
+        std::fs::write(&key_file, &first.1).expect("mismatched key");
+        std::fs::File::options()
+            .write(true)
+            .open(&key_file)
+            .and_then(|f| f.set_modified(later + Duration::from_secs(5)))
+            .expect("touch");
+        assert_eq!(served_name(&serving), renewed);
+
+        std::fs::write(&key_file, "garbage").expect("garbage");
+        let err = ServingCert::open(&config).expect_err("garbage is no key");
+        assert!(!err.to_string().contains("garbage"), "{err}");
     }
 }
