@@ -120,8 +120,13 @@ pub async fn serve(options: GardenOptions) -> Result<(), RunError> {
     let metrics = Metrics::new();
     let selector = ObjectSelector::new(options.object_selector.clone());
     let webhook = if config.seed_authorization.enabled() {
-        let webhook =
-            RunningWebhook::start(client.clone(), &config.seed_authorization, &selector).await?;
+        let webhook = RunningWebhook::start(
+            client.clone(),
+            &config.seed_authorization,
+            &selector,
+            &metrics,
+        )
+        .await?;
         tracing::info!(
             address = %webhook.local_addr,
             "granary garden: serving the seed authorization webhook (/authorize, /validate)"
@@ -134,12 +139,13 @@ pub async fn serve(options: GardenOptions) -> Result<(), RunError> {
         .object_selector(selector)
         .metrics(metrics.clone())
         .start()?;
-    let health = HealthServer::start(
-        &config.server.metrics_bind_address,
-        metrics,
-        running.readiness(),
-    )
-    .await?;
+    // A replica takes webhook traffic only with the webhook's caches filled.
+    let readiness = match &webhook {
+        Some(w) => running.readiness().and(w.readiness()),
+        None => running.readiness(),
+    };
+    let health =
+        HealthServer::start(&config.server.metrics_bind_address, metrics, readiness).await?;
     tracing::info!(address = %health.local_addr, "granary garden: serving /healthz, /readyz, /metrics");
     let signal = signals.wait().await;
     tracing::info!(

@@ -28,7 +28,7 @@ use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
 
 use crate::garden::garden_cluster;
-use crate::support::{TestCluster, poll_until};
+use crate::support::{TestCluster, http_get, poll_until};
 
 /// A CA (PEM) and a serving certificate and key for 127.0.0.1 signed by it.
 struct TestTls {
@@ -220,9 +220,23 @@ async fn create_seed_objects(tc: &TestCluster, project: &str, base: &str) -> See
     }
 }
 
+/// The address logged with the first JSON log line whose message contains `what`.
+fn logged_address(log: &Path, what: &str) -> Option<SocketAddr> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|l| l["message"].as_str().is_some_and(|m| m.contains(what)))
+        .and_then(|l| l["address"].as_str()?.parse().ok())
+}
+
 /// Starts `granary garden` with the webhook on 127.0.0.1 (a free port); returns the
-/// child and the address it serves on, read from its log.
-async fn start_garden(tc: &TestCluster, dir: &Path, tls: &TestTls) -> (Child, SocketAddr) {
+/// child, the webhook's address and the health/metrics address, read from its log.
+async fn start_garden(
+    tc: &TestCluster,
+    dir: &Path,
+    tls: &TestTls,
+) -> (Child, SocketAddr, SocketAddr) {
     let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
     std::fs::write(&cert, &tls.cert_pem).expect("cert written");
     std::fs::write(&key, &tls.key_pem).expect("key written");
@@ -254,22 +268,16 @@ async fn start_garden(tc: &TestCluster, dir: &Path, tls: &TestTls) -> (Child, So
         .stderr(std::fs::File::create(&log).expect("log file"))
         .spawn()
         .expect("granary garden starts");
-    let mut addr = None;
-    poll_until("the webhook's address in the log", || {
-        let text = std::fs::read_to_string(&log).unwrap_or_default();
-        addr = text
-            .lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .find(|l| {
-                l["message"]
-                    .as_str()
-                    .is_some_and(|m| m.contains("seed authorization webhook"))
-            })
-            .and_then(|l| l["address"].as_str()?.parse().ok());
-        std::future::ready(addr.is_some())
+    poll_until("the addresses in the log", || {
+        std::future::ready(
+            logged_address(&log, "seed authorization webhook").is_some()
+                && logged_address(&log, "/metrics").is_some(),
+        )
     })
     .await;
-    (child, addr.expect("polled until found"))
+    let webhook = logged_address(&log, "seed authorization webhook").expect("polled");
+    let health = logged_address(&log, "/metrics").expect("polled");
+    (child, webhook, health)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -280,7 +288,7 @@ async fn a_seed_is_refused_another_seeds_bucket_entry_and_credentials() {
     let b = create_seed_objects(&tc, &project, "sb").await;
     let dir = tempfile::tempdir().expect("temp dir");
     let tls = test_tls();
-    let (mut child, addr) = start_garden(&tc, dir.path(), &tls).await;
+    let (mut child, addr, health) = start_garden(&tc, dir.path(), &tls).await;
     let ca = tls.ca_pem.as_str();
     let user_a = seed_user(&a.seed);
 
@@ -389,6 +397,21 @@ async fn a_seed_is_refused_another_seeds_bucket_entry_and_credentials() {
     let answer = post(addr, ca, "/validate", &admission(&relabelled)).await;
     assert_eq!(answer["response"]["allowed"], false, "{answer}");
     assert_eq!(answer["response"]["uid"], "u-1");
+
+    // Ready with the caches filled; the answers are counted.
+    assert!(
+        http_get(health, "/readyz")
+            .await
+            .starts_with("HTTP/1.1 200")
+    );
+    let metrics = http_get(health, "/metrics").await;
+    for line in [
+        r#"granary_seed_authorization_reviews_total{decision="deny",review="authorize"}"#,
+        r#"granary_seed_authorization_reviews_total{decision="allow",review="admit"}"#,
+        r#"granary_seed_authorization_reviews_total{decision="deny",review="admit"}"#,
+    ] {
+        assert!(metrics.contains(line), "{line} in\n{metrics}");
+    }
 
     let _ = child.kill();
     let _ = child.wait();

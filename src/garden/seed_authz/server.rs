@@ -38,14 +38,16 @@ use tokio_rustls::server::TlsStream;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::core::{BackupBucket, BackupEntry};
-use crate::garden::seed_authz::admission::admit;
+use crate::garden::seed_authz::admission::{Admission, admit};
 use crate::garden::seed_authz::decision::{Decision, GardenView, Policy, decide};
 use crate::garden::seed_authz::identity::SeedIdentities;
 use crate::garden::seed_authz::review;
 use crate::runtime::backoff::WatchBackoff;
 use crate::runtime::config::SeedAuthorizationConfig;
-use crate::runtime::health::parse_bind_address;
+use crate::runtime::health::{ReadinessFlag, parse_bind_address};
+use crate::runtime::metrics::Metrics;
 use crate::runtime::selector::ObjectSelector;
+use prometheus::{IntCounterVec, Opts};
 
 /// Why the webhook could not start.
 #[derive(Debug, thiserror::Error)]
@@ -59,6 +61,8 @@ pub enum WebhookError {
     },
     #[error("seedAuthorization TLS: {0}")]
     Tls(String),
+    #[error("registering the webhook's metrics: {0}")]
+    Metrics(String),
 }
 
 /// The caches a decision reads, and whether they are filled.
@@ -79,22 +83,37 @@ impl Caches {
 struct AppState {
     caches: Caches,
     policy: Arc<Policy>,
+    /// `granary_seed_authorization_reviews_total{review, decision}`.
+    reviews: IntCounterVec,
 }
 
 /// The webhook, running.
 pub struct RunningWebhook {
     pub local_addr: SocketAddr,
+    ready: ReadinessFlag,
     token: CancellationToken,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl RunningWebhook {
-    /// Binds, starts the caches and serves until [`RunningWebhook::stop`].
+    /// Binds, starts the caches and serves until [`RunningWebhook::stop`]; counts
+    /// reviews into `metrics`.
     pub async fn start(
         client: Client,
         config: &SeedAuthorizationConfig,
         selector: &ObjectSelector,
+        metrics: &Metrics,
     ) -> Result<Self, WebhookError> {
+        let reviews = IntCounterVec::new(
+            Opts::new(
+                "granary_seed_authorization_reviews_total",
+                "Reviews the seed authorization webhook answered, by review \
+                 (authorize, admit) and decision (allow, deny, no_opinion, unanswered).",
+            ),
+            &["review", "decision"],
+        )
+        .and_then(|c| metrics.register(Box::new(c.clone())).map(|_| c))
+        .map_err(|e| WebhookError::Metrics(e.to_string()))?;
         let acceptor = ServingCert::open(config)?.acceptor()?;
         let address = &config.bind_address;
         let addr =
@@ -119,6 +138,7 @@ impl RunningWebhook {
                 entries,
                 ready: [buckets_ready, entries_ready],
             },
+            reviews,
             policy: Arc::new(Policy {
                 identities: SeedIdentities {
                     service_account_namespace: config.seed_service_account_namespace.clone(),
@@ -130,14 +150,24 @@ impl RunningWebhook {
             .route("/authorize", post(authorize))
             .route("/validate", post(validate))
             .route("/healthz", get(|| async { "ok" }))
-            .with_state(state);
+            .with_state(state.clone());
+        let ready = ReadinessFlag::default();
+        let caches = state.caches.clone();
+        let flag = ready.clone();
+        let mark_ready = async move {
+            let mut filled = true;
+            for mut r in caches.ready {
+                filled &= r.wait_for(|filled| *filled).await.is_ok();
+            }
+            flag.set(filled);
+        };
         let listener = TlsListener::new(tcp, acceptor, token.clone());
         let stop = token.clone();
         let task = tokio::spawn(async move {
             let serve = axum::serve(listener, router)
                 .with_graceful_shutdown(stop.clone().cancelled_owned());
             let caches = async {
-                tokio::join!(fill_buckets, fill_entries);
+                tokio::join!(fill_buckets, fill_entries, mark_ready);
             };
             tokio::select! {
                 result = serve => {
@@ -150,9 +180,15 @@ impl RunningWebhook {
         });
         Ok(RunningWebhook {
             local_addr,
+            ready,
             token,
             task,
         })
+    }
+
+    /// Set once the caches are filled: a replica takes reviews only then.
+    pub fn readiness(&self) -> ReadinessFlag {
+        self.ready.clone()
     }
 
     pub async fn stop(self) {
@@ -272,7 +308,14 @@ async fn authorize(
     State(state): State<AppState>,
     Json(sar): Json<SubjectAccessReview>,
 ) -> Json<SubjectAccessReview> {
+    let count = |decision: &str| {
+        state
+            .reviews
+            .with_label_values(&["authorize", decision])
+            .inc()
+    };
     if !state.caches.ready() {
+        count("unanswered");
         return Json(review::unanswerable(
             sar,
             "granary garden: the BackupBucket/BackupEntry caches are not filled yet",
@@ -285,6 +328,11 @@ async fn authorize(
         entries: &entries,
     };
     let decision = decide(&attrs, view, &state.policy);
+    count(match decision {
+        Decision::Allow => "allow",
+        Decision::Deny(_) => "deny",
+        Decision::NoOpinion => "no_opinion",
+    });
     if let (Decision::Deny(reason), Some(r)) = (&decision, &attrs.resource) {
         tracing::info!(
             user = %attrs.user,
@@ -308,7 +356,12 @@ async fn validate(
         return Err((StatusCode::BAD_REQUEST, "not an AdmissionReview request"));
     };
     let admission = admit(&request, &state.policy.identities);
-    if let crate::garden::seed_authz::admission::Admission::Denied(reason) = &admission {
+    let decision = match admission {
+        Admission::Allowed => "allow",
+        Admission::Denied(_) => "deny",
+    };
+    state.reviews.with_label_values(&["admit", decision]).inc();
+    if let Admission::Denied(reason) = &admission {
         tracing::info!(user = %request.user, operation = %request.operation,
             resource = %request.resource, subresource = %request.subresource,
             namespace = %request.namespace, name = %request.name, %reason,
