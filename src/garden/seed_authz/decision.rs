@@ -18,6 +18,7 @@
 //! seed learns "not found" rather than "forbidden" (the object is gone; its mirror then
 //! lets go). Secrets are never readable that way.
 
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use kube::ResourceExt;
@@ -142,14 +143,15 @@ impl GardenView<'_> {
             .iter()
             .map(Arc::as_ref)
             .filter(|b| {
+                // A credentialsRef may name a WorkloadIdentity: only Secrets count.
                 b.credentials()
-                    .is_some_and(|r| r.name == name && r.namespace == namespace)
+                    .is_some_and(|r| r.is_secret() && r.name == name && r.namespace == namespace)
             })
             .collect();
         if users.iter().any(|b| bucket_assigned(b, seed)) {
             return true;
         }
-        let names: std::collections::HashSet<String> = users.iter().map(|b| b.name_any()).collect();
+        let names: HashSet<String> = users.iter().map(|b| b.name_any()).collect();
         !names.is_empty()
             && self
                 .entries
@@ -158,7 +160,7 @@ impl GardenView<'_> {
     }
 }
 
-fn labelled(labels: &std::collections::BTreeMap<String, String>, seed: &str) -> bool {
+fn labelled(labels: &BTreeMap<String, String>, seed: &str) -> bool {
     labels.get(LABEL_SEED).map(String::as_str) == Some(seed)
 }
 

@@ -43,6 +43,16 @@ fn bucket(name: &str, label: Option<&str>, spec: &str, status: Option<&str>) -> 
     Arc::new(b)
 }
 
+/// A bucket of `seed` whose credentials are a WorkloadIdentity `creds-<name>`.
+fn workload_identity_bucket(name: &str, seed: &str) -> Arc<BackupBucket> {
+    let mut b = (*bucket(name, Some(seed), seed, Some(seed))).clone();
+    if let Some(r) = b.spec.credentials_ref.as_mut() {
+        r.api_version = "security.gardener.cloud/v1alpha1".into();
+        r.kind = "WorkloadIdentity".into();
+    }
+    Arc::new(b)
+}
+
 fn entry(name: &str, bucket: &str, seed: &str) -> Arc<BackupEntry> {
     let mut e = BackupEntry::new(
         name,
@@ -77,6 +87,7 @@ fn landscape() -> Landscape {
             bucket("moving", Some("a"), "b", Some("a")),
             // released by a (status cleared), not relabelled yet
             bucket("released", Some("a"), "b", None),
+            workload_identity_bucket("wi", "a"),
         ],
         entries: vec![
             entry("ea", "ba", "a"),
@@ -308,6 +319,8 @@ fn a_seed_reads_only_the_credentials_of_its_buckets_and_only_by_name() {
             // the name in another namespace, or a Secret no bucket uses
             (A, request("get", "secrets", "other", "creds-ba"), DENY),
             (A, request("get", "secrets", g, "creds-gone"), DENY),
+            // a WorkloadIdentity of that name is no Secret
+            (A, request("get", "secrets", g, "creds-wi"), DENY),
             // watched by name: kube-apiserver names it from the field selector
             (A, request("watch", "secrets", g, "creds-ba"), ALLOW),
             (
