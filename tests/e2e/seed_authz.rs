@@ -144,10 +144,10 @@ fn seed_user(seed: &str) -> String {
 
 fn core(verb: &str, resource: &str, namespace: &str, name: &str) -> Value {
     let (resource, subresource) = resource.split_once('/').unwrap_or((resource, ""));
-    let group = if resource == "secrets" {
-        ""
-    } else {
-        "core.gardener.cloud"
+    let group = match resource {
+        "secrets" => "",
+        "leases" => "coordination.k8s.io",
+        _ => "core.gardener.cloud",
     };
     json!({"verb": verb, "group": group, "resource": resource, "subresource": subresource,
            "namespace": namespace, "name": name})
@@ -329,6 +329,20 @@ async fn a_seed_is_refused_another_seeds_bucket_entry_and_credentials() {
             ),
             (core("get", "secrets", "garden", &other.secret), false),
             (core("list", "secrets", "garden", ""), false),
+            // liveness: its own Lease only
+            (
+                core("update", "leases", "garden", &format!("seed-{}", me.seed)),
+                true,
+            ),
+            (
+                core(
+                    "update",
+                    "leases",
+                    "garden",
+                    &format!("seed-{}", other.seed),
+                ),
+                false,
+            ),
         ];
         for (attributes, allowed) in cases {
             let (verdict, reason) = review(addr, ca, &user, attributes.clone()).await;
