@@ -105,6 +105,10 @@ struct GardenArgs {
     /// Run only while holding the leader Lease.
     #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
     leader_elect: Option<bool>,
+    /// Where the seed authorization webhook listens over HTTPS (e.g. `:9443`); needs
+    /// seedAuthorization.tlsCertFile and tlsKeyFile in the configuration file.
+    #[arg(long, value_name = "ADDR")]
+    seed_authorization_bind_address: Option<String>,
 }
 
 /// Flags of `granary migrate`.
@@ -324,6 +328,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             object_selector: args.object_selector,
             metrics_bind_address: args.metrics_bind_address,
             leader_elect: args.leader_elect,
+            seed_authorization_bind_address: args.seed_authorization_bind_address,
         })?),
     }
 }

@@ -7,6 +7,8 @@
 
 #[path = "e2e/deploy/manifests.rs"]
 mod manifests;
+#[path = "deploy_manifests/seed_authorization.rs"]
+mod seed_authorization;
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -18,19 +20,20 @@ use manifests::{Doc, deploy_dir, kustomization_resources, load_config_text, load
 use serde_json::Value;
 
 /// Secrets the landscape admin creates (deploy/README.md says how).
-const ADMIN_SUPPLIED_SECRETS: &[&str] = &["granary-garden-kubeconfig"];
+const ADMIN_SUPPLIED_SECRETS: &[&str] =
+    &["granary-garden-kubeconfig", "granary-garden-webhook-tls"];
 
 const SIDES: &[&str] = &["garden", "seed"];
 
-fn side(name: &str) -> Vec<Doc> {
+pub(crate) fn side(name: &str) -> Vec<Doc> {
     load_kustomization(&deploy_dir().join(name))
 }
 
-fn find<'a>(docs: &'a [Doc], kind: &str, name: &str) -> Option<&'a Doc> {
+pub(crate) fn find<'a>(docs: &'a [Doc], kind: &str, name: &str) -> Option<&'a Doc> {
     docs.iter().find(|d| d.kind() == kind && d.name() == name)
 }
 
-fn deployment(docs: &[Doc]) -> &Doc {
+pub(crate) fn deployment(docs: &[Doc]) -> &Doc {
     let found: Vec<&Doc> = docs.iter().filter(|d| d.kind() == "Deployment").collect();
     assert_eq!(found.len(), 1, "one Deployment");
     found[0]
@@ -159,16 +162,27 @@ fn check_references(docs: &[Doc], admin_secrets: &[&str], what: &str) {
             }
         }
     }
-    let service = docs
-        .iter()
-        .find(|d| d.kind() == "Service")
-        .expect("a Service");
     let labels = &deployment(docs).value["spec"]["template"]["metadata"]["labels"];
-    for (k, v) in service.value["spec"]["selector"]
-        .as_object()
-        .expect("selector")
-    {
-        assert_eq!(&labels[k], v, "{what}: the Service selects the pods");
+    let ports = deployment(docs).value["spec"]["template"]["spec"]["containers"][0]["ports"]
+        .as_array()
+        .expect("ports")
+        .clone();
+    let services: Vec<&Doc> = docs.iter().filter(|d| d.kind() == "Service").collect();
+    assert!(!services.is_empty(), "{what}: a Service");
+    for service in services {
+        for (k, v) in service.value["spec"]["selector"]
+            .as_object()
+            .expect("selector")
+        {
+            assert_eq!(&labels[k], v, "{what}: the Service selects the pods");
+        }
+        for port in service.value["spec"]["ports"].as_array().expect("ports") {
+            assert!(
+                ports.iter().any(|p| p["name"] == port["targetPort"]),
+                "{what}: Service {} targets a port the container names",
+                service.name()
+            );
+        }
     }
 }
 
@@ -232,7 +246,7 @@ fn deployments_are_hardened_leader_elected_and_probed() {
         assert_eq!(scrape["prometheus.io/scrape"], "true");
         let service = docs
             .iter()
-            .find(|d| d.kind() == "Service")
+            .find(|d| d.kind() == "Service" && d.name() == format!("granary-{name}"))
             .expect("Service");
         assert_eq!(
             service.value["metadata"]["annotations"]["prometheus.io/port"],
@@ -299,7 +313,7 @@ fn check_seed_config(text: &str, docs_namespace: &str, garden_mount: &str) {
     );
 }
 
-fn config_text<'a>(docs: &'a [Doc], name: &str) -> &'a str {
+pub(crate) fn config_text<'a>(docs: &'a [Doc], name: &str) -> &'a str {
     find(docs, "ConfigMap", name).expect("ConfigMap").value["data"]["config.yaml"]
         .as_str()
         .expect("config.yaml")
@@ -332,7 +346,7 @@ fn configmaps_load_with_the_configuration_loader() {
     assert_eq!(c.seed_name, "my-seed");
 }
 
-fn kubectl_kustomize(dir: &Path) -> Option<Vec<Doc>> {
+pub(crate) fn kubectl_kustomize(dir: &Path) -> Option<Vec<Doc>> {
     let out = Command::new("kubectl")
         .arg("kustomize")
         .arg(dir)

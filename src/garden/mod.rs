@@ -6,7 +6,8 @@
 //! [`assignment`], [`buckets`], [`entries`], [`conditions`], [`moves`]); the controllers fetch,
 //! decide and apply ([`bucket_controller`], [`owner_controllers`],
 //! [`entry_controllers`]), with the placement commit in [`ledger`]. [`runner`] starts them:
-//! [`GardenController`] in-process, [`run()`] for the CLI.
+//! [`GardenController`] in-process, [`run()`] for the CLI. [`seed_authz`] keeps each seed
+//! to its own objects (an authorization and admission webhook).
 
 pub mod assignment;
 pub mod bucket_controller;
@@ -22,5 +23,6 @@ pub mod owner_controllers;
 pub mod placement;
 pub mod pools;
 pub mod runner;
+pub mod seed_authz;
 
 pub use runner::{GardenController, GardenOptions, RunError, RunningGarden, run, serve};

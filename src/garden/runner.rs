@@ -33,6 +33,7 @@ use crate::garden::owner_controllers::{
     PROFILE_CONTROLLER, SEED_CONTROLLER, reconcile_profile, reconcile_seed,
 };
 use crate::garden::pools::PoolKind;
+use crate::garden::seed_authz::{RunningWebhook, WebhookError};
 use crate::runtime::backoff::WatchBackoff;
 use crate::runtime::clock::Clock;
 use crate::runtime::config::{self, ConfigError, GardenConfiguration, Override};
@@ -56,6 +57,8 @@ pub struct GardenOptions {
     pub object_selector: Option<String>,
     pub metrics_bind_address: Option<String>,
     pub leader_elect: Option<bool>,
+    /// `seedAuthorization.bindAddress`: where the seed authorization webhook listens.
+    pub seed_authorization_bind_address: Option<String>,
 }
 
 impl GardenOptions {
@@ -67,6 +70,12 @@ impl GardenOptions {
         }
         if let Some(enabled) = self.leader_elect {
             out.push(Override::new("leaderElection.enabled", enabled));
+        }
+        if let Some(address) = &self.seed_authorization_bind_address {
+            out.push(Override::new(
+                "seedAuthorization.bindAddress",
+                address.clone(),
+            ));
         }
         out
     }
@@ -89,6 +98,8 @@ pub enum RunError {
     Client(#[from] kube::Error),
     #[error("starting the async runtime: {0}")]
     Runtime(std::io::Error),
+    #[error(transparent)]
+    Webhook(#[from] WebhookError),
 }
 
 /// `granary garden`: runs until SIGINT/SIGTERM.
@@ -107,16 +118,34 @@ pub async fn serve(options: GardenOptions) -> Result<(), RunError> {
         config::load(options.config.as_deref(), &options.overrides())?;
     let client = client(options.kubeconfig.as_ref()).await?;
     let metrics = Metrics::new();
+    let selector = ObjectSelector::new(options.object_selector.clone());
+    let webhook = if config.seed_authorization.enabled() {
+        let webhook = RunningWebhook::start(
+            client.clone(),
+            &config.seed_authorization,
+            &selector,
+            &metrics,
+        )
+        .await?;
+        tracing::info!(
+            address = %webhook.local_addr,
+            "granary garden: serving the seed authorization webhook (/authorize, /validate)"
+        );
+        Some(webhook)
+    } else {
+        None
+    };
     let running = GardenController::new(client, config.clone())
-        .object_selector(ObjectSelector::new(options.object_selector.clone()))
+        .object_selector(selector)
         .metrics(metrics.clone())
         .start()?;
-    let health = HealthServer::start(
-        &config.server.metrics_bind_address,
-        metrics,
-        running.readiness(),
-    )
-    .await?;
+    // A replica takes webhook traffic only with the webhook's caches filled.
+    let readiness = match &webhook {
+        Some(w) => running.readiness().and(w.readiness()),
+        None => running.readiness(),
+    };
+    let health =
+        HealthServer::start(&config.server.metrics_bind_address, metrics, readiness).await?;
     tracing::info!(address = %health.local_addr, "granary garden: serving /healthz, /readyz, /metrics");
     let signal = signals.wait().await;
     tracing::info!(
@@ -124,6 +153,9 @@ pub async fn serve(options: GardenOptions) -> Result<(), RunError> {
         "granary garden: shutting down (stopping controllers, releasing the lease)"
     );
     running.stop().await;
+    if let Some(webhook) = webhook {
+        webhook.stop().await;
+    }
     health.shutdown().await;
     Ok(())
 }

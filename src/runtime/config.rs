@@ -231,6 +231,66 @@ pub struct GardenConfiguration {
     pub seed_liveness: GardenSeedLiveness,
     pub leader_election: LeaderElection,
     pub server: ServerConfig,
+    pub seed_authorization: SeedAuthorizationConfig,
+}
+
+/// `seedAuthorization` of the garden configuration: the HTTPS webhook kube-apiserver asks
+/// about the seeds' requests (authorization, `SubjectAccessReview`) and writes
+/// (admission, `AdmissionReview`). Not served while `bindAddress` is empty.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct SeedAuthorizationConfig {
+    /// Where the webhook listens (`:9443`, `127.0.0.1:0`); empty: not served.
+    pub bind_address: String,
+    /// PEM serving certificate (chain) and its private key.
+    pub tls_cert_file: String,
+    pub tls_key_file: String,
+    /// The garden namespace of the seeds' ServiceAccounts `granary-seed-<seed>`.
+    pub seed_service_account_namespace: String,
+    /// Lets a seed list and watch buckets and entries with no label selector in the
+    /// review. kube-apiserver passes list selectors to authorization webhooks from 1.32
+    /// (1.31 with the `AuthorizeWithSelectors` feature gate); older ones never do, and
+    /// need this to let the seeds watch at all.
+    pub allow_list_without_label_selector: bool,
+}
+
+impl Default for SeedAuthorizationConfig {
+    fn default() -> Self {
+        SeedAuthorizationConfig {
+            bind_address: String::new(),
+            tls_cert_file: String::new(),
+            tls_key_file: String::new(),
+            seed_service_account_namespace: "granary-system".to_string(),
+            allow_list_without_label_selector: false,
+        }
+    }
+}
+
+impl SeedAuthorizationConfig {
+    pub fn enabled(&self) -> bool {
+        !self.bind_address.is_empty()
+    }
+
+    fn validate(&self, errors: &mut FieldErrors) {
+        if !self.enabled() {
+            return;
+        }
+        for (field, value) in [
+            ("seedAuthorization.tlsCertFile", &self.tls_cert_file),
+            ("seedAuthorization.tlsKeyFile", &self.tls_key_file),
+            (
+                "seedAuthorization.seedServiceAccountNamespace",
+                &self.seed_service_account_namespace,
+            ),
+        ] {
+            if value.is_empty() {
+                errors.push(FieldError::new(
+                    field,
+                    "required when seedAuthorization.bindAddress is set",
+                ));
+            }
+        }
+    }
 }
 
 impl GardenConfiguration {
@@ -279,6 +339,7 @@ impl GardenConfiguration {
             ));
         }
         self.leader_election.validate(&mut errors);
+        self.seed_authorization.validate(&mut errors);
         errors
     }
 }
@@ -679,6 +740,29 @@ seedLiveness: {renewInterval: 10s}
 leaderElection: {enabled: true, namespace: garden, leaseDuration: 15s, renewDeadline: 10s, retryPeriod: 2s}
 server: {metricsBindAddress: ":8085"}
 "#;
+
+    #[test]
+    fn seed_authorization_is_off_by_default_and_needs_its_certificate_when_on() {
+        let garden: GardenConfiguration = load(None, &[]).expect("defaults are valid");
+        assert!(!garden.seed_authorization.enabled());
+        let on = [Override::new("seedAuthorization.bindAddress", ":9443")];
+        let err = load::<GardenConfiguration>(None, &on).expect_err("no certificate");
+        let text = err.to_string();
+        assert!(
+            text.contains("seedAuthorization.tlsCertFile") && text.contains("tlsKeyFile"),
+            "{text}"
+        );
+        let f = file(
+            "kind: GardenConfiguration\nseedAuthorization:\n  bindAddress: \":9443\"\n  \
+             tlsCertFile: /tls/tls.crt\n  tlsKeyFile: /tls/tls.key\n",
+        );
+        let garden: GardenConfiguration = load(Some(f.path()), &[]).expect("valid");
+        assert!(garden.seed_authorization.enabled());
+        assert_eq!(
+            garden.seed_authorization.seed_service_account_namespace,
+            "granary-system"
+        );
+    }
 
     #[test]
     fn defaults_without_a_file() {

@@ -15,15 +15,30 @@ use tokio::net::TcpListener;
 
 /// Set once the process is ready to do its work; `/readyz` answers 200 only then.
 #[derive(Clone, Debug, Default)]
-pub struct ReadinessFlag(Arc<AtomicBool>);
+pub struct ReadinessFlag {
+    own: Arc<AtomicBool>,
+    /// Further flags that must be set too (see [`ReadinessFlag::and`]).
+    also: Vec<ReadinessFlag>,
+}
 
 impl ReadinessFlag {
     pub fn set(&self, ready: bool) {
-        self.0.store(ready, Ordering::Release);
+        self.own.store(ready, Ordering::Release);
     }
 
     pub fn is_ready(&self) -> bool {
-        self.0.load(Ordering::Acquire)
+        self.own.load(Ordering::Acquire) && self.also.iter().all(ReadinessFlag::is_ready)
+    }
+
+    /// A flag that is ready when this one and `other` both are (one process serving
+    /// two things behind one `/readyz`). Setting it sets this one.
+    pub fn and(&self, other: ReadinessFlag) -> ReadinessFlag {
+        let mut also = self.also.clone();
+        also.push(other);
+        ReadinessFlag {
+            own: self.own.clone(),
+            also,
+        }
     }
 }
 
@@ -177,6 +192,21 @@ mod tests {
             "{body}"
         );
         server.shutdown().await;
+    }
+
+    #[test]
+    fn a_combined_flag_is_ready_when_every_part_is() {
+        let (controllers, webhook) = (ReadinessFlag::default(), ReadinessFlag::default());
+        let both = controllers.and(webhook.clone());
+        controllers.set(true);
+        assert!(controllers.is_ready() && !both.is_ready());
+        webhook.set(true);
+        assert!(both.is_ready());
+        both.set(false);
+        assert!(
+            !controllers.is_ready(),
+            "setting the combined flag sets its own part"
+        );
     }
 
     #[test]

@@ -18,8 +18,6 @@ use kube::api::{Api, PostParams};
 /// The identities the manifests deploy (ServiceAccount users).
 pub const GARDEN_USER: &str = "system:serviceaccount:granary-system:granary-garden";
 pub const SEED_USER: &str = "system:serviceaccount:granary-system:granary-seed";
-/// The garden identity of the example seed in `deploy/examples/overlays/garden`.
-pub const SEED_IN_GARDEN_USER: &str = "system:serviceaccount:granary-system:granary-seed-aws-eu1";
 
 /// Creates namespace `name` unless it exists.
 pub async fn ensure_namespace(client: &Client, name: &str) {

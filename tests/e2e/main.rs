@@ -31,6 +31,7 @@ mod migrate;
 mod migrate_garden;
 mod migrate_world;
 mod seed;
+mod seed_authz;
 mod seed_crash;
 mod seed_credentials;
 mod seed_data_safety;

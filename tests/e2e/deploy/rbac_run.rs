@@ -5,21 +5,30 @@
 //! every call must be allowed by the roles bound to its caller, and every granted cell
 //! must have been used by some call (or be allowlisted below with its reason).
 
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use futures::StreamExt;
 use granary::api::core::{
-    ANNOTATION_OPERATION, BackupBucket, GARDEN_NAMESPACE, Shoot, bucket_secret_name,
+    ANNOTATION_OPERATION, BackupBucket, BackupEntry, GARDEN_NAMESPACE, LABEL_INSTANCE, Shoot,
+    bucket_secret_name,
 };
 use granary::embedded::{ApiCall, EmbeddedServer};
 use granary::garden::GardenController;
+use granary::garden::seed_authz::{
+    Attributes, Decision, GardenView, Policy, ResourceRequest, decide,
+};
 use granary::runtime::config::{GardenConfiguration, Override, SeedConfiguration};
 use granary::runtime::selector::ObjectSelector;
 use granary::seed::SeedAgent;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 
 use super::manifests::{self, Doc, config_from_configmap, denied, grants_for, unused};
-use super::{GARDEN_USER, SEED_IN_GARDEN_USER, SEED_USER, ensure_namespace};
+use super::{GARDEN_USER, SEED_USER, ensure_namespace};
 use crate::garden::{backup, create_profile, create_seed, shoot};
 use crate::seed_support::{Backend, CREDENTIALS, Landscape};
 use crate::support::poll_until;
@@ -46,6 +55,128 @@ const ALLOWED_UNUSED: &[(&str, &str, &str, &str)] = &[
         "an event raised again is patched (its series); the run raises each event once",
     ),
 ];
+
+/// Seed calls in the garden the seed authorization decision refuses today: (verb,
+/// resource, why). Each is a known gap of the seed agent, not of the decision.
+const ALLOWED_DENIED: &[(&str, &str, &str)] = &[
+    (
+        "list",
+        "secrets",
+        "the seed watches every Secret of a credentials namespace (metadata only) to \
+         notice rotations; it should watch each credentials Secret by name",
+    ),
+    (
+        "watch",
+        "secrets",
+        "as above: the namespace-wide watch of the credentials' namespace",
+    ),
+];
+
+/// The garden's buckets and entries as last seen (deletions ignored), so calls made
+/// while an object existed are judged against it after it is gone.
+#[derive(Clone, Default)]
+struct LastSeen {
+    buckets: Arc<Mutex<BTreeMap<String, Arc<BackupBucket>>>>,
+    entries: Arc<Mutex<BTreeMap<String, Arc<BackupEntry>>>>,
+}
+
+impl LastSeen {
+    fn follow(&self, client: &Client, selector: &str) -> Vec<tokio::task::JoinHandle<()>> {
+        fn keep<K>(
+            api: Api<K>,
+            selector: &str,
+            into: Arc<Mutex<BTreeMap<String, Arc<K>>>>,
+        ) -> tokio::task::JoinHandle<()>
+        where
+            K: kube::Resource
+                + Clone
+                + std::fmt::Debug
+                + serde::de::DeserializeOwned
+                + Send
+                + Sync
+                + 'static,
+            K::DynamicType: Default,
+        {
+            let config = watcher::Config::default().labels(&format!("{LABEL_INSTANCE}={selector}"));
+            tokio::spawn(async move {
+                let stream = watcher::watcher(api, config).default_backoff();
+                futures::pin_mut!(stream);
+                while let Some(event) = stream.next().await {
+                    if let Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) = event {
+                        let key = format!("{}/{}", o.namespace().unwrap_or_default(), o.name_any());
+                        into.lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .insert(key, Arc::new(o));
+                    }
+                }
+            })
+        }
+        vec![
+            keep(
+                Api::<BackupBucket>::all(client.clone()),
+                selector,
+                self.buckets.clone(),
+            ),
+            keep(
+                Api::<BackupEntry>::all(client.clone()),
+                selector,
+                self.entries.clone(),
+            ),
+        ]
+    }
+
+    /// The calls of `user` the seed authorization decision does not allow.
+    fn denied<'a>(&self, calls: &'a [ApiCall], user: &str) -> Vec<(&'a ApiCall, String)> {
+        let buckets: Vec<_> = self
+            .buckets
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        let entries: Vec<_> = self
+            .entries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        let view = GardenView {
+            buckets: &buckets,
+            entries: &entries,
+        };
+        // The recorder keeps no label selectors; the seed's lists and watches select its
+        // seed label (src/seed/agent.rs), which tests/e2e/seed_authz.rs checks end to end.
+        let policy = Policy {
+            allow_list_without_label_selector: true,
+            ..Policy::default()
+        };
+        calls
+            .iter()
+            .filter(|c| c.user == user && c.non_resource_path.is_empty())
+            .filter_map(|c| {
+                let attrs = Attributes {
+                    user: c.user.clone(),
+                    groups: vec![],
+                    resource: Some(ResourceRequest {
+                        verb: c.verb.clone(),
+                        group: c.group.clone(),
+                        resource: c.resource.clone(),
+                        subresource: c.subresource.clone(),
+                        namespace: c.namespace.clone(),
+                        name: c.name.clone(),
+                        ..ResourceRequest::default()
+                    }),
+                };
+                match decide(&attrs, view, &policy) {
+                    Decision::Allow => None,
+                    Decision::Deny(why) => Some((c, why)),
+                    Decision::NoOpinion => Some((c, "no opinion, and no RBAC".to_string())),
+                }
+            })
+            .collect()
+    }
+}
 
 /// A client of `server` that impersonates `user` (the recorder's notion of the caller).
 async fn client_as(server: &EmbeddedServer, user: &str) -> Client {
@@ -104,6 +235,8 @@ async fn rbac_of_deploy_covers_every_recorded_call_and_grants_nothing_more() {
     ensure_namespace(&l.seed, "granary-system").await;
     garden_server.record_requests();
     seed_server.record_requests();
+    let last_seen = LastSeen::default();
+    let following = last_seen.follow(&l.garden, &tc.object_selector);
 
     let deploy = manifests::deploy_dir();
     let garden_config: GardenConfiguration =
@@ -133,8 +266,10 @@ async fn rbac_of_deploy_covers_every_recorded_call_and_grants_nothing_more() {
         ],
     )
     .expect("the seed ConfigMap loads");
+    // The seed's garden identity: the ServiceAccount the webhook knows it by.
+    let seed_in_garden = format!("system:serviceaccount:granary-system:granary-seed-{seed_name}");
     let agent = SeedAgent::new(
-        client_as(garden_server, SEED_IN_GARDEN_USER).await,
+        client_as(garden_server, &seed_in_garden).await,
         client_as(seed_server, SEED_USER).await,
         seed_config,
     )
@@ -244,26 +379,19 @@ async fn rbac_of_deploy_covers_every_recorded_call_and_grants_nothing_more() {
     .await;
     agent.shutdown().await;
     garden.stop().await;
+    for task in following {
+        task.abort();
+    }
 
     let garden_calls = garden_server.recorded_requests();
     let seed_calls = seed_server.recorded_requests();
     let garden_docs = side_docs("garden");
-    let mut garden_docs_with_seed = garden_docs.clone();
-    garden_docs_with_seed.extend(manifests::read_docs(
-        &deploy.join("examples/overlays/garden/seed-access.yaml"),
-    ));
     let checks = [
         (
             "garden controllers in the garden",
             &garden_docs,
             &garden_calls,
             GARDEN_USER,
-        ),
-        (
-            "seed agent in the garden",
-            &garden_docs_with_seed,
-            &garden_calls,
-            SEED_IN_GARDEN_USER,
         ),
         (
             "seed agent in the seed",
@@ -289,6 +417,43 @@ async fn rbac_of_deploy_covers_every_recorded_call_and_grants_nothing_more() {
                 unused.into_iter().collect::<Vec<_>>().join("\n  ")
             ));
         }
+    }
+    // The seed agent in the garden: no RBAC, the seed authorization decision alone.
+    let mine: Vec<&ApiCall> = garden_calls
+        .iter()
+        .filter(|c| c.user == seed_in_garden)
+        .collect();
+    assert!(
+        !mine.is_empty(),
+        "seed agent in the garden: no calls recorded"
+    );
+    eprintln!(
+        "{}",
+        report(
+            &format!("seed agent in the garden ({seed_in_garden})"),
+            &mine
+        )
+    );
+    let refused: Vec<String> = last_seen
+        .denied(&garden_calls, &seed_in_garden)
+        .into_iter()
+        .filter(|(c, _)| {
+            !ALLOWED_DENIED
+                .iter()
+                .any(|(verb, resource, _)| c.verb == *verb && c.resource == *resource)
+        })
+        .map(|(c, why)| {
+            format!(
+                "  {} {}/{} {}/{}: {why}",
+                c.verb, c.resource, c.subresource, c.namespace, c.name
+            )
+        })
+        .collect();
+    if !refused.is_empty() {
+        problems.push(format!(
+            "seed agent in the garden: calls the seed authorization refuses:\n{}",
+            refused.join("\n")
+        ));
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
