@@ -15,4 +15,5 @@ pub mod metrics;
 pub mod namespaces;
 pub mod queue;
 pub mod queue_controller;
+pub mod server;
 pub mod settings;
