@@ -54,12 +54,11 @@ async fn handle(AxumState(state): AxumState<SharedState>, req: Request) -> Respo
     if matches!(path.as_str(), "/healthz" | "/livez" | "/readyz") {
         return Response::new(Body::from("ok"));
     }
-    let expected = format!("Bearer {}", state.token);
     let authorized = req
         .headers()
         .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v == expected);
+        .and_then(|v| bearer_token(v.as_bytes()))
+        .is_some_and(|presented| token_matches(presented, state.token.as_bytes()));
     if !authorized {
         return error_response(&ApiError::unauthorized());
     }
@@ -83,6 +82,21 @@ async fn handle(AxumState(state): AxumState<SharedState>, req: Request) -> Respo
         Ok(r) => r,
         Err(e) => error_response(&e),
     }
+}
+
+/// The token of an `Authorization: Bearer <token>` header (the scheme is
+/// case-insensitive, as kube-apiserver reads it).
+fn bearer_token(header: &[u8]) -> Option<&[u8]> {
+    let (scheme, token) = header.split_at_checked(7)?;
+    scheme.eq_ignore_ascii_case(b"bearer ").then_some(token)
+}
+
+/// Compares a presented bearer token with the server's in time that depends only on
+/// their lengths (the token's length is no secret: every token this server makes has the
+/// same length), so response timing does not reveal how much of a guess was right.
+fn token_matches(presented: &[u8], token: &[u8]) -> bool {
+    use subtle::ConstantTimeEq;
+    bool::from(presented.ct_eq(token))
 }
 
 struct ApiRequest {
@@ -416,4 +430,23 @@ fn finalize_namespace(
         true
     });
     state.get(info, "", name).or(Ok(body))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{bearer_token, token_matches};
+
+    #[test]
+    fn token_must_match_exactly() {
+        let token = b"abcdef0123456789";
+        assert!(token_matches(b"abcdef0123456789", token));
+        assert!(!token_matches(b"abcdef0123456788", token));
+        assert!(!token_matches(b"bbcdef0123456789", token));
+        assert!(!token_matches(b"abcdef012345678", token), "a prefix is not the token");
+        assert!(!token_matches(b"abcdef01234567890", token));
+        assert!(!token_matches(b"", token));
+        assert_eq!(bearer_token(b"bearer abc"), Some(&b"abc"[..]));
+        assert_eq!(bearer_token(b"Basic abc"), None);
+        assert_eq!(bearer_token(b"Bearer"), None);
+    }
 }
