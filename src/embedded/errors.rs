@@ -29,6 +29,14 @@ impl FieldCause {
             message: format!("Invalid value: {}: {detail}", render_value(value)),
         }
     }
+    /// `field.TooLong` with a byte limit (kube-apiserver omits the value).
+    pub(crate) fn too_long(field: impl Into<String>, max_bytes: usize) -> Self {
+        FieldCause {
+            reason: "FieldValueTooLong",
+            field: field.into(),
+            message: format!("Too long: must have at most {max_bytes} bytes"),
+        }
+    }
     pub(crate) fn forbidden(field: impl Into<String>, detail: &str) -> Self {
         FieldCause {
             reason: "FieldValueForbidden",
@@ -214,6 +222,12 @@ impl ApiError {
         Self::new(500, "InternalError", message)
     }
 
+    /// A 500 without a reason: what kube-apiserver answers for an error that is not an
+    /// API status (its `StatusReasonUnknown`, the empty reason, left out of the body).
+    pub(crate) fn internal_unknown(message: impl Into<String>) -> Self {
+        Self::new(500, "", message)
+    }
+
     /// The `Status` object for this error.
     pub(crate) fn to_status(&self) -> Value {
         let mut s = json!({
@@ -222,9 +236,11 @@ impl ApiError {
             "metadata": {},
             "status": "Failure",
             "message": self.message,
-            "reason": self.reason,
             "code": self.code,
         });
+        if !self.reason.is_empty() {
+            s["reason"] = json!(self.reason);
+        }
         if let Some(d) = &self.details {
             s["details"] = d.clone();
         }

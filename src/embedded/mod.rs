@@ -31,6 +31,8 @@ mod kubeconfig;
 mod list;
 mod managed;
 mod merge;
+mod metadata;
+mod names;
 mod objects;
 mod openapi;
 mod partial;

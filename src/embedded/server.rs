@@ -442,7 +442,10 @@ mod tests {
         assert!(token_matches(b"abcdef0123456789", token));
         assert!(!token_matches(b"abcdef0123456788", token));
         assert!(!token_matches(b"bbcdef0123456789", token));
-        assert!(!token_matches(b"abcdef012345678", token), "a prefix is not the token");
+        assert!(
+            !token_matches(b"abcdef012345678", token),
+            "a prefix is not the token"
+        );
         assert!(!token_matches(b"abcdef01234567890", token));
         assert!(!token_matches(b"", token));
         assert_eq!(bearer_token(b"bearer abc"), Some(&b"abc"[..]));

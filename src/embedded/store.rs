@@ -256,10 +256,22 @@ impl Store {
     /// Loads objects restored from disk (before serving).
     pub(crate) fn restore(&self, rv: u64, objects: Vec<(GroupResource, ObjectKey, Bytes)>) {
         let mut inner = self.write();
-        for (gr, key, data) in objects {
-            let Ok(v) = serde_json::from_slice::<Value>(&data) else {
+        for (gr, key, mut data) in objects {
+            let Ok(mut v) = serde_json::from_slice::<Value>(&data) else {
                 continue;
             };
+            // A server before metadata validation may have kept malformed fields; they
+            // would break every typed list of the kind, so they are dropped as
+            // kube-apiserver drops them when reading such an object.
+            if super::metadata::repair(&mut v) {
+                tracing::warn!(
+                    group = %gr.group, resource = %gr.resource, namespace = %key.0, name = %key.1,
+                    "dropped malformed metadata fields of a stored object"
+                );
+                if let Ok(d) = stored_json(&v) {
+                    data = d;
+                }
+            }
             let record = Record::of(&v, data);
             inner.objects.entry(gr).or_default().insert(key, record);
         }
