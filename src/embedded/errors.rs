@@ -228,6 +228,21 @@ impl ApiError {
         Self::new(500, "", message)
     }
 
+    /// A body over the request size limit (kube-apiserver's `limitedReadBody`).
+    pub(crate) fn request_entity_too_large(limit: usize) -> Self {
+        Self::new(
+            413,
+            "RequestEntityTooLarge",
+            format!("Request entity too large: limit is {limit}"),
+        )
+    }
+
+    /// A write larger than etcd takes: etcd refuses it with this message and
+    /// kube-apiserver passes it on as a 500 without a reason (kubernetes#112152).
+    pub(crate) fn etcd_request_too_large() -> Self {
+        Self::internal_unknown("etcdserver: request is too large")
+    }
+
     /// The `Status` object for this error.
     pub(crate) fn to_status(&self) -> Value {
         let mut s = json!({

@@ -214,6 +214,17 @@ pub(crate) fn uid_of(obj: &Value) -> u128 {
         .map_or(0, parse_uid)
 }
 
+/// The largest write etcd takes (its default `--max-request-bytes`, 1.5 MiB); counted
+/// here as the object's JSON plus the key kube-apiserver would store it under.
+pub(crate) const MAX_OBJECT_BYTES: usize = 3 * 1024 * 1024 / 2;
+
+/// Whether an object of `len` bytes under this key fits in one etcd request.
+fn fits_etcd(gr: &GroupResource, key: &ObjectKey, len: usize) -> bool {
+    // "/registry/<group>/<resource>/<namespace>/<name>"
+    let key_len = 14 + gr.group.len() + gr.resource.len() + key.0.len() + key.1.len();
+    len + key_len <= MAX_OBJECT_BYTES
+}
+
 /// The JSON of `obj` as kept: exactly as long as it is (serializing grows a buffer by
 /// doubling, and a `Bytes` made from a `Vec` keeps all its capacity plus a shared header).
 pub(crate) fn stored_json(obj: &Value) -> Result<Bytes, ApiError> {
@@ -365,6 +376,9 @@ impl Store {
             Mutation::Put(mut v) => {
                 set_rv(&mut v, next_rv);
                 let data = stored_json(&v)?;
+                if !fits_etcd(gr, &key, data.len()) {
+                    return Err(ApiError::etcd_request_too_large());
+                }
                 let record = Record::of(&v, data.clone());
                 if let Some(j) = &self.journal {
                     j.put(gr, &key, &data);
@@ -517,6 +531,32 @@ mod tests {
             .unwrap()
             .parse()
             .unwrap()
+    }
+
+    #[test]
+    fn writes_over_etcds_request_limit_fail_and_change_nothing() {
+        let store = Store::new(10, 10);
+        let gr = GroupResource::new("", "configmaps");
+        let write = |n: usize| {
+            store.mutate(&gr, "ns", "big", |_, _| {
+                Ok(Mutation::Put(
+                    json!({"metadata": {"name": "big"}, "data": {"k": "x".repeat(n)}}),
+                ))
+            })
+        };
+        assert!(write(MAX_OBJECT_BYTES - 200).is_ok());
+        let rv = store.current_rv();
+        let Err(e) = write(MAX_OBJECT_BYTES) else {
+            panic!("an object over the limit was written")
+        };
+        assert_eq!((e.code, e.reason), (500, ""));
+        assert_eq!(e.message, "etcdserver: request is too large");
+        assert_eq!(store.current_rv(), rv, "nothing was written");
+        let kept = store.get(&gr, "ns", "big").unwrap();
+        assert_eq!(
+            kept["data"]["k"].as_str().unwrap().len(),
+            MAX_OBJECT_BYTES - 200
+        );
     }
 
     #[test]
