@@ -534,6 +534,21 @@ mod tests {
     }
 
     #[test]
+    fn restore_drops_malformed_metadata_written_by_older_servers() {
+        let store = Store::new(10, 10);
+        let gr = GroupResource::new("", "configmaps");
+        let data = Bytes::from_static(
+            br#"{"metadata":{"name":"a","namespace":"ns","labels":{"x":1},"finalizers":{},"annotations":{"k":"v"}}}"#,
+        );
+        store.restore(5, vec![(gr.clone(), ("ns".into(), "a".into()), data)]);
+        let v = store.get(&gr, "ns", "a").unwrap();
+        assert_eq!(
+            v["metadata"],
+            json!({"name": "a", "namespace": "ns", "annotations": {"k": "v"}})
+        );
+    }
+
+    #[test]
     fn writes_over_etcds_request_limit_fail_and_change_nothing() {
         let store = Store::new(10, 10);
         let gr = GroupResource::new("", "configmaps");
