@@ -100,7 +100,7 @@ impl State {
         }
         let mut config = body;
         check_type(info, &mut config)?;
-        if let Some(e) = super::metadata::type_error(&config) {
+        if let Some(e) = super::metadata::decode_error(info, &config) {
             return Err(e.unappliable(info, ns, name));
         }
         if objects::meta(&config)

@@ -101,6 +101,8 @@ pub(crate) struct TypeError {
     pub found: &'static str,
     /// The Go type it must decode into.
     pub go_type: &'static str,
+    /// The decoder's message when it is not a type mismatch (bad base64).
+    pub detail: Option<String>,
 }
 
 fn json_kind(v: &Value) -> &'static str {
@@ -133,6 +135,7 @@ fn check_field(field: &Field, v: &Value, path: &str, owner: &'static str) -> Res
         owner: owner.to_string(),
         found: json_kind(found),
         go_type,
+        detail: None,
     };
     match (shape, v) {
         (_, Value::Null) => Ok(()),
@@ -197,6 +200,7 @@ pub(crate) fn type_error(obj: &Value) -> Option<TypeError> {
                 .to_string(),
             found: json_kind(meta),
             go_type: "v1.ObjectMeta",
+            detail: None,
         });
     };
     OBJECT_META.iter().find_map(|f| {
@@ -207,6 +211,9 @@ pub(crate) fn type_error(obj: &Value) -> Option<TypeError> {
 
 impl TypeError {
     fn go_message(&self) -> String {
+        if let Some(d) = &self.detail {
+            return d.clone();
+        }
         format!(
             "json: cannot unmarshal {} into Go struct field {}.{} of type {}",
             self.found, self.owner, self.field, self.go_type
@@ -256,6 +263,18 @@ impl TypeError {
             info.group, info.version, info.kind, self.found
         ))
     }
+}
+
+/// Everything in `obj` Go's decoder refuses: its metadata, then the payload of the
+/// built-in kinds [`super::payload`] knows.
+pub(crate) fn decode_error(info: &ResourceInfo, obj: &Value) -> Option<TypeError> {
+    type_error(obj).or_else(|| super::payload::type_error(info, obj))
+}
+
+/// [`normalize`] and the payload's nulls ([`super::payload::normalize`]).
+pub(crate) fn normalize_body(info: &ResourceInfo, obj: &mut Value) {
+    normalize(obj);
+    super::payload::normalize(info, obj);
 }
 
 /// Makes `obj`'s metadata what decoding into `ObjectMeta` and encoding again leaves

@@ -37,6 +37,7 @@ mod objects;
 mod openapi;
 mod partial;
 mod patch;
+mod payload;
 mod persist;
 mod protobuf;
 mod recorder;

@@ -181,10 +181,10 @@ pub(crate) fn prepare_create(
     uid: &str,
 ) -> Result<Value, ApiError> {
     check_type(info, &mut obj)?;
-    if let Some(e) = metadata::type_error(&obj) {
+    if let Some(e) = metadata::decode_error(info, &obj) {
         return Err(e.undecodable(info));
     }
-    metadata::normalize(&mut obj);
+    metadata::normalize_body(info, &mut obj);
     let meta = meta_mut(&mut obj);
     if info.namespaced {
         let url_ns = namespace.unwrap_or_default();

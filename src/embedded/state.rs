@@ -330,11 +330,11 @@ impl State {
         manager: &str,
     ) -> Result<Value, ApiError> {
         // kube-apiserver decodes the body before anything else (on /status too).
-        if let Some(e) = metadata::type_error(&body) {
+        if let Some(e) = metadata::decode_error(info, &body) {
             return Err(e.undecodable(info));
         }
         let mut body = body;
-        metadata::normalize(&mut body);
+        metadata::normalize_body(info, &mut body);
         let tracking = Tracking::Update(manager.to_string());
         self.modify(info, ns, name, endpoint, true, tracking, |_| Ok(body))
     }
@@ -360,10 +360,10 @@ impl State {
         self.modify(info, ns, name, endpoint, false, tracking, |cur| {
             let mut patched = apply_patch(kind, &cur, &body)?;
             // kube-apiserver decodes the patched object into the kind's type.
-            if let Some(e) = metadata::type_error(&patched) {
+            if let Some(e) = metadata::decode_error(info, &patched) {
                 return Err(e.unpatchable());
             }
-            metadata::normalize(&mut patched);
+            metadata::normalize_body(info, &mut patched);
             Ok(patched)
         })
     }

@@ -14,7 +14,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::Status;
@@ -412,6 +412,51 @@ async fn custom_objects_and_status_refuse_mistyped_metadata() {
         kept.metadata.resource_version,
         good.metadata.resource_version
     );
+}
+
+#[tokio::test]
+async fn secret_and_config_map_payloads_must_decode() {
+    let (c, api, ns) = setup().await;
+    let client = c.client();
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let uri = format!("/api/v1/namespaces/{ns}/secrets");
+    let secret = |name: &str, data: Value| json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}, "data": data});
+    for data in [json!({"k": "not base64!"}), json!({"k": 1}), json!(["x"])] {
+        let e = raw(
+            &client,
+            json_request(http::Method::POST, &uri, &secret("bad", data.clone())),
+        )
+        .await;
+        assert_eq!(
+            (e.code, e.reason.as_str()),
+            (400, "BadRequest"),
+            "{data}: {e:?}"
+        );
+    }
+    // Go's decoder takes line breaks in base64; what is read back is canonical.
+    let wrapped = secret("good", json!({"k": "c2Vj\ncmV0"}));
+    client
+        .request::<Value>(json_request(http::Method::POST, &uri, &wrapped))
+        .await
+        .unwrap();
+    let patch = Patch::Merge(json!({"data": {"k": "%%%"}}));
+    let e = api_error(secrets.patch("good", &PatchParams::default(), &patch).await);
+    assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"), "{e:?}");
+    assert_eq!(cause_fields(&e), ["patch"]);
+    let list = secrets.list(&ListParams::default()).await.unwrap();
+    let good = list
+        .items
+        .iter()
+        .find(|s| s.metadata.name.as_deref() == Some("good"))
+        .expect("the good secret lists");
+    let value = good.data.as_ref().and_then(|d| d.get("k")).unwrap();
+    assert_eq!(value.0, b"secret");
+
+    let cms = format!("/api/v1/namespaces/{ns}/configmaps");
+    let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "bad"}, "data": {"k": 1}});
+    let e = raw(&client, json_request(http::Method::POST, &cms, &body)).await;
+    assert_eq!((e.code, e.reason.as_str()), (400, "BadRequest"), "{e:?}");
+    lists_exactly(&api, &[]).await;
 }
 
 /// kube-apiserver reads at most 3 MiB of a request body.
