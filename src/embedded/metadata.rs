@@ -126,7 +126,8 @@ fn scalar_fits(shape: Shape, v: &Value) -> bool {
     }
 }
 
-fn check_field(field: &Field, v: &Value, path: &str, owner: &'static str) -> Result<(), TypeError> {
+/// The first part of field `field` (value `v`) Go refuses, if any.
+fn check_field(field: &Field, v: &Value, path: &str, owner: &'static str) -> Option<TypeError> {
     let (name, shape, go_type) = *field;
     let path = format!("{path}.{name}");
     let err = |element: Option<String>, found: &Value, go_type: &'static str| TypeError {
@@ -138,30 +139,19 @@ fn check_field(field: &Field, v: &Value, path: &str, owner: &'static str) -> Res
         detail: None,
     };
     match (shape, v) {
-        (_, Value::Null) => Ok(()),
+        (_, Value::Null) => None,
         (Shape::Str | Shape::Int | Shape::Bool, v) => {
-            if scalar_fits(shape, v) {
-                Ok(())
-            } else {
-                Err(err(None, v, go_type))
-            }
+            (!scalar_fits(shape, v)).then(|| err(None, v, go_type))
         }
-        (Shape::StrMap, Value::Object(m)) => {
-            match m.iter().find(|(_, x)| !scalar_fits(Shape::Str, x)) {
-                Some((k, x)) => Err(err(Some(k.clone()), x, "string")),
-                None => Ok(()),
-            }
-        }
-        (Shape::StrList, Value::Array(a)) => {
-            match a
-                .iter()
-                .enumerate()
-                .find(|(_, x)| !scalar_fits(Shape::Str, x))
-            {
-                Some((i, x)) => Err(err(Some(i.to_string()), x, "string")),
-                None => Ok(()),
-            }
-        }
+        (Shape::StrMap, Value::Object(m)) => m
+            .iter()
+            .find(|(_, x)| !scalar_fits(Shape::Str, x))
+            .map(|(k, x)| err(Some(k.clone()), x, "string")),
+        (Shape::StrList, Value::Array(a)) => a
+            .iter()
+            .enumerate()
+            .find(|(_, x)| !scalar_fits(Shape::Str, x))
+            .map(|(i, x)| err(Some(i.to_string()), x, "string")),
         (Shape::Objects(fields), Value::Array(a)) => {
             let item_owner = match name {
                 "ownerReferences" => "OwnerReference",
@@ -172,17 +162,20 @@ fn check_field(field: &Field, v: &Value, path: &str, owner: &'static str) -> Res
                     if item.is_null() {
                         continue;
                     }
-                    return Err(err(Some(i.to_string()), item, &go_type[2..]));
+                    return Some(err(Some(i.to_string()), item, &go_type[2..]));
                 };
                 for f in fields {
-                    if let Some(x) = m.get(f.0) {
-                        check_field(f, x, &path, item_owner)?;
+                    if let Some(e) = m
+                        .get(f.0)
+                        .and_then(|x| check_field(f, x, &path, item_owner))
+                    {
+                        return Some(e);
                     }
                 }
             }
-            Ok(())
+            None
         }
-        (_, v) => Err(err(None, v, go_type)),
+        (_, v) => Some(err(None, v, go_type)),
     }
 }
 
@@ -205,7 +198,7 @@ pub(crate) fn type_error(obj: &Value) -> Option<TypeError> {
     };
     OBJECT_META.iter().find_map(|f| {
         meta.get(f.0)
-            .and_then(|v| check_field(f, v, "metadata", "ObjectMeta").err())
+            .and_then(|v| check_field(f, v, "metadata", "ObjectMeta"))
     })
 }
 
