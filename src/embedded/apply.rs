@@ -100,6 +100,9 @@ impl State {
         }
         let mut config = body;
         check_type(info, &mut config)?;
+        if let Some(e) = super::metadata::decode_error(info, &config) {
+            return Err(e.unappliable(info, ns, name));
+        }
         if objects::meta(&config)
             .and_then(|m| m.get("managedFields"))
             .is_some_and(|v| !v.is_null())

@@ -29,6 +29,14 @@ impl FieldCause {
             message: format!("Invalid value: {}: {detail}", render_value(value)),
         }
     }
+    /// `field.TooLong` with a byte limit (kube-apiserver omits the value).
+    pub(crate) fn too_long(field: impl Into<String>, max_bytes: usize) -> Self {
+        FieldCause {
+            reason: "FieldValueTooLong",
+            field: field.into(),
+            message: format!("Too long: must have at most {max_bytes} bytes"),
+        }
+    }
     pub(crate) fn forbidden(field: impl Into<String>, detail: &str) -> Self {
         FieldCause {
             reason: "FieldValueForbidden",
@@ -214,6 +222,27 @@ impl ApiError {
         Self::new(500, "InternalError", message)
     }
 
+    /// A 500 without a reason: what kube-apiserver answers for an error that is not an
+    /// API status (its `StatusReasonUnknown`, the empty reason, left out of the body).
+    pub(crate) fn internal_unknown(message: impl Into<String>) -> Self {
+        Self::new(500, "", message)
+    }
+
+    /// A body over the request size limit (kube-apiserver's `limitedReadBody`).
+    pub(crate) fn request_entity_too_large(limit: usize) -> Self {
+        Self::new(
+            413,
+            "RequestEntityTooLarge",
+            format!("Request entity too large: limit is {limit}"),
+        )
+    }
+
+    /// A write larger than etcd takes: etcd refuses it with this message and
+    /// kube-apiserver passes it on as a 500 without a reason (kubernetes#112152).
+    pub(crate) fn etcd_request_too_large() -> Self {
+        Self::internal_unknown("etcdserver: request is too large")
+    }
+
     /// The `Status` object for this error.
     pub(crate) fn to_status(&self) -> Value {
         let mut s = json!({
@@ -222,9 +251,11 @@ impl ApiError {
             "metadata": {},
             "status": "Failure",
             "message": self.message,
-            "reason": self.reason,
             "code": self.code,
         });
+        if !self.reason.is_empty() {
+            s["reason"] = json!(self.reason);
+        }
         if let Some(d) = &self.details {
             s["details"] = d.clone();
         }

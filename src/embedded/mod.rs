@@ -9,6 +9,11 @@
 //! collection, namespace deletion and OpenAPI documents. Optionally durable with a data
 //! directory.
 //!
+//! Hostile input gets kube-apiserver's answers, so nothing a typed client cannot decode
+//! is ever stored: metadata is type-checked and validated (`metadata`, `names`), as
+//! are ConfigMap and Secret payloads (`payload`); request bodies over 3 MiB are 413
+//! and objects over etcd's 1.5 MiB are refused (`store`).
+//!
 //! ```no_run
 //! # async fn demo() -> Result<(), granary::embedded::EmbeddedError> {
 //! use granary::embedded::{EmbeddedOptions, EmbeddedServer};
@@ -31,10 +36,13 @@ mod kubeconfig;
 mod list;
 mod managed;
 mod merge;
+mod metadata;
+mod names;
 mod objects;
 mod openapi;
 mod partial;
 mod patch;
+mod payload;
 mod persist;
 mod protobuf;
 mod recorder;

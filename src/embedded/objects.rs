@@ -5,6 +5,7 @@
 use serde_json::{Map, Value, json};
 
 use super::errors::{ApiError, FieldCause};
+use super::metadata;
 use super::registry::ResourceInfo;
 
 /// Which endpoint a write came through.
@@ -180,6 +181,10 @@ pub(crate) fn prepare_create(
     uid: &str,
 ) -> Result<Value, ApiError> {
     check_type(info, &mut obj)?;
+    if let Some(e) = metadata::decode_error(info, &obj) {
+        return Err(e.undecodable(info));
+    }
+    metadata::normalize_body(info, &mut obj);
     let meta = meta_mut(&mut obj);
     if info.namespaced {
         let url_ns = namespace.unwrap_or_default();
@@ -262,6 +267,7 @@ pub(crate) fn prepare_create(
             a.push(json!(super::crd::CLEANUP_FINALIZER));
         }
     }
+    metadata::check(info, &obj)?;
     Ok(obj)
 }
 
@@ -415,6 +421,10 @@ pub(crate) fn prepare_update(
     }
     if result == *old {
         return Ok(UpdateDecision::Unchanged(result));
+    }
+    if endpoint == Endpoint::Main {
+        // A status write keeps the stored metadata, so only the main endpoint checks.
+        metadata::check(info, &result)?;
     }
     if (info.generation || info.crd.is_some()) && spec_part(info, old) != spec_part(info, &result) {
         let g = meta(old)

@@ -24,9 +24,33 @@ use super::state::{DeleteOptions, SharedState, Tracking};
 use super::table;
 use super::watch::{self, WatchParams};
 
-/// Largest request body accepted (kube-apiserver's limit is 3 MiB per object; lists of
-/// CRDs applied at once can be larger).
-const MAX_BODY: usize = 16 * 1024 * 1024;
+/// Largest request body accepted: kube-apiserver's `MaxRequestBodyBytes` (3 MiB, twice
+/// etcd's request limit because JSON is larger than the protobuf kept in etcd).
+pub(crate) const MAX_BODY: usize = 3 * 1024 * 1024;
+/// How much of an over-long body is read and dropped before giving up on the
+/// connection: enough that a client still sending reads the 413 instead of a reset.
+const DRAIN_LIMIT: usize = 16 * MAX_BODY;
+
+/// Reads a request body of at most `limit` bytes; a longer one is 413
+/// RequestEntityTooLarge, as kube-apiserver answers it.
+async fn read_body(body: Body, limit: usize) -> Result<Bytes, ApiError> {
+    let mut stream = body.into_data_stream();
+    let mut buf = bytes::BytesMut::new();
+    let mut seen = 0usize;
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| ApiError::bad_request(format!("reading body: {e}")))?;
+        seen += chunk.len();
+        if seen <= limit {
+            buf.extend_from_slice(&chunk);
+        } else if seen > DRAIN_LIMIT {
+            break;
+        }
+    }
+    if seen > limit {
+        return Err(ApiError::request_entity_too_large(limit));
+    }
+    Ok(buf.freeze())
+}
 
 pub(crate) fn router(state: SharedState) -> Router {
     Router::new().fallback(handle).with_state(state)
@@ -54,12 +78,11 @@ async fn handle(AxumState(state): AxumState<SharedState>, req: Request) -> Respo
     if matches!(path.as_str(), "/healthz" | "/livez" | "/readyz") {
         return Response::new(Body::from("ok"));
     }
-    let expected = format!("Bearer {}", state.token);
     let authorized = req
         .headers()
         .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v == expected);
+        .and_then(|v| bearer_token(v.as_bytes()))
+        .is_some_and(|presented| token_matches(presented, state.token.as_bytes()));
     if !authorized {
         return error_response(&ApiError::unauthorized());
     }
@@ -69,9 +92,9 @@ async fn handle(AxumState(state): AxumState<SharedState>, req: Request) -> Respo
     let method = req.method().clone();
     let headers = req.headers().clone();
     state.recorder.record(&method, &path, &query, &headers);
-    let body = match axum::body::to_bytes(req.into_body(), MAX_BODY).await {
+    let body = match read_body(req.into_body(), MAX_BODY).await {
         Ok(b) => b,
-        Err(e) => return error_response(&ApiError::bad_request(format!("reading body: {e}"))),
+        Err(e) => return error_response(&e),
     };
     let req = ApiRequest {
         method,
@@ -83,6 +106,21 @@ async fn handle(AxumState(state): AxumState<SharedState>, req: Request) -> Respo
         Ok(r) => r,
         Err(e) => error_response(&e),
     }
+}
+
+/// The token of an `Authorization: Bearer <token>` header (the scheme is
+/// case-insensitive, as kube-apiserver reads it).
+fn bearer_token(header: &[u8]) -> Option<&[u8]> {
+    let (scheme, token) = header.split_at_checked(7)?;
+    scheme.eq_ignore_ascii_case(b"bearer ").then_some(token)
+}
+
+/// Compares a presented bearer token with the server's in time that depends only on
+/// their lengths (the token's length is no secret: every token this server makes has the
+/// same length), so response timing does not reveal how much of a guess was right.
+fn token_matches(presented: &[u8], token: &[u8]) -> bool {
+    use subtle::ConstantTimeEq;
+    bool::from(presented.ct_eq(token))
 }
 
 struct ApiRequest {
@@ -416,4 +454,36 @@ fn finalize_namespace(
         true
     });
     state.get(info, "", name).or(Ok(body))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{bearer_token, token_matches};
+
+    #[tokio::test]
+    async fn bodies_over_the_limit_are_413() {
+        use super::{Body, read_body};
+        let ok = read_body(Body::from(vec![b'x'; 10]), 10).await.unwrap();
+        assert_eq!(ok.len(), 10);
+        let e = read_body(Body::from(vec![b'x'; 11]), 10).await.unwrap_err();
+        assert_eq!((e.code, e.reason), (413, "RequestEntityTooLarge"));
+        assert_eq!(e.message, "Request entity too large: limit is 10");
+    }
+
+    #[test]
+    fn token_must_match_exactly() {
+        let token = b"abcdef0123456789";
+        assert!(token_matches(b"abcdef0123456789", token));
+        assert!(!token_matches(b"abcdef0123456788", token));
+        assert!(!token_matches(b"bbcdef0123456789", token));
+        assert!(
+            !token_matches(b"abcdef012345678", token),
+            "a prefix is not the token"
+        );
+        assert!(!token_matches(b"abcdef01234567890", token));
+        assert!(!token_matches(b"", token));
+        assert_eq!(bearer_token(b"bearer abc"), Some(&b"abc"[..]));
+        assert_eq!(bearer_token(b"Basic abc"), None);
+        assert_eq!(bearer_token(b"Bearer"), None);
+    }
 }

@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use super::Clock;
 use super::errors::{ApiError, FieldCause};
 use super::managed::{self, Writer};
+use super::metadata;
 use super::objects::{
     self, DeleteDecision, Endpoint, Propagation, UpdateDecision, check_preconditions,
     decide_delete, meta_str, prepare_create, prepare_update,
@@ -328,6 +329,12 @@ impl State {
         endpoint: Endpoint,
         manager: &str,
     ) -> Result<Value, ApiError> {
+        // kube-apiserver decodes the body before anything else (on /status too).
+        if let Some(e) = metadata::decode_error(info, &body) {
+            return Err(e.undecodable(info));
+        }
+        let mut body = body;
+        metadata::normalize_body(info, &mut body);
         let tracking = Tracking::Update(manager.to_string());
         self.modify(info, ns, name, endpoint, true, tracking, |_| Ok(body))
     }
@@ -351,7 +358,13 @@ impl State {
         }
         let tracking = Tracking::Update(manager.to_string());
         self.modify(info, ns, name, endpoint, false, tracking, |cur| {
-            apply_patch(kind, &cur, &body)
+            let mut patched = apply_patch(kind, &cur, &body)?;
+            // kube-apiserver decodes the patched object into the kind's type.
+            if let Some(e) = metadata::decode_error(info, &patched) {
+                return Err(e.unpatchable());
+            }
+            metadata::normalize_body(info, &mut patched);
+            Ok(patched)
         })
     }
 

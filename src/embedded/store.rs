@@ -214,6 +214,17 @@ pub(crate) fn uid_of(obj: &Value) -> u128 {
         .map_or(0, parse_uid)
 }
 
+/// The largest write etcd takes (its default `--max-request-bytes`, 1.5 MiB); counted
+/// here as the object's JSON plus the key kube-apiserver would store it under.
+pub(crate) const MAX_OBJECT_BYTES: usize = 3 * 1024 * 1024 / 2;
+
+/// Whether an object of `len` bytes under this key fits in one etcd request.
+fn fits_etcd(gr: &GroupResource, key: &ObjectKey, len: usize) -> bool {
+    // "/registry/<group>/<resource>/<namespace>/<name>"
+    let key_len = 14 + gr.group.len() + gr.resource.len() + key.0.len() + key.1.len();
+    len + key_len <= MAX_OBJECT_BYTES
+}
+
 /// The JSON of `obj` as kept: exactly as long as it is (serializing grows a buffer by
 /// doubling, and a `Bytes` made from a `Vec` keeps all its capacity plus a shared header).
 pub(crate) fn stored_json(obj: &Value) -> Result<Bytes, ApiError> {
@@ -256,10 +267,22 @@ impl Store {
     /// Loads objects restored from disk (before serving).
     pub(crate) fn restore(&self, rv: u64, objects: Vec<(GroupResource, ObjectKey, Bytes)>) {
         let mut inner = self.write();
-        for (gr, key, data) in objects {
-            let Ok(v) = serde_json::from_slice::<Value>(&data) else {
+        for (gr, key, mut data) in objects {
+            let Ok(mut v) = serde_json::from_slice::<Value>(&data) else {
                 continue;
             };
+            // A server before metadata validation may have kept malformed fields; they
+            // would break every typed list of the kind, so they are dropped as
+            // kube-apiserver drops them when reading such an object.
+            if super::metadata::repair(&mut v) {
+                tracing::warn!(
+                    group = %gr.group, resource = %gr.resource, namespace = %key.0, name = %key.1,
+                    "dropped malformed metadata fields of a stored object"
+                );
+                if let Ok(d) = stored_json(&v) {
+                    data = d;
+                }
+            }
             let record = Record::of(&v, data);
             inner.objects.entry(gr).or_default().insert(key, record);
         }
@@ -353,6 +376,9 @@ impl Store {
             Mutation::Put(mut v) => {
                 set_rv(&mut v, next_rv);
                 let data = stored_json(&v)?;
+                if !fits_etcd(gr, &key, data.len()) {
+                    return Err(ApiError::etcd_request_too_large());
+                }
                 let record = Record::of(&v, data.clone());
                 if let Some(j) = &self.journal {
                     j.put(gr, &key, &data);
@@ -505,6 +531,47 @@ mod tests {
             .unwrap()
             .parse()
             .unwrap()
+    }
+
+    #[test]
+    fn restore_drops_malformed_metadata_written_by_older_servers() {
+        let store = Store::new(10, 10);
+        let gr = GroupResource::new("", "configmaps");
+        let data = Bytes::from_static(
+            br#"{"metadata":{"name":"a","namespace":"ns","labels":{"x":1},"finalizers":{},"annotations":{"k":"v"}}}"#,
+        );
+        store.restore(5, vec![(gr.clone(), ("ns".into(), "a".into()), data)]);
+        let v = store.get(&gr, "ns", "a").unwrap();
+        assert_eq!(
+            v["metadata"],
+            json!({"name": "a", "namespace": "ns", "annotations": {"k": "v"}})
+        );
+    }
+
+    #[test]
+    fn writes_over_etcds_request_limit_fail_and_change_nothing() {
+        let store = Store::new(10, 10);
+        let gr = GroupResource::new("", "configmaps");
+        let write = |n: usize| {
+            store.mutate(&gr, "ns", "big", |_, _| {
+                Ok(Mutation::Put(
+                    json!({"metadata": {"name": "big"}, "data": {"k": "x".repeat(n)}}),
+                ))
+            })
+        };
+        assert!(write(MAX_OBJECT_BYTES - 200).is_ok());
+        let rv = store.current_rv();
+        let Err(e) = write(MAX_OBJECT_BYTES) else {
+            panic!("an object over the limit was written")
+        };
+        assert_eq!((e.code, e.reason), (500, ""));
+        assert_eq!(e.message, "etcdserver: request is too large");
+        assert_eq!(store.current_rv(), rv, "nothing was written");
+        let kept = store.get(&gr, "ns", "big").unwrap();
+        assert_eq!(
+            kept["data"]["k"].as_str().unwrap().len(),
+            MAX_OBJECT_BYTES - 200
+        );
     }
 
     #[test]

@@ -72,15 +72,15 @@ spec:
     )
 }
 
-struct Widgets {
-    cluster: TestCluster,
-    ns: String,
+pub(crate) struct Widgets {
+    pub(crate) cluster: TestCluster,
+    pub(crate) ns: String,
     ar: ApiResource,
-    api: Api<DynamicObject>,
-    group: String,
+    pub(crate) api: Api<DynamicObject>,
+    pub(crate) group: String,
 }
 
-async fn widgets(scope: &str) -> Widgets {
+pub(crate) async fn widgets(scope: &str) -> Widgets {
     let cluster = TestCluster::start().await;
     let ns = cluster.namespace("crd").await;
     let group = format!("{}.conformance.granary.dev", cluster.object_selector);
@@ -115,7 +115,7 @@ async fn widgets(scope: &str) -> Widgets {
     }
 }
 
-fn widget(w: &Widgets, name: &str, spec: serde_json::Value) -> DynamicObject {
+pub(crate) fn widget(w: &Widgets, name: &str, spec: serde_json::Value) -> DynamicObject {
     serde_json::from_value(json!({
         "apiVersion": format!("{}/v1", w.group), "kind": "Widget",
         "metadata": {"name": name}, "spec": spec

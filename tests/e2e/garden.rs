@@ -64,10 +64,13 @@ pub fn config(quota: Option<u32>, liveness: Option<(u64, u64)>) -> GardenConfigu
 
 pub fn start(tc: &TestCluster, config: GardenConfiguration) -> RunningGarden {
     // RUST_LOG=granary=debug shows what the controllers do.
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_test_writer()
-        .try_init();
+    // Granary's own setup, so that test logs keep response bodies out as well.
+    let _ = granary::runtime::logging::init_with_writer(
+        granary::runtime::logging::LogFormat::Text,
+        "error",
+        tracing_subscriber::fmt::TestWriter::new(),
+        false,
+    );
     GardenController::new(tc.client(), config)
         .object_selector(ObjectSelector::new(Some(tc.object_selector.clone())))
         .start()

@@ -20,6 +20,7 @@ mod cli;
 mod conformance;
 mod conformance_apply;
 mod conformance_crd;
+mod conformance_metadata;
 mod deploy;
 mod dev;
 mod durability;
