@@ -48,6 +48,9 @@ enum Command {
     /// sample landscape, all controllers, buckets under the data directory, kubeconfigs
     /// for kubectl, and a live view. Ctrl-C stops it; the state is kept.
     Dev(DevArgs),
+    /// Run the Velero-compatible controllers alone on any cluster, no garden (what
+    /// `velero server` is to Velero): backup storage locations and the backup queue.
+    Server(ServerArgs),
     /// Look into a Velero backup tarball (Velero's own or Granary's).
     Archive {
         #[command(subcommand)]
@@ -85,6 +88,50 @@ struct SeedArgs {
     /// Keys per batched object delete (S3 allows at most 1000).
     #[arg(long, value_name = "N")]
     delete_batch_size: Option<usize>,
+}
+
+/// Flags of `granary server`; each overrides the configuration file (Velero's flag names).
+#[derive(clap::Args, Debug)]
+struct ServerArgs {
+    /// The cluster's kubeconfig (default: in-cluster, else KUBECONFIG / ~/.kube/config).
+    #[arg(long, value_name = "PATH")]
+    kubeconfig: Option<PathBuf>,
+    /// ServerConfiguration file (YAML; its `velero:` section as in SeedConfiguration).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// The namespace of the Velero objects (default `velero`).
+    #[arg(long, short = 'n', value_name = "NAMESPACE")]
+    namespace: Option<String>,
+    /// Root directory of the `local` object store (for locations with provider `local`).
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+    /// Address of /metrics, /healthz and /readyz (default `:8085`).
+    #[arg(long, alias = "metrics-address", value_name = "ADDR")]
+    metrics_bind_address: Option<String>,
+    /// Controllers to switch off: backup-storage-location, backup-queue, backup.
+    #[arg(long, value_delimiter = ',', value_name = "NAME,...")]
+    disable_controllers: Vec<String>,
+    /// Backups that may run at once (default 1).
+    #[arg(long, value_name = "N")]
+    concurrent_backups: Option<u32>,
+    /// Item workers per running backup (default 1).
+    #[arg(long, value_name = "N")]
+    item_block_worker_count: Option<u32>,
+    /// TTL of a backup that sets none (default 720h).
+    #[arg(long, value_name = "DURATION")]
+    default_backup_ttl: Option<String>,
+    /// How often locations are validated (default 1m).
+    #[arg(long, value_name = "DURATION")]
+    store_validation_frequency: Option<String>,
+    /// Page size of the lists that collect a backup's items (default 500).
+    #[arg(long, value_name = "N")]
+    client_page_size: Option<u32>,
+    /// Location of backups that name none (default `default`).
+    #[arg(long, value_name = "NAME")]
+    default_backup_storage_location: Option<String>,
+    /// Run only while holding the leader Lease `granary-server`.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    leader_elect: Option<bool>,
 }
 
 /// Flags of `granary garden`; each overrides the configuration file.
@@ -321,6 +368,27 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 .context("granary seed")
         }
         Command::Migrate(args) => migrate(args),
+        Command::Server(args) => {
+            let opts = granary::velero_server::server::ServerOptions {
+                kubeconfig: args.kubeconfig,
+                config: args.config,
+                namespace: args.namespace,
+                data_dir: args.data_dir,
+                metrics_bind_address: args.metrics_bind_address,
+                disable_controllers: args.disable_controllers,
+                concurrent_backups: args.concurrent_backups,
+                item_block_worker_count: args.item_block_worker_count,
+                default_backup_ttl: args.default_backup_ttl,
+                store_validation_frequency: args.store_validation_frequency,
+                client_page_size: args.client_page_size,
+                default_backup_storage_location: args.default_backup_storage_location,
+                leader_elect: args.leader_elect,
+            };
+            tokio::runtime::Runtime::new()
+                .context("starting the async runtime")?
+                .block_on(granary::velero_server::server::run(opts))
+                .context("granary server")
+        }
         Command::Dev(_) => unreachable!("handled above"),
         Command::Garden(args) => Ok(granary::garden::run(granary::garden::GardenOptions {
             kubeconfig: args.kubeconfig,

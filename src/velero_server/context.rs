@@ -83,18 +83,22 @@ impl VeleroContext {
 
     /// Store access for `location`: its credential Secret (in the Velero namespace)
     /// read and mapped, the store opened. Nothing here logs a credential.
-    pub async fn open(&self, location: BackupStorageLocation) -> Result<OpenLocation, LocationProblem> {
+    pub async fn open(
+        &self,
+        location: BackupStorageLocation,
+    ) -> Result<OpenLocation, LocationProblem> {
         let spec = &location.spec;
         let credential = match &spec.credential {
             None => None,
             Some(selector) => {
                 let secrets: Api<Secret> = self.api();
                 let name = selector.name.as_str();
-                let secret = secrets.get_opt(name).await?.ok_or_else(|| {
-                    LocationError {
-                        field: "spec.credential.name".into(),
-                        message: format!("Secret {name:?} not found in namespace {}", self.namespace()),
-                    }
+                let secret = secrets.get_opt(name).await?.ok_or_else(|| LocationError {
+                    field: "spec.credential.name".into(),
+                    message: format!(
+                        "Secret {name:?} not found in namespace {}",
+                        self.namespace()
+                    ),
                 })?;
                 let value = secret
                     .data

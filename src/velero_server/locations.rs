@@ -6,8 +6,8 @@
 //! Velero's kinds have no status subresource, so status is patched on the object.
 
 use super::context::VeleroContext;
-use crate::api::velero::{BackupStorageLocation, BackupStorageLocationPhase};
 use super::context::k8s_time;
+use crate::api::velero::{BackupStorageLocation, BackupStorageLocationPhase};
 use crate::seed::queue::{Next, WorkQueue};
 use futures::{StreamExt, TryStreamExt};
 use granary_providers::ListEntry;
@@ -27,7 +27,10 @@ pub type Validation = Result<(), String>;
 pub async fn validate(ctx: &VeleroContext, location: &BackupStorageLocation) -> Validation {
     let name = location.name_any();
     let unavailable = |e: String| format!("BackupStorageLocation {name:?} is unavailable: {e}");
-    let open = ctx.open(location.clone()).await.map_err(|e| unavailable(e.to_string()))?;
+    let open = ctx
+        .open(location.clone())
+        .await
+        .map_err(|e| unavailable(e.to_string()))?;
     let layout = &open.access.layout;
     let prefixes: Vec<String> = open
         .store
@@ -97,7 +100,10 @@ async fn reconcile(
         Ok(Some(l)) => l,
         Ok(None) => {
             let _ = ctx.metrics.location_status.remove_label_values(&[&name]);
-            validated.lock().unwrap_or_else(|p| p.into_inner()).remove(&name);
+            validated
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&name);
             return Next::Done;
         }
         Err(e) => {

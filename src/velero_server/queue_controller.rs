@@ -42,9 +42,11 @@ pub async fn run(ctx: Arc<VeleroContext>) {
             futures::pin_mut!(stream);
             while let Some(event) = stream.next().await {
                 match event {
-                    Ok(watcher::Event::InitDone | watcher::Event::Apply(_) | watcher::Event::Delete(_)) => {
-                        wake.notify_one()
-                    }
+                    Ok(
+                        watcher::Event::InitDone
+                        | watcher::Event::Apply(_)
+                        | watcher::Event::Delete(_),
+                    ) => wake.notify_one(),
                     Ok(_) => {}
                     Err(e) => {
                         tracing::warn!(error = %e, "watching Backups; retrying");
@@ -89,7 +91,11 @@ async fn fail_in_progress(ctx: &VeleroContext) {
             "completionTimestamp": super::context::k8s_time(ctx.clock.now()),
         }});
         if let Err(e) = api
-            .patch(&b.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+            .patch(
+                &b.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
             .await
         {
             tracing::warn!(backup = %b.name_any(), error = %e, "marking an interrupted backup Failed");

@@ -19,9 +19,9 @@ use crate::runtime::shutdown::ShutdownSignals;
 use granary_providers::StoreOptions;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Namespace;
+use kube::Client;
 use kube::api::{Api, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::Client;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -83,17 +83,26 @@ fn overrides(opts: &ServerOptions) -> Vec<Override> {
         }
     };
     put("velero.namespace", opts.namespace.clone().map(Into::into));
-    put("velero.concurrentBackups", opts.concurrent_backups.map(Into::into));
+    put(
+        "velero.concurrentBackups",
+        opts.concurrent_backups.map(Into::into),
+    );
     put(
         "velero.itemBlockWorkerCount",
         opts.item_block_worker_count.map(Into::into),
     );
-    put("velero.defaultBackupTTL", opts.default_backup_ttl.clone().map(Into::into));
+    put(
+        "velero.defaultBackupTTL",
+        opts.default_backup_ttl.clone().map(Into::into),
+    );
     put(
         "velero.storeValidationFrequency",
         opts.store_validation_frequency.clone().map(Into::into),
     );
-    put("velero.clientPageSize", opts.client_page_size.map(Into::into));
+    put(
+        "velero.clientPageSize",
+        opts.client_page_size.map(Into::into),
+    );
     put(
         "velero.defaultBackupStorageLocation",
         opts.default_backup_storage_location.clone().map(Into::into),
@@ -154,9 +163,12 @@ pub async fn run(opts: ServerOptions) -> Result<(), ServerError> {
     }
     let metrics = Metrics::new();
     let ready = ReadinessFlag::default();
-    let health =
-        HealthServer::start(&config.server.metrics_bind_address, metrics.clone(), ready.clone())
-            .await?;
+    let health = HealthServer::start(
+        &config.server.metrics_bind_address,
+        metrics.clone(),
+        ready.clone(),
+    )
+    .await?;
     tracing::info!(address = %health.local_addr, namespace = %namespace, "granary server: serving /metrics, /healthz, /readyz");
     let ctx = Arc::new(VeleroContext::new(
         client.clone(),

@@ -39,3 +39,4 @@ mod seed_data_safety;
 mod seed_grace;
 mod seed_handover;
 mod seed_outage;
+mod velero_server;

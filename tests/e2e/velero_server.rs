@@ -1,0 +1,384 @@
+//! The Velero-compatible controllers against an API server (#15): locations validated
+//! into Available/Unavailable with Velero's messages; seed 003's queue scenario with
+//! `concurrentBackups: 2`; positions kept across a restart; a backup left InProgress
+//! marked Failed at start-up; `granary server` as a process.
+
+use crate::support::{TestCluster, poll_until};
+use granary::api::velero::{
+    Backup, BackupPhase, BackupSpec, BackupStorageLocation, BackupStorageLocationPhase,
+    BackupStorageLocationSpec, ObjectStorageLocation,
+};
+use granary::runtime::clock::Clock;
+use granary::runtime::metrics::Metrics;
+use granary::runtime::selector::ObjectSelector;
+use granary::velero_server::context::VeleroContext;
+use granary::velero_server::metrics::VeleroMetrics;
+use granary::velero_server::queue_controller::{
+    ANNOTATION_WAITING_FOR, in_progress_at_start_reason,
+};
+use granary::velero_server::server::run_controllers;
+use granary::velero_server::settings::VeleroSettings;
+use granary_providers::{BucketOptions, ObjectStore, StoreOptions};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use serde_json::json;
+use std::path::Path;
+use std::sync::Arc;
+
+struct World {
+    cluster: TestCluster,
+    client: Client,
+    namespace: String,
+    data: tempfile::TempDir,
+    metrics: Metrics,
+}
+
+impl World {
+    async fn start() -> World {
+        let cluster = TestCluster::start().await;
+        let client = cluster.client();
+        cluster
+            .install_crds_from_dir(
+                &client,
+                &Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/seed/crds"),
+            )
+            .await;
+        let namespace = cluster.namespace("velero").await;
+        World {
+            cluster,
+            client,
+            namespace,
+            data: tempfile::tempdir().expect("tempdir"),
+            metrics: Metrics::new(),
+        }
+    }
+
+    fn settings(&self, concurrent: u32) -> VeleroSettings {
+        VeleroSettings {
+            namespace: self.namespace.clone(),
+            concurrent_backups: concurrent,
+            ..VeleroSettings::default()
+        }
+    }
+
+    /// Starts the controllers; dropping (aborting) the handle stops them.
+    fn controllers(&self, settings: VeleroSettings) -> tokio::task::JoinHandle<()> {
+        let ctx = Arc::new(VeleroContext::new(
+            self.client.clone(),
+            settings,
+            self.store_options(),
+            Clock::system(),
+            VeleroMetrics::new(&self.metrics),
+            ObjectSelector::new(Some(self.cluster.object_selector.clone())),
+        ));
+        tokio::spawn(run_controllers(ctx, Vec::new()))
+    }
+
+    fn store_options(&self) -> StoreOptions {
+        StoreOptions {
+            local_root: Some(self.data.path().to_path_buf()),
+            ..StoreOptions::default()
+        }
+    }
+
+    async fn store(&self) -> Arc<dyn ObjectStore> {
+        granary_providers::open("local", None, &Default::default(), &self.store_options())
+            .await
+            .expect("local store")
+    }
+
+    fn locations(&self) -> Api<BackupStorageLocation> {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    fn backups(&self) -> Api<Backup> {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    async fn location(&self, name: &str, provider: &str, bucket: &str) {
+        let bsl = BackupStorageLocation::new(
+            name,
+            BackupStorageLocationSpec {
+                provider: provider.into(),
+                object_storage: ObjectStorageLocation {
+                    bucket: bucket.into(),
+                    prefix: Some("velero/seed-a".into()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+        );
+        self.locations()
+            .create(&PostParams::default(), &bsl)
+            .await
+            .expect("create location");
+    }
+
+    async fn wait_phase(
+        &self,
+        name: &str,
+        want: BackupStorageLocationPhase,
+    ) -> BackupStorageLocation {
+        let api = self.locations();
+        poll_until(&format!("location {name} {want:?}"), || async {
+            api.get(name)
+                .await
+                .ok()
+                .and_then(|l| l.status)
+                .is_some_and(|s| s.phase == Some(want) && s.last_validation_time.is_some())
+        })
+        .await;
+        api.get(name).await.expect("location")
+    }
+
+    async fn backup(&self, name: &str, namespaces: &[&str]) {
+        let b = Backup::new(
+            name,
+            BackupSpec {
+                included_namespaces: Some(namespaces.iter().map(|s| s.to_string()).collect()),
+                ..Default::default()
+            },
+        );
+        self.backups()
+            .create(&PostParams::default(), &b)
+            .await
+            .expect("create backup");
+    }
+
+    async fn set_phase(&self, name: &str, phase: BackupPhase) {
+        let patch = json!({"status": {"phase": phase}});
+        self.backups()
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .expect("set phase");
+    }
+
+    /// Waits until every named backup has the wanted phase and queue position.
+    async fn wait_queue(&self, want: &[(&str, BackupPhase, Option<i64>)]) {
+        let api = self.backups();
+        let shown = format!("{want:?}");
+        poll_until(&format!("queue {shown}"), || async {
+            let list = api.list(&Default::default()).await.expect("list").items;
+            want.iter().all(|(name, phase, position)| {
+                list.iter().any(|b| {
+                    b.name_any() == *name
+                        && b.status.as_ref().and_then(|s| s.phase) == Some(*phase)
+                        && b.status.as_ref().and_then(|s| s.queue_position) == *position
+                })
+            })
+        })
+        .await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locations_are_available_or_say_why() {
+    let w = World::start().await;
+    let store = w.store().await;
+    store
+        .ensure_bucket("good", &BucketOptions::default())
+        .await
+        .expect("bucket");
+    store
+        .ensure_bucket("crowded", &BucketOptions::default())
+        .await
+        .expect("bucket");
+    store
+        .put(
+            "crowded",
+            "velero/seed-a/junk/x",
+            bytes::Bytes::from_static(b"x"),
+        )
+        .await
+        .expect("put");
+    store
+        .put(
+            "good",
+            "velero/seed-a/backups/b1/velero-backup.json",
+            bytes::Bytes::from_static(b"{}"),
+        )
+        .await
+        .expect("put");
+    let controllers = w.controllers(w.settings(1));
+    w.location("good", "local", "good").await;
+    w.location("crowded", "local", "crowded").await;
+    w.location("missing", "local", "no-such-bucket").await;
+    w.location("no-credential", "velero.io/aws", "b").await;
+    w.location("unknown", "minio", "b").await;
+
+    w.wait_phase("good", BackupStorageLocationPhase::Available)
+        .await;
+    for (name, says) in [
+        (
+            "crowded",
+            "Backup store contains invalid top-level directories: [junk]",
+        ),
+        ("missing", "no-such-bucket"),
+        ("no-credential", "spec.credential: required"),
+        ("unknown", "spec.provider: unknown provider \"minio\""),
+    ] {
+        let l = w
+            .wait_phase(name, BackupStorageLocationPhase::Unavailable)
+            .await;
+        let message = l.status.and_then(|s| s.message).unwrap_or_default();
+        assert!(
+            message.starts_with(&format!("BackupStorageLocation {name:?} is unavailable: ")),
+            "{message}"
+        );
+        assert!(message.contains(says), "{name}: {message}");
+    }
+    let metrics = w.metrics.render();
+    assert!(
+        metrics.contains("velero_backup_location_status_gauge{backup_location_name=\"good\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("velero_backup_location_status_gauge{backup_location_name=\"crowded\"} 0"),
+        "{metrics}"
+    );
+
+    // The junk goes: the next validation (the location's own frequency) says Available.
+    store
+        .delete_many("crowded", &["velero/seed-a/junk/x".to_string()])
+        .await
+        .expect("delete");
+    let patch = json!({"spec": {"validationFrequency": "1s"}});
+    w.locations()
+        .patch("crowded", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("patch");
+    w.wait_phase("crowded", BackupStorageLocationPhase::Available)
+        .await;
+    controllers.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seed_003_queue_restart_and_interrupted_backups() {
+    use BackupPhase::{Completed, Failed, InProgress, Queued, ReadyToStart};
+    let w = World::start().await;
+    // No backup controller runs here: ReadyToStart backups hold their slot.
+    let controllers = w.controllers(w.settings(2));
+    w.backup("backup1", &["ns1", "ns2"]).await;
+    w.wait_queue(&[("backup1", ReadyToStart, None)]).await;
+    for (name, ns) in [
+        ("backup2", &["ns2", "ns3", "ns5"][..]),
+        ("backup3", &["ns4", "ns3"][..]),
+        ("backup4", &["ns5", "ns6"][..]),
+        ("backup5", &["ns8", "ns9"][..]),
+    ] {
+        w.backup(name, ns).await;
+        // One at a time, so creation order is queue order.
+        poll_until(&format!("{name} taken by the queue"), || async {
+            w.backups()
+                .get(name)
+                .await
+                .ok()
+                .and_then(|b| b.status)
+                .and_then(|s| s.phase)
+                .is_some()
+        })
+        .await;
+    }
+    // backup5 runs before backup3 and backup4, which wait behind the queued backup2.
+    w.wait_queue(&[
+        ("backup1", ReadyToStart, None),
+        ("backup2", Queued, Some(1)),
+        ("backup3", Queued, Some(2)),
+        ("backup4", Queued, Some(3)),
+        ("backup5", ReadyToStart, None),
+    ])
+    .await;
+    let b3 = w.backups().get("backup3").await.expect("backup3");
+    assert_eq!(
+        b3.annotations()
+            .get(ANNOTATION_WAITING_FOR)
+            .map(String::as_str),
+        Some("it shares namespace ns3 with backup backup2")
+    );
+
+    // A restart keeps the positions.
+    controllers.abort();
+    let _ = controllers.await;
+    let controllers = w.controllers(w.settings(2));
+    w.backup("backup6", &["ns1"]).await;
+    w.wait_queue(&[
+        ("backup2", Queued, Some(1)),
+        ("backup3", Queued, Some(2)),
+        ("backup4", Queued, Some(3)),
+        ("backup6", Queued, Some(4)),
+    ])
+    .await;
+
+    // backup1 finishes: backup2 runs, backup3 and backup4 move up and still wait for it;
+    // backup6 (ns1) is free now but both slots are taken.
+    w.set_phase("backup1", Completed).await;
+    w.wait_queue(&[
+        ("backup2", ReadyToStart, None),
+        ("backup3", Queued, Some(1)),
+        ("backup4", Queued, Some(2)),
+        ("backup6", Queued, Some(3)),
+    ])
+    .await;
+
+    // A backup left InProgress by a process that died is Failed at the next start.
+    controllers.abort();
+    let _ = controllers.await;
+    w.set_phase("backup5", InProgress).await;
+    let controllers = w.controllers(w.settings(2));
+    w.wait_queue(&[("backup5", Failed, None)]).await;
+    let b5 = w.backups().get("backup5").await.expect("backup5");
+    assert_eq!(
+        b5.status.and_then(|s| s.failure_reason),
+        Some(in_progress_at_start_reason())
+    );
+    // Its slot is free: backup6 (ns1, no overlap with backup2) starts.
+    w.wait_queue(&[("backup6", ReadyToStart, None)]).await;
+    controllers.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn granary_server_runs_the_controllers_alone() {
+    let w = World::start().await;
+    let store = w.store().await;
+    store
+        .ensure_bucket("srv", &BucketOptions::default())
+        .await
+        .expect("bucket");
+    let kubeconfig = &w.cluster.garden.kubeconfig_path;
+    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_granary"))
+        .args(["server", "--disable-controllers", "bakcup", "--kubeconfig"])
+        .arg(kubeconfig)
+        .output()
+        .expect("run granary server");
+    assert!(!bad.status.success());
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        stderr.contains("--disable-controllers: unknown controller(s) bakcup"),
+        "{stderr}"
+    );
+
+    let mut server = tokio::process::Command::new(env!("CARGO_BIN_EXE_granary"))
+        .args([
+            "server",
+            "--namespace",
+            &w.namespace,
+            "--metrics-bind-address",
+            "127.0.0.1:0",
+        ])
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .arg("--data-dir")
+        .arg(w.data.path())
+        .kill_on_drop(true)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start granary server");
+    w.location("default", "local", "srv").await;
+    w.wait_phase("default", BackupStorageLocationPhase::Available)
+        .await;
+    w.backup("first", &["a"]).await;
+    w.wait_queue(&[("first", BackupPhase::ReadyToStart, None)])
+        .await;
+    let _ = server.kill().await;
+}
