@@ -50,6 +50,8 @@ pub enum SeedController {
     BackupEntry,
     /// The seed's liveness Lease in the garden.
     Liveness,
+    /// One of the Velero-compatible controllers (Velero's name, e.g. `backup-queue`).
+    Velero(&'static str),
 }
 
 impl SeedController {
@@ -66,6 +68,7 @@ impl SeedController {
             SeedController::BackupBucket => "backupbucket",
             SeedController::BackupEntry => "backupentry",
             SeedController::Liveness => "liveness",
+            SeedController::Velero(name) => name,
         }
     }
 }
@@ -74,12 +77,20 @@ impl std::str::FromStr for SeedController {
     type Err = SeedError;
 
     fn from_str(s: &str) -> Result<Self, SeedError> {
+        let s = s.trim();
         SeedController::ALL
             .into_iter()
-            .find(|c| c.as_str() == s.trim())
+            .find(|c| c.as_str() == s)
+            .or_else(|| {
+                crate::velero_server::settings::CONTROLLERS
+                    .iter()
+                    .find(|c| **c == s)
+                    .map(|c| SeedController::Velero(c))
+            })
             .ok_or_else(|| {
                 SeedError::Usage(format!(
-                    "--disable-controllers: unknown controller {s:?} (known: mirror, backupbucket, backupentry, liveness)"
+                    "--disable-controllers: unknown controller {s:?} (known: mirror, backupbucket, backupentry, liveness, {})",
+                    crate::velero_server::settings::CONTROLLERS.join(", ")
                 ))
             })
     }
@@ -369,6 +380,39 @@ impl SeedAgent {
     }
 }
 
+/// The Velero-compatible controllers in this seed's Velero namespace, and the seed's
+/// default location.
+async fn velero(ctx: Arc<Context>, disabled: HashSet<SeedController>) {
+    use crate::velero_server::settings::CONTROLLER_DEFAULT_LOCATION;
+    let settings = ctx.config.velero.clone();
+    if let Err(e) = ensure_namespace(&ctx.seed, &settings.namespace).await {
+        tracing::warn!(namespace = %settings.namespace, error = %e, "Velero namespace");
+    }
+    let off: Vec<String> = disabled
+        .iter()
+        .filter_map(|c| match c {
+            SeedController::Velero(name) => Some(name.to_string()),
+            _ => None,
+        })
+        .collect();
+    let default_location =
+        settings.default_location.enabled && !off.iter().any(|c| c == CONTROLLER_DEFAULT_LOCATION);
+    let vctx = Arc::new(crate::velero_server::context::VeleroContext::new(
+        ctx.seed.clone(),
+        settings,
+        ctx.store_options.clone(),
+        ctx.clock.clone(),
+        crate::velero_server::metrics::VeleroMetrics::new(&ctx.metrics.shared),
+        ctx.selector.clone(),
+    ));
+    let controllers = crate::velero_server::server::run_controllers(vctx, off);
+    if default_location {
+        tokio::join!(controllers, crate::seed::velero_location::run(ctx));
+    } else {
+        controllers.await;
+    }
+}
+
 /// Feeds queue `queue` with the keys `keys` picks from every watch event of `api`.
 async fn feed<K, F>(api: Api<K>, config: watcher::Config, keys: F)
 where
@@ -523,6 +567,9 @@ async fn run_controllers(ctx: Arc<Context>, disabled: &HashSet<SeedController>) 
     }
     if enabled(SeedController::Liveness) {
         tasks.spawn(liveness(ctx.clone()));
+    }
+    if ctx.config.velero.enabled {
+        tasks.spawn(velero(ctx.clone(), disabled.clone()));
     }
     // Every task runs until this future is dropped (shutdown or lost leadership), which
     // aborts them all with the JoinSet.

@@ -17,6 +17,7 @@ pub mod ownership;
 pub mod prefix;
 pub(crate) mod queue;
 pub(crate) mod reconnect;
+pub(crate) mod velero_location;
 
 pub use agent::{RunningSeed, SeedAgent, SeedController, SeedError, SeedOptions, run};
 pub use extension::entry::FAILPOINT_DELETE_BATCH;

@@ -20,6 +20,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// On a location that cannot be used yet (e.g. a seed's default location before the
+/// seed has a bucket): why. Reported as the Unavailable message instead of validating.
+pub const ANNOTATION_UNAVAILABLE_REASON: &str = "granary.gardener.cloud/unavailable-reason";
+
 /// The outcome of one validation.
 pub type Validation = Result<(), String>;
 
@@ -27,6 +31,9 @@ pub type Validation = Result<(), String>;
 pub async fn validate(ctx: &VeleroContext, location: &BackupStorageLocation) -> Validation {
     let name = location.name_any();
     let unavailable = |e: String| format!("BackupStorageLocation {name:?} is unavailable: {e}");
+    if let Some(reason) = location.annotations().get(ANNOTATION_UNAVAILABLE_REASON) {
+        return Err(unavailable(reason.clone()));
+    }
     let open = ctx
         .open(location.clone())
         .await

@@ -382,3 +382,61 @@ async fn granary_server_runs_the_controllers_alone() {
         .await;
     let _ = server.kill().await;
 }
+
+/// The default location of a seed in a garden+seed landscape: Unavailable (and why)
+/// until the seed holds a bucket, then in that bucket under `velero/<seed>`, Available.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_seed_keeps_its_default_location_in_its_pool() {
+    use crate::seed_support::{Backend, Landscape};
+    let Some(l) = Landscape::start(Backend::Local).await else {
+        return;
+    };
+    let config = l.config("seed-a");
+    let namespace = config.velero.namespace.clone();
+    let agent = l.start_agent(None, config).await;
+    let locations: Api<BackupStorageLocation> = Api::namespaced(l.seed.clone(), &namespace);
+    poll_until("default location Unavailable with the reason", || async {
+        locations
+            .get_opt("default")
+            .await
+            .ok()
+            .flatten()
+            .is_some_and(|d| {
+                d.status.is_some_and(|s| {
+                    s.phase == Some(BackupStorageLocationPhase::Unavailable)
+                        && s.message.unwrap_or_default().contains(
+                            "seed seed-a holds no ready shared bucket of its backup pool yet",
+                        )
+                })
+            })
+    })
+    .await;
+
+    let bucket = l.bucket_name("velero");
+    l.create_bucket(&bucket, "seed-a").await;
+    l.wait_bucket_ready(&bucket).await;
+    poll_until(
+        "default location Available in the seed's bucket",
+        || async {
+            locations
+                .get_opt("default")
+                .await
+                .ok()
+                .flatten()
+                .is_some_and(|d| {
+                    d.spec.object_storage.bucket == bucket
+                        && d.status
+                            .is_some_and(|s| s.phase == Some(BackupStorageLocationPhase::Available))
+                })
+        },
+    )
+    .await;
+    let d = locations.get("default").await.expect("default location");
+    assert_eq!(d.spec.provider, "local");
+    assert_eq!(d.spec.default, Some(true));
+    assert_eq!(
+        d.spec.object_storage.prefix.as_deref(),
+        Some("velero/seed-a")
+    );
+    agent.shutdown().await;
+}

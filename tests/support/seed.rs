@@ -208,6 +208,9 @@ impl Landscape {
         };
         c.leader_election.enabled = false;
         c.seed_liveness.renew_interval = ConfigDuration(Duration::from_secs(1));
+        // A Velero namespace of this test's own: tests side by side on one real cluster
+        // never share Velero objects.
+        c.velero.namespace = format!("velero-{}", self.cluster.object_selector);
         c
     }
 
