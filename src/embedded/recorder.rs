@@ -67,7 +67,19 @@ impl Recorder {
         let watch = query
             .iter()
             .any(|(k, v)| k == "watch" && matches!(v.as_str(), "true" | "1"));
-        let call = describe(user, method, path, watch);
+        let mut call = describe(user, method, path, watch);
+        // As kube-apiserver's RequestInfo: a list or watch selecting one object by
+        // `metadata.name` is about that object.
+        if call.name.is_empty() && matches!(call.verb.as_str(), "list" | "watch") {
+            let by_name = query
+                .iter()
+                .filter(|(k, _)| k == "fieldSelector")
+                .find_map(|(_, v)| v.strip_prefix("metadata.name="))
+                .filter(|n| !n.is_empty() && !n.contains(','));
+            if let Some(name) = by_name {
+                call.name = name.to_string();
+            }
+        }
         self.calls
             .lock()
             .unwrap_or_else(|e| e.into_inner())

@@ -592,7 +592,8 @@ fn spawn_mirror(ctx: &Arc<Context>, tasks: &mut tokio::task::JoinSet<()>, own: O
     let assigned = ctx.selector.and(&format!("{LABEL_SEED}={}", ctx.seed_name));
 
     // Garden buckets by the credentials Secret they use, so a rotated Secret is copied
-    // and used at once; the namespaces of those Secrets are watched as they appear.
+    // and used at once; each of those Secrets is watched by name as it appears (the
+    // garden's seed authorizer lets a seed see its own credentials only).
     let by_secret: SecretUsers = Arc::default();
     let (namespaces_tx, namespaces_rx) = tokio::sync::mpsc::unbounded_channel();
 
@@ -615,10 +616,11 @@ fn spawn_mirror(ctx: &Arc<Context>, tasks: &mut tokio::task::JoinSet<()>, own: O
                 users.remove(&name);
             }
             if let Some(r) = o.credentials().filter(|_| !deleted) {
-                let users = secrets.entry((r.namespace.clone(), r.name)).or_default();
+                let key = (r.namespace.clone(), r.name);
+                let users = secrets.entry(key.clone()).or_default();
                 if users.is_empty() {
                     // The receiver lives as long as the mirror's tasks.
-                    let _ = namespaces_tx.send(r.namespace);
+                    let _ = namespaces_tx.send(key);
                 }
                 users.insert(name.clone());
             }

@@ -22,26 +22,27 @@ use crate::seed::queue::WorkQueue;
 /// Garden bucket names by the (namespace, name) of the credentials Secret they use.
 pub(crate) type SecretUsers = Arc<Mutex<HashMap<(String, String), HashSet<String>>>>;
 
-/// Watches the garden Secrets in every namespace `namespaces` names (metadata only: no
-/// secret data is held) and wakes the buckets that use a changed one.
+/// Watches each garden Secret `secrets` names, by name (metadata only: no secret data is
+/// held; a seed may see only its own buckets' credentials), and wakes the buckets that
+/// use a changed one.
 pub(crate) async fn watch_credentials(
     garden: Client,
-    mut namespaces: tokio::sync::mpsc::UnboundedReceiver<String>,
+    mut secrets: tokio::sync::mpsc::UnboundedReceiver<(String, String)>,
     users: SecretUsers,
     buckets: WorkQueue<String>,
 ) {
     let mut watched = HashSet::new();
     let mut watches = tokio::task::JoinSet::new();
-    while let Some(namespace) = namespaces.recv().await {
-        if !watched.insert(namespace.clone()) {
+    while let Some((namespace, name)) = secrets.recv().await {
+        if !watched.insert((namespace.clone(), name.clone())) {
             continue;
         }
         let (users, buckets) = (users.clone(), buckets.clone());
         let api: Api<PartialObjectMeta<k8s_openapi::api::core::v1::Secret>> =
             Api::namespaced(garden.clone(), &namespace);
+        let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
         watches.spawn(async move {
-            let stream =
-                watcher::watcher(api, watcher::Config::default()).backoff(WatchBackoff::default());
+            let stream = watcher::watcher(api, config).backoff(WatchBackoff::default());
             futures::pin_mut!(stream);
             while let Some(event) = stream.next().await {
                 let secret = match event {

@@ -15,6 +15,22 @@ pub(crate) fn is_not_found(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 404)
 }
 
+/// Reads garden object `name` as this seed sees it: `None` when it is gone, and also when
+/// the garden's seed authorizer refuses it (403) — the object is another seed's now, as
+/// after a hand-over; letting go of it makes no provider call.
+pub(crate) async fn get_assigned<K>(api: &Api<K>, name: &str) -> Result<Option<K>, kube::Error>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api.get_opt(name).await {
+        Err(kube::Error::Api(s)) if s.code == 403 => {
+            tracing::debug!(name, "the garden refuses this seed the object: not ours (any more)");
+            Ok(None)
+        }
+        other => other,
+    }
+}
+
 /// True for a 409 from the API server.
 pub(crate) fn is_conflict(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 409)

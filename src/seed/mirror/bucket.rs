@@ -33,7 +33,7 @@ fn seed_api(ctx: &Context) -> Api<extensions::BackupBucket> {
 
 /// One mirror pass over garden bucket `name`.
 pub(crate) async fn reconcile(ctx: &Context, name: &str) -> Result<Next, ReconcileError> {
-    let garden = garden_api(ctx).get_opt(name).await?;
+    let garden = crate::seed::kube_ops::get_assigned(&garden_api(ctx), name).await?;
     let ext = seed_api(ctx).get_opt(name).await?;
     let ext = ext.filter(|e| ctx.selector.matches(e.meta().labels.as_ref()));
     let Some(garden) = garden.filter(|g| ctx.selector.matches(g.meta().labels.as_ref())) else {

@@ -80,7 +80,7 @@ pub(crate) async fn reconcile(ctx: &Context, key: &str) -> Result<Next, Reconcil
     let Some((namespace, name)) = key.split_once('/') else {
         return Ok(Next::Done);
     };
-    let garden = garden_api(ctx, namespace).get_opt(name).await?;
+    let garden = crate::seed::kube_ops::get_assigned(&garden_api(ctx, namespace), name).await?;
     let ext = seed_api(ctx)
         .get_opt(name)
         .await?

@@ -58,19 +58,7 @@ const ALLOWED_UNUSED: &[(&str, &str, &str, &str)] = &[
 
 /// Seed calls in the garden the seed authorization decision refuses today: (verb,
 /// resource, why). Each is a known gap of the seed agent, not of the decision.
-const ALLOWED_DENIED: &[(&str, &str, &str)] = &[
-    (
-        "list",
-        "secrets",
-        "the seed watches every Secret of a credentials namespace (metadata only) to \
-         notice rotations; it should watch each credentials Secret by name",
-    ),
-    (
-        "watch",
-        "secrets",
-        "as above: the namespace-wide watch of the credentials' namespace",
-    ),
-];
+const ALLOWED_DENIED: &[(&str, &str, &str)] = &[];
 
 /// The garden's buckets and entries as last seen (deletions ignored), so calls made
 /// while an object existed are judged against it after it is gone.
