@@ -29,7 +29,7 @@ use futures::{Stream, StreamExt};
 use granary_providers::StoreOptions;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
-use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::config::KubeConfigOptions;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, Resource, ResourceExt};
@@ -120,7 +120,7 @@ async fn client_from(path: &std::path::Path) -> Result<Client, SeedError> {
         path: path.display().to_string(),
         message,
     };
-    let kc = Kubeconfig::read_from(path).map_err(|e| err(e.to_string()))?;
+    let kc = crate::runtime::redact::read_kubeconfig(path).map_err(err)?;
     let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
         .await
         .map_err(|e| err(e.to_string()))?;
