@@ -121,19 +121,7 @@ fn init_file_logging(
     level: &str,
 ) -> Result<(), DevError> {
     let file = compose::private_file(path, true)?;
-    let filter = match std::env::var("RUST_LOG") {
-        Ok(env) if !env.is_empty() => tracing_subscriber::EnvFilter::try_new(env),
-        _ => tracing_subscriber::EnvFilter::try_new(level),
-    }
-    .map_err(|e| logging::LoggingError::Filter(e.to_string()))?;
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(false)
-        .with_writer(std::sync::Mutex::new(file));
-    let _ = match format {
-        LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder.json().flatten_event(true).try_init(),
-    };
+    logging::init_with(format, level, false, std::sync::Mutex::new(file))?;
     Ok(())
 }
 
