@@ -30,6 +30,7 @@ mod leader;
 mod migrate;
 mod migrate_garden;
 mod migrate_world;
+mod secret_hygiene;
 mod seed;
 mod seed_crash;
 mod seed_credentials;
