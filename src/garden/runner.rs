@@ -140,9 +140,9 @@ async fn client(kubeconfig: Option<&PathBuf>) -> Result<Client, RunError> {
                 .await
                 .map_err(|e| err(e.to_string()))?
         }
-        None => kube::Config::infer()
-            .await
-            .map_err(|e| RunError::Infer(e.to_string()))?,
+        None => kube::Config::infer().await.map_err(|e| {
+            RunError::Infer(crate::runtime::redact::without_snippets(&e.to_string()))
+        })?,
     };
     Ok(Client::try_from(config)?)
 }

@@ -60,7 +60,13 @@ pub enum MigrateCommand {
 async fn client(path: Option<&Path>) -> Result<Client, MigrateError> {
     let invalid = |p: &Path, e: String| MigrateError::Invalid(format!("{}: {e}", p.display()));
     match path {
-        None => Ok(Client::try_default().await?),
+        // kube parses KUBECONFIG itself; its error would show the file around the fault.
+        None => Client::try_default().await.map_err(|e| {
+            MigrateError::Invalid(format!(
+                "kubernetes: {}",
+                crate::runtime::redact::without_snippets(&e.to_string())
+            ))
+        }),
         Some(p) => {
             let kc = crate::runtime::redact::read_kubeconfig(p).map_err(|e| invalid(p, e))?;
             let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())

@@ -43,14 +43,31 @@ pub fn without_source(message: &str, source: &str) -> String {
 }
 
 /// Reads a kubeconfig (tokens, client keys). kube's parse error renders a snippet of the
-/// file around the offending line: only its first line (what and where) is kept, and
-/// any source text in it is blanked out.
+/// file around the offending line: the snippet goes (what and where stay), and any
+/// source text left in the message is blanked out.
 pub fn read_kubeconfig(path: &Path) -> Result<Kubeconfig, String> {
     let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
-    Kubeconfig::from_yaml(&text).map_err(|e| {
-        let message = e.to_string();
-        without_source(message.lines().next().unwrap_or_default(), &text)
-    })
+    Kubeconfig::from_yaml(&text)
+        .map_err(|e| without_source(&without_snippets(&e.to_string()), &text))
+}
+
+/// `message` without the source snippets YAML parse errors render (` --> <input>:6:12`,
+/// then numbered source lines and a caret line), for errors whose source this code
+/// never sees: kube inferring its configuration from `KUBECONFIG` or `~/.kube/config`
+/// reads and parses the file itself.
+pub fn without_snippets(message: &str) -> String {
+    let snippet_line = |line: &str| {
+        let t = line.trim_start();
+        t.starts_with("-->")
+            || t.trim_start_matches(|c: char| c.is_ascii_digit())
+                .trim_start()
+                .starts_with('|')
+    };
+    message
+        .lines()
+        .filter(|line| !snippet_line(line))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 #[cfg(test)]
@@ -91,5 +108,18 @@ mod tests {
                 "{message}"
             );
         }
+    }
+
+    #[test]
+    fn snippets_go_and_the_rest_of_the_message_stays() {
+        let message = "failed to infer config: kubeconfig: (failed to parse kubeconfig YAML: error: line 6 column 12: expected string scalar\n --> <input>:6:12\n  |\n4 | - name: u\n5 |   user:\n6 |     token: [wJalrXUtnFEMIK7MDENG\n  |            ^ expected string scalar): more";
+        assert_eq!(
+            without_snippets(message),
+            "failed to infer config: kubeconfig: (failed to parse kubeconfig YAML: error: line 6 column 12: expected string scalar"
+        );
+        assert_eq!(
+            without_snippets("one line | with a bar"),
+            "one line | with a bar"
+        );
     }
 }

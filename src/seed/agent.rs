@@ -154,7 +154,7 @@ pub async fn run(opts: SeedOptions) -> Result<(), SeedError> {
             .await
             .map_err(|e| SeedError::Kubeconfig {
                 path: "(in-cluster or KUBECONFIG)".into(),
-                message: e.to_string(),
+                message: crate::runtime::redact::without_snippets(&e.to_string()),
             })?,
     };
     let mut disabled = Vec::new();

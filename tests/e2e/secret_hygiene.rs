@@ -229,3 +229,49 @@ async fn no_credential_reaches_a_log_line_and_the_state_is_private() {
         assert_eq!(mode(&data.join("garden")), 0o700, "garden state");
     }
 }
+
+/// A kubeconfig whose token line is broken YAML, named by flag or found through
+/// `KUBECONFIG`: every command says where the fault is and shows nothing of the file.
+#[test]
+fn a_broken_kubeconfig_is_reported_without_its_contents() {
+    const TOKEN: &str = "hYg1eneK8sT0kenN0tInAnyErr0r000004";
+    let dir = tempfile::tempdir().expect("temp dir");
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!("apiVersion: v1\nkind: Config\nusers:\n- name: u\n  user:\n    token: [{TOKEN}\n"),
+    )
+    .expect("write kubeconfig");
+    let path = kubeconfig.to_str().expect("utf-8 path");
+    let commands: [&[&str]; 4] = [
+        &["garden"],
+        &["migrate", "status"],
+        &["seed", "--seed-name", "s", "--garden-kubeconfig", path],
+        &["garden", "--kubeconfig", path],
+    ];
+    for args in commands {
+        let out = Command::new(env!("CARGO_BIN_EXE_granary"))
+            .args(args)
+            .env("KUBECONFIG", &kubeconfig)
+            .env("AWS_EC2_METADATA_DISABLED", "true")
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .env_remove("RUST_LOG")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("granary runs");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!out.status.success(), "{args:?}: {text}");
+        assert!(
+            text.contains("line 6 column 12"),
+            "{args:?} says where: {text}"
+        );
+        assert!(
+            !text.contains(&TOKEN[..16]),
+            "{args:?} shows the token: {text}"
+        );
+    }
+}
