@@ -6,9 +6,10 @@
 //! tarball.
 //!
 //! What a pass keeps (the manifest, per-resource counts, copies' digests) is charged to
-//! the reader's [`RetainedBudget`], so memory is bounded by
-//! [`ArchiveLimits::max_retained_bytes`] whatever the archive holds; problems and notes
-//! are listed up to [`MAX_LISTED`] each and the rest counted.
+//! the reader's [`RetainedBudget`], and so is a stored manifest compared with it, so
+//! memory is bounded by [`ArchiveLimits::max_retained_bytes`] whatever the archive and
+//! its manifest hold; problems and notes are listed up to [`MAX_LISTED`] each and the
+//! rest counted.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
@@ -28,8 +29,6 @@ use super::resource::GroupResource;
 
 /// File name of the stored manifest beside a tarball.
 pub const MANIFEST_FILE_NAME: &str = "manifest.json.gz";
-/// Most bytes a stored manifest may decompress to.
-const MAX_MANIFEST_BYTES: u64 = 4 << 30;
 /// Most problems, and most notes, a report lists; the others are counted.
 pub const MAX_LISTED: usize = 100;
 
@@ -84,12 +83,9 @@ pub struct ManifestSummary {
 
 /// Inspects the tarball at `path` with default limits.
 pub fn inspect(path: &Path) -> Result<Inspection, ArchiveError> {
-    let stored = read_sibling_manifest(path)?;
-    inspect_reader(
-        BufReader::new(File::open(path)?),
-        stored,
-        &ArchiveLimits::default(),
-    )
+    let limits = ArchiveLimits::default();
+    let stored = read_sibling_manifest(path, &limits)?;
+    inspect_reader(BufReader::new(File::open(path)?), stored, &limits)
 }
 
 /// Inspects a tarball stream; `stored` is its stored manifest, if any.
@@ -99,6 +95,9 @@ pub fn inspect_reader<R: Read>(
     limits: &ArchiveLimits,
 ) -> Result<Inspection, ArchiveError> {
     let budget = RetainedBudget::for_limits(limits);
+    if let Some(m) = &stored {
+        budget.charge(m.heap_bytes())?;
+    }
     let mut scan = Scan::new(&budget, false);
     let stats = read_archive_within(input, limits, &budget, |e| scan.entry(e))?;
     let rebuilt = scan.manifest;
@@ -156,12 +155,9 @@ impl VerifyReport {
 /// Verifies the tarball at `path`: safety (any refusal is the `Err`) and format (the
 /// report's `problems`).
 pub fn verify(path: &Path) -> Result<VerifyReport, ArchiveError> {
-    let stored = read_sibling_manifest(path)?;
-    verify_reader(
-        BufReader::new(File::open(path)?),
-        stored,
-        &ArchiveLimits::default(),
-    )
+    let limits = ArchiveLimits::default();
+    let stored = read_sibling_manifest(path, &limits)?;
+    verify_reader(BufReader::new(File::open(path)?), stored, &limits)
 }
 
 /// Verifies a tarball stream; `stored` is its stored manifest, if any.
@@ -171,6 +167,9 @@ pub fn verify_reader<R: Read>(
     limits: &ArchiveLimits,
 ) -> Result<VerifyReport, ArchiveError> {
     let budget = RetainedBudget::for_limits(limits);
+    if let Some(m) = &stored {
+        budget.charge(m.heap_bytes())?;
+    }
     let mut scan = Scan::new(&budget, true);
     let stats = read_archive_within(input, limits, &budget, |e| scan.entry(e))?;
     let mut problems = std::mem::take(&mut scan.problems);
@@ -228,12 +227,18 @@ pub fn verify_reader<R: Read>(
     })
 }
 
-fn read_sibling_manifest(tarball: &Path) -> Result<Option<Manifest>, ArchiveError> {
+/// Reads the stored manifest beside `tarball`. Its JSON text, the items parsed from it
+/// and the manifest built from them are held at once (about three times the text), so
+/// the text may be a quarter of the total budget.
+fn read_sibling_manifest(
+    tarball: &Path,
+    limits: &ArchiveLimits,
+) -> Result<Option<Manifest>, ArchiveError> {
     let sibling = tarball.with_file_name(MANIFEST_FILE_NAME);
     match File::open(&sibling) {
         Ok(f) => Ok(Some(Manifest::read_gz(
             BufReader::new(f),
-            MAX_MANIFEST_BYTES,
+            limits.max_retained_bytes / 4,
         )?)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e.into()),

@@ -155,8 +155,9 @@ fn the_duplicate_check_alone_is_refused_past_the_budget() {
     assert!(peak < (64 << 10) + TRANSIENT, "held {peak} bytes");
 }
 
-/// `count` pods, each with an 8 KiB annotation: small compressed, large held.
-fn heavy_items(count: usize) -> Vec<u8> {
+/// `count` pods, each with an 8 KiB annotation: small compressed, large held. Returns
+/// the tarball and its manifest.
+fn heavy_items(count: usize) -> (Vec<u8>, Manifest) {
     let mut w = ArchiveWriter::new(Vec::new(), Utc.timestamp_opt(0, 0).unwrap()).expect("starts");
     let pods = GroupResource::new("", "pods");
     let note = "n".repeat(8 << 10);
@@ -167,12 +168,12 @@ fn heavy_items(count: usize) -> Vec<u8> {
         }});
         w.add_item(&pods, "v1", &pod).expect("adds");
     }
-    w.finish().expect("finishes").0
+    w.finish().expect("finishes")
 }
 
 #[test]
 fn collected_items_past_the_budget_are_refused_by_every_reader() {
-    let gz = heavy_items(500);
+    let (gz, _) = heavy_items(500);
     let tight = limits(1 << 20);
     let (verified, peak) = peak_heap(|| verify_reader(&gz[..], None, &tight));
     assert!(
@@ -199,4 +200,25 @@ fn collected_items_past_the_budget_are_refused_by_every_reader() {
     let report = verify_reader(&gz[..], None, &limits(64 << 20)).expect("fits");
     assert!(report.is_ok(), "{report}");
     assert_eq!(report.items, 500);
+}
+
+#[test]
+fn a_stored_manifest_counts_against_the_same_budget() {
+    let (gz, manifest) = heavy_items(500);
+    let held = manifest.heap_bytes();
+    assert!(held > 4 << 20, "{held}");
+    // Room for the manifest rebuilt from the tarball, not for a second one beside it.
+    let budget = limits(held + (held / 2));
+    let report = verify_reader(&gz[..], None, &budget).expect("one manifest fits");
+    assert!(report.is_ok(), "{report}");
+    let (both, peak) = peak_heap(|| verify_reader(&gz[..], Some(manifest), &budget));
+    assert!(
+        matches!(both, Err(ArchiveError::RetainedBudgetExceeded { .. })),
+        "{both:?}"
+    );
+    // The stored manifest was allocated before the measurement started.
+    assert!(
+        peak < budget.max_retained_bytes as usize + TRANSIENT,
+        "held {peak} bytes"
+    );
 }

@@ -286,6 +286,12 @@ impl Manifest {
     }
 
     /// All items in key order.
+    /// About how many bytes the manifest keeps on the heap (see
+    /// [`ManifestItem::heap_bytes`]), for memory budgets.
+    pub fn heap_bytes(&self) -> u64 {
+        self.iter().map(|i| i.to_owned_item().heap_bytes()).sum()
+    }
+
     pub fn iter(&self) -> impl ExactSizeIterator<Item = Item<'_>> + '_ {
         self.items.iter().map(|(k, meta)| Item { key: k, meta })
     }
