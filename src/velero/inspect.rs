@@ -83,9 +83,13 @@ pub struct ManifestSummary {
 
 /// Inspects the tarball at `path` with default limits.
 pub fn inspect(path: &Path) -> Result<Inspection, ArchiveError> {
-    let limits = ArchiveLimits::default();
-    let stored = read_sibling_manifest(path, &limits)?;
-    inspect_reader(BufReader::new(File::open(path)?), stored, &limits)
+    inspect_with(path, &ArchiveLimits::default())
+}
+
+/// Inspects the tarball at `path` within `limits`.
+pub fn inspect_with(path: &Path, limits: &ArchiveLimits) -> Result<Inspection, ArchiveError> {
+    let stored = read_sibling_manifest(path, limits)?;
+    inspect_reader(BufReader::new(File::open(path)?), stored, limits)
 }
 
 /// Inspects a tarball stream; `stored` is its stored manifest, if any.
@@ -155,9 +159,13 @@ impl VerifyReport {
 /// Verifies the tarball at `path`: safety (any refusal is the `Err`) and format (the
 /// report's `problems`).
 pub fn verify(path: &Path) -> Result<VerifyReport, ArchiveError> {
-    let limits = ArchiveLimits::default();
-    let stored = read_sibling_manifest(path, &limits)?;
-    verify_reader(BufReader::new(File::open(path)?), stored, &limits)
+    verify_with(path, &ArchiveLimits::default())
+}
+
+/// [`verify`] within `limits`.
+pub fn verify_with(path: &Path, limits: &ArchiveLimits) -> Result<VerifyReport, ArchiveError> {
+    let stored = read_sibling_manifest(path, limits)?;
+    verify_reader(BufReader::new(File::open(path)?), stored, limits)
 }
 
 /// Verifies a tarball stream; `stored` is its stored manifest, if any.
