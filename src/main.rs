@@ -305,13 +305,34 @@ enum ArchiveCommand {
         /// Output format.
         #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Text)]
         output: OutputFormat,
+        #[command(flatten)]
+        memory: MemoryArgs,
     },
-    /// Check format and safety (path escapes, links, sizes, compression bombs); exits
-    /// non-zero with the reason when the archive is refused or invalid.
+    /// Check format and safety (path escapes, links, sizes, compression bombs, memory);
+    /// exits non-zero with the reason when the archive is refused or invalid.
     Verify {
         /// The backup tarball (`<name>.tar.gz`).
         file: PathBuf,
+        #[command(flatten)]
+        memory: MemoryArgs,
     },
+}
+
+#[derive(clap::Args, Debug)]
+struct MemoryArgs {
+    /// Most bytes to keep in memory while reading (paths, collected items, the stored
+    /// manifest); an archive that needs more is refused.
+    #[arg(long, value_name = "BYTES", default_value_t = granary::velero::archive::ArchiveLimits::default().max_retained_bytes)]
+    max_memory: u64,
+}
+
+impl MemoryArgs {
+    fn limits(&self) -> granary::velero::archive::ArchiveLimits {
+        granary::velero::archive::ArchiveLimits {
+            max_retained_bytes: self.max_memory,
+            ..Default::default()
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -492,20 +513,37 @@ fn dev(args: DevArgs, log_format: logging::LogFormat, log_level: String) -> anyh
     granary::dev::run(opts).context("granary dev")
 }
 
+/// Names the flag that raises the memory budget when an archive needs more.
+fn over_budget_hint(e: granary::velero::archive::ArchiveError) -> anyhow::Error {
+    match e {
+        granary::velero::archive::ArchiveError::RetainedBudgetExceeded { .. } => {
+            anyhow::anyhow!("{e}; --max-memory raises the limit")
+        }
+        other => other.into(),
+    }
+}
+
 fn archive(command: ArchiveCommand) -> anyhow::Result<()> {
     use granary::velero::inspect;
     match command {
-        ArchiveCommand::Inspect { file, output } => {
-            let found = inspect::inspect(&file).with_context(|| format!("{}", file.display()))?;
+        ArchiveCommand::Inspect {
+            file,
+            output,
+            memory,
+        } => {
+            let found = inspect::inspect_with(&file, &memory.limits())
+                .map_err(over_budget_hint)
+                .with_context(|| format!("{}", file.display()))?;
             match output {
                 OutputFormat::Text => print!("{found}"),
                 OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&found)?),
             }
             Ok(())
         }
-        ArchiveCommand::Verify { file } => {
-            let report =
-                inspect::verify(&file).with_context(|| format!("{} refused", file.display()))?;
+        ArchiveCommand::Verify { file, memory } => {
+            let report = inspect::verify_with(&file, &memory.limits())
+                .map_err(over_budget_hint)
+                .with_context(|| format!("{} refused", file.display()))?;
             print!("{report}");
             anyhow::ensure!(
                 report.is_ok(),

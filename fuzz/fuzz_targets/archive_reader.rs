@@ -17,6 +17,7 @@ const LIMITS: ArchiveLimits = ArchiveLimits {
     max_entry_bytes: 64 << 10,
     max_total_bytes: 512 << 10,
     max_path_bytes: 300,
+    max_retained_bytes: 8 << 20,
 };
 
 /// Peak memory a read within `LIMITS` may use: every item held as a JSON tree (a few

@@ -13,6 +13,10 @@
 //! <data-dir>/seed-<name>.kubeconfig
 //! <data-dir>/granary.log           the logs while the live view owns the terminal
 //! ```
+//!
+//! The state holds every Secret (real cloud credentials with `--provider`) and the
+//! kubeconfigs hold admin tokens: the data directory is 0700 and every file `granary dev`
+//! writes there is created 0600; what an older run left wider is tightened at start.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -130,6 +134,51 @@ pub fn reset(data_dir: &Path) -> Result<(), DevError> {
     Ok(())
 }
 
+/// Creates `dir` (mode 0700) or tightens it to 0700 when an older run left it wider.
+pub(crate) fn private_dir(dir: &Path) -> Result<(), DevError> {
+    let io = |source| DevError::Io {
+        what: format!("creating {}", dir.display()),
+        source,
+    };
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(io)?;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(io)?;
+    }
+    #[cfg(not(unix))]
+    std::fs::create_dir_all(dir).map_err(io)?;
+    Ok(())
+}
+
+/// Opens (creating with mode 0600, or tightening to 0600) a file only the owner may
+/// read: it is never world-readable, not even for a moment.
+pub(crate) fn private_file(path: &Path, append: bool) -> Result<std::fs::File, DevError> {
+    let io = |source| DevError::Io {
+        what: format!("opening {}", path.display()),
+        source,
+    };
+    let mut opts = std::fs::OpenOptions::new();
+    opts.create(true).append(append).write(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    let file = opts.open(path).map_err(io)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))
+            .map_err(io)?;
+    }
+    Ok(file)
+}
+
 /// Starts an embedded server on `data` and (re)writes its kubeconfig. The server keeps
 /// its CA, token and port in `data` (the port when it is still free), so a kubeconfig
 /// from an earlier run keeps working across restarts.
@@ -139,6 +188,9 @@ async fn api_server(data: PathBuf, kubeconfig: &Path) -> Result<EmbeddedServer, 
         data_dir: Some(data),
     })
     .await?;
+    // Created 0600 here (an older run's file tightened) before the server writes the
+    // token into it, so it is never readable by others.
+    drop(private_file(kubeconfig, false)?);
     server.write_kubeconfig(kubeconfig)?;
     Ok(server)
 }
@@ -208,10 +260,7 @@ fn seed_configuration(plan: &Plan, seed: &str) -> SeedConfiguration {
 
 /// Brings the landscape up.
 pub async fn start(plan: &Plan) -> Result<Running, DevError> {
-    std::fs::create_dir_all(&plan.data_dir).map_err(|source| DevError::Io {
-        what: format!("creating {}", plan.data_dir.display()),
-        source,
-    })?;
+    private_dir(&plan.data_dir)?;
     let fresh = !plan.data_dir.join("garden").exists();
     let garden = api_server(plan.data_dir.join("garden"), &plan.garden_kubeconfig()).await?;
     let garden_client = garden.client().await?;
@@ -412,5 +461,36 @@ mod tests {
         left.sort();
         assert_eq!(left, ["mine", "notes.txt"]);
         reset(&dir.path().join("missing")).unwrap();
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn the_data_directory_and_its_files_are_private_and_old_ones_tightened() {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        let root = tempfile::tempdir().unwrap();
+        let data = root.path().join("state");
+        private_dir(&data).unwrap();
+        assert_eq!(mode(&data), 0o700);
+        let kubeconfig = data.join("garden.kubeconfig");
+        drop(private_file(&kubeconfig, false).unwrap());
+        assert_eq!(mode(&kubeconfig), 0o600);
+
+        // What an older run left: a 0755 directory and a 0644 kubeconfig.
+        std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::write(&kubeconfig, "token: old").unwrap();
+        std::fs::set_permissions(&kubeconfig, std::fs::Permissions::from_mode(0o644)).unwrap();
+        private_dir(&data).unwrap();
+        let mut log = private_file(&data.join("granary.log"), true).unwrap();
+        std::io::Write::write_all(&mut log, b"line\n").unwrap();
+        drop(private_file(&kubeconfig, false).unwrap());
+        assert_eq!(mode(&data), 0o700, "data directory tightened");
+        assert_eq!(mode(&kubeconfig), 0o600, "kubeconfig tightened");
+        assert_eq!(mode(&data.join("granary.log")), 0o600, "log file");
+        assert_eq!(
+            std::fs::read_to_string(&kubeconfig).unwrap(),
+            "token: old",
+            "opening does not truncate; the server rewrites it"
+        );
     }
 }

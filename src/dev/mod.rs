@@ -83,10 +83,7 @@ pub fn run(opts: DevOptions) -> Result<(), DevError> {
     if opts.reset {
         compose::reset(&opts.data_dir)?;
     }
-    std::fs::create_dir_all(&opts.data_dir).map_err(|source| DevError::Io {
-        what: format!("creating {}", opts.data_dir.display()),
-        source,
-    })?;
+    compose::private_dir(&opts.data_dir)?;
     let log_file = opts.data_dir.join("granary.log");
     if terminal {
         init_file_logging(&log_file, opts.log_format, &opts.log_level)?;
@@ -123,15 +120,8 @@ fn init_file_logging(
     format: LogFormat,
     level: &str,
 ) -> Result<(), DevError> {
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .map_err(|source| DevError::Io {
-            what: format!("opening {}", path.display()),
-            source,
-        })?;
-    logging::init_with_writer(format, level, std::sync::Mutex::new(file), false)?;
+    let file = compose::private_file(path, true)?;
+    logging::init_with(format, level, false, std::sync::Mutex::new(file))?;
     Ok(())
 }
 

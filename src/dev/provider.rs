@@ -171,8 +171,12 @@ fn read_credentials(kind: ProviderKind, bytes: &[u8]) -> Result<BTreeMap<String,
             .map(|(k, v)| (k, String::from_utf8_lossy(&v).into_owned()))
             .collect());
     }
-    let value: serde_json::Value = serde_saphyr::from_str(text)
-        .map_err(|e| format!("neither a credentials file nor a YAML map: {e}"))?;
+    let value: serde_json::Value = serde_saphyr::from_str(text).map_err(|e| {
+        format!(
+            "neither a credentials file nor a YAML map: {}",
+            yaml_error(&e, text)
+        )
+    })?;
     if kind == ProviderKind::Gcp && value.get("type").is_some_and(|t| t == "service_account") {
         return Ok([("serviceaccount.json".to_string(), text.to_string())].into());
     }
@@ -188,6 +192,13 @@ fn read_credentials(kind: ProviderKind, bytes: &[u8]) -> Result<BTreeMap<String,
             _ => Err(format!("{k}: expected a string")),
         })
         .collect()
+}
+
+/// A YAML error in a file of secrets: the parser's message and position, never the
+/// snippet of the offending source line it would show (that line is the secret), and
+/// with any source text the message itself quotes blanked out.
+fn yaml_error(e: &serde_saphyr::Error, source: &str) -> String {
+    crate::runtime::redact::without_source(&e.without_snippet().to_string(), source)
 }
 
 #[cfg(test)]
@@ -303,5 +314,51 @@ mod tests {
         };
         let err = BackupStore::from_args(&missing, no_env).unwrap_err();
         assert!(err.to_string().contains("--credentials-file"), "{err}");
+    }
+
+    #[test]
+    fn yaml_errors_keep_the_position_and_drop_quoted_source() {
+        let text = "a: b\nsecretAccessKey: \"wJalrXUtnFEMIK7MDENG\n";
+        let e = serde_saphyr::from_str::<serde_json::Value>(text).unwrap_err();
+        let shown = yaml_error(&e, text);
+        assert!(shown.contains("line 2, column 18"), "{shown}");
+        assert!(!shown.contains("wJalr"), "{shown}");
+    }
+
+    #[test]
+    fn a_broken_credentials_file_is_reported_without_its_contents() {
+        const SECRET: &str = "wJalrXUtnFEMIK7MDENGbPxRfiCYzzSECRET";
+        let dir = tempfile::tempdir().unwrap();
+        let broken = [
+            format!("accessKeyID: AKIAEXAMPLE\nsecretAccessKey: {SECRET}\n  bad: [\n"),
+            format!("accessKeyID: AKIAEXAMPLE\nsecretAccessKey: \"{SECRET}\n"),
+            format!("accessKeyID: AKIAEXAMPLE\nsecretAccessKey: {SECRET}: x\n"),
+            format!("{{\"accessKeyID\": \"AKIAEXAMPLE\", \"secretAccessKey\": \"{SECRET}\""),
+            format!("- {SECRET}\n"),
+            format!("secretAccessKey: *{SECRET}\n"),
+            format!("secretAccessKey: !{SECRET} x\n"),
+            format!("secretAccessKey: [{SECRET}]\n"),
+            format!("\t{SECRET}\n"),
+            format!("[default]\naws_access_key_id = {SECRET}\n"),
+            format!("[default]\n{SECRET}\n"),
+        ];
+        for (i, text) in broken.iter().enumerate() {
+            let path = dir.path().join(format!("credentials-{i}"));
+            std::fs::write(&path, text).unwrap();
+            let args = StoreArgs {
+                provider: Some("aws".into()),
+                region: Some("eu-west-1".into()),
+                credentials_file: Some(path.clone()),
+                endpoint: None,
+            };
+            let err = BackupStore::from_args(&args, no_env)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                !err.contains(&SECRET[..12]),
+                "case {i} shows the secret: {err}"
+            );
+            assert!(err.contains("--credentials-file"), "case {i}: {err}");
+        }
     }
 }

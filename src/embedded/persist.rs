@@ -7,6 +7,10 @@
 //! snapshot into a temporary file, fsynced, and renamed over the log. At start the log is
 //! replayed; the first line that is torn or unreadable ends the replay and the file is
 //! truncated there, so a torn last write loses at most that write.
+//!
+//! The log holds every object, Secrets included: the directory is kept at mode 0700 and
+//! the log and its snapshots at 0600, created so and tightened when an older run left
+//! them wider.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::{File, OpenOptions};
@@ -34,10 +38,52 @@ struct LogInner {
 
 type Restored = (Log, u64, Vec<(GroupResource, ObjectKey, Bytes)>);
 
+/// Mode of the data directory: only the owner may list or enter it.
+#[cfg(unix)]
+const DIR_MODE: u32 = 0o700;
+/// Mode of the log and its snapshots: they hold Secret data.
+#[cfg(unix)]
+const FILE_MODE: u32 = 0o600;
+
+/// Options for a file of the log, created with [`FILE_MODE`].
+fn private_file() -> OpenOptions {
+    let mut opts = OpenOptions::new();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(FILE_MODE);
+    }
+    opts
+}
+
+/// Sets `path` to `mode` unless it already is (a directory or file of an older run).
+#[cfg(unix)]
+fn tighten(path: &Path, mode: u32) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    if std::fs::metadata(path)?.permissions().mode() & 0o777 != mode {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
+    }
+    Ok(())
+}
+
 /// Opens (creating) the log in `dir` and replays it.
 pub(crate) fn open(dir: &Path) -> std::io::Result<Restored> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(DIR_MODE)
+            .create(dir)?;
+        tighten(dir, DIR_MODE)?;
+    }
+    #[cfg(not(unix))]
     std::fs::create_dir_all(dir)?;
     let path = dir.join(LOG);
+    #[cfg(unix)]
+    if path.exists() {
+        tighten(&path, FILE_MODE)?;
+    }
     let mut objects: HashMap<(GroupResource, ObjectKey), Bytes> = HashMap::new();
     let mut rv = 0u64;
     let mut good_len = 0u64;
@@ -61,7 +107,7 @@ pub(crate) fn open(dir: &Path) -> std::io::Result<Restored> {
             lines += 1;
         }
     }
-    let file = OpenOptions::new()
+    let file = private_file()
         .create(true)
         .append(true)
         .read(true)
@@ -163,7 +209,10 @@ impl Log {
         objects: &HashMap<GroupResource, BTreeMap<ObjectKey, Record>>,
     ) -> std::io::Result<(File, u64)> {
         let tmp = self.dir.join(format!("{LOG}.tmp"));
-        let mut out = std::io::BufWriter::new(File::create(&tmp)?);
+        // A leftover from a crash may have another mode: start afresh.
+        let _ = std::fs::remove_file(&tmp);
+        let mut out =
+            std::io::BufWriter::new(private_file().write(true).create_new(true).open(&tmp)?);
         out.write_all(json!({"op": "rv", "rv": rv}).to_string().as_bytes())?;
         out.write_all(b"\n")?;
         let mut lines = 1;
@@ -289,5 +338,44 @@ mod tests {
         drop(log);
         let (_, rv, objs) = open(dir.path()).unwrap();
         assert_eq!((rv, objs.len()), (42, 1));
+    }
+
+    #[cfg(unix)]
+    fn mode(path: &Path) -> u32 {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn directory_log_and_snapshot_are_private() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("garden");
+        let gr = GroupResource::new("", "secrets");
+        let (log, _, _) = open(&dir).unwrap();
+        log.put(
+            &gr,
+            &("ns".into(), "s".into()),
+            br#"{"data":{"k":"c2VjcmV0"}}"#,
+        );
+        assert_eq!(mode(&dir), 0o700, "data directory");
+        assert_eq!(mode(&dir.join(LOG)), 0o600, "log");
+        let (_, lines) = log.write_snapshot(1, &HashMap::new()).unwrap();
+        assert_eq!(lines, 1);
+        assert_eq!(mode(&dir.join(LOG)), 0o600, "log after a snapshot");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn an_older_runs_wide_modes_are_tightened_on_open() {
+        use std::os::unix::fs::PermissionsExt;
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("garden");
+        drop(open(&dir).unwrap());
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(dir.join(LOG), std::fs::Permissions::from_mode(0o644)).unwrap();
+        drop(open(&dir).unwrap());
+        assert_eq!(mode(&dir), 0o700, "data directory");
+        assert_eq!(mode(&dir.join(LOG)), 0o600, "log");
     }
 }

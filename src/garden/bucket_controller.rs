@@ -141,16 +141,11 @@ pub async fn reconcile(
 }
 
 fn record_fill(ctx: &Context, bucket: &BackupBucket, count: u32) {
-    let name = bucket.name_any();
-    let m = &ctx.garden_metrics;
-    m.bucket_entries
-        .with_label_values(&[name.as_str()])
-        .set(i64::from(count));
-    if let Some(limit) = ctx.config.quota_for(&bucket.spec.provider.type_) {
-        m.bucket_fill
-            .with_label_values(&[name.as_str()])
-            .set(f64::from(count) / f64::from(limit));
-    }
+    ctx.garden_metrics.record_bucket(
+        &bucket.name_any(),
+        count,
+        ctx.config.quota_for(&bucket.spec.provider.type_),
+    );
 }
 
 /// The deletion guard: keep the finalizer while entries reference the bucket.
@@ -216,10 +211,14 @@ async fn guard(
             if let Some(key) = key {
                 ctx.ledger.forget(key, &name).await;
             }
+            ctx.garden_metrics.forget_bucket(&name);
             tracing::info!(bucket = %name, "no entry references the bucket any more: deletion released");
             Ok(Action::await_change())
         }
-        DeletionGuard::Done => Ok(Action::await_change()),
+        DeletionGuard::Done => {
+            ctx.garden_metrics.forget_bucket(&name);
+            Ok(Action::await_change())
+        }
     }
 }
 

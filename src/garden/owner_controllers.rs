@@ -5,7 +5,7 @@
 //! changes to every bucket of its pools. Seed: the same for a seed's own `spec.backup`,
 //! plus the `BackupBucketsReady` condition from the buckets the seed is responsible for.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -32,7 +32,8 @@ pub const SEED_CONTROLLER: &str = "garden-seed";
 const RESYNC: Duration = Duration::from_secs(300);
 
 /// Passes the owner's credentials and providerConfig to every bucket of its pools of
-/// `kind`, and records the pool sizes.
+/// `kind`, and records the sizes of all pools (dropping the gauges of pools and buckets
+/// that are gone, whoever owned them).
 async fn propagate(
     ctx: &Context,
     kind: PoolKind,
@@ -41,12 +42,14 @@ async fn propagate(
 ) -> Result<(), GardenError> {
     let api: Api<BackupBucket> = Api::all(ctx.client.clone());
     let mut sizes: BTreeMap<PoolKey, i64> = BTreeMap::new();
+    let mut live: HashSet<String> = HashSet::new();
     for bucket in ctx.stores.buckets.state() {
-        let Some(key) = pool_of(&bucket).filter(|k| k.kind == kind && k.owner == owner) else {
+        live.insert(bucket.name_any());
+        let Some(key) = pool_of(&bucket) else {
             continue;
         };
         *sizes.entry(key.clone()).or_default() += 1;
-        if bucket.meta().deletion_timestamp.is_some() {
+        if key.kind != kind || key.owner != owner || bucket.meta().deletion_timestamp.is_some() {
             continue;
         }
         let Some(source) = source_for(key) else {
@@ -62,12 +65,7 @@ async fn propagate(
             tracing::info!(bucket = %bucket.name_any(), owner, "credentials/providerConfig passed on to bucket");
         }
     }
-    for (key, size) in sizes {
-        ctx.garden_metrics
-            .pool_shards
-            .with_label_values(&[key.kind.as_str(), key.owner.as_str(), key.region.as_str()])
-            .set(size);
-    }
+    ctx.garden_metrics.record_pools(&sizes, &live);
     Ok(())
 }
 

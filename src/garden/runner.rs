@@ -12,7 +12,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
-use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::config::KubeConfigOptions;
 use kube::runtime::controller::{Action, Config as ControllerConfig};
 use kube::runtime::events::{EventType, Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef};
@@ -167,14 +167,14 @@ async fn client(kubeconfig: Option<&PathBuf>) -> Result<Client, RunError> {
                 path: path.display().to_string(),
                 message,
             };
-            let kc = Kubeconfig::read_from(path).map_err(|e| err(e.to_string()))?;
+            let kc = crate::runtime::redact::read_kubeconfig(path).map_err(err)?;
             kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
                 .await
                 .map_err(|e| err(e.to_string()))?
         }
-        None => kube::Config::infer()
-            .await
-            .map_err(|e| RunError::Infer(e.to_string()))?,
+        None => kube::Config::infer().await.map_err(|e| {
+            RunError::Infer(crate::runtime::redact::without_snippets(&e.to_string()))
+        })?,
     };
     Ok(Client::try_from(config)?)
 }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use kube::Client;
-use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::config::KubeConfigOptions;
 
 use super::MigrateError;
 use super::legacy::{LegacyBucket, discover_legacy, import_legacy};
@@ -60,9 +60,15 @@ pub enum MigrateCommand {
 async fn client(path: Option<&Path>) -> Result<Client, MigrateError> {
     let invalid = |p: &Path, e: String| MigrateError::Invalid(format!("{}: {e}", p.display()));
     match path {
-        None => Ok(Client::try_default().await?),
+        // kube parses KUBECONFIG itself; its error would show the file around the fault.
+        None => Client::try_default().await.map_err(|e| {
+            MigrateError::Invalid(format!(
+                "kubernetes: {}",
+                crate::runtime::redact::without_snippets(&e.to_string())
+            ))
+        }),
         Some(p) => {
-            let kc = Kubeconfig::read_from(p).map_err(|e| invalid(p, e.to_string()))?;
+            let kc = crate::runtime::redact::read_kubeconfig(p).map_err(|e| invalid(p, e))?;
             let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
                 .await
                 .map_err(|e| invalid(p, e.to_string()))?;

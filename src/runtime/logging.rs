@@ -1,17 +1,14 @@
-//! Log setup for every subcommand: `tracing` to stderr, as text for people or JSON lines
-//! for log collectors (`--log-format`), filtered by `--log-level` or `RUST_LOG`.
+//! Log setup for every subcommand: `tracing` to stderr (or a file), as text for people
+//! or JSON lines for log collectors (`--log-format`), filtered by `--log-level` or
+//! `RUST_LOG`.
 //!
-//! Whatever the filter, response bodies never reach a log line: kube's client logs the
-//! whole body of a response it cannot decode (`Client::request`:
-//! `warn!("{}, {:?}", text, e)`), and that body can be a Secret list with every
-//! credential in it. [`WithoutResponseBodies`] drops those events; the caller still gets
-//! the error (`kube::Error::SerdeError`, which names a position, not the body) and
-//! reports it.
-
-use std::fmt::Debug;
+//! Whatever the filter, kube's client never gets to log a response body: when a
+//! response does not decode it logs the whole body at WARN (`"{text}, {error:?}"`), and
+//! a body can be a list of Secrets with their data. [`NoResponseBodies`] drops those
+//! events; the error itself still reaches the caller, which logs it without the body.
 
 use tracing::field::{Field, Visit};
-use tracing::{Event, Level, Subscriber};
+use tracing::{Event, Subscriber};
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
@@ -25,55 +22,19 @@ pub enum LogFormat {
     Json,
 }
 
-/// The target of kube's client module, whose decode-failure warnings carry bodies.
-const KUBE_CLIENT: &str = "kube_client::client";
-/// Warnings of that module that carry no body (a watch's timeout or end of stream).
-const BODILESS_KUBE_WARNINGS: &[&str] = &["timeout in poll", "eof in poll"];
-
-/// A layer that disables, for every other layer, the kube client's warnings that quote
-/// a response body. It fails closed: a warning of that module is let through only when
-/// it is one known to carry no body.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct WithoutResponseBodies;
-
-/// The `message` field of an event, formatted.
-#[derive(Default)]
-struct Message(String);
-
-impl Visit for Message {
-    fn record_debug(&mut self, field: &Field, value: &dyn Debug) {
-        if field.name() == "message" {
-            self.0 = format!("{value:?}");
-        }
-    }
-}
-
-impl<S: Subscriber> Layer<S> for WithoutResponseBodies {
-    fn event_enabled(&self, event: &Event<'_>, _ctx: Context<'_, S>) -> bool {
-        let meta = event.metadata();
-        if meta.target() != KUBE_CLIENT || *meta.level() != Level::WARN {
-            return true;
-        }
-        let mut message = Message::default();
-        event.record(&mut message);
-        BODILESS_KUBE_WARNINGS
-            .iter()
-            .any(|p| message.0.starts_with(p))
-    }
-}
-
-/// Installs the global subscriber. `level` is a tracing filter (`info`,
-/// `granary=debug,kube=warn`); `RUST_LOG` wins when set. Calling it twice keeps the first.
+/// Installs the global subscriber, writing to stderr. `level` is a tracing filter
+/// (`info`, `granary=debug,kube=warn`); `RUST_LOG` wins when set. Calling it twice keeps
+/// the first.
 pub fn init(format: LogFormat, level: &str) -> Result<(), LoggingError> {
-    init_with_writer(format, level, std::io::stderr, true)
+    init_with(format, level, true, std::io::stderr)
 }
 
-/// [`init`] writing to `writer` (`ansi`: colour text output).
-pub fn init_with_writer<W>(
+/// [`init`] writing to `writer` (`ansi`: colours, for a terminal).
+pub fn init_with<W>(
     format: LogFormat,
     level: &str,
-    writer: W,
     ansi: bool,
+    writer: W,
 ) -> Result<(), LoggingError>
 where
     W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
@@ -83,19 +44,81 @@ where
         _ => EnvFilter::try_new(level),
     }
     .map_err(|e| LoggingError::Filter(e.to_string()))?;
-    let registry = tracing_subscriber::registry()
-        .with(WithoutResponseBodies)
-        .with(filter);
-    let layer = tracing_subscriber::fmt::layer()
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
         .with_ansi(ansi)
         .with_writer(writer);
     let result = match format {
-        LogFormat::Text => registry.with(layer).try_init(),
-        LogFormat::Json => registry.with(layer.json().flatten_event(true)).try_init(),
+        LogFormat::Text => builder.finish().with(NoResponseBodies).try_init(),
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .finish()
+            .with(NoResponseBodies)
+            .try_init(),
     };
     // Already initialised (e.g. by a test harness): keep the existing subscriber.
     let _ = result;
     Ok(())
+}
+
+/// The only messages kube's client modules may log: their own short notes. Everything
+/// else they log embeds a response body or a Status built from one (a failed decode, an
+/// error response); the caller gets that as the error and logs it without the body.
+const KUBE_CLIENT_MESSAGES: [&str; 8] = [
+    "timeout in poll",
+    "eof in poll",
+    "requesting",
+    "stream closed",
+    "failed with status",
+    "failed with error",
+    "Server cert bypassed",
+    "failed to reload CA bundle",
+];
+
+/// A layer that vetoes kube client events carrying a response body (see the module
+/// docs). Events of every other target pass untouched.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoResponseBodies;
+
+impl NoResponseBodies {
+    /// Whether an event of `target` with `message` may be logged.
+    pub fn allows(target: &str, message: &str) -> bool {
+        if !target.starts_with("kube_client::client") {
+            return true;
+        }
+        KUBE_CLIENT_MESSAGES
+            .iter()
+            .any(|known| message.starts_with(known))
+    }
+}
+
+struct Message(String);
+
+impl Visit for Message {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if field.name() == "message" {
+            self.0 = value.to_string();
+        }
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "message" {
+            self.0 = format!("{value:?}");
+        }
+    }
+}
+
+impl<S: Subscriber> Layer<S> for NoResponseBodies {
+    fn event_enabled(&self, event: &Event<'_>, _: Context<'_, S>) -> bool {
+        let target = event.metadata().target();
+        if !target.starts_with("kube_client::client") {
+            return true;
+        }
+        let mut message = Message(String::new());
+        event.record(&mut message);
+        Self::allows(target, &message.0)
+    }
 }
 
 /// A log level or filter that tracing cannot parse.
@@ -107,8 +130,9 @@ pub enum LoggingError {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use std::sync::{Arc, Mutex};
+
+    use super::*;
 
     #[test]
     fn rejects_a_bad_filter_naming_the_flag() {
@@ -121,11 +145,10 @@ mod tests {
         init(LogFormat::Json, "info").expect("valid filter");
     }
 
-    /// Everything written, shared with the test.
     #[derive(Clone, Default)]
-    struct Captured(Arc<Mutex<Vec<u8>>>);
+    struct Lines(Arc<Mutex<Vec<u8>>>);
 
-    impl std::io::Write for Captured {
+    impl std::io::Write for Lines {
         fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
             self.0.lock().unwrap().extend_from_slice(buf);
             Ok(buf.len())
@@ -135,29 +158,51 @@ mod tests {
         }
     }
 
+    /// kube-client 5 logs `"{}, {:?}", text, e` at WARN when a response does not decode
+    /// (`Client::request`); a Secret list's body holds the Secrets' data.
     #[test]
-    fn kube_client_decode_warnings_never_show_the_body() {
-        let out = Captured::default();
+    fn a_kube_client_decode_failure_never_logs_the_body() {
+        let out = Lines::default();
         let writer = out.clone();
-        let subscriber = tracing_subscriber::registry()
-            .with(WithoutResponseBodies)
-            .with(EnvFilter::new("trace"))
-            .with(
-                tracing_subscriber::fmt::layer()
-                    .with_ansi(false)
-                    .with_writer(move || writer.clone()),
-            );
+        let subscriber = tracing_subscriber::fmt()
+            .with_env_filter(EnvFilter::new("debug"))
+            .with_writer(move || writer.clone())
+            .finish()
+            .with(NoResponseBodies);
         tracing::subscriber::with_default(subscriber, || {
-            let body = r#"{"kind":"SecretList","items":[{"data":{"key":"czNjcjN0LXZhbHVl"}}]}"#;
-            let err = serde_json::from_str::<u8>(body).unwrap_err();
-            // What kube_client::Client::request logs when a body does not decode.
-            tracing::warn!(target: "kube_client::client", "{}, {:?}", body, err);
-            tracing::warn!(target: "kube_client::client", "timeout in poll: deadline has elapsed");
-            tracing::warn!(target: "granary::seed", "an unrelated warning");
+            let body = r#"{"kind":"SecretList","items":[{"data":{"key":"c2VjcmV0LXZhbHVl"}}]}"#;
+            tracing::warn!(target: "kube_client::client", "{}, {:?}", body, "Error(\"invalid type\")");
+            tracing::debug!(target: "kube_client::client", "Unsuccessful data error parse: {}", body);
+            tracing::warn!(target: "kube_client::client", "eof in poll: {:?}", "closed");
+            tracing::warn!(target: "granary::seed", error = "Error deserializing response", "watch failed; retrying");
         });
-        let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
-        assert!(!text.contains("czNjcjN0LXZhbHVl"), "{text}");
-        assert!(text.contains("timeout in poll"), "{text}");
-        assert!(text.contains("an unrelated warning"), "{text}");
+        let logged = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+        assert!(!logged.contains("c2VjcmV0LXZhbHVl"), "{logged}");
+        assert!(logged.contains("eof in poll"), "{logged}");
+        assert!(logged.contains("watch failed; retrying"), "{logged}");
+    }
+
+    #[test]
+    fn only_known_kube_client_messages_pass() {
+        assert!(NoResponseBodies::allows(
+            "granary::seed",
+            "anything {\"data\"}"
+        ));
+        assert!(NoResponseBodies::allows(
+            "kube_client::client::builder",
+            "requesting"
+        ));
+        assert!(!NoResponseBodies::allows(
+            "kube_client::client",
+            "Unsuccessful: Status { message: \"x\" }"
+        ));
+        assert!(!NoResponseBodies::allows(
+            "kube_client::client",
+            "{\"items\":[]}, Error(\"x\")"
+        ));
+        assert!(!NoResponseBodies::allows(
+            "kube_client::client",
+            "Status from {\"kind\":\"Status\"}"
+        ));
     }
 }

@@ -20,6 +20,7 @@ pub mod logging;
 pub mod metrics;
 pub mod operation;
 pub mod readiness;
+pub mod redact;
 pub mod selector;
 pub mod shutdown;
 pub mod status;

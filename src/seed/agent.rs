@@ -8,7 +8,6 @@
 
 use crate::api::core::LABEL_SEED;
 use crate::api::{core, extensions};
-use crate::runtime::backoff::WatchBackoff;
 use crate::runtime::clock::Clock;
 use crate::runtime::config::{ConfigError, Override, SeedConfiguration, load};
 use crate::runtime::health::{HealthError, HealthServer, ReadinessFlag};
@@ -19,19 +18,18 @@ use crate::runtime::shutdown::ShutdownSignals;
 use crate::seed::ANNOTATION_GARDEN_NAMESPACE;
 use crate::seed::context::{Context, ReconcileError};
 use crate::seed::extension::{self, bucket::BucketActuator, entry::EntryActuator};
+use crate::seed::feed::{feed_listing, forget_vanished, index_entry, track_secret_user};
 use crate::seed::garden_watch::{SecretUsers, liveness, watch_credentials};
 use crate::seed::kube_ops::ensure_namespace;
 use crate::seed::metrics::SeedMetrics;
 use crate::seed::mirror;
 use crate::seed::queue::{Next, WorkQueue};
 use crate::seed::reconnect::{GardenProbe, retry_when_garden_is_back, unanswered};
-use futures::{Stream, StreamExt};
 use granary_providers::StoreOptions;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::runtime::WatchStreamExt;
-use kube::runtime::watcher::{self, Event};
+use kube::config::KubeConfigOptions;
+use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::SocketAddr;
@@ -131,7 +129,7 @@ async fn client_from(path: &std::path::Path) -> Result<Client, SeedError> {
         path: path.display().to_string(),
         message,
     };
-    let kc = Kubeconfig::read_from(path).map_err(|e| err(e.to_string()))?;
+    let kc = crate::runtime::redact::read_kubeconfig(path).map_err(err)?;
     let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
         .await
         .map_err(|e| err(e.to_string()))?;
@@ -167,7 +165,7 @@ pub async fn run(opts: SeedOptions) -> Result<(), SeedError> {
             .await
             .map_err(|e| SeedError::Kubeconfig {
                 path: "(in-cluster or KUBECONFIG)".into(),
-                message: e.to_string(),
+                message: crate::runtime::redact::without_snippets(&e.to_string()),
             })?,
     };
     let mut disabled = Vec::new();
@@ -420,27 +418,7 @@ where
     K::DynamicType: Default,
     F: Fn(&K, bool),
 {
-    let stream = watcher(api, config).backoff(WatchBackoff::default());
-    futures::pin_mut!(stream);
-    while let Some(event) = stream.next().await {
-        match event {
-            Ok(Event::Apply(obj) | Event::InitApply(obj)) => keys(&obj, false),
-            Ok(Event::Delete(obj)) => keys(&obj, true),
-            Ok(Event::Init | Event::InitDone) => {}
-            Err(e) => tracing::warn!(error = %e, "watch failed; retrying"),
-        }
-    }
-}
-
-fn watcher<K>(
-    api: Api<K>,
-    config: watcher::Config,
-) -> impl Stream<Item = Result<Event<K>, watcher::Error>>
-where
-    K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
-    K::DynamicType: Default,
-{
-    watcher::watcher(api, config)
+    feed_listing(api, config, keys, |_| {}).await
 }
 
 fn selected(selector: Option<String>) -> watcher::Config {
@@ -523,10 +501,17 @@ async fn run_controllers(ctx: Arc<Context>, disabled: &HashSet<SeedController>) 
     if enabled(SeedController::BackupBucket) {
         let queue: WorkQueue<String> = WorkQueue::new();
         let q = queue.clone();
-        tasks.spawn(feed(
+        let (gone, listed) = forget_vanished::<extensions::BackupBucket>(&ctx);
+        tasks.spawn(feed_listing(
             Api::<extensions::BackupBucket>::all(ctx.seed.clone()),
             selected(own.clone()),
-            move |o, _| q.trigger(o.name_any()),
+            move |o, deleted| {
+                if deleted {
+                    gone(&o.name_any());
+                }
+                q.trigger(o.name_any())
+            },
+            listed,
         ));
         let c = ctx.clone();
         let actuator = Arc::new(BucketActuator);
@@ -544,10 +529,17 @@ async fn run_controllers(ctx: Arc<Context>, disabled: &HashSet<SeedController>) 
     if enabled(SeedController::BackupEntry) {
         let queue: WorkQueue<String> = WorkQueue::new();
         let q = queue.clone();
-        tasks.spawn(feed(
+        let (gone, listed) = forget_vanished::<extensions::BackupEntry>(&ctx);
+        tasks.spawn(feed_listing(
             Api::<extensions::BackupEntry>::all(ctx.seed.clone()),
             selected(own.clone()),
-            move |o, _| q.trigger(o.name_any()),
+            move |o, deleted| {
+                if deleted {
+                    gone(&o.name_any());
+                }
+                q.trigger(o.name_any())
+            },
+            listed,
         ));
         let c = ctx.clone();
         let actuator = Arc::new(EntryActuator::default());
@@ -612,17 +604,16 @@ fn spawn_mirror(ctx: &Arc<Context>, tasks: &mut tokio::task::JoinSet<()>, own: O
                 }
             }
             let mut secrets = secrets.lock().unwrap_or_else(|p| p.into_inner());
-            for users in secrets.values_mut() {
-                users.remove(&name);
-            }
-            if let Some(r) = o.credentials().filter(|_| !deleted) {
-                let key = (r.namespace.clone(), r.name);
-                let users = secrets.entry(key.clone()).or_default();
-                if users.is_empty() {
-                    // The receiver lives as long as the mirror's tasks.
-                    let _ = namespaces_tx.send(key);
-                }
-                users.insert(name.clone());
+            let secret = o
+                .credentials()
+                .filter(|_| !deleted)
+                .map(|r| (r.namespace, r.name));
+            if track_secret_user(&mut secrets, &name, secret.clone())
+                && let Some(secret) = secret
+            {
+                // The receiver lives as long as the mirror's tasks (a Secret already
+                // watched is skipped there).
+                let _ = namespaces_tx.send(secret);
             }
             q.trigger(name);
         },
@@ -647,16 +638,7 @@ fn spawn_mirror(ctx: &Arc<Context>, tasks: &mut tokio::task::JoinSet<()>, own: O
         move |o, deleted| {
             let key = mirror::entry::key(&o.namespace().unwrap_or_default(), &o.name_any());
             let mut index = index.lock().unwrap_or_else(|p| p.into_inner());
-            if deleted {
-                for set in index.values_mut() {
-                    set.remove(&key);
-                }
-            } else {
-                index
-                    .entry(o.spec.bucket_name.clone())
-                    .or_default()
-                    .insert(key.clone());
-            }
+            index_entry(&mut index, &o.spec.bucket_name, &key, deleted);
             q.trigger(key);
         },
     ));

@@ -6,12 +6,13 @@ use crate::runtime::clock::Clock;
 use crate::runtime::config::SeedConfiguration;
 use crate::runtime::error_codes::FailureKind;
 use crate::runtime::selector::ObjectSelector;
+use crate::seed::failures::Failures;
 use crate::seed::metrics::SeedMetrics;
 use granary_providers::{ObjectStore, SecretData, StoreOptions};
 use kube::Client;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Why a reconcile did not finish. The variant names read well as metric labels.
@@ -58,7 +59,7 @@ pub(crate) struct Context {
     pub resync: Duration,
     garden_events: Recorder,
     seed_events: Recorder,
-    failures: Mutex<HashMap<String, u32>>,
+    failures: Failures,
 }
 
 impl Context {
@@ -89,7 +90,7 @@ impl Context {
             clock,
             selector,
             resync,
-            failures: Mutex::new(HashMap::new()),
+            failures: Failures::default(),
         })
     }
 
@@ -108,37 +109,34 @@ impl Context {
     /// Records a failure of `key` and returns how long to wait before the next attempt:
     /// 1 s doubling up to 60 s.
     pub(crate) fn back_off(&self, key: &str) -> Duration {
-        let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
-        let n = failures.entry(key.to_string()).or_insert(0);
-        *n = n.saturating_add(1);
-        Duration::from_secs(1u64 << (*n - 1).min(6)).min(Duration::from_secs(60))
+        self.failures.record(key)
     }
 
     /// How long the current back-off of `key` is, without recording a failure.
     pub(crate) fn current_back_off(&self, key: &str) -> Duration {
-        let failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
-        match failures.get(key) {
-            None | Some(0) => Duration::from_secs(1),
-            Some(n) => Duration::from_secs(1u64 << (*n - 1).min(6)).min(Duration::from_secs(60)),
-        }
+        self.failures.current(key)
     }
 
     /// The keys with recorded failures that start with `prefix`, without it.
     pub(crate) fn failing(&self, prefix: &str) -> Vec<String> {
-        self.failures
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .keys()
-            .filter_map(|k| k.strip_prefix(prefix).map(str::to_string))
-            .collect()
+        self.failures.failing(prefix)
     }
 
     /// Forgets the failures of `key` after a success.
     pub(crate) fn succeeded(&self, key: &str) {
+        self.failures.forget(key);
+    }
+
+    /// Forgets the failures of `<controller>/<name>`: the object is gone.
+    pub(crate) fn object_gone(&self, controller: &str, name: &str) {
+        self.failures.forget(&format!("{controller}/{name}"));
+    }
+
+    /// Forgets the failures of every object of `controller` that a complete listing
+    /// (`live`) no longer shows.
+    pub(crate) fn objects_listed(&self, controller: &str, live: &HashSet<String>) {
         self.failures
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(key);
+            .forget_missing(&format!("{controller}/"), live);
     }
 
     /// Publishes a Warning event on a garden object (best effort: an event that cannot

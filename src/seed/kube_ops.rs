@@ -24,7 +24,10 @@ where
 {
     match api.get_opt(name).await {
         Err(kube::Error::Api(s)) if s.code == 403 => {
-            tracing::debug!(name, "the garden refuses this seed the object: not ours (any more)");
+            tracing::debug!(
+                name,
+                "the garden refuses this seed the object: not ours (any more)"
+            );
             Ok(None)
         }
         other => other,

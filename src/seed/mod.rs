@@ -8,6 +8,8 @@ pub mod agent;
 pub(crate) mod context;
 pub mod etcd_secret;
 pub(crate) mod extension;
+pub(crate) mod failures;
+pub(crate) mod feed;
 pub(crate) mod garden_watch;
 pub mod grace;
 pub(crate) mod kube_ops;

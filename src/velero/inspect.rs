@@ -4,6 +4,12 @@
 //! tarballs. A `manifest.json.gz` next to the tarball (as in a downloaded
 //! `backups/<name>/` directory) is read and compared with the one rebuilt from the
 //! tarball.
+//!
+//! What a pass keeps (the manifest, per-resource counts, copies' digests) is charged to
+//! the reader's [`RetainedBudget`], and so is a stored manifest compared with it, so
+//! memory is bounded by [`ArchiveLimits::max_retained_bytes`] whatever the archive and
+//! its manifest hold; problems and notes are listed up to [`MAX_LISTED`] each and the
+//! rest counted.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
@@ -15,16 +21,16 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use super::archive::{
-    ArchiveEntry, ArchiveError, ArchiveLimits, FORMAT_VERSION, ItemPath, Scope,
-    VERSION_FILE_CONTENTS, VersionDir, read_archive,
+    ArchiveEntry, ArchiveError, ArchiveLimits, FORMAT_VERSION, ItemPath, PER_ITEM_OVERHEAD,
+    RetainedBudget, Scope, VERSION_FILE_CONTENTS, VersionDir, read_archive_within,
 };
 use super::manifest::{Manifest, item_from_object};
 use super::resource::GroupResource;
 
 /// File name of the stored manifest beside a tarball.
 pub const MANIFEST_FILE_NAME: &str = "manifest.json.gz";
-/// Most bytes a stored manifest may decompress to.
-const MAX_MANIFEST_BYTES: u64 = 4 << 30;
+/// Most problems, and most notes, a report lists; the others are counted.
+pub const MAX_LISTED: usize = 100;
 
 /// What a tarball holds.
 #[derive(Debug, Clone, Serialize)]
@@ -77,12 +83,13 @@ pub struct ManifestSummary {
 
 /// Inspects the tarball at `path` with default limits.
 pub fn inspect(path: &Path) -> Result<Inspection, ArchiveError> {
-    let stored = read_sibling_manifest(path)?;
-    inspect_reader(
-        BufReader::new(File::open(path)?),
-        stored,
-        &ArchiveLimits::default(),
-    )
+    inspect_with(path, &ArchiveLimits::default())
+}
+
+/// Inspects the tarball at `path` within `limits`.
+pub fn inspect_with(path: &Path, limits: &ArchiveLimits) -> Result<Inspection, ArchiveError> {
+    let stored = read_sibling_manifest(path, limits)?;
+    inspect_reader(BufReader::new(File::open(path)?), stored, limits)
 }
 
 /// Inspects a tarball stream; `stored` is its stored manifest, if any.
@@ -91,8 +98,12 @@ pub fn inspect_reader<R: Read>(
     stored: Option<Manifest>,
     limits: &ArchiveLimits,
 ) -> Result<Inspection, ArchiveError> {
-    let mut scan = Scan::default();
-    let stats = read_archive(input, limits, |e| scan.entry(e))?;
+    let budget = RetainedBudget::for_limits(limits);
+    if let Some(m) = &stored {
+        budget.charge(m.heap_bytes())?;
+    }
+    let mut scan = Scan::new(&budget, false);
+    let stats = read_archive_within(input, limits, &budget, |e| scan.entry(e))?;
     let rebuilt = scan.manifest;
     let (source, matches_tarball, content) = match stored {
         Some(m) => {
@@ -148,12 +159,13 @@ impl VerifyReport {
 /// Verifies the tarball at `path`: safety (any refusal is the `Err`) and format (the
 /// report's `problems`).
 pub fn verify(path: &Path) -> Result<VerifyReport, ArchiveError> {
-    let stored = read_sibling_manifest(path)?;
-    verify_reader(
-        BufReader::new(File::open(path)?),
-        stored,
-        &ArchiveLimits::default(),
-    )
+    verify_with(path, &ArchiveLimits::default())
+}
+
+/// [`verify`] within `limits`.
+pub fn verify_with(path: &Path, limits: &ArchiveLimits) -> Result<VerifyReport, ArchiveError> {
+    let stored = read_sibling_manifest(path, limits)?;
+    verify_reader(BufReader::new(File::open(path)?), stored, limits)
 }
 
 /// Verifies a tarball stream; `stored` is its stored manifest, if any.
@@ -162,16 +174,17 @@ pub fn verify_reader<R: Read>(
     stored: Option<Manifest>,
     limits: &ArchiveLimits,
 ) -> Result<VerifyReport, ArchiveError> {
-    let mut scan = Scan {
-        verify: true,
-        ..Scan::default()
-    };
-    let stats = read_archive(input, limits, |e| scan.entry(e))?;
+    let budget = RetainedBudget::for_limits(limits);
+    if let Some(m) = &stored {
+        budget.charge(m.heap_bytes())?;
+    }
+    let mut scan = Scan::new(&budget, true);
+    let stats = read_archive_within(input, limits, &budget, |e| scan.entry(e))?;
     let mut problems = std::mem::take(&mut scan.problems);
     let mut notes = std::mem::take(&mut scan.notes);
     match scan.version.as_deref() {
-        None => problems.push("metadata/version is missing".into()),
-        Some(v) if v.as_bytes() != VERSION_FILE_CONTENTS => problems.push(format!(
+        None => problems.push_always("metadata/version is missing".into()),
+        Some(v) if v.as_bytes() != VERSION_FILE_CONTENTS => problems.push_always(format!(
             "metadata/version is {v:?}, expected {FORMAT_VERSION:?} followed by a newline"
         )),
         Some(_) => {}
@@ -202,12 +215,12 @@ pub fn verify_reader<R: Read>(
         }
     }
     if scan.resources.is_empty() {
-        notes.push("no items under resources/: a restore would find zero items".into());
+        notes.push_always("no items under resources/: a restore would find zero items".into());
     }
     if let Some(stored) = stored
         && stored != scan.manifest
     {
-        problems.push(format!(
+        problems.push_always(format!(
             "{MANIFEST_FILE_NAME} ({} items) does not match the tarball ({} items)",
             stored.len(),
             scan.manifest.len()
@@ -217,17 +230,23 @@ pub fn verify_reader<R: Read>(
         format_version: scan.version.map(|v| v.trim_end_matches('\n').to_owned()),
         entries: stats.entries,
         items: scan.manifest.len(),
-        problems,
-        notes,
+        problems: problems.into_list("problems"),
+        notes: notes.into_list("notes"),
     })
 }
 
-fn read_sibling_manifest(tarball: &Path) -> Result<Option<Manifest>, ArchiveError> {
+/// Reads the stored manifest beside `tarball`. Its JSON text, the items parsed from it
+/// and the manifest built from them are held at once (about three times the text), so
+/// the text may be a quarter of the total budget.
+fn read_sibling_manifest(
+    tarball: &Path,
+    limits: &ArchiveLimits,
+) -> Result<Option<Manifest>, ArchiveError> {
     let sibling = tarball.with_file_name(MANIFEST_FILE_NAME);
     match File::open(&sibling) {
         Ok(f) => Ok(Some(Manifest::read_gz(
             BufReader::new(f),
-            MAX_MANIFEST_BYTES,
+            limits.max_retained_bytes / 4,
         )?)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e.into()),
@@ -253,6 +272,36 @@ impl ItemPath {
     }
 }
 
+/// Problems or notes: the first [`MAX_LISTED`] in full, then only counted.
+#[derive(Debug, Default)]
+struct Findings {
+    listed: Vec<String>,
+    more: usize,
+}
+
+impl Findings {
+    fn push(&mut self, text: String) {
+        if self.listed.len() < MAX_LISTED {
+            self.listed.push(text);
+        } else {
+            self.more += 1;
+        }
+    }
+
+    /// Lists `text` even past the cap (for the few whole-archive findings).
+    fn push_always(&mut self, text: String) {
+        self.listed.push(text);
+    }
+
+    fn into_list(mut self, what: &str) -> Vec<String> {
+        if self.more > 0 {
+            self.listed
+                .push(format!("... and {} more {what} not listed", self.more));
+        }
+        self.listed
+    }
+}
+
 #[derive(Debug, Default)]
 struct Copies {
     unversioned: Option<[u8; 32]>,
@@ -260,8 +309,8 @@ struct Copies {
 }
 
 /// One pass over the entries, shared by inspect and verify.
-#[derive(Default)]
-struct Scan {
+struct Scan<'b> {
+    budget: &'b RetainedBudget,
     verify: bool,
     first: bool,
     seen_any: bool,
@@ -270,11 +319,32 @@ struct Scan {
     resources: BTreeMap<String, ResourceSummary>,
     copies: BTreeMap<ObjectPath, Copies>,
     preferred_versions: HashMap<GroupResource, BTreeSet<String>>,
-    problems: Vec<String>,
-    notes: Vec<String>,
+    problems: Findings,
+    notes: Findings,
 }
 
-impl Scan {
+impl<'b> Scan<'b> {
+    fn new(budget: &'b RetainedBudget, verify: bool) -> Self {
+        Scan {
+            budget,
+            verify,
+            first: false,
+            seen_any: false,
+            version: None,
+            manifest: Manifest::default(),
+            resources: BTreeMap::new(),
+            copies: BTreeMap::new(),
+            preferred_versions: HashMap::new(),
+            problems: Findings::default(),
+            notes: Findings::default(),
+        }
+    }
+
+    /// Charges a new string kept in a map or set.
+    fn keep(&self, text: &str) -> Result<(), ArchiveError> {
+        self.budget.charge(text.len() as u64 + PER_ITEM_OVERHEAD)
+    }
+
     fn entry(&mut self, entry: ArchiveEntry<'_>) -> Result<(), ArchiveError> {
         self.first = !self.seen_any;
         match entry {
@@ -284,15 +354,36 @@ impl Scan {
                     self.problems
                         .push("metadata/version is not the first entry".into());
                 }
+                self.budget.charge(contents.len() as u64)?;
                 self.version = Some(String::from_utf8_lossy(contents).into_owned());
             }
             ArchiveEntry::Item(item) => {
                 self.seen_any = true;
                 let p = item.path;
-                let summary = self
-                    .resources
-                    .entry(p.group_resource.to_string())
-                    .or_default();
+                let gr = p.group_resource.to_string();
+                if !self.resources.contains_key(&gr) {
+                    self.keep(&gr)?;
+                }
+                if let Scope::Namespaced(ns) = &p.scope
+                    && p.version_dir == VersionDir::Unversioned
+                    && !self
+                        .resources
+                        .get(&gr)
+                        .is_some_and(|r| r.namespaces.contains_key(ns))
+                {
+                    self.keep(ns)?;
+                }
+                if let VersionDir::Preferred(v) | VersionDir::Version(v) = &p.version_dir
+                    && !self
+                        .resources
+                        .get(&gr)
+                        .is_some_and(|r| r.versions.contains(v))
+                {
+                    // Once in the summary's versions, once in preferred_versions.
+                    self.keep(v)?;
+                    self.keep(v)?;
+                }
+                let summary = self.resources.entry(gr).or_default();
                 let described = item_from_object(&p.group_resource, item.object);
                 match &p.version_dir {
                     VersionDir::Unversioned => {
@@ -304,6 +395,7 @@ impl Scan {
                         }
                         match described {
                             Ok(d) if d.namespace == p.scope.namespace() && d.name == p.name => {
+                                self.budget.charge(d.heap_bytes())?;
                                 self.manifest.add(d)?;
                             }
                             Ok(d) => self.problems.push(format!(
@@ -335,7 +427,12 @@ impl Scan {
                 }
                 if self.verify {
                     let digest: [u8; 32] = Sha256::digest(item.bytes).into();
-                    let copies = self.copies.entry(ObjectPath::of(p)).or_default();
+                    let key = ObjectPath::of(p);
+                    if !self.copies.contains_key(&key) {
+                        self.budget
+                            .charge(item.entry_path.len() as u64 + 2 * 33 + PER_ITEM_OVERHEAD)?;
+                    }
+                    let copies = self.copies.entry(key).or_default();
                     match p.version_dir {
                         VersionDir::Unversioned => copies.unversioned = Some(digest),
                         VersionDir::Preferred(_) => copies.preferred = Some(digest),
@@ -434,158 +531,5 @@ impl fmt::Display for VerifyReport {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::io::Write;
-
-    use chrono::{TimeZone, Utc};
-    use flate2::Compression;
-    use flate2::write::GzEncoder;
-    use serde_json::{Value, json};
-
-    use super::*;
-    use crate::velero::archive::ArchiveWriter;
-
-    fn pod(ns: &str, name: &str, uid: &str, owner: Option<&str>) -> Value {
-        let mut o = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns, "uid": uid}});
-        if let Some(owner) = owner {
-            o["metadata"]["ownerReferences"] = json!([{"uid": owner}]);
-        }
-        o
-    }
-
-    fn backup() -> (Vec<u8>, Manifest) {
-        let mut w =
-            ArchiveWriter::new(Vec::new(), Utc.timestamp_opt(0, 0).unwrap()).expect("starts");
-        let pods = GroupResource::new("", "pods");
-        w.add_item(&pods, "v1", &pod("a", "p1", "u1", None))
-            .expect("adds");
-        w.add_item(&pods, "v1", &pod("a", "p2", "u2", Some("u1")))
-            .expect("adds");
-        w.add_item(&pods, "v1", &pod("b", "p3", "u3", Some("u-elsewhere")))
-            .expect("adds");
-        let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a", "uid": "u-ns"}});
-        w.add_item(&GroupResource::new("", "namespaces"), "v1", &ns)
-            .expect("adds");
-        w.finish().expect("finishes")
-    }
-
-    #[test]
-    fn inspect_counts_per_resource_and_namespace() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("b1.tar.gz");
-        let (gz, manifest) = backup();
-        std::fs::write(&path, &gz).expect("write");
-
-        let i = inspect(&path).expect("inspects");
-        assert_eq!(i.format_version.as_deref(), Some("1.1.0"));
-        assert_eq!(i.items, 4);
-        assert_eq!(i.entries, 9);
-        let pods = &i.resources["pods"];
-        assert_eq!(pods.preferred_version.as_deref(), Some("v1"));
-        assert_eq!(
-            pods.namespaces,
-            BTreeMap::from([("a".into(), 2), ("b".into(), 1)])
-        );
-        assert_eq!(i.resources["namespaces"].cluster, 1);
-        assert_eq!(i.manifest.source, ManifestSource::RebuiltFromTarball);
-        assert_eq!(i.manifest.items_with_owners, 2);
-        assert_eq!(i.manifest.missing_owner_refs, 1);
-        assert_eq!(i.manifest.content, manifest);
-        let text = i.to_string();
-        assert!(text.contains("pods: 3 (preferred version v1)"), "{text}");
-        assert!(
-            text.contains("Manifest (rebuilt from the tarball): 4 items"),
-            "{text}"
-        );
-        let json = serde_json::to_value(&i).expect("json");
-        assert_eq!(json["manifest"]["content"]["version"], 1);
-
-        // With the stored manifest beside it.
-        std::fs::write(dir.path().join(MANIFEST_FILE_NAME), manifest.to_gz_bytes()).expect("write");
-        let i = inspect(&path).expect("inspects");
-        assert_eq!(
-            (i.manifest.source, i.manifest.matches_tarball),
-            (ManifestSource::Stored, Some(true))
-        );
-        assert!(verify(&path).expect("verifies").is_ok());
-    }
-
-    #[test]
-    fn verify_accepts_ours_and_reports_format_problems() {
-        let (gz, manifest) = backup();
-        let report =
-            verify_reader(&gz[..], Some(manifest), &ArchiveLimits::default()).expect("reads");
-        assert!(report.is_ok(), "{report}");
-        assert!(
-            report
-                .to_string()
-                .starts_with("Archive is valid: format version 1.1.0, 9 entries, 4 objects")
-        );
-
-        // A stale manifest, a missing version file, a preferred copy that differs.
-        let stale = Manifest::new();
-        let report = verify_reader(&gz[..], Some(stale), &ArchiveLimits::default()).expect("reads");
-        assert!(!report.is_ok());
-
-        let mut b = tar::Builder::new(GzEncoder::new(Vec::new(), Compression::default()));
-        for (path, data) in [
-            (
-                "resources/pods/namespaces/a/p.json",
-                r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"a"}}"#,
-            ),
-            (
-                "resources/pods/v1-preferredversion/namespaces/a/p.json",
-                r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"a","x":1}}"#,
-            ),
-            (
-                "resources/pods/namespaces/a/q.json",
-                r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"other","namespace":"a"}}"#,
-            ),
-            ("metadata/version", "1.0.0\n"),
-            ("notes.txt", "hello"),
-        ] {
-            let mut h = tar::Header::new_ustar();
-            h.set_size(data.len() as u64);
-            h.set_mode(0o644);
-            b.append_data(&mut h, path, data.as_bytes())
-                .expect("append");
-        }
-        let bad = b.into_inner().expect("tar").finish().expect("gz");
-        let report = verify_reader(&bad[..], None, &ArchiveLimits::default()).expect("reads");
-        let text = report.to_string();
-        assert!(text.starts_with("Archive is INVALID"), "{text}");
-        assert!(
-            text.contains("metadata/version is not the first entry"),
-            "{text}"
-        );
-        assert!(text.contains("metadata/version is \"1.0.0\\n\""), "{text}");
-        assert!(
-            text.contains("differs from its preferred-version copy"),
-            "{text}"
-        );
-        assert!(text.contains("not what its path says"), "{text}");
-        assert!(
-            text.contains("note: \"notes.txt\" is not an item file"),
-            "{text}"
-        );
-    }
-
-    #[test]
-    fn verify_refuses_hostile_archives_with_the_reason() {
-        let mut gz = GzEncoder::new(Vec::new(), Compression::default());
-        let mut h = tar::Header::new_gnu();
-        h.as_old_mut().name[..9].copy_from_slice(b"../escape");
-        h.set_size(1);
-        h.set_mode(0o755);
-        h.set_cksum();
-        gz.write_all(h.as_bytes()).expect("header");
-        gz.write_all(&[b'x'; 512]).expect("data");
-        gz.write_all(&[0; 1024]).expect("end");
-        let bytes = gz.finish().expect("gz");
-        let err = verify_reader(&bytes[..], None, &ArchiveLimits::default()).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "entry \"../escape\" escapes the archive root"
-        );
-    }
-}
+#[path = "inspect_tests.rs"]
+mod tests;

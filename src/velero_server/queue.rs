@@ -91,19 +91,22 @@ pub fn plan(items: &[QueueItem], concurrent: usize) -> Vec<(String, QueueDecisio
     let mut waiting: Vec<&QueueItem> = Vec::new();
     let mut out = Vec::with_capacity(queue.len());
     for item in queue {
-        let reason = if running.len() >= concurrent {
-            Some(WaitReason::Concurrency {
-                running: running.len(),
-                limit: concurrent,
-            })
-        } else {
-            running.iter().chain(waiting.iter()).find_map(|other| {
+        // Overlap first: it is the reason that outlasts a free slot.
+        let reason = running
+            .iter()
+            .chain(waiting.iter())
+            .find_map(|other| {
                 overlap(&item.scope, &other.scope).map(|namespace| WaitReason::Overlap {
                     with: other.name.clone(),
                     namespace,
                 })
             })
-        };
+            .or_else(|| {
+                (running.len() >= concurrent).then_some(WaitReason::Concurrency {
+                    running: running.len(),
+                    limit: concurrent,
+                })
+            });
         match reason {
             None => {
                 running.push(item);

@@ -157,6 +157,36 @@ fn archive_verify_refuses_a_hostile_archive_with_the_reason() {
 }
 
 #[test]
+fn archive_verify_refuses_an_archive_past_max_memory_and_names_the_flag() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("many.tar.gz");
+    {
+        let file = std::fs::File::create(&path).expect("create");
+        let gz = flate2::write::GzEncoder::new(file, flate2::Compression::fast());
+        let mut tar = tar::Builder::new(gz);
+        let tail = "p".repeat(2000);
+        for i in 0..500 {
+            let mut header = tar::Header::new_gnu();
+            header.set_size(1);
+            header.set_mode(0o755);
+            tar.append_data(&mut header, format!("junk/{i}/{tail}"), &b"x"[..])
+                .expect("append");
+        }
+        tar.into_inner().expect("tar").finish().expect("gzip");
+    }
+    let p = path.to_str().expect("utf-8 path");
+    let out = granary(&["archive", "verify", p, "--max-memory", "16384"]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains("more than 16384 bytes in memory") && err.contains("--max-memory"),
+        "{err}"
+    );
+    let roomy = granary(&["archive", "inspect", p, "--max-memory", "16777216"]);
+    assert!(roomy.status.success(), "{}", stderr(&roomy));
+}
+
+#[test]
 fn bad_global_flags_are_named() {
     let out = granary(&["--log-level", "granary=loud", "crds"]);
     assert!(!out.status.success());

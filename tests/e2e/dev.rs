@@ -26,19 +26,19 @@ use crate::support::{http_get, poll_until};
 const GRACE: Duration = Duration::from_secs(5);
 
 /// The logs of both runs, next to the data directory (which `granary dev` creates).
-fn log_path(data_dir: &Path) -> PathBuf {
+pub(crate) fn log_path(data_dir: &Path) -> PathBuf {
     data_dir.with_extension("log")
 }
 
 /// A running `granary dev`, stopped (killed) on drop if the test did not stop it.
-struct Dev {
+pub(crate) struct Dev {
     child: Child,
     stdout: Arc<Mutex<Vec<String>>>,
     data_dir: PathBuf,
 }
 
 impl Dev {
-    fn start(data_dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Dev {
+    pub(crate) fn start(data_dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Dev {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -75,12 +75,12 @@ impl Dev {
         }
     }
 
-    fn output(&self) -> String {
+    pub(crate) fn output(&self) -> String {
         self.stdout.lock().expect("output lines").join("\n")
     }
 
     /// Waits for the banner and returns the garden client and the health address.
-    async fn ready(&self) -> (Client, SocketAddr) {
+    pub(crate) async fn ready(&self) -> (Client, SocketAddr) {
         poll_until("granary dev prints where it serves", || async {
             self.output().contains("health and metrics: http://")
         })
@@ -102,7 +102,7 @@ impl Dev {
 
     /// Sends SIGINT and waits (with a deadline) for the process to end; returns whether
     /// it exited with code 0.
-    fn interrupt(&mut self) -> bool {
+    pub(crate) fn interrupt(&mut self) -> bool {
         let sent = Command::new("kill")
             .args(["-INT", &self.child.id().to_string()])
             .status()
@@ -146,7 +146,10 @@ fn succeeded(op: Option<&granary::api::common::LastOperation>) -> bool {
 
 /// Waits until there are `entries` entries and every bucket and entry is Succeeded;
 /// returns bucket name → its entries' names.
-async fn all_succeeded(garden: &Client, entries: usize) -> BTreeMap<String, Vec<String>> {
+pub(crate) async fn all_succeeded(
+    garden: &Client,
+    entries: usize,
+) -> BTreeMap<String, Vec<String>> {
     let buckets: Api<BackupBucket> = Api::all(garden.clone());
     let entry_api: Api<BackupEntry> = Api::all(garden.clone());
     poll_until(

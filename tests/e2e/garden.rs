@@ -65,11 +65,11 @@ pub fn config(quota: Option<u32>, liveness: Option<(u64, u64)>) -> GardenConfigu
 pub fn start(tc: &TestCluster, config: GardenConfiguration) -> RunningGarden {
     // RUST_LOG=granary=debug shows what the controllers do.
     // Granary's own setup, so that test logs keep response bodies out as well.
-    let _ = granary::runtime::logging::init_with_writer(
+    let _ = granary::runtime::logging::init_with(
         granary::runtime::logging::LogFormat::Text,
         "error",
-        tracing_subscriber::fmt::TestWriter::new(),
         false,
+        tracing_subscriber::fmt::TestWriter::new(),
     );
     GardenController::new(tc.client(), config)
         .object_selector(ObjectSelector::new(Some(tc.object_selector.clone())))

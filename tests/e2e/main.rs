@@ -31,6 +31,7 @@ mod leader;
 mod migrate;
 mod migrate_garden;
 mod migrate_world;
+mod secret_hygiene;
 mod seed;
 mod seed_authz;
 mod seed_crash;

@@ -288,13 +288,15 @@ async fn seed_003_queue_restart_and_interrupted_backups() {
         ("backup5", ReadyToStart, None),
     ])
     .await;
-    let b3 = w.backups().get("backup3").await.expect("backup3");
-    assert_eq!(
-        b3.annotations()
-            .get(ANNOTATION_WAITING_FOR)
-            .map(String::as_str),
-        Some("it shares namespace ns3 with backup backup2")
-    );
+    poll_until("backup3 says what it waits for", || async {
+        w.backups().get("backup3").await.ok().is_some_and(|b3| {
+            b3.annotations()
+                .get(ANNOTATION_WAITING_FOR)
+                .map(String::as_str)
+                == Some("it shares namespace ns3 with backup backup2")
+        })
+    })
+    .await;
 
     // A restart keeps the positions.
     controllers.abort();

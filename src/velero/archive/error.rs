@@ -29,6 +29,10 @@ pub enum ArchiveError {
         "archive decompresses to more than {limit} bytes (limit on total uncompressed size; possible compression bomb)"
     )]
     TotalSizeExceeded { limit: u64 },
+    #[error(
+        "reading the archive would keep more than {limit} bytes in memory (entry paths, headers and collected items; limit max_retained_bytes)"
+    )]
+    RetainedBudgetExceeded { limit: u64 },
     #[error("entry {path:?} appears more than once")]
     DuplicateEntry { path: String },
     #[error("item {path:?} is not a valid JSON object: {reason}")]

@@ -12,6 +12,10 @@ pub struct ArchiveLimits {
     pub max_total_bytes: u64,
     /// Longest entry path, in bytes (also bounds GNU long-name and PAX headers).
     pub max_path_bytes: u64,
+    /// Most bytes kept in memory across entries, by the reader and what collects its
+    /// entries together (see [`super::RetainedBudget`]): the total that bounds memory,
+    /// whatever the number of entries.
+    pub max_retained_bytes: u64,
 }
 
 impl Default for ArchiveLimits {
@@ -21,6 +25,8 @@ impl Default for ArchiveLimits {
             max_entry_bytes: 64 << 20,
             max_total_bytes: 64 << 30,
             max_path_bytes: 4096,
+            // About a million objects with their manifest entries and copies.
+            max_retained_bytes: 1 << 30,
         }
     }
 }

@@ -6,10 +6,13 @@
 //! - [`ArchiveWriter`] streams items into any `std::io::Write`, holding no item bodies.
 //! - [`read_archive`] streams entries out of any `std::io::Read`, refusing anything a
 //!   hostile archive could use (escaping paths, links, devices, absurd sizes or counts,
-//!   compression bombs) within [`ArchiveLimits`]; [`parse_archive`] collects the items as
+//!   compression bombs) within [`ArchiveLimits`], and keeping at most
+//!   [`ArchiveLimits::max_retained_bytes`] in memory across entries, counted in a
+//!   [`RetainedBudget`] its consumer shares ([`read_archive_within`]); [`parse_archive`] collects the items as
 //!   Velero's parser sees them; [`extract_archive`] unpacks into a directory without ever
 //!   writing outside it.
 
+mod budget;
 mod error;
 mod extract;
 pub mod json;
@@ -19,17 +22,20 @@ mod reader;
 mod writer;
 
 #[cfg(test)]
+mod budget_tests;
+#[cfg(test)]
 mod hostile_tests;
 #[cfg(test)]
 mod tests;
 
+pub use budget::{PER_ITEM_OVERHEAD, RetainedBudget};
 pub use error::ArchiveError;
 pub use extract::extract_archive;
 pub use limits::ArchiveLimits;
 pub use path::{ItemPath, Scope, VersionDir};
 pub use reader::{
     ArchiveEntry, ArchiveStats, ItemEntry, ParsedArchive, ResourceGroupVersions, parse_archive,
-    read_archive,
+    read_archive, read_archive_within,
 };
 pub use writer::ArchiveWriter;
 

@@ -3,7 +3,9 @@
 //! Tar extension headers are handled here rather than by the `tar` crate, because the
 //! crate reads GNU long names and PAX headers into memory without a bound. Everything the
 //! stream decompresses to is counted, so a compression bomb stops at
-//! [`ArchiveLimits::max_total_bytes`] whatever its tar structure.
+//! [`ArchiveLimits::max_total_bytes`] whatever its tar structure. What is kept from one
+//! entry to the next (a 32-byte fingerprint per path for the duplicate check, pending
+//! extension headers) is charged to a [`RetainedBudget`].
 
 use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -13,8 +15,10 @@ use std::rc::Rc;
 use flate2::read::MultiGzDecoder;
 use serde::Serialize;
 use serde_json::Value;
+use sha2::{Digest, Sha256};
 use tar::EntryType;
 
+use super::budget::{PER_ITEM_OVERHEAD, RetainedBudget};
 use super::error::ArchiveError;
 use super::limits::ArchiveLimits;
 use super::path::{ItemPath, Scope, VersionDir, normalize_entry_path};
@@ -59,6 +63,21 @@ pub struct ArchiveStats {
 pub fn read_archive<R, F>(
     input: R,
     limits: &ArchiveLimits,
+    visit: F,
+) -> Result<ArchiveStats, ArchiveError>
+where
+    R: Read,
+    F: FnMut(ArchiveEntry<'_>) -> Result<(), ArchiveError>,
+{
+    read_archive_within(input, limits, &RetainedBudget::for_limits(limits), visit)
+}
+
+/// [`read_archive`] charging what the reader keeps to `budget`, which `visit` charges
+/// what it collects to as well, so that both together stay within one total.
+pub fn read_archive_within<R, F>(
+    input: R,
+    limits: &ArchiveLimits,
+    budget: &RetainedBudget,
     mut visit: F,
 ) -> Result<ArchiveStats, ArchiveError>
 where
@@ -75,7 +94,13 @@ where
         tripped: Rc::clone(&tripped),
     };
     let mut archive = tar::Archive::new(bounded);
-    let result = read_entries(&mut archive, limits, &mut visit);
+    let mut held = Held {
+        budget,
+        long_name: None,
+        pax_path: None,
+    };
+    let result = read_entries(&mut archive, limits, &mut held, &mut visit);
+    held.clear();
     let result = result.map_err(|e| {
         if tripped.get() {
             ArchiveError::TotalSizeExceeded {
@@ -91,19 +116,63 @@ where
     })
 }
 
+/// Extension-header paths waiting for their entry, charged to the budget while held.
+struct Held<'b> {
+    budget: &'b RetainedBudget,
+    long_name: Option<Vec<u8>>,
+    pax_path: Option<Vec<u8>>,
+}
+
+impl Held<'_> {
+    fn set(&mut self, pax: bool, value: Vec<u8>) -> Result<(), ArchiveError> {
+        self.budget.charge(value.len() as u64)?;
+        let slot = if pax {
+            &mut self.pax_path
+        } else {
+            &mut self.long_name
+        };
+        if let Some(old) = slot.replace(value) {
+            self.budget.release(old.len() as u64);
+        }
+        Ok(())
+    }
+
+    fn take(&mut self, pax: bool) -> Option<Vec<u8>> {
+        let taken = if pax {
+            self.pax_path.take()
+        } else {
+            self.long_name.take()
+        };
+        if let Some(v) = &taken {
+            self.budget.release(v.len() as u64);
+        }
+        taken
+    }
+
+    fn pending(&self) -> bool {
+        self.long_name.is_some() || self.pax_path.is_some()
+    }
+
+    fn clear(&mut self) {
+        self.take(false);
+        self.take(true);
+    }
+}
+
 fn read_entries<R, F>(
     archive: &mut tar::Archive<R>,
     limits: &ArchiveLimits,
+    held: &mut Held<'_>,
     visit: &mut F,
 ) -> Result<u64, ArchiveError>
 where
     R: Read,
     F: FnMut(ArchiveEntry<'_>) -> Result<(), ArchiveError>,
 {
+    let budget = held.budget;
     let mut entries = archive.entries().map_err(io_or_corrupt)?.raw(true);
-    let mut seen: HashSet<String> = HashSet::new();
-    let mut long_name: Option<Vec<u8>> = None;
-    let mut pax_path: Option<Vec<u8>> = None;
+    // Fingerprints, not paths: 32 bytes per entry whatever the path's length.
+    let mut seen: HashSet<[u8; 32]> = HashSet::new();
     let mut pax_size: Option<u64> = None;
     let mut count: u64 = 0;
     let mut raw_headers: u64 = 0;
@@ -123,17 +192,18 @@ where
 
         match kind {
             EntryType::GNULongName => {
-                long_name = Some(read_extension(&mut entry, header_size, limits)?);
+                let name = read_extension(&mut entry, header_size, limits)?;
+                held.set(false, name)?;
                 continue;
             }
             EntryType::XHeader => {
                 let data = read_extension(&mut entry, header_size, limits)?;
-                pax_path = None;
+                held.take(true);
                 pax_size = None;
                 for ext in tar::PaxExtensions::new(&data) {
                     let ext = ext.map_err(io_or_corrupt)?;
                     match ext.key_bytes() {
-                        b"path" => pax_path = Some(ext.value_bytes().to_vec()),
+                        b"path" => held.set(true, ext.value_bytes().to_vec())?,
                         b"size" => {
                             let declared = std::str::from_utf8(ext.value_bytes())
                                 .ok()
@@ -145,7 +215,7 @@ where
                         }
                         b"linkpath" => {
                             return Err(ArchiveError::UnsupportedEntryType {
-                                path: lossy(pax_path.as_deref().unwrap_or_default()),
+                                path: lossy(held.pax_path.as_deref().unwrap_or_default()),
                                 kind: "link",
                             });
                         }
@@ -171,7 +241,7 @@ where
                 "PAX size {declared} disagrees with the header size {header_size}"
             )));
         }
-        let raw_path: Vec<u8> = match (long_name.take(), pax_path.take()) {
+        let raw_path: Vec<u8> = match (held.take(false), held.take(true)) {
             (_, Some(p)) => p,
             (Some(p), None) => strip_nul(p),
             (None, None) => entry.header().path_bytes().into_owned(),
@@ -215,9 +285,10 @@ where
                 limit: limits.max_entry_bytes,
             });
         }
-        if !seen.insert(path.clone()) {
+        if !seen.insert(Sha256::digest(path.as_bytes()).into()) {
             return Err(ArchiveError::DuplicateEntry { path });
         }
+        budget.charge(32 + PER_ITEM_OVERHEAD)?;
 
         if path == VERSION_PATH {
             read_body(&mut entry, header_size, &mut body)?;
@@ -249,7 +320,7 @@ where
             })?;
         }
     }
-    if long_name.is_some() || pax_path.is_some() {
+    if held.pending() {
         return Err(ArchiveError::Corrupt(
             "extension header without a following entry".into(),
         ));
@@ -428,24 +499,34 @@ impl ParsedArchive {
 }
 
 /// Reads a whole archive into memory as Velero's parser would see it. For archives of
-/// bounded size (tests, inspection); controllers stream with [`read_archive`].
+/// bounded size (tests, inspection); controllers stream with [`read_archive`]. The items
+/// kept count against [`ArchiveLimits::max_retained_bytes`] (a parsed object at twice
+/// its JSON text, an estimate).
 pub fn parse_archive<R: Read>(
     input: R,
     limits: &ArchiveLimits,
 ) -> Result<ParsedArchive, ArchiveError> {
+    let budget = RetainedBudget::for_limits(limits);
     let mut parsed = ParsedArchive::default();
     let mut first = true;
-    let stats = read_archive(input, limits, |entry| {
+    let stats = read_archive_within(input, limits, &budget, |entry| {
         match entry {
             ArchiveEntry::Version { contents } => {
+                budget.charge(contents.len() as u64)?;
                 parsed.version_first = first;
                 parsed.format_version = Some(String::from_utf8_lossy(contents).into_owned());
             }
             ArchiveEntry::Item(item) => {
+                budget.charge(
+                    item.entry_path.len() as u64 + 2 * item.bytes.len() as u64 + PER_ITEM_OVERHEAD,
+                )?;
                 parsed.items.insert(item.path.clone(), item.object.clone());
             }
             ArchiveEntry::Directory { .. } => return Ok(()),
-            ArchiveEntry::Other { path, .. } => parsed.other_files.push(path.to_owned()),
+            ArchiveEntry::Other { path, .. } => {
+                budget.charge(path.len() as u64 + PER_ITEM_OVERHEAD)?;
+                parsed.other_files.push(path.to_owned());
+            }
         }
         first = false;
         Ok(())

@@ -79,6 +79,36 @@ pub struct ManifestItem {
 }
 
 impl ManifestItem {
+    /// About how many bytes the item keeps on the heap once in a [`Manifest`] (its
+    /// strings, plus a slot per string and for the item and its index entries), for
+    /// memory budgets.
+    pub fn heap_bytes(&self) -> u64 {
+        const SLOT: u64 = 32;
+        let strings = [
+            &self.group,
+            &self.version,
+            &self.kind,
+            &self.resource,
+            &self.namespace,
+            &self.name,
+            &self.uid,
+        ];
+        let text: u64 = strings.iter().map(|s| s.len() as u64 + SLOT).sum::<u64>()
+            + self
+                .labels
+                .iter()
+                .chain(&self.annotations)
+                .map(|(k, v)| (k.len() + v.len()) as u64 + 3 * SLOT)
+                .sum::<u64>()
+            + self
+                .owners
+                .iter()
+                .map(|o| 2 * o.len() as u64 + 3 * SLOT)
+                .sum::<u64>();
+        // The key is held twice (map and uid index), the uid twice.
+        text + (self.uid.len() as u64 + 4 * SLOT) + 8 * SLOT
+    }
+
     pub fn key(&self) -> ItemKey {
         ItemKey {
             group: self.group.clone(),
@@ -256,6 +286,12 @@ impl Manifest {
     }
 
     /// All items in key order.
+    /// About how many bytes the manifest keeps on the heap (see
+    /// [`ManifestItem::heap_bytes`]), for memory budgets.
+    pub fn heap_bytes(&self) -> u64 {
+        self.iter().map(|i| i.to_owned_item().heap_bytes()).sum()
+    }
+
     pub fn iter(&self) -> impl ExactSizeIterator<Item = Item<'_>> + '_ {
         self.items.iter().map(|(k, meta)| Item { key: k, meta })
     }

@@ -11,7 +11,9 @@ use serde::ser::{SerializeSeq, SerializeStruct};
 use serde::{Deserialize, Serialize, Serializer};
 
 use super::{Manifest, ManifestError, ManifestItem, item_from_object};
-use crate::velero::archive::{ArchiveEntry, ArchiveError, ArchiveLimits, VersionDir, read_archive};
+use crate::velero::archive::{
+    ArchiveEntry, ArchiveError, ArchiveLimits, RetainedBudget, VersionDir, read_archive_within,
+};
 use crate::velero::files::is_corrupt_gzip;
 
 /// The `version` field of the stored manifest.
@@ -123,10 +125,12 @@ impl Manifest {
     /// Rebuilds the manifest of a backup from its tarball (for backups without a stored
     /// one): one item per unversioned item file, described by the same function the
     /// writer uses, so it equals the manifest built while writing. Each item's
-    /// namespace and name must match its path.
+    /// namespace and name must match its path. The manifest and the reader together keep
+    /// at most [`ArchiveLimits::max_retained_bytes`].
     pub fn from_archive<R: Read>(input: R, limits: &ArchiveLimits) -> Result<Self, ArchiveError> {
+        let budget = RetainedBudget::for_limits(limits);
         let mut manifest = Manifest::new();
-        read_archive(input, limits, |entry| {
+        read_archive_within(input, limits, &budget, |entry| {
             if let ArchiveEntry::Item(item) = entry
                 && item.path.version_dir == VersionDir::Unversioned
             {
@@ -148,6 +152,7 @@ impl Manifest {
                         ),
                     });
                 }
+                budget.charge(described.heap_bytes())?;
                 manifest.add(described)?;
             }
             Ok(())
