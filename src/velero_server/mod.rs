@@ -8,5 +8,6 @@
 //! Built so far: the queue's decision ([`queue`]) and the namespace overlap it rests on
 //! ([`namespaces`]). The controllers that apply them are issue #15's work.
 
+pub mod backup;
 pub mod namespaces;
 pub mod queue;
