@@ -99,7 +99,18 @@ fn check_tarball_layout(stored: &Stored) {
 }
 
 async fn whole_cluster(world: &World) {
+    world.progress.lock().expect("not poisoned").clear();
     let outcome = world.run("full", BackupSpec::default()).await;
+    let reports = std::mem::take(&mut *world.progress.lock().expect("not poisoned"));
+    let last = reports.last().expect("progress is reported");
+    assert_eq!(last.total_items, Some(outcome.total_items as i64));
+    assert_eq!(last.items_backed_up, Some(outcome.items_backed_up as i64));
+    assert!(
+        reports
+            .windows(2)
+            .all(|w| w[0].items_backed_up <= w[1].items_backed_up),
+        "progress only grows"
+    );
     assert_eq!(outcome.phase, BackupResultPhase::Completed, "{outcome:?}");
     assert_eq!((outcome.errors, outcome.warnings), (0, 0));
     assert_eq!(outcome.format_version, "1.2.0");

@@ -16,7 +16,9 @@ use granary::velero::archive::{ArchiveLimits, ParsedArchive, parse_archive};
 use granary::velero::files::{ResourceList, Results, decode_backup_json, gunzip_limited};
 use granary::velero::layout::StorageLayout;
 use granary::velero::manifest::{ItemKey, Manifest};
-use granary::velero_server::backup::{BackupError, BackupOutcome, BackupRequest, run};
+use granary::velero_server::backup::{
+    BackupError, BackupOutcome, BackupProgress, BackupRequest, run,
+};
 use granary_providers::{
     BoxReader, BucketOptions, BucketReport, ByteStream, DeleteReport, ListEntry, ObjectMeta,
     ObjectStore, ProviderKind, RetryStats, StoreOptions, get_bytes,
@@ -43,6 +45,8 @@ pub struct World {
     pub client: Client,
     pub store: Arc<dyn ObjectStore>,
     pub layout: StorageLayout,
+    /// Every progress report of every run, in order.
+    pub progress: std::sync::Mutex<Vec<BackupProgress>>,
     _data: tempfile::TempDir,
 }
 
@@ -193,6 +197,7 @@ impl World {
             client,
             store,
             layout,
+            progress: Default::default(),
             _data: data,
         };
         world.populate().await;
@@ -349,7 +354,7 @@ impl World {
         backup: &Backup,
         workers: usize,
     ) -> Result<BackupOutcome, BackupError> {
-        let progress = |_p| {};
+        let progress = |p| self.progress.lock().expect("not poisoned").push(p);
         run(BackupRequest {
             client: self.client.clone(),
             backup,

@@ -85,6 +85,28 @@ pub fn is_backed_up(resource: &DiscoveredResource) -> bool {
         && !NEVER_BACKED_UP.contains(&resource.name().as_str())
 }
 
+/// Resources served by two groups over the same objects (Velero's
+/// `cohabitatingResources`): only the first one collected is backed up, since the
+/// objects (and their UIDs) are the same. `extensions` sorts last, so the newer group
+/// wins. (Velero's fifth pair, core and `events.k8s.io` events, is never backed up.)
+const COHABITANTS: &[(&str, &str, &str)] = &[
+    ("deployments", "extensions", "apps"),
+    ("daemonsets", "extensions", "apps"),
+    ("replicasets", "extensions", "apps"),
+    ("networkpolicies", "extensions", "networking.k8s.io"),
+];
+
+/// Whether `a` and `b` are the same resource served by both groups of a cohabiting pair.
+pub fn cohabitants(a: &DiscoveredResource, b: &DiscoveredResource) -> bool {
+    a.resource == b.resource
+        && a.group != b.group
+        && COHABITANTS.iter().any(|(r, g1, g2)| {
+            *r == a.resource
+                && [g1, g2].contains(&&a.group.as_str())
+                && [g1, g2].contains(&&b.group.as_str())
+        })
+}
+
 /// Discovered resources in Velero's collection order.
 #[derive(Clone, Debug, Default)]
 pub struct Catalog {
@@ -119,9 +141,19 @@ impl Catalog {
         &self.resources
     }
 
-    /// The resources to collect, in order.
+    /// The resources to collect, in order: those ever backed up, without a
+    /// cohabitant already collected under its other group.
     pub fn collectable(&self) -> impl Iterator<Item = &DiscoveredResource> + '_ {
-        self.resources.iter().filter(|r| is_backed_up(r))
+        self.resources
+            .iter()
+            .enumerate()
+            .filter(|(i, r)| {
+                is_backed_up(r)
+                    && !self.resources[..*i]
+                        .iter()
+                        .any(|earlier| is_backed_up(earlier) && cohabitants(earlier, r))
+            })
+            .map(|(_, r)| r)
     }
 
     pub fn get(&self, gr: &GroupResource) -> Option<&DiscoveredResource> {
@@ -264,6 +296,26 @@ pub(crate) mod tests {
             "Schedule",
             true
         )));
+    }
+
+    #[test]
+    fn cohabiting_resources_are_collected_once() {
+        let c = Catalog::new(vec![
+            res("extensions", "deployments", "Deployment", true),
+            res("extensions", "ingresses", "Ingress", true),
+            res("apps", "deployments", "Deployment", true),
+            res("networking.k8s.io", "ingresses", "Ingress", true),
+        ]);
+        let order: Vec<String> = c.collectable().map(|r| r.name()).collect();
+        assert_eq!(
+            order,
+            [
+                "deployments.apps",
+                "ingresses.networking.k8s.io",
+                "ingresses.extensions"
+            ],
+            "ingresses are not one of Velero's cohabiting pairs"
+        );
     }
 
     #[test]

@@ -18,6 +18,7 @@ use super::catalog::{DiscoveredResource, is_backed_up};
 use super::cluster;
 use super::filters::{IncludesExcludes, ResourceFilter, check_item, namespaces_to_list};
 use super::logbook::{Logbook, Subject};
+use super::order::{OrderedItem, ordered_items};
 use super::selectors;
 use crate::api::velero::BackupSpec;
 use crate::velero::resource::GroupResource;
@@ -210,22 +211,26 @@ impl Collection<'_> {
         tx: &mpsc::Sender<Candidate>,
     ) -> HashSet<String> {
         let mut done = HashSet::new();
-        let Some(order) = self
-            .spec
-            .ordered_resources
-            .as_ref()
-            .and_then(|o| o.get(&res.resource))
-        else {
-            return done;
-        };
-        for id in order.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            let (ns, name) = match id.split_once('/') {
-                Some((ns, name)) if res.namespaced => (ns, name),
-                _ => ("", id),
-            };
+        let order = ordered_items(
+            self.spec.ordered_resources.as_ref(),
+            &res.resource,
+            res.namespaced,
+        );
+        for OrderedItem {
+            namespace,
+            name,
+            id,
+        } in order
+        {
+            let ns = namespace.as_str();
             let listed_ns = lists.iter().any(|l| l.as_deref().is_none_or(|l| l == ns));
-            let found = if listed_ns && (!res.namespaced || self.namespaces.should_include(ns)) {
-                cluster::get(&self.ctx.client, res, ns, name)
+            let in_scope = if res.namespaced {
+                !ns.is_empty() && self.namespaces.should_include(ns)
+            } else {
+                true
+            };
+            let found = if listed_ns && in_scope {
+                cluster::get(&self.ctx.client, res, ns, &name)
                     .await
                     .ok()
                     .flatten()
@@ -233,7 +238,8 @@ impl Collection<'_> {
                 None
             };
             match found.filter(|o| self.selected(o)) {
-                Some(object) if done.insert(id.to_owned()) => {
+                Some(object) => {
+                    done.insert(id);
                     self.track(ns);
                     self.total.fetch_add(1, Ordering::Relaxed);
                     if tx
@@ -247,7 +253,6 @@ impl Collection<'_> {
                         return done;
                     }
                 }
-                Some(_) => {}
                 None => self.log.warn(
                     Subject::Resource(&res.name(), ""),
                     &format!("Cannot find resource '{id}'."),

@@ -18,7 +18,7 @@
 //!    `velero-backup.json` ([`persist`]): a backup whose upload fails part-way is `Failed`
 //!    and has no `velero-backup.json`, so backup sync never imports half a backup.
 //!
-//! Pure decisions live in [`catalog`], [`filters`], [`selectors`], [`validate`] and the
+//! Pure decisions live in [`catalog`], [`filters`], [`order`], [`selectors`], [`validate`] and the
 //! item readers of [`actions`], each tested beside its code.
 
 pub mod actions;
@@ -27,6 +27,7 @@ mod cluster;
 mod collect;
 pub mod filters;
 mod logbook;
+pub mod order;
 mod persist;
 mod pipe;
 mod runner;
