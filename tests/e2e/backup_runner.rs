@@ -115,6 +115,7 @@ async fn whole_cluster(world: &World) {
     assert_eq!((outcome.errors, outcome.warnings), (0, 0));
     assert_eq!(outcome.format_version, "1.2.0");
     let stored = world.read("full").await;
+    assert_eq!(outcome.tarball_bytes, stored.tarball.len() as u64);
     let keys = stored.keys();
     assert!(keys.len() >= 2000, "{} items", keys.len());
     assert_eq!(outcome.items_backed_up, keys.len() as u64);

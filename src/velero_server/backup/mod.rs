@@ -91,6 +91,8 @@ pub struct BackupOutcome {
     pub format_version: String,
     /// When the run ended (`status.completionTimestamp`, also in `velero-backup.json`).
     pub completion_timestamp: chrono::DateTime<chrono::Utc>,
+    /// Size of the stored tarball (`velero_backup_tarball_size_bytes`); 0 when Failed.
+    pub tarball_bytes: u64,
 }
 
 /// Why a backup could not run at all. The controller marks the backup `Failed` with the

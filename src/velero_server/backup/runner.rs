@@ -163,7 +163,9 @@ pub(super) async fn run(req: BackupRequest<'_>) -> Result<BackupOutcome, BackupE
     let spec = &backup.spec;
 
     // Namespaces labelled velero.io/exclude-from-backup=true are excluded (Velero adds
-    // them to the excludes when it prepares the request).
+    // them to the excludes when it prepares the request). As in Velero, a non-empty
+    // exclude list means the backup no longer covers "every namespace", so with
+    // includeClusterResources unset it no longer collects cluster-scoped resources.
     let live: Vec<LiveNamespace> = view
         .namespace_objects
         .iter()
@@ -185,7 +187,13 @@ pub(super) async fn run(req: BackupRequest<'_>) -> Result<BackupOutcome, BackupE
     );
     let includes = spec.included_namespaces.clone().unwrap_or_default();
     let namespaces = IncludesExcludes::new(includes.clone(), excludes);
-    for ns in includes.iter().filter(|n| !n.contains('*')) {
+    let resources = ResourceFilter::new(spec, &view.catalog, &namespaces);
+    // Velero checks the included namespaces exist when it collects Namespace objects.
+    let check_included = resources.should_include("namespaces", false);
+    for ns in includes
+        .iter()
+        .filter(|n| check_included && !n.contains('*'))
+    {
         if !live.iter().any(|l| &l.name == ns) {
             log.error(
                 Subject::Backup,
@@ -195,7 +203,6 @@ pub(super) async fn run(req: BackupRequest<'_>) -> Result<BackupOutcome, BackupE
             );
         }
     }
-    let resources = ResourceFilter::new(spec, &view.catalog, &namespaces);
     let or_selectors = spec.or_label_selectors.clone().unwrap_or_default();
     let tracked: BTreeSet<String> = initially_tracked(
         &live,
@@ -262,8 +269,12 @@ pub(super) async fn run(req: BackupRequest<'_>) -> Result<BackupOutcome, BackupE
         )))),
     };
     let items = written.load(Ordering::Relaxed);
+    let mut tarball_bytes = 0;
     let failure = match (uploaded, written_tarball) {
-        (Ok(_), Ok(manifest)) => Ok(manifest),
+        (Ok(bytes), Ok(manifest)) => {
+            tarball_bytes = bytes;
+            Ok(manifest)
+        }
         (Err(e), _) => Err(format!("error uploading {tar_key} to object storage: {e}")),
         (Ok(_), Err(e)) => Err(format!("error writing the backup tarball: {e}")),
     };
@@ -286,6 +297,7 @@ pub(super) async fn run(req: BackupRequest<'_>) -> Result<BackupOutcome, BackupE
         failure_reason: None,
         format_version: FORMAT_VERSION_WITH_MANIFEST.to_owned(),
         completion_timestamp: log.now(),
+        tarball_bytes,
     };
     let stored = stored_backup(backup, &outcome, req.now);
     log.info(
@@ -342,6 +354,7 @@ async fn fail(
         failure_reason: Some(reason),
         format_version: FORMAT_VERSION_WITH_MANIFEST.to_owned(),
         completion_timestamp,
+        tarball_bytes: 0,
     }
 }
 
@@ -370,6 +383,7 @@ mod tests {
             failure_reason: None,
             format_version: "1.2.0".into(),
             completion_timestamp: start + chrono::TimeDelta::seconds(5),
+            tarball_bytes: 1,
         };
         let b = stored_backup(&Backup::new("b", BackupSpec::default()), &outcome, start);
         let s = b.status.expect("status");
