@@ -98,6 +98,21 @@ fn check_tarball_layout(stored: &Stored) {
     );
 }
 
+/// The entry paths of a tarball, in order.
+fn entry_paths(tarball: &[u8]) -> Vec<String> {
+    let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(tarball));
+    tar.entries()
+        .expect("tar entries")
+        .map(|e| {
+            e.expect("entry")
+                .path()
+                .expect("path")
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect()
+}
+
 async fn whole_cluster(world: &World) {
     world.progress.lock().expect("not poisoned").clear();
     let outcome = world.run("full", BackupSpec::default()).await;
@@ -355,22 +370,36 @@ async fn filters(world: &World) {
         "configmaps".to_string(),
         "br-00/cm-5,br-00/cm-1,br-00/nope".to_string(),
     );
-    let outcome = world
-        .run(
-            "ordered",
-            BackupSpec {
-                included_namespaces: s(&["br-00"]),
-                ordered_resources: Some(order),
-                ..Default::default()
-            },
-        )
-        .await;
+    // One worker, so the tarball shows the collection order.
+    let backup = World::backup(
+        "ordered",
+        BackupSpec {
+            included_namespaces: s(&["br-00"]),
+            ordered_resources: Some(order),
+            ..Default::default()
+        },
+    );
+    let outcome = world.run_on(&*world.store, &backup, 1).await.expect("runs");
     assert_eq!(
         (outcome.phase, outcome.errors, outcome.warnings),
         (BackupResultPhase::Completed, 0, 1)
     );
     let stored = world.read("ordered").await;
     assert_same("ordered", &stored.keys(), &namespaces_backup([0]));
+    let order = entry_paths(&stored.tarball);
+    let configmaps: Vec<&str> = order
+        .iter()
+        .filter_map(|p| p.strip_prefix("resources/configmaps/namespaces/br-00/"))
+        .take(3)
+        .collect();
+    assert_eq!(configmaps, ["cm-5.json", "cm-1.json", "cm-0.json"]);
+    // Velero's core order: pods (each followed by its claim and volume) come first.
+    assert!(order[1].starts_with("resources/pods/"), "{:?}", &order[..4]);
+    assert!(
+        order[3].starts_with("resources/persistentvolumeclaims/"),
+        "{:?}",
+        &order[..6]
+    );
     assert!(
         stored.results.warnings.cluster[0].contains("Cannot find resource 'br-00/nope'."),
         "{:?}",
