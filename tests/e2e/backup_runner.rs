@@ -401,7 +401,7 @@ async fn filters(world: &World) {
         &order[..6]
     );
     assert!(
-        stored.results.warnings.cluster[0].contains("Cannot find resource 'br-00/nope'."),
+        stored.results.warnings.velero[0].contains("Cannot find resource 'br-00/nope'."),
         "{:?}",
         stored.results
     );

@@ -1,8 +1,8 @@
 //! The backup's own log and its results, kept as Velero keeps them: every line goes to
 //! `<name>-logs.gz` (logrus' text format), and every warning and error is also counted
 //! and filed in `<name>-results.gz` under the namespace it concerns, `cluster` for
-//! cluster-scoped items, or `velero` for the backup as a whole (Velero's log counter
-//! hook). Warnings and errors also go to the process log through `tracing`.
+//! cluster-scoped items, or `velero` for the backup as a whole and for resources
+//! across namespaces (Velero's log counter hook). Warnings and errors also go to the process log through `tracing`.
 
 use std::sync::Mutex;
 use std::time::Instant;
@@ -29,7 +29,7 @@ impl Level {
     }
 }
 
-/// What a line is about: the backup as a whole, or one item.
+/// What a line is about: the backup as a whole, one item, or one resource.
 #[derive(Clone, Copy, Debug)]
 pub enum Subject<'a> {
     Backup,
@@ -119,7 +119,8 @@ impl Logbook {
                     fields.push(("namespace", ns));
                 }
                 fields.push(("resource", resource));
-                (Some(ns), format!("{resource}: {msg}"))
+                // About a whole resource: filed under its namespace, else the backup's.
+                ((!ns.is_empty()).then_some(ns), format!("{resource}: {msg}"))
             }
         };
         fields.sort_by_key(|(k, _)| *k);
@@ -211,7 +212,7 @@ mod tests {
         );
         assert_eq!(results.errors.velero, vec!["store down".to_owned()]);
         assert_eq!(
-            results.warnings.cluster,
+            results.warnings.velero,
             vec!["pods: Cannot find resource 'ns/x'.".to_owned()]
         );
     }
