@@ -11,9 +11,13 @@ use serde_json::Value;
 use super::catalog::{Catalog, DiscoveredResource};
 
 /// Reads discovery: the core group first, then the groups in the server's order, each
-/// at its preferred version (Velero's `ServerPreferredResources`).
-pub async fn discover(client: &kube::Client) -> Result<Catalog, kube::Error> {
+/// at its preferred version (Velero's `ServerPreferredResources`). A group whose
+/// resources cannot be read (an unavailable aggregated API) is left out and named in
+/// the returned list, which the runner logs as warnings, as Velero's discovery helper
+/// does; failing to read the core group or the group list is an error.
+pub async fn discover(client: &kube::Client) -> Result<(Catalog, Vec<String>), kube::Error> {
     let mut resources = Vec::new();
+    let mut failed = Vec::new();
     let core = client.list_core_api_versions().await?;
     if let Some(v) = core.versions.first() {
         let list = client.list_core_api_resources(v).await?;
@@ -27,12 +31,18 @@ pub async fn discover(client: &kube::Client) -> Result<Catalog, kube::Error> {
         else {
             continue;
         };
-        let list = client
+        match client
             .list_api_group_resources(&preferred.group_version)
-            .await?;
-        resources.extend(convert(&group.name, &preferred.version, &list));
+            .await
+        {
+            Ok(list) => resources.extend(convert(&group.name, &preferred.version, &list)),
+            Err(e) => failed.push(format!(
+                "Failed to discover group: {}: {e}",
+                preferred.group_version
+            )),
+        }
     }
-    Ok(Catalog::new(resources))
+    Ok((Catalog::new(resources), failed))
 }
 
 fn convert(group: &str, version: &str, list: &APIResourceList) -> Vec<DiscoveredResource> {

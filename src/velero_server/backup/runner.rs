@@ -111,12 +111,14 @@ fn write_tarball(
 /// What the run learns from the cluster before collecting.
 struct ClusterView {
     catalog: Catalog,
+    /// Groups discovery could not read (warnings).
+    undiscovered: Vec<String>,
     namespace_objects: Vec<serde_json::Value>,
     crds: HashSet<String>,
 }
 
 async fn read_cluster(client: &kube::Client) -> Result<ClusterView, kube::Error> {
-    let catalog = cluster::discover(client).await?;
+    let (catalog, undiscovered) = cluster::discover(client).await?;
     let namespace_objects = match catalog.get(&GroupResource::new("", "namespaces")) {
         Some(res) => cluster::list_all(client, res).await?,
         None => Vec::new(),
@@ -138,6 +140,7 @@ async fn read_cluster(client: &kube::Client) -> Result<ClusterView, kube::Error>
     };
     Ok(ClusterView {
         catalog,
+        undiscovered,
         namespace_objects,
         crds,
     })
@@ -160,6 +163,9 @@ pub(super) async fn run(req: BackupRequest<'_>) -> Result<BackupOutcome, BackupE
     let log = Arc::new(Logbook::new(format!("{ns}/{name}"), req.now));
     log.info(Subject::Backup, "Starting backup");
     let view = read_cluster(&req.client).await.map_err(BackupError::Kube)?;
+    for warning in &view.undiscovered {
+        log.warn(Subject::Backup, warning);
+    }
     let spec = &backup.spec;
 
     // Namespaces labelled velero.io/exclude-from-backup=true are excluded (Velero adds
