@@ -232,3 +232,61 @@ proptest! {
         prop_assert_eq!(f.should_include("persistentvolumes", namespaced), namespaced || all);
     }
 }
+
+fn resource_names() -> impl Strategy<Value = Vec<String>> {
+    proptest::collection::vec(
+        proptest::sample::select(vec![
+            "configmaps",
+            "cm",
+            "secrets",
+            "persistentvolumes",
+            "clusterroles",
+            "deployments",
+            "*",
+            "*.apps",
+        ]),
+        0..3,
+    )
+    .prop_map(|v| v.into_iter().map(String::from).collect())
+}
+
+fn opt(v: Vec<String>) -> Option<Vec<String>> {
+    (!v.is_empty()).then_some(v)
+}
+
+proptest! {
+    /// Whatever the filters, a resource refused outright (`should_exclude`) is never
+    /// collected either (`should_include`), in both filter styles.
+    #[test]
+    fn excluded_is_never_included(
+        inc in resource_names(),
+        exc in resource_names(),
+        scoped in any::<bool>(),
+        icr in proptest::option::of(any::<bool>()),
+        all_ns in any::<bool>(),
+    ) {
+        let spec = if scoped {
+            BackupSpec {
+                included_cluster_scoped_resources: opt(inc.clone()),
+                excluded_cluster_scoped_resources: opt(exc.clone()),
+                included_namespace_scoped_resources: opt(inc),
+                excluded_namespace_scoped_resources: opt(exc),
+                ..Default::default()
+            }
+        } else {
+            BackupSpec {
+                included_resources: opt(inc),
+                excluded_resources: opt(exc),
+                include_cluster_resources: icr,
+                ..Default::default()
+            }
+        };
+        let ns = if all_ns { ie(&[], &[]) } else { ie(&["a"], &[]) };
+        let f = filter(spec, &ns);
+        for r in sample().collectable() {
+            if f.should_exclude(&r.name(), r.namespaced) {
+                prop_assert!(!f.should_include(&r.name(), r.namespaced), "{}", r.name());
+            }
+        }
+    }
+}
