@@ -5,9 +5,14 @@
 //! Kubernetes client; the decisions they make are pure functions in files of their own,
 //! tested beside them.
 //!
-//! Built so far: the queue's decision ([`queue`]) and the namespace overlap it rests on
-//! ([`namespaces`]). The controllers that apply them are issue #15's work.
+//! - [`settings`]: the `velero:` configuration section and `granary server`'s file;
+//! - [`location`] (pure) and [`context`]: from a BackupStorageLocation to a store;
+//! - [`locations`]: the `backup-storage-location` controller;
+//! - [`namespaces`] and [`queue`] (pure) and [`queue_controller`]: the backup queue;
+//! - [`backup`]: the backup runner (collection, tarball, Velero's files);
+//! - [`server`]: running the controllers, and `granary server`.
 
+pub mod backup;
 pub mod context;
 pub mod location;
 pub mod locations;

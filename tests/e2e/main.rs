@@ -16,6 +16,8 @@ mod proxy;
 #[allow(dead_code)]
 mod provider_emulators;
 
+mod backup_runner;
+mod backup_runner_world;
 mod cli;
 mod conformance;
 mod conformance_apply;
