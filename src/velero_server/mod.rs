@@ -13,6 +13,8 @@
 //! - [`server`]: running the controllers, and `granary server`.
 
 pub mod backup;
+pub mod backup_controller;
+pub mod backup_prepare;
 pub mod context;
 pub mod location;
 pub mod locations;

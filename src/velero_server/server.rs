@@ -5,10 +5,11 @@
 use super::context::VeleroContext;
 use super::metrics::VeleroMetrics;
 use super::settings::{
-    CONTROLLER_BACKUP_QUEUE, CONTROLLER_BACKUP_STORAGE_LOCATION, ServerConfiguration,
+    CONTROLLER_BACKUP, CONTROLLER_BACKUP_QUEUE, CONTROLLER_BACKUP_STORAGE_LOCATION,
+    ServerConfiguration,
     unknown_controllers,
 };
-use super::{locations, queue_controller};
+use super::{backup_controller, locations, queue_controller};
 use crate::runtime::clock::Clock;
 use crate::runtime::config::{ConfigError, Override, load};
 use crate::runtime::health::{HealthError, HealthServer, ReadinessFlag};
@@ -35,6 +36,9 @@ pub async fn run_controllers(ctx: Arc<VeleroContext>, disabled: Vec<String>) {
     }
     if enabled(CONTROLLER_BACKUP_QUEUE) {
         tasks.spawn(queue_controller::run(ctx.clone()));
+    }
+    if enabled(CONTROLLER_BACKUP) {
+        tasks.spawn(backup_controller::run(ctx.clone()));
     }
     while let Some(result) = tasks.join_next().await {
         if let Err(e) = result {
