@@ -7,6 +7,10 @@ use granary::api::crds::{self, Side};
 use granary::runtime::{failpoints, logging};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use velero_cli::{BackupCommand, LocationCommand, VeleroTarget};
+
+#[path = "main_velero_cli.rs"]
+mod velero_cli;
 
 /// Backup infrastructure for Gardener-style Kubernetes landscapes.
 #[derive(Parser, Debug)]
@@ -52,6 +56,21 @@ enum Command {
     Archive {
         #[command(subcommand)]
         command: ArchiveCommand,
+    },
+    /// Velero-style backups: create, get, describe, logs, delete (the controllers of
+    /// `granary seed` or `granary server` take them).
+    Backup {
+        #[command(flatten)]
+        target: VeleroTarget,
+        #[command(subcommand)]
+        command: BackupCommand,
+    },
+    /// Velero-style backup storage locations: create, get, set, delete.
+    BackupLocation {
+        #[command(flatten)]
+        target: VeleroTarget,
+        #[command(subcommand)]
+        command: LocationCommand,
     },
 }
 
@@ -299,6 +318,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             write: Some(dir),
         } => write_crds(side, &dir),
         Command::Archive { command } => archive(command),
+        Command::Backup { target, command } => velero_cli::backup(target, command),
+        Command::BackupLocation { target, command } => velero_cli::location(target, command),
         Command::Seed(args) => {
             let opts = granary::seed::SeedOptions {
                 seed_name: args.seed_name,
