@@ -17,6 +17,8 @@ mod proxy;
 mod provider_emulators;
 
 mod cli;
+mod cli_backup;
+mod cli_location;
 mod conformance;
 mod conformance_apply;
 mod conformance_crd;
