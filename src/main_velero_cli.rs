@@ -51,47 +51,7 @@ fn print_only(o: Option<Output>) -> Option<OutputFormat> {
 #[derive(Subcommand, Debug)]
 pub enum BackupCommand {
     /// Create a backup (`-o json|yaml` prints it without creating it).
-    Create {
-        name: String,
-        /// Namespaces to include (`*` for all; the default).
-        #[arg(long, value_delimiter = ',', value_name = "NS,...")]
-        include_namespaces: Option<Vec<String>>,
-        /// Namespaces to exclude.
-        #[arg(long, value_delimiter = ',', value_name = "NS,...")]
-        exclude_namespaces: Vec<String>,
-        /// Resources to include, as resource.group (`*` for all).
-        #[arg(long, value_delimiter = ',', value_name = "RES,...")]
-        include_resources: Vec<String>,
-        /// Resources to exclude, as resource.group.
-        #[arg(long, value_delimiter = ',', value_name = "RES,...")]
-        exclude_resources: Vec<String>,
-        /// Include cluster-scoped resources (unset: only those of included namespaces).
-        #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
-        include_cluster_resources: Option<bool>,
-        /// Only back up resources matching this label selector.
-        #[arg(short = 'l', long)]
-        selector: Option<String>,
-        /// Resources matching any of these selectors, separated by ` or `.
-        #[arg(long)]
-        or_selector: Option<String>,
-        /// How long before the backup can be garbage-collected (Go duration, e.g. 72h).
-        #[arg(long)]
-        ttl: Option<String>,
-        /// Location in which to store the backup.
-        #[arg(long)]
-        storage_location: Option<String>,
-        /// Per resource, the order of its items: `pods=ns1/p1,ns1/p2;persistentvolumes=pv1`.
-        #[arg(long)]
-        ordered_resources: Option<String>,
-        /// Labels for the backup, k=v,...
-        #[arg(long, value_name = "K=V,...")]
-        labels: Vec<String>,
-        /// Wait for the backup to finish: a live line on a terminal, JSON lines otherwise.
-        #[arg(short = 'w', long)]
-        wait: bool,
-        #[arg(short = 'o', long, value_enum)]
-        output: Option<Output>,
-    },
+    Create(Box<BackupCreate>),
     /// List backups, or the named ones.
     Get {
         names: Vec<String>,
@@ -125,41 +85,7 @@ pub enum BackupCommand {
 #[derive(Subcommand, Debug)]
 pub enum LocationCommand {
     /// Create a backup storage location (`-o json|yaml` prints it without creating it).
-    Create {
-        name: String,
-        /// Object-store provider: aws, azure, gcp, local (or velero.io/<name>).
-        #[arg(long)]
-        provider: Option<String>,
-        /// Bucket holding the backups.
-        #[arg(long)]
-        bucket: Option<String>,
-        /// Prefix inside the bucket.
-        #[arg(long)]
-        prefix: Option<String>,
-        /// Provider settings, k=v,... (region, s3Url, s3ForcePathStyle, ...).
-        #[arg(long, value_name = "K=V,...")]
-        config: Vec<String>,
-        /// The credentials Secret key, secret-name=key.
-        #[arg(long, value_name = "SECRET=KEY")]
-        credential: Option<String>,
-        /// Make it the default location (clears the old default).
-        #[arg(long)]
-        default: bool,
-        /// ReadWrite (default) or ReadOnly.
-        #[arg(long)]
-        access_mode: Option<String>,
-        /// How often the location is validated (Go duration; 0 disables).
-        #[arg(long)]
-        validation_frequency: Option<String>,
-        /// How often backups are synced from the store (Go duration; 0 disables).
-        #[arg(long)]
-        backup_sync_period: Option<String>,
-        /// Labels for the location, k=v,...
-        #[arg(long, value_name = "K=V,...")]
-        labels: Vec<String>,
-        #[arg(short = 'o', long, value_enum)]
-        output: Option<Output>,
-    },
+    Create(Box<LocationCreate>),
     /// List locations, or the named ones.
     Get {
         names: Vec<String>,
@@ -190,6 +116,90 @@ pub enum LocationCommand {
     },
 }
 
+/// Flags of `granary backup create`.
+#[derive(clap::Args, Debug)]
+pub struct BackupCreate {
+    /// The backup's name.
+    name: String,
+    /// Namespaces to include (`*` for all; the default).
+    #[arg(long, value_delimiter = ',', value_name = "NS,...")]
+    include_namespaces: Option<Vec<String>>,
+    /// Namespaces to exclude.
+    #[arg(long, value_delimiter = ',', value_name = "NS,...")]
+    exclude_namespaces: Vec<String>,
+    /// Resources to include, as resource.group (`*` for all).
+    #[arg(long, value_delimiter = ',', value_name = "RES,...")]
+    include_resources: Vec<String>,
+    /// Resources to exclude, as resource.group.
+    #[arg(long, value_delimiter = ',', value_name = "RES,...")]
+    exclude_resources: Vec<String>,
+    /// Include cluster-scoped resources (unset: only those of included namespaces).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    include_cluster_resources: Option<bool>,
+    /// Only back up resources matching this label selector.
+    #[arg(short = 'l', long)]
+    selector: Option<String>,
+    /// Resources matching any of these selectors, separated by ` or `.
+    #[arg(long)]
+    or_selector: Option<String>,
+    /// How long before the backup can be garbage-collected (Go duration, e.g. 72h).
+    #[arg(long)]
+    ttl: Option<String>,
+    /// Location in which to store the backup.
+    #[arg(long)]
+    storage_location: Option<String>,
+    /// Per resource, the order of its items: `pods=ns1/p1,ns1/p2;persistentvolumes=pv1`.
+    #[arg(long)]
+    ordered_resources: Option<String>,
+    /// Labels for the backup, k=v,...
+    #[arg(long, value_name = "K=V,...")]
+    labels: Vec<String>,
+    /// Wait for the backup to finish: a live line on a terminal, JSON lines otherwise.
+    #[arg(short = 'w', long)]
+    wait: bool,
+    #[arg(short = 'o', long, value_enum)]
+    output: Option<Output>,
+}
+
+/// Flags of `granary backup-location create`.
+#[derive(clap::Args, Debug)]
+pub struct LocationCreate {
+    /// The location's name.
+    name: String,
+    /// Object-store provider: aws, azure, gcp, local (or velero.io/<name>).
+    #[arg(long)]
+    provider: Option<String>,
+    /// Bucket holding the backups.
+    #[arg(long)]
+    bucket: Option<String>,
+    /// Prefix inside the bucket.
+    #[arg(long)]
+    prefix: Option<String>,
+    /// Provider settings, k=v,... (region, s3Url, s3ForcePathStyle, ...).
+    #[arg(long, value_name = "K=V,...")]
+    config: Vec<String>,
+    /// The credentials Secret key, secret-name=key.
+    #[arg(long, value_name = "SECRET=KEY")]
+    credential: Option<String>,
+    /// Make it the default location (clears the old default).
+    #[arg(long)]
+    default: bool,
+    /// ReadWrite (default) or ReadOnly.
+    #[arg(long)]
+    access_mode: Option<String>,
+    /// How often the location is validated (Go duration; 0 disables).
+    #[arg(long)]
+    validation_frequency: Option<String>,
+    /// How often backups are synced from the store (Go duration; 0 disables).
+    #[arg(long)]
+    backup_sync_period: Option<String>,
+    /// Labels for the location, k=v,...
+    #[arg(long, value_name = "K=V,...")]
+    labels: Vec<String>,
+    #[arg(short = 'o', long, value_enum)]
+    output: Option<Output>,
+}
+
 fn target(t: VeleroTarget) -> Target {
     Target {
         kubeconfig: t.kubeconfig,
@@ -200,24 +210,9 @@ fn target(t: VeleroTarget) -> Target {
 
 pub fn backup(t: VeleroTarget, command: BackupCommand) -> anyhow::Result<()> {
     let command = match command {
-        BackupCommand::Create {
-            name,
-            include_namespaces,
-            exclude_namespaces,
-            include_resources,
-            exclude_resources,
-            include_cluster_resources,
-            selector,
-            or_selector,
-            ttl,
-            storage_location,
-            ordered_resources,
-            labels,
-            wait,
-            output,
-        } => Backup::Create {
-            name,
-            flags: BackupFlags {
+        BackupCommand::Create(args) => {
+            let BackupCreate {
+                name,
                 include_namespaces,
                 exclude_namespaces,
                 include_resources,
@@ -229,10 +224,28 @@ pub fn backup(t: VeleroTarget, command: BackupCommand) -> anyhow::Result<()> {
                 storage_location,
                 ordered_resources,
                 labels,
-            },
-            wait,
-            output: print_only(output),
-        },
+                wait,
+                output,
+            } = *args;
+            Backup::Create {
+                name,
+                flags: Box::new(BackupFlags {
+                    include_namespaces,
+                    exclude_namespaces,
+                    include_resources,
+                    exclude_resources,
+                    include_cluster_resources,
+                    selector,
+                    or_selector,
+                    ttl,
+                    storage_location,
+                    ordered_resources,
+                    labels,
+                }),
+                wait,
+                output: print_only(output),
+            }
+        }
         BackupCommand::Get {
             names,
             selector,
@@ -252,22 +265,9 @@ pub fn backup(t: VeleroTarget, command: BackupCommand) -> anyhow::Result<()> {
 
 pub fn location(t: VeleroTarget, command: LocationCommand) -> anyhow::Result<()> {
     let command = match command {
-        LocationCommand::Create {
-            name,
-            provider,
-            bucket,
-            prefix,
-            config,
-            credential,
-            default,
-            access_mode,
-            validation_frequency,
-            backup_sync_period,
-            labels,
-            output,
-        } => Location::Create {
-            name,
-            flags: LocationFlags {
+        LocationCommand::Create(args) => {
+            let LocationCreate {
+                name,
                 provider,
                 bucket,
                 prefix,
@@ -278,9 +278,25 @@ pub fn location(t: VeleroTarget, command: LocationCommand) -> anyhow::Result<()>
                 validation_frequency,
                 backup_sync_period,
                 labels,
-            },
-            output: print_only(output),
-        },
+                output,
+            } = *args;
+            Location::Create {
+                name,
+                flags: LocationFlags {
+                    provider,
+                    bucket,
+                    prefix,
+                    config,
+                    credential,
+                    default,
+                    access_mode,
+                    validation_frequency,
+                    backup_sync_period,
+                    labels,
+                },
+                output: print_only(output),
+            }
+        }
         LocationCommand::Get { names, output } => Location::Get {
             names,
             output: output.into(),

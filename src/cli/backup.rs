@@ -29,7 +29,7 @@ use crate::velero::manifest::Manifest;
 pub enum BackupCommand {
     Create {
         name: String,
-        flags: BackupFlags,
+        flags: Box<BackupFlags>,
         wait: bool,
         /// `-o json|yaml`: print the Backup that would be created and create nothing
         /// (velero's behaviour).
