@@ -14,7 +14,7 @@ use super::describe::{
     DescribeContext, Details, EventLine, backups_table, describe_backup, waiting_for,
 };
 use super::output::{self, OutputFormat};
-use super::{Target, confirmed, is_conflict, store, wait};
+use super::{Target, confirmed, is_conflict, is_not_found, store, wait};
 use crate::api::velero::{
     BACKUP_NAME_LABEL, BACKUP_UID_LABEL, Backup, BackupPhase, BackupStorageLocation,
     DeleteBackupRequest, DeleteBackupRequestSpec, STORAGE_LOCATION_LABEL,
@@ -79,6 +79,9 @@ pub async fn run(target: &Target, command: BackupCommand) -> anyhow::Result<()> 
             selector,
             output,
         } => get(&client, ns, &names, selector.as_deref(), output).await,
+        BackupCommand::Describe { names, details } if names.len() == 1 => {
+            describe(&client, target, &names[0], details).await
+        }
         BackupCommand::Describe { names, details } => {
             let mut failed = Vec::new();
             for (i, name) in names.iter().enumerate() {
@@ -121,6 +124,9 @@ async fn create(
     match api.create(&PostParams::default(), &backup).await {
         Ok(_) => {}
         Err(e) if is_conflict(&e) => bail!("backup {name:?} already exists in namespace {ns}"),
+        Err(e) if is_not_found(&e) => {
+            bail!("namespace {ns} does not exist: give the Velero namespace with -n")
+        }
         Err(e) => return Err(e).with_context(|| format!("creating backup {name}")),
     }
     // With JSON lines on stdout, the words for people go to stderr.

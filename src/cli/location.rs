@@ -74,6 +74,9 @@ pub async fn run(target: &Target, command: LocationCommand) -> anyhow::Result<()
                 Err(e) if is_conflict(&e) => {
                     bail!("backup storage location {name:?} already exists in namespace {ns}")
                 }
+                Err(e) if is_not_found(&e) => {
+                    bail!("namespace {ns} does not exist: give the Velero namespace with -n")
+                }
                 Err(e) => return Err(e).with_context(|| format!("creating location {name}")),
             }
             if flags.default {

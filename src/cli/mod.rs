@@ -66,6 +66,21 @@ pub fn block_on<F: std::future::Future<Output = anyhow::Result<()>>>(f: F) -> an
         .build()
         .context("starting the async runtime")?
         .block_on(f)
+        .map_err(readable)
+}
+
+/// The error with an API server's refusal told by its message and reason, not by the
+/// whole Status object kube's `Display` prints.
+fn readable(err: anyhow::Error) -> anyhow::Error {
+    let mut parts = Vec::new();
+    for cause in err.chain() {
+        if let Some(kube::Error::Api(status)) = cause.downcast_ref::<kube::Error>() {
+            parts.push(format!("{} ({})", status.message, status.reason));
+            return anyhow::anyhow!("{}", parts.join(": "));
+        }
+        parts.push(cause.to_string());
+    }
+    err
 }
 
 /// A yes/no question on stdin, velero's `Are you sure you want to continue (Y/N)?`.

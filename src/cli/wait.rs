@@ -63,6 +63,7 @@ impl Display {
         match self {
             Display::JsonLines => println!("{}", state.json(name)),
             Display::Bar(bar) => {
+                bar.set_message(state.message());
                 match state.total_items {
                     Some(total) if total > 0 => {
                         bar.set_style(
@@ -82,11 +83,13 @@ impl Display {
                             .expect("the template is valid"),
                     ),
                 }
-                bar.set_message(state.message());
             }
         }
     }
 }
+
+/// How long the API server may stay unreachable before `--wait` gives up.
+const GIVE_UP_AFTER: Duration = Duration::from_secs(60);
 
 /// Whether the live line is drawn (stderr is a terminal) or JSON lines are written.
 pub fn interactive() -> bool {
@@ -103,6 +106,7 @@ pub async fn wait(api: &Api<Backup>, name: &str, every: Duration) -> anyhow::Res
         Display::JsonLines
     };
     let mut last: Option<WaitState> = None;
+    let mut failing_since: Option<std::time::Instant> = None;
     let result = loop {
         let backup = match api.get_opt(name).await {
             Ok(Some(b)) => b,
@@ -111,8 +115,17 @@ pub async fn wait(api: &Api<Backup>, name: &str, every: Duration) -> anyhow::Res
                     "backup {name} was deleted while waiting for it"
                 ));
             }
-            Err(e) => break Err(anyhow::anyhow!("watching backup {name}: {e}")),
+            // A dropped connection or a restarting API server is waited out for a while.
+            Err(e) if failing_since.is_some_and(|t| t.elapsed() > GIVE_UP_AFTER) => {
+                break Err(anyhow::anyhow!("watching backup {name}: {e}"));
+            }
+            Err(_) => {
+                failing_since.get_or_insert_with(std::time::Instant::now);
+                tokio::time::sleep(every).await;
+                continue;
+            }
         };
+        failing_since = None;
         let state = WaitState::of(&backup);
         if last.as_ref() != Some(&state) {
             display.show(name, &state);
@@ -125,7 +138,16 @@ pub async fn wait(api: &Api<Backup>, name: &str, every: Duration) -> anyhow::Res
         tokio::time::sleep(every).await;
     };
     if let Display::Bar(bar) = display {
-        bar.finish();
+        // The bar's last frame is replaced by a plain line: no half-drawn frame is left
+        // between it and what is printed next.
+        bar.finish_and_clear();
+        if let Some(state) = &last {
+            let items = match (state.items_backed_up, state.total_items) {
+                (Some(done), Some(total)) => format!(", {done}/{total} items"),
+                _ => String::new(),
+            };
+            eprintln!("{name}: {}{items}", state.message());
+        }
     }
     result
 }
