@@ -17,7 +17,8 @@ use super::output::{self, OutputFormat};
 use super::{Target, confirmed, is_conflict, is_not_found, store, wait};
 use crate::api::velero::{
     BACKUP_NAME_LABEL, BACKUP_UID_LABEL, Backup, BackupPhase, BackupStorageLocation,
-    DeleteBackupRequest, DeleteBackupRequestSpec, STORAGE_LOCATION_LABEL,
+    BackupStorageLocationAccessMode, BackupStorageLocationPhase, DeleteBackupRequest,
+    DeleteBackupRequestSpec, STORAGE_LOCATION_LABEL,
 };
 use crate::runtime::clock::from_k8s;
 use crate::velero::files::{self, ResourceList, Results};
@@ -114,10 +115,26 @@ async fn create(
         .map_err(|errs| anyhow::anyhow!("{}", describe_errors(&errs)))?;
     if let Some(loc) = &backup.spec.storage_location {
         let bsls: Api<BackupStorageLocation> = Api::namespaced(client.clone(), ns);
-        if bsls.get_opt(loc).await?.is_none() {
+        let Some(bsl) = bsls.get_opt(loc).await? else {
             bail!(
                 "--storage-location: backup storage location {loc:?} not found in namespace {ns}"
             );
+        };
+        // The server would fail the backup's validation for this; say it before creating.
+        if bsl.spec.effective_access_mode() == BackupStorageLocationAccessMode::ReadOnly {
+            bail!(
+                "--storage-location: backup storage location {loc:?} is ReadOnly; backups cannot be written to it"
+            );
+        }
+        if bsl.status.as_ref().and_then(|s| s.phase)
+            == Some(BackupStorageLocationPhase::Unavailable)
+        {
+            let why = bsl
+                .status
+                .as_ref()
+                .and_then(|s| s.message.clone())
+                .unwrap_or_default();
+            eprintln!("warning: backup storage location {loc:?} is Unavailable: {why}");
         }
     }
     let api: Api<Backup> = Api::namespaced(client.clone(), ns);

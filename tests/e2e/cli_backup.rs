@@ -220,6 +220,33 @@ async fn create_stores_exactly_what_velero_would() {
 
     cli.fails(&["backup", "create", "plain"], "already exists")
         .await;
+    // A ReadOnly location cannot take a backup: refused before anything is created.
+    cli.ok(&[
+        "backup-location",
+        "create",
+        "archive",
+        "--provider",
+        "aws",
+        "--bucket",
+        "b2",
+        "--access-mode",
+        "ReadOnly",
+    ])
+    .await;
+    let err = cli
+        .fails(
+            &[
+                "backup",
+                "create",
+                "to-archive",
+                "--storage-location",
+                "archive",
+            ],
+            "--storage-location",
+        )
+        .await;
+    assert!(err.contains("ReadOnly"), "{err}");
+    assert!(cli.backups().get_opt("to-archive").await.unwrap().is_none());
 }
 
 #[tokio::test]
