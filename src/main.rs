@@ -305,7 +305,18 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         failpoints::init_from_env()?;
         return dev(args, cli.log_format, cli.log_level);
     }
-    logging::init(cli.log_format, &cli.log_level)?;
+    // The Velero-style CLI reports its own errors to people; library logs at the default
+    // level (kube's connection retries above all) would only draw over its output.
+    let quiet = matches!(
+        cli.command,
+        Command::Backup { .. } | Command::BackupLocation { .. }
+    ) && cli.log_level == "info";
+    let level = if quiet {
+        "warn,kube_client=off"
+    } else {
+        &cli.log_level
+    };
+    logging::init(cli.log_format, level)?;
     failpoints::init_from_env()?;
     match cli.command {
         Command::Crds { side, write: None } => {
