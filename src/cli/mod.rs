@@ -102,3 +102,21 @@ pub(crate) fn is_not_found(e: &kube::Error) -> bool {
 pub(crate) fn is_conflict(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 409)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn api_refusals_read_as_their_message() {
+        let status = kube::core::Status::failure("namespaces \"velero\" not found", "NotFound");
+        let err =
+            anyhow::Error::from(kube::Error::Api(Box::new(status))).context("creating backup b1");
+        assert_eq!(
+            readable(err).to_string(),
+            "creating backup b1: namespaces \"velero\" not found (NotFound)"
+        );
+        let other = anyhow::anyhow!("plain").context("outer");
+        assert_eq!(format!("{:#}", readable(other)), "outer: plain");
+    }
+}
