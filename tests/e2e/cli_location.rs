@@ -219,6 +219,15 @@ async fn locations_are_created_listed_changed_and_deleted() {
     assert!(api.get_opt("x").await.unwrap().is_none());
 
     // delete: the location and the Backup objects that point at it (as velero does).
+    // (ReadOnly takes no backups: back to ReadWrite first.)
+    cli.ok(&[
+        "backup-location",
+        "set",
+        "first",
+        "--access-mode",
+        "ReadWrite",
+    ])
+    .await;
     cli.ok(&[
         "backup",
         "create",
