@@ -6,6 +6,7 @@
 //!   validation, and CRD generation;
 //! - [`runtime`]: plumbing every controller shares (clock, status builders, readiness,
 //!   error codes, configuration files, logging, failpoints);
+//! - [`cli`]: the Velero-style CLI (`granary backup`, `granary backup-location`);
 //! - [`dev`]: `granary dev`, the whole landscape on one machine;
 //! - [`embedded`]: the embedded Kubernetes API server used by `granary dev` and tests;
 //! - [`garden`]: garden-side decisions (bucket pools, placement, seed assignment);
@@ -16,6 +17,7 @@
 //!   far).
 
 pub mod api;
+pub mod cli;
 pub mod dev;
 pub mod embedded;
 pub mod garden;

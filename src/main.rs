@@ -7,6 +7,10 @@ use granary::api::crds::{self, Side};
 use granary::runtime::{failpoints, logging};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use velero_cli::{BackupCommand, LocationCommand, VeleroTarget};
+
+#[path = "main_velero_cli.rs"]
+mod velero_cli;
 
 /// Backup infrastructure for Gardener-style Kubernetes landscapes.
 #[derive(Parser, Debug)]
@@ -55,6 +59,21 @@ enum Command {
     Archive {
         #[command(subcommand)]
         command: ArchiveCommand,
+    },
+    /// Velero-style backups: create, get, describe, logs, delete (the controllers of
+    /// `granary seed` or `granary server` take them).
+    Backup {
+        #[command(flatten)]
+        target: VeleroTarget,
+        #[command(subcommand)]
+        command: BackupCommand,
+    },
+    /// Velero-style backup storage locations: create, get, set, delete.
+    BackupLocation {
+        #[command(flatten)]
+        target: VeleroTarget,
+        #[command(subcommand)]
+        command: LocationCommand,
     },
 }
 
@@ -358,7 +377,18 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         failpoints::init_from_env()?;
         return dev(args, cli.log_format, cli.log_level);
     }
-    logging::init(cli.log_format, &cli.log_level)?;
+    // The Velero-style CLI reports its own errors to people; library logs at the default
+    // level (kube's connection retries above all) would only draw over its output.
+    let quiet = matches!(
+        cli.command,
+        Command::Backup { .. } | Command::BackupLocation { .. }
+    ) && cli.log_level == "info";
+    let level = if quiet {
+        "warn,kube_client=off"
+    } else {
+        &cli.log_level
+    };
+    logging::init(cli.log_format, level)?;
     failpoints::init_from_env()?;
     match cli.command {
         Command::Crds { side, write: None } => {
@@ -371,6 +401,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             write: Some(dir),
         } => write_crds(side, &dir),
         Command::Archive { command } => archive(command),
+        Command::Backup { target, command } => velero_cli::backup(target, command),
+        Command::BackupLocation { target, command } => velero_cli::location(target, command),
         Command::Seed(args) => {
             let opts = granary::seed::SeedOptions {
                 seed_name: args.seed_name,

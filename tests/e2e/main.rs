@@ -19,6 +19,8 @@ mod provider_emulators;
 mod backup_runner;
 mod backup_runner_world;
 mod cli;
+mod cli_backup;
+mod cli_location;
 mod conformance;
 mod conformance_apply;
 mod conformance_crd;

@@ -1,0 +1,562 @@
+//! `granary backup create|get|describe|logs|delete`: the requests velero's CLI makes,
+//! against the same objects.
+
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use chrono::Utc;
+use k8s_openapi::api::core::v1::{Event, Namespace};
+use kube::api::{ListParams, ObjectMeta, PostParams};
+use kube::{Api, Client};
+
+use super::backup_spec::{BackupFlags, build_backup, describe_errors};
+use super::describe::{
+    DescribeContext, Details, EventLine, backups_table, describe_backup, waiting_for,
+};
+use super::output::{self, OutputFormat};
+use super::{Target, confirmed, is_conflict, is_not_found, store, wait};
+use crate::api::velero::{
+    BACKUP_NAME_LABEL, BACKUP_UID_LABEL, Backup, BackupPhase, BackupStorageLocation,
+    BackupStorageLocationAccessMode, BackupStorageLocationPhase, DeleteBackupRequest,
+    DeleteBackupRequestSpec, STORAGE_LOCATION_LABEL,
+};
+use crate::runtime::clock::from_k8s;
+use crate::velero::files::{self, ResourceList, Results};
+use crate::velero::label::valid_label_value;
+use crate::velero::manifest::Manifest;
+
+/// A `granary backup` subcommand with its flags.
+#[derive(Clone, Debug)]
+pub enum BackupCommand {
+    Create {
+        name: String,
+        flags: Box<BackupFlags>,
+        wait: bool,
+        /// `-o json|yaml`: print the Backup that would be created and create nothing
+        /// (velero's behaviour).
+        output: Option<OutputFormat>,
+    },
+    Get {
+        names: Vec<String>,
+        selector: Option<String>,
+        output: OutputFormat,
+    },
+    Describe {
+        names: Vec<String>,
+        details: bool,
+    },
+    Logs {
+        name: String,
+    },
+    Delete {
+        names: Vec<String>,
+        confirm: bool,
+    },
+}
+
+/// Runs one `granary backup` subcommand.
+pub async fn run(target: &Target, command: BackupCommand) -> anyhow::Result<()> {
+    if let BackupCommand::Create {
+        name,
+        flags,
+        output: Some(format),
+        ..
+    } = &command
+    {
+        // Offline: print what would be created.
+        let backup = build_backup(name, &target.namespace, flags)
+            .map_err(|errs| anyhow::anyhow!("{}", describe_errors(&errs)))?;
+        print!("{}", output::objects(*format, &[backup], true)?);
+        return Ok(());
+    }
+    let client = target.client().await?;
+    let ns = target.namespace.as_str();
+    match command {
+        BackupCommand::Create {
+            name, flags, wait, ..
+        } => create(&client, ns, &name, &flags, wait).await,
+        BackupCommand::Get {
+            names,
+            selector,
+            output,
+        } => get(&client, ns, &names, selector.as_deref(), output).await,
+        BackupCommand::Describe { names, details } if names.len() == 1 => {
+            describe(&client, target, &names[0], details).await
+        }
+        BackupCommand::Describe { names, details } => {
+            let mut failed = Vec::new();
+            for (i, name) in names.iter().enumerate() {
+                if i > 0 {
+                    println!();
+                }
+                if let Err(e) = describe(&client, target, name, details).await {
+                    eprintln!("error: {e:#}");
+                    failed.push(name.clone());
+                }
+            }
+            if !failed.is_empty() {
+                bail!("describe failed for {}", failed.join(", "));
+            }
+            Ok(())
+        }
+        BackupCommand::Logs { name } => logs(&client, target, &name).await,
+        BackupCommand::Delete { names, confirm } => delete(&client, ns, &names, confirm).await,
+    }
+}
+
+async fn create(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    flags: &BackupFlags,
+    wait_for_it: bool,
+) -> anyhow::Result<()> {
+    let backup = build_backup(name, ns, flags)
+        .map_err(|errs| anyhow::anyhow!("{}", describe_errors(&errs)))?;
+    if let Some(loc) = &backup.spec.storage_location {
+        let bsls: Api<BackupStorageLocation> = Api::namespaced(client.clone(), ns);
+        let Some(bsl) = bsls.get_opt(loc).await? else {
+            bail!(
+                "--storage-location: backup storage location {loc:?} not found in namespace {ns}"
+            );
+        };
+        // The server would fail the backup's validation for this; say it before creating.
+        if bsl.spec.effective_access_mode() == BackupStorageLocationAccessMode::ReadOnly {
+            bail!(
+                "--storage-location: backup storage location {loc:?} is ReadOnly; backups cannot be written to it"
+            );
+        }
+        if bsl.status.as_ref().and_then(|s| s.phase)
+            == Some(BackupStorageLocationPhase::Unavailable)
+        {
+            let why = bsl
+                .status
+                .as_ref()
+                .and_then(|s| s.message.clone())
+                .unwrap_or_default();
+            eprintln!("warning: backup storage location {loc:?} is Unavailable: {why}");
+        }
+    }
+    let api: Api<Backup> = Api::namespaced(client.clone(), ns);
+    match api.create(&PostParams::default(), &backup).await {
+        Ok(_) => {}
+        Err(e) if is_conflict(&e) => bail!("backup {name:?} already exists in namespace {ns}"),
+        Err(e) if is_not_found(&e) => {
+            bail!("namespace {ns} does not exist: give the Velero namespace with -n")
+        }
+        Err(e) => return Err(e).with_context(|| format!("creating backup {name}")),
+    }
+    // With JSON lines on stdout, the words for people go to stderr.
+    let say = |text: String| {
+        if wait_for_it && !wait::interactive() {
+            eprintln!("{text}");
+        } else {
+            println!("{text}");
+        }
+    };
+    say(format!("Backup request {name:?} submitted successfully."));
+    if !wait_for_it {
+        say(format!(
+            "Run `granary backup describe {name}` or `granary backup logs {name}` for more details."
+        ));
+        return Ok(());
+    }
+    say("Waiting for backup to complete. You may safely press ctrl-c to stop waiting - your backup will continue in the background.".into());
+    let done = wait::wait(&api, name, Duration::from_millis(500)).await?;
+    let phase = done
+        .status
+        .as_ref()
+        .and_then(|s| s.phase)
+        .unwrap_or(BackupPhase::New);
+    say(format!(
+        "Backup completed with status: {phase}. You may check for more information using the commands `granary backup describe {name}` and `granary backup logs {name}`."
+    ));
+    if matches!(phase, BackupPhase::Failed | BackupPhase::FailedValidation) {
+        let status = done.status.unwrap_or_default();
+        let why = status
+            .failure_reason
+            .or_else(|| status.validation_errors.map(|v| v.join("; ")))
+            .unwrap_or_default();
+        bail!("backup {name} {phase}: {why}");
+    }
+    Ok(())
+}
+
+fn by_name(mut v: Vec<Backup>) -> Vec<Backup> {
+    v.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    v
+}
+
+async fn get(
+    client: &Client,
+    ns: &str,
+    names: &[String],
+    selector: Option<&str>,
+    format: OutputFormat,
+) -> anyhow::Result<()> {
+    let api: Api<Backup> = Api::namespaced(client.clone(), ns);
+    let mut found = Vec::new();
+    let mut missing = Vec::new();
+    if names.is_empty() {
+        if let Some(sel) = selector {
+            super::flags::parse_label_selector("--selector", sel)?;
+        }
+        let lp = selector.map_or_else(ListParams::default, |s| ListParams::default().labels(s));
+        found = by_name(api.list(&lp).await.context("listing backups")?.items);
+    } else {
+        for name in names {
+            match api
+                .get_opt(name)
+                .await
+                .with_context(|| format!("getting backup {name}"))?
+            {
+                Some(b) => found.push(b),
+                None => missing.push(name.clone()),
+            }
+        }
+    }
+    match format {
+        OutputFormat::Table if found.is_empty() && missing.is_empty() => {
+            eprintln!("No backups found in namespace {ns}.");
+        }
+        OutputFormat::Table if !found.is_empty() => print!("{}", backups_table(&found, Utc::now())),
+        OutputFormat::Table => {}
+        _ => print!("{}", output::objects(format, &found, names.len() == 1)?),
+    }
+    if !missing.is_empty() {
+        bail!(
+            "backup(s) not found in namespace {ns}: {}",
+            missing.join(", ")
+        );
+    }
+    Ok(())
+}
+
+async fn events(client: &Client, ns: &str, name: &str) -> Result<Vec<EventLine>, String> {
+    let api: Api<Event> = Api::namespaced(client.clone(), ns);
+    let lp = ListParams::default().fields(&format!(
+        "involvedObject.kind=Backup,involvedObject.name={name}"
+    ));
+    let mut list = api.list(&lp).await.map_err(|e| e.to_string())?.items;
+    list.retain(|e| e.involved_object.name.as_deref() == Some(name));
+    let seen = |e: &Event| {
+        e.last_timestamp
+            .as_ref()
+            .map(|t| t.0)
+            .or(e.event_time.as_ref().map(|t| t.0))
+            .or(e.metadata.creation_timestamp.as_ref().map(|t| t.0))
+            .map(from_k8s)
+    };
+    list.sort_by_key(seen);
+    Ok(list
+        .iter()
+        .map(|e| EventLine {
+            type_: e.type_.clone().unwrap_or_default(),
+            reason: e.reason.clone().unwrap_or_default(),
+            last_seen: seen(e),
+            message: e.message.clone().unwrap_or_default(),
+        })
+        .collect())
+}
+
+/// The location a backup was written to: its `spec.storageLocation`, its
+/// `velero.io/storage-location` label, else the default location.
+async fn location_of(
+    client: &Client,
+    ns: &str,
+    b: &Backup,
+) -> anyhow::Result<BackupStorageLocation> {
+    let api: Api<BackupStorageLocation> = Api::namespaced(client.clone(), ns);
+    let named = b
+        .spec
+        .storage_location
+        .clone()
+        .filter(|s| !s.is_empty())
+        .or_else(|| {
+            b.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(STORAGE_LOCATION_LABEL).cloned())
+        });
+    match named {
+        Some(n) => api
+            .get_opt(&n)
+            .await?
+            .with_context(|| format!("backup storage location {n:?} not found in namespace {ns}")),
+        None => api
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .find(|l| l.spec.default == Some(true))
+            .with_context(|| {
+                format!(
+                    "the backup names no storage location and namespace {ns} has no default one"
+                )
+            }),
+    }
+}
+
+/// Whether the backup has written its files (velero's rule for `logs`).
+fn files_written(phase: BackupPhase) -> bool {
+    matches!(
+        phase,
+        BackupPhase::Completed
+            | BackupPhase::PartiallyFailed
+            | BackupPhase::Failed
+            | BackupPhase::WaitingForPluginOperations
+            | BackupPhase::WaitingForPluginOperationsPartiallyFailed
+            | BackupPhase::Finalizing
+            | BackupPhase::FinalizingPartiallyFailed
+    )
+}
+
+async fn read_details(client: &Client, target: &Target, b: &Backup) -> (Details, Option<String>) {
+    let name = b.metadata.name.as_deref().unwrap_or_default();
+    let status = b.status.clone().unwrap_or_default();
+    let phase = status.phase.unwrap_or(BackupPhase::New);
+    if !files_written(phase) {
+        let why = format!("none yet: the backup is {phase}");
+        return (
+            Details {
+                resources: Some(Err(why)),
+                results: None,
+            },
+            None,
+        );
+    }
+    let opened = async {
+        let bsl = location_of(client, &target.namespace, b).await?;
+        store::open(client, &target.namespace, &bsl, target.data_dir.as_deref()).await
+    }
+    .await;
+    let loc = match opened {
+        Ok(loc) => loc,
+        Err(e) => {
+            let msg = format!("{e:#}");
+            let details = Details {
+                resources: Some(Err(msg.clone())),
+                results: None,
+            };
+            return (details, Some(msg));
+        }
+    };
+    let keys = match loc.layout.backup(name) {
+        Ok(k) => k,
+        Err(e) => return (Details::default(), Some(e.to_string())),
+    };
+    let mut failure = None;
+    let resources = match loc.get(&keys.manifest()).await {
+        Ok(bytes) => Manifest::read_gz(&bytes[..], store::MAX_FILE_BYTES)
+            .map(|m| ResourceList::from_manifest(&m))
+            .map_err(|e| format!("{} is not a valid manifest: {e}", keys.manifest())),
+        // A backup Velero wrote has no manifest: its resource list says the same.
+        Err(manifest_err) => match loc.get(&keys.resource_list()).await {
+            Ok(bytes) => ResourceList::read_gz(&bytes[..], store::MAX_FILE_BYTES)
+                .map_err(|e| format!("{}: {e}", keys.resource_list())),
+            Err(_) => Err(format!("{manifest_err:#}")),
+        },
+    };
+    if let Err(e) = &resources {
+        failure = Some(e.clone());
+    }
+    let counted = status.errors.unwrap_or(0) + status.warnings.unwrap_or(0) > 0;
+    let results = if counted {
+        let r = match loc.get(&keys.results()).await {
+            Ok(bytes) => Results::read_gz(&bytes[..], store::MAX_FILE_BYTES)
+                .map(|r| (r.errors, r.warnings))
+                .map_err(|e| format!("{}: {e}", keys.results())),
+            Err(e) => Err(format!("{e:#}")),
+        };
+        if let Err(e) = &r {
+            failure.get_or_insert(e.clone());
+        }
+        Some(r)
+    } else {
+        None
+    };
+    (
+        Details {
+            resources: Some(resources),
+            results,
+        },
+        failure,
+    )
+}
+
+async fn describe(
+    client: &Client,
+    target: &Target,
+    name: &str,
+    details: bool,
+) -> anyhow::Result<()> {
+    let ns = target.namespace.as_str();
+    let api: Api<Backup> = Api::namespaced(client.clone(), ns);
+    let b = api
+        .get_opt(name)
+        .await
+        .with_context(|| format!("getting backup {name}"))?
+        .with_context(|| format!("backup {name:?} not found in namespace {ns}"))?;
+    let phase = b
+        .status
+        .as_ref()
+        .and_then(|s| s.phase)
+        .unwrap_or(BackupPhase::New);
+    let waits = if matches!(phase, BackupPhase::Queued) {
+        let others = api.list(&ListParams::default()).await?.items;
+        let live: Vec<String> = Api::<Namespace>::all(client.clone())
+            .list(&ListParams::default())
+            .await
+            .map(|l| {
+                l.items
+                    .into_iter()
+                    .filter_map(|n| n.metadata.name)
+                    .collect()
+            })
+            .unwrap_or_default();
+        waiting_for(&b, &others, &live)
+    } else {
+        waiting_for(&b, &[], &[])
+    };
+    let (details, failure) = if details {
+        let (d, f) = read_details(client, target, &b).await;
+        (Some(d), f)
+    } else {
+        (None, None)
+    };
+    let ctx = DescribeContext {
+        now: Utc::now(),
+        waiting_for: waits,
+        events: Some(events(client, ns, name).await),
+        details,
+    };
+    print!("{}", describe_backup(&b, &ctx));
+    if let Some(f) = failure {
+        bail!("could not read the files of backup {name} from its storage location: {f}");
+    }
+    Ok(())
+}
+
+async fn logs(client: &Client, target: &Target, name: &str) -> anyhow::Result<()> {
+    let ns = target.namespace.as_str();
+    let api: Api<Backup> = Api::namespaced(client.clone(), ns);
+    let b = api
+        .get_opt(name)
+        .await?
+        .with_context(|| format!("backup {name:?} not found in namespace {ns}"))?;
+    let phase = b
+        .status
+        .as_ref()
+        .and_then(|s| s.phase)
+        .unwrap_or(BackupPhase::New);
+    if !files_written(phase) {
+        bail!(
+            "logs for backup {name:?} are not available until it has finished processing (it is {phase}); wait until it is Completed, PartiallyFailed or Failed and try again"
+        );
+    }
+    let bsl = location_of(client, ns, &b).await?;
+    let loc = store::open(client, ns, &bsl, target.data_dir.as_deref()).await?;
+    let key = loc.layout.backup(name)?.logs();
+    let gz = loc.get(&key).await?;
+    let text = files::gunzip_limited(&gz[..], store::MAX_FILE_BYTES)
+        .with_context(|| format!("{key} is not a gzip file"))?;
+    use std::io::Write;
+    std::io::stdout().write_all(&text)?;
+    Ok(())
+}
+
+/// The DeleteBackupRequest velero's `NewDeleteBackupRequest` builds.
+pub fn delete_request(backup: &Backup) -> DeleteBackupRequest {
+    let name = backup.metadata.name.clone().unwrap_or_default();
+    let uid = backup.metadata.uid.clone().unwrap_or_default();
+    let mut req = DeleteBackupRequest::new(
+        "",
+        DeleteBackupRequestSpec {
+            backup_name: name.clone(),
+        },
+    );
+    req.metadata = ObjectMeta {
+        generate_name: Some(format!("{name}-")),
+        namespace: backup.metadata.namespace.clone(),
+        labels: Some(
+            [
+                (
+                    BACKUP_NAME_LABEL.to_string(),
+                    valid_label_value(&name).into_owned(),
+                ),
+                (BACKUP_UID_LABEL.to_string(), uid),
+            ]
+            .into(),
+        ),
+        ..ObjectMeta::default()
+    };
+    req
+}
+
+async fn delete(client: &Client, ns: &str, names: &[String], confirm: bool) -> anyhow::Result<()> {
+    if names.is_empty() {
+        bail!("give the name of at least one backup to delete");
+    }
+    let api: Api<Backup> = Api::namespaced(client.clone(), ns);
+    let mut backups = Vec::new();
+    let mut errors = Vec::new();
+    for name in names {
+        match api.get_opt(name).await {
+            Ok(Some(b)) => backups.push(b),
+            Ok(None) => errors.push(format!("backup {name:?} not found in namespace {ns}")),
+            Err(e) => errors.push(format!("getting backup {name}: {e}")),
+        }
+    }
+    if !errors.is_empty() {
+        // Nothing is deleted when one of the names is wrong.
+        bail!("{}", errors.join("\n"));
+    }
+    if !confirm
+        && !confirmed(&format!(
+            "You are about to request the deletion of backup(s) {} and all their data.",
+            names.join(", ")
+        ))
+    {
+        bail!("not deleted: the answer was not Y (use --confirm to skip the question)");
+    }
+    let requests: Api<DeleteBackupRequest> = Api::namespaced(client.clone(), ns);
+    for b in &backups {
+        let name = b.metadata.name.as_deref().unwrap_or_default();
+        match requests
+            .create(&PostParams::default(), &delete_request(b))
+            .await
+        {
+            Ok(_) => println!(
+                "Request to delete backup {name:?} submitted successfully.\nThe backup will be fully deleted after all associated data (backup files, restores) are removed."
+            ),
+            Err(e) => errors.push(format!("requesting the deletion of backup {name}: {e}")),
+        }
+    }
+    if !errors.is_empty() {
+        bail!("{}", errors.join("\n"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::velero::BackupSpec;
+
+    #[test]
+    fn delete_request_as_velero_builds_it() {
+        let mut b = Backup::new("nightly", BackupSpec::default());
+        b.metadata.namespace = Some("velero".into());
+        b.metadata.uid = Some("u-1".into());
+        let req = serde_json::to_value(delete_request(&b)).unwrap();
+        assert_eq!(
+            req,
+            serde_json::json!({
+                "apiVersion": "velero.io/v1", "kind": "DeleteBackupRequest",
+                "metadata": {"generateName": "nightly-", "namespace": "velero",
+                             "labels": {"velero.io/backup-name": "nightly", "velero.io/backup-uid": "u-1"}},
+                "spec": {"backupName": "nightly"}
+            })
+        );
+    }
+}

@@ -1,0 +1,256 @@
+//! `granary backup create` flags → the Backup velero's CLI would create
+//! (`pkg/cmd/cli/backup/create.go` `BuildBackup`): `includedNamespaces: ["*"]` unless
+//! given, `ttl`, `csiSnapshotTimeout` and `itemOperationTimeout` written as Go's zero
+//! `"0s"` unless given (the server fills its defaults), empty `metadata` and `hooks`
+//! objects, every other field only when its flag is set. Checks run before anything is
+//! sent, each error naming its flag.
+
+use kube::api::ObjectMeta;
+
+use super::flags::{self, FlagError, take};
+use crate::api::velero::{Backup, BackupHooks, BackupSpec, Duration, Metadata};
+
+/// The flags of `granary backup create` as given (unparsed strings).
+#[derive(Clone, Debug, Default)]
+pub struct BackupFlags {
+    /// `--include-namespaces`; `None` means velero's default `*`.
+    pub include_namespaces: Option<Vec<String>>,
+    pub exclude_namespaces: Vec<String>,
+    pub include_resources: Vec<String>,
+    pub exclude_resources: Vec<String>,
+    /// `--include-cluster-resources[=BOOL]`; unset leaves it to the server (auto).
+    pub include_cluster_resources: Option<bool>,
+    /// `--selector`/`-l`.
+    pub selector: Option<String>,
+    pub or_selector: Option<String>,
+    pub ttl: Option<String>,
+    pub storage_location: Option<String>,
+    pub ordered_resources: Option<String>,
+    /// `--labels k=v,…` (repeatable).
+    pub labels: Vec<String>,
+}
+
+/// Non-empty entries of a list flag, trimmed; `None` when nothing is left (velero's
+/// builder appends to a nil slice, so an empty list stays off the wire).
+fn list(values: &[String]) -> Option<Vec<String>> {
+    let v: Vec<String> = values
+        .iter()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect();
+    (!v.is_empty()).then_some(v)
+}
+
+/// The Backup `name` in `namespace` that velero's CLI would create from `f`, or every
+/// problem with the flags.
+pub fn build_backup(
+    name: &str,
+    namespace: &str,
+    f: &BackupFlags,
+) -> Result<Backup, Vec<FlagError>> {
+    let mut errs = Vec::new();
+    if !flags::valid_object_name(name) {
+        errs.push(FlagError::new(
+            "NAME",
+            name,
+            "a backup name must be lower-case letters, digits, '-' and '.', starting and ending with a letter or digit, at most 253 characters",
+        ));
+    }
+    let label_selector = f
+        .selector
+        .as_deref()
+        .and_then(|s| take(&mut errs, flags::parse_label_selector("--selector", s)));
+    let or_label_selectors = f
+        .or_selector
+        .as_deref()
+        .and_then(|s| take(&mut errs, flags::parse_or_selectors("--or-selector", s)));
+    let ttl = match &f.ttl {
+        Some(t) => take(&mut errs, flags::parse_go_duration("--ttl", t)),
+        None => Some(Duration::from_delta(chrono::TimeDelta::zero())),
+    };
+    let ordered_resources = f.ordered_resources.as_deref().and_then(|s| {
+        take(
+            &mut errs,
+            flags::parse_ordered_resources("--ordered-resources", s),
+        )
+    });
+    let labels = take(&mut errs, flags::parse_labels("--labels", &f.labels)).unwrap_or_default();
+    if label_selector.is_some() && or_label_selectors.is_some() {
+        errs.push(FlagError::new(
+            "--or-selector",
+            f.or_selector.as_deref().unwrap_or_default(),
+            "either --selector or --or-selector can be given, not both",
+        ));
+    }
+    let storage_location = f
+        .storage_location
+        .as_deref()
+        .map(str::trim)
+        .filter(|s| !s.is_empty());
+    if let Some(loc) = storage_location
+        && !flags::valid_object_name(loc)
+    {
+        errs.push(FlagError::new(
+            "--storage-location",
+            loc,
+            "not a valid BackupStorageLocation name",
+        ));
+    }
+
+    let zero = Duration::from_delta(chrono::TimeDelta::zero());
+    let spec = BackupSpec {
+        metadata: Some(Metadata::default()),
+        included_namespaces: match &f.include_namespaces {
+            None => Some(vec!["*".to_string()]),
+            Some(v) => list(v),
+        },
+        excluded_namespaces: list(&f.exclude_namespaces),
+        included_resources: list(&f.include_resources),
+        excluded_resources: list(&f.exclude_resources),
+        label_selector,
+        or_label_selectors,
+        ttl,
+        include_cluster_resources: f.include_cluster_resources,
+        hooks: Some(BackupHooks::default()),
+        storage_location: storage_location.map(String::from),
+        ordered_resources,
+        csi_snapshot_timeout: Some(zero.clone()),
+        item_operation_timeout: Some(zero),
+        ..BackupSpec::default()
+    };
+    // The spec's own validation (the server's FailedValidation checks), with each field
+    // path told back as the flag that set it.
+    for e in spec.validate_at("spec") {
+        errs.push(FlagError::new(flag_of(&e.path), "", e.message));
+    }
+    if !errs.is_empty() {
+        return Err(errs);
+    }
+    let mut backup = Backup::new(name, spec);
+    backup.metadata = ObjectMeta {
+        name: Some(name.to_string()),
+        namespace: Some(namespace.to_string()),
+        labels: (!labels.is_empty()).then_some(labels),
+        ..ObjectMeta::default()
+    };
+    Ok(backup)
+}
+
+/// The flag that sets a spec field, for error messages.
+fn flag_of(path: &str) -> &str {
+    let field = path.trim_start_matches("spec.");
+    let field = field.split(['.', '[']).next().unwrap_or(field);
+    const FLAGS: [(&str, &str); 9] = [
+        ("includedNamespaces", "--include-namespaces"),
+        ("excludedNamespaces", "--exclude-namespaces"),
+        ("includedResources", "--include-resources"),
+        ("excludedResources", "--exclude-resources"),
+        ("includeClusterResources", "--include-cluster-resources"),
+        ("labelSelector", "--selector"),
+        ("orLabelSelectors", "--or-selector"),
+        ("ttl", "--ttl"),
+        ("orderedResources", "--ordered-resources"),
+    ];
+    FLAGS
+        .iter()
+        .find(|(f, _)| *f == field)
+        .map(|(_, flag)| *flag)
+        .unwrap_or(path)
+}
+
+/// Every flag error on its own line, for stderr.
+pub fn describe_errors(errs: &[FlagError]) -> String {
+    errs.iter()
+        .map(|e| {
+            if e.value.is_empty() {
+                format!("{}: {}", e.flag, e.reason)
+            } else {
+                e.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn wire(b: &Backup) -> serde_json::Value {
+        serde_json::to_value(b).unwrap()
+    }
+
+    #[test]
+    fn no_flags_is_velero_default_backup() {
+        let b = build_backup("b1", "velero", &BackupFlags::default()).unwrap();
+        assert_eq!(
+            wire(&b),
+            json!({
+                "apiVersion": "velero.io/v1", "kind": "Backup",
+                "metadata": {"name": "b1", "namespace": "velero"},
+                "spec": {
+                    "csiSnapshotTimeout": "0s", "hooks": {}, "includedNamespaces": ["*"],
+                    "itemOperationTimeout": "0s", "metadata": {}, "ttl": "0s"
+                }
+            })
+        );
+    }
+
+    #[test]
+    fn every_flag_lands_in_its_field() {
+        let f = BackupFlags {
+            include_namespaces: Some(vec!["a".into(), "b".into()]),
+            exclude_namespaces: vec!["c".into()],
+            include_resources: vec!["configmaps".into(), "deployments.apps".into()],
+            exclude_resources: vec!["secrets".into()],
+            include_cluster_resources: Some(false),
+            selector: Some("app=web,tier in (x,y)".into()),
+            ttl: Some("36h".into()),
+            storage_location: Some("primary".into()),
+            ordered_resources: Some("pods=a/p1,a/p2".into()),
+            labels: vec!["team=x".into()],
+            ..BackupFlags::default()
+        };
+        let b = build_backup("nightly", "ns", &f).unwrap();
+        let w = wire(&b);
+        assert_eq!(w["metadata"]["labels"], json!({"team": "x"}));
+        assert_eq!(
+            w["spec"],
+            json!({
+                "csiSnapshotTimeout": "0s", "hooks": {}, "metadata": {},
+                "itemOperationTimeout": "0s",
+                "includedNamespaces": ["a", "b"], "excludedNamespaces": ["c"],
+                "includedResources": ["configmaps", "deployments.apps"],
+                "excludedResources": ["secrets"], "includeClusterResources": false,
+                "labelSelector": {"matchLabels": {"app": "web"}, "matchExpressions": [
+                    {"key": "tier", "operator": "In", "values": ["x", "y"]}]},
+                "ttl": "36h0m0s", "storageLocation": "primary",
+                "orderedResources": {"pods": "a/p1,a/p2"}
+            })
+        );
+    }
+
+    #[test]
+    fn or_selector_and_errors_name_their_flags() {
+        let f = BackupFlags {
+            or_selector: Some("a=1 or b=2".into()),
+            ..BackupFlags::default()
+        };
+        let b = build_backup("b", "velero", &f).unwrap();
+        assert_eq!(b.spec.or_label_selectors.as_ref().map(Vec::len), Some(2));
+
+        let f = BackupFlags {
+            selector: Some("a=1".into()),
+            or_selector: Some("b=2".into()),
+            ttl: Some("forever".into()),
+            include_namespaces: Some(vec!["x".into()]),
+            exclude_namespaces: vec!["x".into()],
+            ..BackupFlags::default()
+        };
+        let errs = describe_errors(&build_backup("Bad_Name", "velero", &f).unwrap_err());
+        for flag in ["NAME", "--or-selector", "--ttl", "--exclude-namespaces"] {
+            assert!(errs.contains(flag), "{flag} missing from {errs}");
+        }
+    }
+}

@@ -1,0 +1,325 @@
+//! The flags of `granary backup …` and `granary backup-location …` (velero's names and
+//! shapes), part of `main.rs`: kept in a file of their own so main.rs stays short. They
+//! are only parsed here and handed to `granary::cli`.
+
+use std::path::PathBuf;
+
+use clap::Subcommand;
+use granary::cli::backup::BackupCommand as Backup;
+use granary::cli::backup_spec::BackupFlags;
+use granary::cli::location::LocationCommand as Location;
+use granary::cli::location_spec::{LocationFlags, LocationSetFlags};
+use granary::cli::{OutputFormat, Target};
+
+/// Where the Velero objects are (flags every `backup`/`backup-location` command takes).
+#[derive(clap::Args, Debug)]
+pub struct VeleroTarget {
+    /// Kubeconfig of the cluster (default: KUBECONFIG, ~/.kube/config or in-cluster).
+    #[arg(long, global = true, value_name = "PATH")]
+    kubeconfig: Option<PathBuf>,
+    /// The Velero namespace.
+    #[arg(short = 'n', long, global = true, default_value = granary::cli::DEFAULT_NAMESPACE)]
+    namespace: String,
+    /// Root of the `local` object store, to read backups of a location on the local
+    /// provider (describe --details, logs).
+    #[arg(long, global = true, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Output {
+    Table,
+    Json,
+    Yaml,
+}
+
+impl From<Output> for OutputFormat {
+    fn from(o: Output) -> Self {
+        match o {
+            Output::Table => OutputFormat::Table,
+            Output::Json => OutputFormat::Json,
+            Output::Yaml => OutputFormat::Yaml,
+        }
+    }
+}
+
+/// Print the object instead of creating it (`-o json|yaml`), as velero does.
+fn print_only(o: Option<Output>) -> Option<OutputFormat> {
+    o.filter(|o| *o != Output::Table).map(Into::into)
+}
+
+#[derive(Subcommand, Debug)]
+pub enum BackupCommand {
+    /// Create a backup (`-o json|yaml` prints it without creating it).
+    Create(Box<BackupCreate>),
+    /// List backups, or the named ones.
+    Get {
+        names: Vec<String>,
+        /// Only backups with these labels.
+        #[arg(short = 'l', long)]
+        selector: Option<String>,
+        #[arg(short = 'o', long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+    /// Phase, queue position and what it waits for, progress, errors and warnings.
+    Describe {
+        #[arg(required = true)]
+        names: Vec<String>,
+        /// Also list the backed-up items and the error/warning messages (read from the
+        /// backup's storage location).
+        #[arg(long)]
+        details: bool,
+    },
+    /// Print the backup's log (read from its storage location).
+    Logs { name: String },
+    /// Ask the server to delete backups and their data (a DeleteBackupRequest each).
+    Delete {
+        #[arg(required = true)]
+        names: Vec<String>,
+        /// Do not ask for confirmation.
+        #[arg(long)]
+        confirm: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum LocationCommand {
+    /// Create a backup storage location (`-o json|yaml` prints it without creating it).
+    Create(Box<LocationCreate>),
+    /// List locations, or the named ones.
+    Get {
+        names: Vec<String>,
+        #[arg(short = 'o', long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+    /// Change a location.
+    Set {
+        name: String,
+        /// Make it the default location (`--default=false` to stop being it).
+        #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+        default: Option<bool>,
+        #[arg(long, value_name = "SECRET=KEY")]
+        credential: Option<String>,
+        #[arg(long)]
+        access_mode: Option<String>,
+        #[arg(long)]
+        validation_frequency: Option<String>,
+        #[arg(long)]
+        backup_sync_period: Option<String>,
+    },
+    /// Delete locations and the Backup objects that point at them (not their files).
+    Delete {
+        #[arg(required = true)]
+        names: Vec<String>,
+        #[arg(long)]
+        confirm: bool,
+    },
+}
+
+/// Flags of `granary backup create`.
+#[derive(clap::Args, Debug)]
+pub struct BackupCreate {
+    /// The backup's name.
+    name: String,
+    /// Namespaces to include (`*` for all; the default).
+    #[arg(long, value_delimiter = ',', value_name = "NS,...")]
+    include_namespaces: Option<Vec<String>>,
+    /// Namespaces to exclude.
+    #[arg(long, value_delimiter = ',', value_name = "NS,...")]
+    exclude_namespaces: Vec<String>,
+    /// Resources to include, as resource.group (`*` for all).
+    #[arg(long, value_delimiter = ',', value_name = "RES,...")]
+    include_resources: Vec<String>,
+    /// Resources to exclude, as resource.group.
+    #[arg(long, value_delimiter = ',', value_name = "RES,...")]
+    exclude_resources: Vec<String>,
+    /// Include cluster-scoped resources (unset: only those of included namespaces).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    include_cluster_resources: Option<bool>,
+    /// Only back up resources matching this label selector.
+    #[arg(short = 'l', long)]
+    selector: Option<String>,
+    /// Resources matching any of these selectors, separated by ` or `.
+    #[arg(long)]
+    or_selector: Option<String>,
+    /// How long before the backup can be garbage-collected (Go duration, e.g. 72h).
+    #[arg(long)]
+    ttl: Option<String>,
+    /// Location in which to store the backup.
+    #[arg(long)]
+    storage_location: Option<String>,
+    /// Per resource, the order of its items: `pods=ns1/p1,ns1/p2;persistentvolumes=pv1`.
+    #[arg(long)]
+    ordered_resources: Option<String>,
+    /// Labels for the backup, k=v,...
+    #[arg(long, value_name = "K=V,...")]
+    labels: Vec<String>,
+    /// Wait for the backup to finish: a live line on a terminal, JSON lines otherwise.
+    #[arg(short = 'w', long)]
+    wait: bool,
+    #[arg(short = 'o', long, value_enum)]
+    output: Option<Output>,
+}
+
+/// Flags of `granary backup-location create`.
+#[derive(clap::Args, Debug)]
+pub struct LocationCreate {
+    /// The location's name.
+    name: String,
+    /// Object-store provider: aws, azure, gcp, local (or velero.io/<name>).
+    #[arg(long)]
+    provider: Option<String>,
+    /// Bucket holding the backups.
+    #[arg(long)]
+    bucket: Option<String>,
+    /// Prefix inside the bucket.
+    #[arg(long)]
+    prefix: Option<String>,
+    /// Provider settings, k=v,... (region, s3Url, s3ForcePathStyle, ...).
+    #[arg(long, value_name = "K=V,...")]
+    config: Vec<String>,
+    /// The credentials Secret key, secret-name=key.
+    #[arg(long, value_name = "SECRET=KEY")]
+    credential: Option<String>,
+    /// Make it the default location (clears the old default).
+    #[arg(long)]
+    default: bool,
+    /// ReadWrite (default) or ReadOnly.
+    #[arg(long)]
+    access_mode: Option<String>,
+    /// How often the location is validated (Go duration; 0 disables).
+    #[arg(long)]
+    validation_frequency: Option<String>,
+    /// How often backups are synced from the store (Go duration; 0 disables).
+    #[arg(long)]
+    backup_sync_period: Option<String>,
+    /// Labels for the location, k=v,...
+    #[arg(long, value_name = "K=V,...")]
+    labels: Vec<String>,
+    #[arg(short = 'o', long, value_enum)]
+    output: Option<Output>,
+}
+
+fn target(t: VeleroTarget) -> Target {
+    Target {
+        kubeconfig: t.kubeconfig,
+        namespace: t.namespace,
+        data_dir: t.data_dir,
+    }
+}
+
+pub fn backup(t: VeleroTarget, command: BackupCommand) -> anyhow::Result<()> {
+    let command = match command {
+        BackupCommand::Create(args) => {
+            let BackupCreate {
+                name,
+                include_namespaces,
+                exclude_namespaces,
+                include_resources,
+                exclude_resources,
+                include_cluster_resources,
+                selector,
+                or_selector,
+                ttl,
+                storage_location,
+                ordered_resources,
+                labels,
+                wait,
+                output,
+            } = *args;
+            Backup::Create {
+                name,
+                flags: Box::new(BackupFlags {
+                    include_namespaces,
+                    exclude_namespaces,
+                    include_resources,
+                    exclude_resources,
+                    include_cluster_resources,
+                    selector,
+                    or_selector,
+                    ttl,
+                    storage_location,
+                    ordered_resources,
+                    labels,
+                }),
+                wait,
+                output: print_only(output),
+            }
+        }
+        BackupCommand::Get {
+            names,
+            selector,
+            output,
+        } => Backup::Get {
+            names,
+            selector,
+            output: output.into(),
+        },
+        BackupCommand::Describe { names, details } => Backup::Describe { names, details },
+        BackupCommand::Logs { name } => Backup::Logs { name },
+        BackupCommand::Delete { names, confirm } => Backup::Delete { names, confirm },
+    };
+    let t = target(t);
+    granary::cli::block_on(granary::cli::backup::run(&t, command))
+}
+
+pub fn location(t: VeleroTarget, command: LocationCommand) -> anyhow::Result<()> {
+    let command = match command {
+        LocationCommand::Create(args) => {
+            let LocationCreate {
+                name,
+                provider,
+                bucket,
+                prefix,
+                config,
+                credential,
+                default,
+                access_mode,
+                validation_frequency,
+                backup_sync_period,
+                labels,
+                output,
+            } = *args;
+            Location::Create {
+                name,
+                flags: LocationFlags {
+                    provider,
+                    bucket,
+                    prefix,
+                    config,
+                    credential,
+                    default,
+                    access_mode,
+                    validation_frequency,
+                    backup_sync_period,
+                    labels,
+                },
+                output: print_only(output),
+            }
+        }
+        LocationCommand::Get { names, output } => Location::Get {
+            names,
+            output: output.into(),
+        },
+        LocationCommand::Set {
+            name,
+            default,
+            credential,
+            access_mode,
+            validation_frequency,
+            backup_sync_period,
+        } => Location::Set {
+            name,
+            flags: LocationSetFlags {
+                default,
+                credential,
+                access_mode,
+                validation_frequency,
+                backup_sync_period,
+            },
+        },
+        LocationCommand::Delete { names, confirm } => Location::Delete { names, confirm },
+    };
+    let t = target(t);
+    granary::cli::block_on(granary::cli::location::run(&t, command))
+}
