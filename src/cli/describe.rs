@@ -109,6 +109,15 @@ pub fn waiting_for(b: &Backup, others: &[Backup], live: &[String]) -> Vec<String
             vec!["the final upload of its metadata".into()]
         }
         BackupPhase::Queued => {
+            // The queue controller's own word, when it has given it.
+            if let Some(reason) = b
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(crate::velero_server::queue_controller::ANNOTATION_WAITING_FOR))
+            {
+                return vec![reason.clone()];
+            }
             let mine = scope(b, live);
             let own_pos = position(b).unwrap_or(i64::MAX);
             let mut running = Vec::new();

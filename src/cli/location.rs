@@ -12,7 +12,7 @@ use super::location_spec::{
     LocationFlags, LocationSetFlags, build_location, locations_table, set_patch,
 };
 use super::output::{self, OutputFormat};
-use super::{Target, confirmed, is_conflict, is_not_found, store};
+use super::{Target, confirmed, is_conflict, is_not_found};
 use crate::api::velero::{Backup, BackupStorageLocation, STORAGE_LOCATION_LABEL};
 use crate::velero::label::valid_label_value;
 
@@ -66,8 +66,12 @@ pub async fn run(target: &Target, command: LocationCommand) -> anyhow::Result<()
         LocationCommand::Create { name, flags, .. } => {
             let bsl = build_location(&name, ns, &flags)
                 .map_err(|errs| anyhow::anyhow!("{}", describe_errors(&errs)))?;
-            if let Err(e) = store::provider_kind(&bsl.spec.provider) {
-                eprintln!("warning: {e}; the location will stay Unavailable in Granary");
+            if crate::velero_server::location::provider_kind(&bsl.spec.provider).is_none() {
+                eprintln!(
+                    "warning: provider {:?} is not one Granary can use (aws, azure, gcp, local, \
+                     or velero.io/<name>); the location will stay Unavailable in Granary",
+                    bsl.spec.provider
+                );
             }
             match api.create(&PostParams::default(), &bsl).await {
                 Ok(_) => {}

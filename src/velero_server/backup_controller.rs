@@ -64,10 +64,17 @@ fn phase(b: &Backup) -> Option<BackupPhase> {
 }
 
 fn schedule(b: &Backup) -> String {
-    b.labels().get(LABEL_SCHEDULE_NAME).cloned().unwrap_or_default()
+    b.labels()
+        .get(LABEL_SCHEDULE_NAME)
+        .cloned()
+        .unwrap_or_default()
 }
 
-async fn patch(ctx: &VeleroContext, name: &str, patch: serde_json::Value) -> Result<(), kube::Error> {
+async fn patch(
+    ctx: &VeleroContext,
+    name: &str,
+    patch: serde_json::Value,
+) -> Result<(), kube::Error> {
     ctx.api::<Backup>()
         .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
@@ -147,7 +154,10 @@ async fn process(ctx: &VeleroContext, name: &str) -> Result<(), kube::Error> {
         "startTimestamp": k8s_time(now),
     });
     patch(ctx, name, p).await?;
-    ctx.metrics.backup_attempt.with_label_values(&[&sched]).inc();
+    ctx.metrics
+        .backup_attempt
+        .with_label_values(&[&sched])
+        .inc();
     tracing::info!(backup = %name, location = ?prepared.spec.storage_location, "backup started");
 
     // The backup as it now stands, for the runner (and velero-backup.json).
@@ -166,7 +176,15 @@ async fn process(ctx: &VeleroContext, name: &str) -> Result<(), kube::Error> {
     };
     let open = match ctx.open(location).await {
         Ok(o) => o,
-        Err(e) => return fail(ctx, &b, &sched, format!("error opening the storage location: {e}")).await,
+        Err(e) => {
+            return fail(
+                ctx,
+                &b,
+                &sched,
+                format!("error opening the storage location: {e}"),
+            )
+            .await;
+        }
     };
 
     // Progress: the runner reports synchronously; a task writes the latest value.
@@ -206,7 +224,8 @@ async fn process(ctx: &VeleroContext, name: &str) -> Result<(), kube::Error> {
                 {
                     Ok(r) => r,
                     Err(e) => {
-                        let _ = done_tx.send(Err(format!("cannot start the backup's runtime: {e}")));
+                        let _ =
+                            done_tx.send(Err(format!("cannot start the backup's runtime: {e}")));
                         return;
                     }
                 };
@@ -242,7 +261,12 @@ async fn process(ctx: &VeleroContext, name: &str) -> Result<(), kube::Error> {
         Err(e) => return fail(ctx, &b, &sched, e.to_string()).await,
     };
     if outcome.phase != BackupResultPhase::Failed {
-        patch(ctx, name, json!({"status": {"phase": BackupPhase::Finalizing}})).await?;
+        patch(
+            ctx,
+            name,
+            json!({"status": {"phase": BackupPhase::Finalizing}}),
+        )
+        .await?;
     }
     let final_phase = outcome.phase.as_phase();
     patch(
@@ -279,7 +303,12 @@ async fn process(ctx: &VeleroContext, name: &str) -> Result<(), kube::Error> {
 }
 
 /// Ends the backup `Failed` with `reason`.
-async fn fail(ctx: &VeleroContext, b: &Backup, sched: &str, reason: String) -> Result<(), kube::Error> {
+async fn fail(
+    ctx: &VeleroContext,
+    b: &Backup,
+    sched: &str,
+    reason: String,
+) -> Result<(), kube::Error> {
     let name = b.name_any();
     tracing::warn!(backup = %name, reason = %reason, "backup failed");
     patch(
@@ -293,6 +322,7 @@ async fn fail(ctx: &VeleroContext, b: &Backup, sched: &str, reason: String) -> R
     )
     .await?;
     ctx.metrics.backup_failure.with_label_values(&[sched]).inc();
-    ctx.event(b, EventType::Warning, "BackupFailed", reason).await;
+    ctx.event(b, EventType::Warning, "BackupFailed", reason)
+        .await;
     Ok(())
 }

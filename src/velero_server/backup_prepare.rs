@@ -86,7 +86,9 @@ pub fn prepare(
                     "backup can't be created because backup storage location {name} is currently in read-only mode"
                 ));
             }
-            if l.status.as_ref().and_then(|s| s.phase) != Some(BackupStorageLocationPhase::Available) {
+            if l.status.as_ref().and_then(|s| s.phase)
+                != Some(BackupStorageLocationPhase::Available)
+            {
                 errors.push(format!(
                     "backup can't be created because BackupStorageLocation {name} is in Unavailable status."
                 ));
@@ -115,7 +117,12 @@ mod tests {
     };
     use chrono::TimeZone;
 
-    fn location(name: &str, default: bool, available: bool, read_only: bool) -> BackupStorageLocation {
+    fn location(
+        name: &str,
+        default: bool,
+        available: bool,
+        read_only: bool,
+    ) -> BackupStorageLocation {
         let mut l = BackupStorageLocation::new(
             name,
             BackupStorageLocationSpec {
@@ -151,14 +158,19 @@ mod tests {
     }
 
     fn now() -> DateTime<Utc> {
-        Utc.with_ymd_and_hms(2026, 11, 24, 1, 0, 0).single().expect("valid")
+        Utc.with_ymd_and_hms(2026, 11, 24, 1, 0, 0)
+            .single()
+            .expect("valid")
     }
 
     const TTL: std::time::Duration = std::time::Duration::from_secs(720 * 3600);
 
     #[test]
     fn the_location_marked_default_wins_over_the_server_default() {
-        let locs = [location("server", false, true, false), location("marked", true, true, false)];
+        let locs = [
+            location("server", false, true, false),
+            location("marked", true, true, false),
+        ];
         let p = prepare(&backup(None), &locs, TTL, "server", now());
         assert_eq!(p.spec.storage_location.as_deref(), Some("marked"));
         assert_eq!(p.labels[LABEL_STORAGE_LOCATION], "marked");
@@ -174,7 +186,11 @@ mod tests {
             "an existing backup storage location was not specified at backup creation time and the server default default does not exist."
         ));
         let p = prepare(&backup(Some("gone")), &[], TTL, "default", now());
-        assert!(p.validation_errors[0].contains("the default gone was not found"), "{:?}", p.validation_errors);
+        assert!(
+            p.validation_errors[0].contains("the default gone was not found"),
+            "{:?}",
+            p.validation_errors
+        );
         let p = prepare(
             &backup(Some("ro")),
             &[location("ro", false, false, true)],
@@ -195,7 +211,13 @@ mod tests {
     fn a_backup_s_own_ttl_is_kept() {
         let mut b = backup(Some("l"));
         b.spec.ttl = Some(Duration::parse("24h").expect("valid"));
-        let p = prepare(&b, &[location("l", false, true, false)], TTL, "default", now());
+        let p = prepare(
+            &b,
+            &[location("l", false, true, false)],
+            TTL,
+            "default",
+            now(),
+        );
         assert_eq!(p.expiration, now() + chrono::TimeDelta::hours(24));
     }
 }

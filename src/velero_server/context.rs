@@ -88,30 +88,7 @@ impl VeleroContext {
         location: BackupStorageLocation,
     ) -> Result<OpenLocation, LocationProblem> {
         let spec = &location.spec;
-        let credential = match &spec.credential {
-            None => None,
-            Some(selector) => {
-                let secrets: Api<Secret> = self.api();
-                let name = selector.name.as_str();
-                let secret = secrets.get_opt(name).await?.ok_or_else(|| LocationError {
-                    field: "spec.credential.name".into(),
-                    message: format!(
-                        "Secret {name:?} not found in namespace {}",
-                        self.namespace()
-                    ),
-                })?;
-                let value = secret
-                    .data
-                    .as_ref()
-                    .and_then(|d| d.get(&selector.key))
-                    .map(|b| b.0.clone())
-                    .ok_or_else(|| LocationError {
-                        field: "spec.credential.key".into(),
-                        message: format!("Secret {name:?} has no key {:?}", selector.key),
-                    })?;
-                Some(value)
-            }
-        };
+        let credential = read_credential(&self.client, self.namespace(), &location).await?;
         let config = spec.config.clone().unwrap_or_default();
         let access = location_access(
             &spec.provider,
@@ -164,6 +141,51 @@ impl VeleroContext {
             tracing::debug!(error = %e, "event not published");
         }
     }
+}
+
+/// The credentials file of `location`: the Secret key `spec.credential` names (in the
+/// Velero namespace), else Velero's default Secret when it exists, else none.
+pub async fn read_credential(
+    client: &Client,
+    namespace: &str,
+    location: &BackupStorageLocation,
+) -> Result<Option<Vec<u8>>, LocationProblem> {
+    use super::location::{DEFAULT_CREDENTIALS, provider_kind};
+    let spec = &location.spec;
+    let (name, key, field) = match &spec.credential {
+        Some(c) => (c.name.clone(), c.key.clone(), "spec.credential"),
+        None if provider_kind(&spec.provider) == Some("local") => return Ok(None),
+        None => (
+            DEFAULT_CREDENTIALS.0.to_string(),
+            DEFAULT_CREDENTIALS.1.to_string(),
+            "",
+        ),
+    };
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let Some(secret) = secrets.get_opt(&name).await? else {
+        if field.is_empty() {
+            return Ok(None);
+        }
+        return Err(LocationError {
+            field: format!("{field}.name"),
+            message: format!("Secret {name:?} not found in namespace {namespace}"),
+        }
+        .into());
+    };
+    let value = secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get(&key))
+        .map(|b| b.0.clone())
+        .ok_or_else(|| LocationError {
+            field: if field.is_empty() {
+                "spec.credential".to_string()
+            } else {
+                format!("{field}.key")
+            },
+            message: format!("Secret {name:?} has no key {key:?}"),
+        })?;
+    Ok(Some(value))
 }
 
 /// A time as Kubernetes writes it in status fields (RFC 3339, seconds, `Z`).

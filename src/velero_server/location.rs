@@ -6,13 +6,20 @@
 //! | provider | credentials file (`spec.credential`) | `config` keys |
 //! |---|---|---|
 //! | `aws`, `velero.io/aws` | AWS shared-credentials file (`[default] aws_access_key_id=…`), profile from `config.profile` | `region`, `s3Url`, `s3ForcePathStyle` |
-//! | `azure`, `velero.io/azure` | env file (`AZURE_STORAGE_ACCOUNT_ACCESS_KEY=…`; the variable named by `config.storageAccountKeyEnvVar`) | `storageAccount` (required), `storageAccountURI` (blob endpoint, e.g. an emulator's) |
+//! | `azure`, `velero.io/azure` | env file (`AZURE_STORAGE_ACCOUNT_ACCESS_KEY=…`; the variable named by `config.storageAccountKeyEnvVar`) | `storageAccount` (else the file's `AZURE_STORAGE_ACCOUNT`), `storageAccountURI` or `endpoint` (blob endpoint, e.g. an emulator's) |
 //! | `gcp`, `velero.io/gcp` | service account JSON | `endpoint` (Granary's, for emulators; anonymous without credentials) |
 //! | `local` (Granary's) | none: the root comes from the process (`--data-dir`) | none |
+//!
+//! A location without `spec.credential` uses Velero's default Secret
+//! ([`DEFAULT_CREDENTIALS`]) when it exists.
 
 use crate::velero::layout::StorageLayout;
 use granary_providers::SecretData;
 use std::collections::BTreeMap;
+
+/// Velero's default credentials Secret and key (`velero install`), used when a location
+/// names no `spec.credential`.
+pub const DEFAULT_CREDENTIALS: (&str, &str) = ("cloud-credentials", "cloud");
 
 /// What it takes to open a location's store.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -111,7 +118,10 @@ pub fn location_access(
             let mut s = SecretData::new();
             s.insert("storageAccount".into(), account.as_bytes().to_vec());
             s.insert("storageKey".into(), key.as_bytes().to_vec());
-            if let Some(uri) = config.get("storageAccountURI") {
+            if let Some(uri) = config
+                .get("storageAccountURI")
+                .or_else(|| config.get("endpoint"))
+            {
                 s.insert("endpoint".into(), uri.as_bytes().to_vec());
             }
             region = None;

@@ -6,8 +6,7 @@ use super::context::VeleroContext;
 use super::metrics::VeleroMetrics;
 use super::settings::{
     CONTROLLER_BACKUP, CONTROLLER_BACKUP_QUEUE, CONTROLLER_BACKUP_STORAGE_LOCATION,
-    ServerConfiguration,
-    unknown_controllers,
+    ServerConfiguration, unknown_controllers,
 };
 use super::{backup_controller, locations, queue_controller};
 use crate::runtime::clock::Clock;

@@ -66,14 +66,15 @@ async fn locations_are_created_listed_changed_and_deleted() {
     assert_eq!(api.get("first").await.unwrap().spec.default, Some(false));
     assert_eq!(api.get("second").await.unwrap().spec.default, Some(true));
 
-    api.patch_status(
+    // Velero's kinds have no status subresource: status is patched on the object.
+    api.patch(
         "second",
         &PatchParams::default(),
         &Patch::Merge(json!({"status": {"phase": "Available",
                                         "lastValidationTime": "2026-02-03T04:05:06Z"}})),
     )
     .await
-    .expect("status subresource");
+    .expect("status written");
     let table = cli.ok(&["backup-location", "get"]).await;
     let lines: Vec<Vec<&str>> = table
         .lines()
