@@ -442,3 +442,156 @@ async fn a_seed_keeps_its_default_location_in_its_pool() {
     );
     agent.shutdown().await;
 }
+
+/// Backups through the controllers: queued, prepared as Velero prepares them, run,
+/// stored in Velero's layout, and ended Completed; unusable locations are
+/// FailedValidation with Velero's messages.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backups_run_through_the_controllers() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let w = World::start().await;
+    let store = w.store().await;
+    store
+        .ensure_bucket("bk", &BucketOptions::default())
+        .await
+        .expect("bucket");
+    let controllers = w.controllers(w.settings(2));
+    w.location("default", "local", "bk").await;
+    w.location("readonly", "local", "bk").await;
+    let patch = json!({"spec": {"accessMode": "ReadOnly"}});
+    w.locations()
+        .patch("readonly", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("read-only");
+    w.wait_phase("default", BackupStorageLocationPhase::Available)
+        .await;
+    w.wait_phase("readonly", BackupStorageLocationPhase::Available)
+        .await;
+
+    let app = w.cluster.namespace("app").await;
+    let other = w.cluster.namespace("other").await;
+    for (ns, n) in [(&app, 12), (&other, 3)] {
+        let api: Api<ConfigMap> = Api::namespaced(w.client.clone(), ns);
+        for i in 0..n {
+            let mut cm = ConfigMap::default();
+            cm.metadata.name = Some(format!("cm-{i}"));
+            cm.data = Some([("k".to_string(), format!("v{i}"))].into());
+            api.create(&PostParams::default(), &cm)
+                .await
+                .expect("configmap");
+        }
+    }
+
+    w.backup("b1", &[app.as_str()]).await;
+    let api = w.backups();
+    poll_until("b1 Completed", || async {
+        api.get("b1")
+            .await
+            .ok()
+            .and_then(|b| b.status)
+            .and_then(|s| s.phase)
+            == Some(BackupPhase::Completed)
+    })
+    .await;
+    let b1 = api.get("b1").await.expect("b1");
+    let status = b1.status.clone().expect("status");
+    assert_eq!(status.format_version.as_deref(), Some("1.2.0"));
+    let start = status.start_timestamp.expect("started");
+    assert_eq!(
+        status.expiration.expect("expiration") - start,
+        chrono::TimeDelta::hours(720)
+    );
+    assert!(status.completion_timestamp.is_some());
+    let progress = status.progress.expect("progress");
+    assert!(progress.items_backed_up.unwrap_or(0) >= 12, "{progress:?}");
+    assert_eq!(progress.items_backed_up, progress.total_items);
+    assert_eq!(
+        b1.labels()
+            .get("velero.io/storage-location")
+            .map(String::as_str),
+        Some("default")
+    );
+    assert_eq!(b1.spec.storage_location.as_deref(), Some("default"));
+    for file in [
+        "velero-backup.json",
+        "b1.tar.gz",
+        "manifest.json.gz",
+        "b1-logs.gz",
+    ] {
+        store
+            .head("bk", &format!("velero/seed-a/backups/b1/{file}"))
+            .await
+            .unwrap_or_else(|e| panic!("{file} stored: {e}"));
+    }
+    // What was stored holds app's ConfigMaps and nothing of `other`.
+    let manifest = granary_providers::get_bytes(
+        store.as_ref(),
+        "bk",
+        "velero/seed-a/backups/b1/manifest.json.gz",
+    )
+    .await
+    .expect("manifest");
+    let manifest = granary::velero::manifest::Manifest::read_gz(&manifest[..], 1 << 30)
+        .expect("manifest reads");
+    let names: Vec<String> = manifest
+        .keys()
+        .filter(|k| k.resource == "configmaps")
+        .map(|k| format!("{}/{}", k.namespace, k.name))
+        .collect();
+    assert!(names.contains(&format!("{app}/cm-11")), "{names:?}");
+    assert!(
+        !names.iter().any(|n| n.starts_with(&format!("{other}/"))),
+        "{names:?}"
+    );
+
+    // Unusable locations: FailedValidation with Velero's messages.
+    for (name, location, says) in [
+        (
+            "ro",
+            "readonly",
+            "backup can't be created because backup storage location readonly is currently in read-only mode",
+        ),
+        (
+            "nowhere",
+            "missing",
+            "an existing backup storage location was not specified at backup creation time and the default missing was not found",
+        ),
+    ] {
+        let mut b = Backup::new(
+            name,
+            BackupSpec {
+                storage_location: Some(location.into()),
+                included_namespaces: Some(vec![other.clone()]),
+                ..Default::default()
+            },
+        );
+        b.metadata.namespace = Some(w.namespace.clone());
+        api.create(&PostParams::default(), &b)
+            .await
+            .expect("create");
+        poll_until(&format!("{name} FailedValidation"), || async {
+            api.get(name)
+                .await
+                .ok()
+                .and_then(|b| b.status)
+                .is_some_and(|s| {
+                    s.phase == Some(BackupPhase::FailedValidation)
+                        && s.validation_errors
+                            .unwrap_or_default()
+                            .iter()
+                            .any(|e| e.starts_with(says))
+                })
+        })
+        .await;
+    }
+    let metrics = w.metrics.render();
+    assert!(
+        metrics.contains("velero_backup_success_total{schedule=\"\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("velero_backup_validation_failure_total{schedule=\"\"} 2"),
+        "{metrics}"
+    );
+    controllers.abort();
+}
