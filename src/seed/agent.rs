@@ -383,6 +383,19 @@ impl SeedAgent {
 async fn velero(ctx: Arc<Context>, disabled: HashSet<SeedController>) {
     use crate::velero_server::settings::CONTROLLER_DEFAULT_LOCATION;
     let settings = ctx.config.velero.clone();
+    // A seed cluster without Velero's CRDs (deploy/seed/crds) cannot run this part: say so
+    // once instead of retrying every watch forever.
+    let probe: Api<crate::api::velero::BackupStorageLocation> =
+        Api::namespaced(ctx.seed.clone(), &settings.namespace);
+    if let Err(kube::Error::Api(s)) = probe.list(&kube::api::ListParams::default().limit(1)).await
+        && s.code == 404
+    {
+        tracing::warn!(
+            "the seed cluster serves no velero.io/v1 kinds (install deploy/seed/crds): the \
+             Velero-compatible controllers are off until the next start"
+        );
+        return;
+    }
     if let Err(e) = ensure_namespace(&ctx.seed, &settings.namespace).await {
         tracing::warn!(namespace = %settings.namespace, error = %e, "Velero namespace");
     }

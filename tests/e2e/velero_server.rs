@@ -63,6 +63,15 @@ impl World {
 
     /// Starts the controllers; dropping (aborting) the handle stops them.
     fn controllers(&self, settings: VeleroSettings) -> tokio::task::JoinHandle<()> {
+        self.controllers_but(settings, &[])
+    }
+
+    /// Starts the controllers but `disabled` (Velero's names).
+    fn controllers_but(
+        &self,
+        settings: VeleroSettings,
+        disabled: &[&str],
+    ) -> tokio::task::JoinHandle<()> {
         let ctx = Arc::new(VeleroContext::new(
             self.client.clone(),
             settings,
@@ -71,7 +80,10 @@ impl World {
             VeleroMetrics::new(&self.metrics),
             ObjectSelector::new(Some(self.cluster.object_selector.clone())),
         ));
-        tokio::spawn(run_controllers(ctx, Vec::new()))
+        tokio::spawn(run_controllers(
+            ctx,
+            disabled.iter().map(|d| d.to_string()).collect(),
+        ))
     }
 
     fn store_options(&self) -> StoreOptions {
@@ -257,7 +269,8 @@ async fn seed_003_queue_restart_and_interrupted_backups() {
     use BackupPhase::{Completed, Failed, InProgress, Queued, ReadyToStart};
     let w = World::start().await;
     // No backup controller runs here: ReadyToStart backups hold their slot.
-    let controllers = w.controllers(w.settings(2));
+    let queue_only = |w: &World| w.controllers_but(w.settings(2), &["backup"]);
+    let controllers = queue_only(&w);
     w.backup("backup1", &["ns1", "ns2"]).await;
     w.wait_queue(&[("backup1", ReadyToStart, None)]).await;
     for (name, ns) in [
@@ -301,7 +314,7 @@ async fn seed_003_queue_restart_and_interrupted_backups() {
     // A restart keeps the positions.
     controllers.abort();
     let _ = controllers.await;
-    let controllers = w.controllers(w.settings(2));
+    let controllers = queue_only(&w);
     w.backup("backup6", &["ns1"]).await;
     w.wait_queue(&[
         ("backup2", Queued, Some(1)),
@@ -326,7 +339,7 @@ async fn seed_003_queue_restart_and_interrupted_backups() {
     controllers.abort();
     let _ = controllers.await;
     w.set_phase("backup5", InProgress).await;
-    let controllers = w.controllers(w.settings(2));
+    let controllers = queue_only(&w);
     w.wait_queue(&[("backup5", Failed, None)]).await;
     let b5 = w.backups().get("backup5").await.expect("backup5");
     assert_eq!(
@@ -379,9 +392,14 @@ async fn granary_server_runs_the_controllers_alone() {
     w.location("default", "local", "srv").await;
     w.wait_phase("default", BackupStorageLocationPhase::Available)
         .await;
-    w.backup("first", &["a"]).await;
-    w.wait_queue(&[("first", BackupPhase::ReadyToStart, None)])
+    let app = w.cluster.namespace("app").await;
+    w.backup("first", &[app.as_str()]).await;
+    w.wait_queue(&[("first", BackupPhase::Completed, None)])
         .await;
+    store
+        .head("srv", "velero/seed-a/backups/first/velero-backup.json")
+        .await
+        .expect("the server stored the backup");
     let _ = server.kill().await;
 }
 
