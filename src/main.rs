@@ -371,6 +371,18 @@ fn main() -> ExitCode {
     }
 }
 
+/// Writes `text` to stdout; a reader that went away (`granary crds | head -1`) ends the
+/// output quietly, as for any Unix tool, instead of a panic.
+fn print_out(text: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(e).context("writing to stdout"),
+    }
+}
+
 fn run(cli: Cli) -> anyhow::Result<()> {
     if let Command::Dev(args) = cli.command {
         // `granary dev` sets up its own logging: to a file while its view owns the terminal.
@@ -393,8 +405,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Crds { side, write: None } => {
             let docs: Vec<String> = crds::crds(side).iter().map(crds::to_yaml).collect();
-            print!("{}", docs.join("---\n"));
-            Ok(())
+            print_out(&docs.join("---\n"))
         }
         Command::Crds {
             side,
@@ -567,16 +578,17 @@ fn archive(command: ArchiveCommand) -> anyhow::Result<()> {
                 .map_err(over_budget_hint)
                 .with_context(|| format!("{}", file.display()))?;
             match output {
-                OutputFormat::Text => print!("{found}"),
-                OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&found)?),
+                OutputFormat::Text => print_out(&found.to_string()),
+                OutputFormat::Json => {
+                    print_out(&format!("{}\n", serde_json::to_string_pretty(&found)?))
+                }
             }
-            Ok(())
         }
         ArchiveCommand::Verify { file, memory } => {
             let report = inspect::verify_with(&file, &memory.limits())
                 .map_err(over_budget_hint)
                 .with_context(|| format!("{} refused", file.display()))?;
-            print!("{report}");
+            print_out(&report.to_string())?;
             anyhow::ensure!(
                 report.is_ok(),
                 "{} is not a valid backup archive",

@@ -632,7 +632,8 @@ fn select_document<K: ConfigKind>(
         message: e.to_string(),
     })?;
     let mut found = Vec::new();
-    for doc in docs {
+    let mut selected: Option<Map<String, Value>> = None;
+    for (index, doc) in docs.into_iter().enumerate() {
         let Value::Object(mut map) = doc else {
             if doc.is_null() {
                 continue;
@@ -649,6 +650,17 @@ fn select_document<K: ConfigKind>(
             .unwrap_or("")
             .to_string();
         if kind == K::KIND || K::KIND_ALIASES.contains(&kind.as_str()) {
+            if selected.is_some() {
+                // Two of the same kind: which one was meant cannot be told.
+                return Err(ConfigError::Field {
+                    origin: origin.to_string(),
+                    field: format!("(document {})", index + 1),
+                    message: format!(
+                        "a second document of kind {}; keep one per file",
+                        K::KIND
+                    ),
+                });
+            }
             map.remove("kind");
             if let Some(api_version) = map.remove("apiVersion") {
                 let ok = api_version.as_str() == Some(CONFIG_API_VERSION)
@@ -661,7 +673,8 @@ fn select_document<K: ConfigKind>(
                     });
                 }
             }
-            return Ok(map);
+            selected = Some(map);
+            continue;
         }
         found.push(if kind.is_empty() {
             "(no kind)".to_string()
@@ -669,7 +682,7 @@ fn select_document<K: ConfigKind>(
             kind
         });
     }
-    Err(ConfigError::KindNotFound {
+    selected.ok_or_else(|| ConfigError::KindNotFound {
         path: origin.to_string(),
         kind: K::KIND,
         found: if found.is_empty() {
@@ -698,6 +711,38 @@ fn set_path(doc: &mut Map<String, Value>, path: &str, value: Value) {
             Value::Object(map) => map,
             _ => unreachable!("replaced by an object just above"),
         };
+    }
+}
+
+#[cfg(test)]
+mod duplicate_documents {
+    use super::*;
+
+    #[test]
+    fn two_documents_of_one_kind_are_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("c.yaml");
+        std::fs::write(
+            &path,
+            "kind: SeedConfiguration\nseedName: a\n---\nkind: GardenConfiguration\n---\nkind: SeedConfiguration\nseedName: b\n",
+        )
+        .expect("write");
+        let e = load::<SeedConfiguration>(Some(&path), &[]).expect_err("ambiguous");
+        let text = e.to_string();
+        assert!(text.contains("(document 3)"), "{text}");
+        assert!(text.contains("a second document of kind SeedConfiguration"), "{text}");
+        // One of each kind in one file stays fine.
+        std::fs::write(
+            &path,
+            "kind: SeedConfiguration\nseedName: a\n---\nkind: GardenConfiguration\n",
+        )
+        .expect("write");
+        assert_eq!(
+            load::<SeedConfiguration>(Some(&path), &[])
+                .expect("loads")
+                .seed_name,
+            "a"
+        );
     }
 }
 

@@ -192,3 +192,25 @@ fn bad_global_flags_are_named() {
     assert!(!out.status.success());
     assert!(stderr(&out).contains("--log-level"), "{}", stderr(&out));
 }
+
+/// `granary crds | head -1`: the reader goes away after one line; granary ends quietly
+/// (exit 0, no panic), as any Unix tool does.
+#[test]
+fn a_closed_pipe_ends_the_output_quietly() {
+    use std::io::{BufRead, BufReader};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_granary"))
+        .arg("crds")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the granary binary runs");
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut first)
+        .expect("one line");
+    // The reader (and with it the pipe) is dropped here.
+    let out = child.wait_with_output().expect("granary ends");
+    assert!(!first.is_empty());
+    assert!(out.status.success(), "{:?}: {}", out.status, stderr(&out));
+    assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
+}
