@@ -31,6 +31,7 @@ mod durability;
 mod garden;
 mod garden_placement;
 mod kubectl;
+mod landscape_guards;
 mod leader;
 mod migrate;
 mod migrate_garden;

@@ -42,8 +42,11 @@ pub struct ShootSpec {
     pub cloud_profile_name: Option<String>,
     #[serde(default)]
     pub provider: ShootProvider,
-    /// `evaluation`, `testing`, `development`, `production` or `infrastructure`.
+    /// What the cluster is for: `evaluation`, `testing`, `development`, `production` or
+    /// `infrastructure` (gardener-apiserver refuses any other value, and so does this
+    /// schema). It decides the deletion grace period of the shoot's backups.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["evaluation", "testing", "development", "production", "infrastructure"]))]
     pub purpose: Option<String>,
     #[serde(default)]
     pub region: String,

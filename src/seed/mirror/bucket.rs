@@ -116,6 +116,37 @@ async fn provision(
         .as_ref()
         .and_then(|s| s.last_operation.as_ref());
     let op = garden_operation(false, last);
+    // A bucket this seed has not created yet must pass the one bucket-name rule (and the
+    // rest of the garden bucket's validation) before anything is created for it: a
+    // hand-made BackupBucket skips the garden controller that names pool shards.
+    let problems = crate::api::core::validate_backup_bucket(&garden);
+    if ext.is_none() && !problems.is_empty() {
+        let now = ctx.clock.now();
+        let description = format!(
+            "invalid BackupBucket, nothing is created for it: {}",
+            crate::api::common::describe_field_errors(&problems)
+        );
+        if garden
+            .status
+            .as_ref()
+            .and_then(|s| s.last_error.as_ref())
+            .is_none_or(|e| e.description != description)
+        {
+            ctx.garden_warning(&reference(&garden), "InvalidBackupBucket", description.clone())
+                .await;
+        }
+        let r = Report {
+            last_operation: status::errored(op, description.clone(), now),
+            last_error: Some(status::last_error(
+                description,
+                crate::runtime::error_codes::FailureKind::Invalid.codes(),
+                now,
+            )),
+            ready: false,
+        };
+        write_status(ctx, &garden, &r, None).await?;
+        return Ok(Next::After(ctx.resync));
+    }
     let prepared = async {
         let credentials = garden
             .credentials()
