@@ -233,6 +233,10 @@ enum MigrateCommand {
         /// Force-delete the source at once instead of after the grace period.
         #[arg(long)]
         delete_source_now: bool,
+        /// Move the entry into a bucket of another backup pool (another region or
+        /// provider) on purpose; refused otherwise.
+        #[arg(long)]
+        allow_other_pool: bool,
     },
     /// Every migration in flight and its phase.
     Status,
@@ -485,6 +489,7 @@ fn migrate(args: MigrateArgs) -> anyhow::Result<()> {
             to_bucket,
             dry_run,
             delete_source_now,
+            allow_other_pool,
         } => {
             let (namespace, name) = split(&entry, "the entry")?;
             Cmd::Entry(granary::migrate::EntryMigration {
@@ -493,6 +498,7 @@ fn migrate(args: MigrateArgs) -> anyhow::Result<()> {
                 to_bucket,
                 dry_run,
                 delete_source_now,
+                allow_other_pool,
             })
         }
         MigrateCommand::Legacy {

@@ -99,6 +99,7 @@ pub async fn abandon(
             to_bucket: target.clone(),
             dry_run: false,
             delete_source_now: false,
+            allow_other_pool: false,
         };
         cutover::scale_up(ctx, &req).await?;
         report.etcd_restored = true;

@@ -194,6 +194,50 @@ pub fn estimate(objects: u64, bytes: u64, mode: CopyMode, parallelism: usize) ->
     }
 }
 
+/// Why `destination` is outside the backup pool of an entry now in `source`, if it is:
+/// a pool shard must stay in its pool (same kind, owner and region); an entry of a
+/// legacy bucket (no pool) must stay in its region and with its provider.
+pub fn other_pool(
+    source: &crate::api::core::BackupBucket,
+    destination: &crate::api::core::BackupBucket,
+) -> Option<String> {
+    use crate::api::core::PoolKind;
+    use crate::garden::buckets::pool_of;
+    use kube::ResourceExt;
+    let describe = |b: &crate::api::core::BackupBucket| {
+        format!(
+            "{} ({} in {})",
+            b.name_any(),
+            b.spec.provider.type_,
+            b.spec.provider.region
+        )
+    };
+    match (pool_of(source), pool_of(destination)) {
+        (Some(s), Some(d)) if s.kind != PoolKind::Legacy => (s != d).then(|| {
+            format!(
+                "bucket {} is in backup pool {}/{}/{}, the entry's is {}/{}/{} ({})",
+                describe(destination),
+                d.kind.as_str(),
+                d.owner,
+                d.region,
+                s.kind.as_str(),
+                s.owner,
+                s.region,
+                describe(source)
+            )
+        }),
+        _ => (source.spec.provider.region != destination.spec.provider.region
+            || source.spec.provider.type_ != destination.spec.provider.type_)
+            .then(|| {
+                format!(
+                    "bucket {} is not where the entry's backups are now: {}",
+                    describe(destination),
+                    describe(source)
+                )
+            }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -387,5 +431,60 @@ mod tests {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod pool_tests {
+    use super::other_pool;
+    use crate::api::core::{
+        BackupBucket, BackupBucketProvider, BackupBucketSpec, LABEL_POOL_KIND, LABEL_POOL_OWNER,
+        LABEL_REGION,
+    };
+
+    fn bucket(
+        name: &str,
+        kind: Option<&str>,
+        owner: &str,
+        region: &str,
+        provider: &str,
+    ) -> BackupBucket {
+        let mut b = BackupBucket::new(
+            name,
+            BackupBucketSpec {
+                provider: BackupBucketProvider {
+                    type_: provider.into(),
+                    region: region.into(),
+                },
+                ..Default::default()
+            },
+        );
+        if let Some(kind) = kind {
+            b.metadata.labels = Some(
+                [
+                    (LABEL_POOL_KIND.to_string(), kind.to_string()),
+                    (LABEL_POOL_OWNER.to_string(), owner.to_string()),
+                    (LABEL_REGION.to_string(), region.to_string()),
+                ]
+                .into(),
+            );
+        }
+        b
+    }
+
+    #[test]
+    fn an_entry_stays_in_its_pool_unless_asked() {
+        let eu0 = bucket("p-eu-0", Some("cloudprofile"), "p", "europe", "aws");
+        let eu1 = bucket("p-eu-1", Some("cloudprofile"), "p", "europe", "aws");
+        let us0 = bucket("p-us-0", Some("cloudprofile"), "p", "america", "aws");
+        assert_eq!(other_pool(&eu0, &eu1), None);
+        let why = other_pool(&eu0, &us0).expect("another region's pool");
+        assert!(why.contains("p-us-0 (aws in america)"), "{why}");
+        assert!(why.contains("cloudprofile/p/europe"), "{why}");
+        let legacy = bucket("old", Some("legacy"), "shoot", "europe", "aws");
+        assert_eq!(other_pool(&legacy, &eu0), None);
+        assert!(other_pool(&legacy, &us0).is_some());
+        let unlabelled = bucket("old2", None, "", "europe", "gcp");
+        assert!(other_pool(&unlabelled, &eu0).is_some(), "another provider");
     }
 }

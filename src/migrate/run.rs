@@ -63,6 +63,8 @@ pub struct EntryMigration {
     pub dry_run: bool,
     /// Force-delete the source at once instead of after the grace period.
     pub delete_source_now: bool,
+    /// Allow a destination outside the entry's backup pool (`--allow-other-pool`).
+    pub allow_other_pool: bool,
 }
 
 /// One side of a migration: the garden bucket, its credentials and an open store.
@@ -351,6 +353,14 @@ pub async fn migrate_entry(
             return Err(MigrateError::Invalid(why));
         }
         check_destination(ctx, &destination).await?;
+        if !req.allow_other_pool
+            && let Some(why) = plan::other_pool(&source.bucket, &destination.bucket)
+        {
+            return Err(MigrateError::Invalid(format!(
+                "{why}: refusing to move entry {}/{} there (pass --allow-other-pool to do it on purpose)",
+                req.namespace, req.name
+            )));
+        }
     }
 
     let mut manifest = match phase {

@@ -655,10 +655,7 @@ fn select_document<K: ConfigKind>(
                 return Err(ConfigError::Field {
                     origin: origin.to_string(),
                     field: format!("(document {})", index + 1),
-                    message: format!(
-                        "a second document of kind {}; keep one per file",
-                        K::KIND
-                    ),
+                    message: format!("a second document of kind {}; keep one per file", K::KIND),
                 });
             }
             map.remove("kind");
@@ -730,7 +727,10 @@ mod duplicate_documents {
         let e = load::<SeedConfiguration>(Some(&path), &[]).expect_err("ambiguous");
         let text = e.to_string();
         assert!(text.contains("(document 3)"), "{text}");
-        assert!(text.contains("a second document of kind SeedConfiguration"), "{text}");
+        assert!(
+            text.contains("a second document of kind SeedConfiguration"),
+            "{text}"
+        );
         // One of each kind in one file stays fine.
         std::fs::write(
             &path,

@@ -32,8 +32,18 @@ async fn an_unknown_shoot_purpose_is_refused_with_its_field() {
         panic!("an API error, got {e:?}")
     };
     assert_eq!(status.code, 422, "{status:?}");
-    assert!(status.message.contains("spec.purpose"), "{}", status.message);
-    for purpose in ["evaluation", "testing", "development", "production", "infrastructure"] {
+    assert!(
+        status.message.contains("spec.purpose"),
+        "{}",
+        status.message
+    );
+    for purpose in [
+        "evaluation",
+        "testing",
+        "development",
+        "production",
+        "infrastructure",
+    ] {
         let mut s = shoot(&tc, &ns, purpose, "profile", "seed");
         s.spec.purpose = Some(purpose.into());
         shoots
@@ -60,13 +70,18 @@ async fn a_hand_made_bucket_with_a_bad_name_gets_nothing_created() {
         l.create_bucket(&name, "seed-a").await;
         let buckets = l.buckets();
         poll_until(&format!("{name} refused with the reason"), || async {
-            buckets.get(&name).await.ok().and_then(|b| b.status).is_some_and(|s| {
-                s.last_operation.is_some_and(|o| {
-                    o.state == LastOperationState::Error
-                        && o.description.contains("invalid BackupBucket")
-                        && o.description.contains(says)
+            buckets
+                .get(&name)
+                .await
+                .ok()
+                .and_then(|b| b.status)
+                .is_some_and(|s| {
+                    s.last_operation.is_some_and(|o| {
+                        o.state == LastOperationState::Error
+                            && o.description.contains("invalid BackupBucket")
+                            && o.description.contains(says)
+                    })
                 })
-            })
         })
         .await;
         assert!(

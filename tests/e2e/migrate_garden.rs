@@ -310,3 +310,34 @@ async fn an_abandoned_migration_leaves_everything_as_before() {
     let (_, stderr) = abandon(false).await;
     assert!(stderr.contains("no migration"), "{stderr}");
 }
+
+/// A destination in another backup pool (here another CloudProfile's) is refused before
+/// anything is planned or copied, saying which pools, unless `--allow-other-pool` asks
+/// for it (#20: a Europe shoot's backups must not land in the America bucket unasked).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_destination_in_another_pool_is_refused_unless_asked() {
+    let Some(w) = world(Backend::Local).await else {
+        return;
+    };
+    let (store, src, dst) = w.src_and_dst().await;
+    fill(store.as_ref(), &src, &format!("{}/", w.entry), 5, "a").await;
+    let req = EntryMigration {
+        allow_other_pool: false,
+        ..w.request(&dst)
+    };
+    let err = migrate_entry(&w.ctx(4), &req)
+        .await
+        .expect_err("another pool is refused");
+    let text = err.to_string();
+    assert!(matches!(err, MigrateError::Invalid(_)), "{err:?}");
+    assert!(text.contains("--allow-other-pool"), "{text}");
+    assert!(text.contains("is in backup pool"), "{text}");
+    assert_eq!(
+        listing(store.as_ref(), &dst, "").await.len(),
+        0,
+        "nothing planned or copied into {dst}"
+    );
+    let entry = w.entries().get(&w.entry).await.expect("entry");
+    assert_eq!(entry.spec.bucket_name, src, "the entry stays where it is");
+    assert!(!entry.annotations().contains_key(ANNOTATION_PHASE));
+}

@@ -132,6 +132,9 @@ impl World {
             to_bucket: to_bucket.to_string(),
             dry_run: false,
             delete_source_now: false,
+            // The world's two buckets belong to two CloudProfiles (two pools), so that
+            // their quotas can be told apart; moving between them is on purpose here.
+            allow_other_pool: true,
         }
     }
 
@@ -330,6 +333,7 @@ pub(crate) async fn run_binary(
         &format!("{}/{}", w.namespace, w.entry),
         "--to-bucket",
         to_bucket,
+        "--allow-other-pool",
     ]);
     match failpoints {
         Some(spec) => cmd.env("GRANARY_FAILPOINTS", spec),

@@ -132,8 +132,12 @@ async fn provision(
             .and_then(|s| s.last_error.as_ref())
             .is_none_or(|e| e.description != description)
         {
-            ctx.garden_warning(&reference(&garden), "InvalidBackupBucket", description.clone())
-                .await;
+            ctx.garden_warning(
+                &reference(&garden),
+                "InvalidBackupBucket",
+                description.clone(),
+            )
+            .await;
         }
         let r = Report {
             last_operation: status::errored(op, description.clone(), now),
