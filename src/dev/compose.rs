@@ -39,6 +39,7 @@ use crate::runtime::config::{
 use crate::runtime::health::{HealthServer, ReadinessFlag};
 use crate::runtime::metrics::Metrics;
 use crate::seed::{RunningSeed, SeedAgent};
+use crate::velero_server::settings::VeleroSettings;
 
 /// The entries of the data directory `--reset` removes (and nothing else, so a data
 /// directory pointed at a folder with other files loses only what `granary dev` made).
@@ -88,6 +89,8 @@ impl Plan {
 pub struct SeedSide {
     pub name: String,
     pub server: EmbeddedServer,
+    /// A client of `server`.
+    pub client: Client,
     agent: RunningSeed,
     metrics: Metrics,
 }
@@ -99,6 +102,8 @@ pub struct Running {
     pub seeds: Vec<SeedSide>,
     /// True when this start created the sample landscape (fresh data directory).
     pub created: bool,
+    /// The Velero settings every seed runs with (namespace, default location).
+    pub velero: VeleroSettings,
     pub health: HealthServer,
     controllers: RunningGarden,
     readiness: tokio::task::JoinHandle<()>,
@@ -312,7 +317,7 @@ pub async fn start(plan: &Plan) -> Result<Running, DevError> {
             .map_err(|e| DevError::Start(format!("garden metrics: {e}")))?;
     let mut seed_clients = std::collections::HashMap::new();
     for side in &seed_sides {
-        seed_clients.insert(side.name.clone(), side.server.client().await?);
+        seed_clients.insert(side.name.clone(), side.client.clone());
     }
     let stop_control_planes = tokio_util::sync::CancellationToken::new();
     let control_planes = tokio::spawn(crate::dev::control_planes::run(
@@ -340,6 +345,7 @@ pub async fn start(plan: &Plan) -> Result<Running, DevError> {
         garden_client,
         seeds: seed_sides,
         created: fresh,
+        velero: seed_configuration(plan, "").velero,
         health,
         controllers,
         readiness,
@@ -354,7 +360,7 @@ async fn start_seed(plan: &Plan, garden: Client, name: String) -> Result<SeedSid
     let client = server.client().await?;
     install_crds(&client, Side::Seed).await?;
     let metrics = Metrics::new();
-    let agent = SeedAgent::new(garden, client, seed_configuration(plan, &name))
+    let agent = SeedAgent::new(garden, client.clone(), seed_configuration(plan, &name))
         .store_options(granary_providers::StoreOptions {
             local_root: Some(plan.buckets_dir()),
             ..granary_providers::StoreOptions::default()
@@ -367,6 +373,7 @@ async fn start_seed(plan: &Plan, garden: Client, name: String) -> Result<SeedSid
     Ok(SeedSide {
         name,
         server,
+        client,
         agent,
         metrics,
     })
