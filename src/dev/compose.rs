@@ -307,6 +307,7 @@ pub async fn start(plan: &Plan) -> Result<Running, DevError> {
     for side in &seed_sides {
         components.add(format!("seed-{}", side.name), side.metrics.clone());
     }
+    seed_leases_renewed(&garden_client, &seed_sides).await;
     let garden_metrics = Metrics::new();
     components.add("garden", garden_metrics.clone());
     let controllers =
@@ -377,6 +378,37 @@ async fn start_seed(plan: &Plan, garden: Client, name: String) -> Result<SeedSid
         agent,
         metrics,
     })
+}
+
+/// Waits (a few seconds at most) until every seed's liveness Lease in the garden has
+/// been renewed. The agents renew it from a task of their own, so without waiting the
+/// garden may assign a region's first bucket while that region's seed still looks
+/// unready, to a seed of another region; that seed then holds it for good, and the
+/// region's seed has no bucket for its default BackupStorageLocation.
+async fn seed_leases_renewed(garden: &Client, seeds: &[SeedSide]) {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let leases: Api<Lease> = Api::namespaced(garden.clone(), crate::api::core::GARDEN_NAMESPACE);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    for seed in seeds {
+        let name = format!("seed-{}", seed.name);
+        loop {
+            let renewed = leases
+                .get_opt(&name)
+                .await
+                .ok()
+                .flatten()
+                .and_then(|l| l.spec)
+                .is_some_and(|s| s.renew_time.is_some());
+            if renewed {
+                break;
+            }
+            if tokio::time::Instant::now() > deadline {
+                tracing::warn!(lease = %name, "seed liveness Lease not renewed yet; starting the garden anyway");
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
 }
 
 /// The backup provider of the landscape's CloudProfiles (for the quota on a restart).
