@@ -603,6 +603,34 @@ mod tests {
     }
 
     #[test]
+    fn a_small_terminal_gets_a_screen_that_fits() {
+        let entries: Vec<BackupEntry> = (0..8)
+            .map(|i| entry(&format!("shoot-{i}"), None, None))
+            .collect();
+        let s = Snapshot::from_objects(&[bucket("b-0", 0, 2, None)], &entries);
+        let header = format!("granary dev: {}\nkubeconfig\ntry this\n", "x".repeat(100));
+        let events: Vec<String> = (0..20).map(|i| format!("event {i}")).collect();
+        let screen = render_fitted(&header, &s, Some(3), &events, 80, 23);
+        let lines: Vec<&str> = screen.lines().collect();
+        assert_eq!(lines.len(), 23, "{screen}");
+        assert!(lines.iter().all(|l| l.chars().count() <= 80), "{screen}");
+        assert!(lines[0].ends_with('…'), "{screen}");
+        assert!(!screen.contains("try this"), "{screen}");
+        assert_eq!(
+            lines[22], "  event 19",
+            "the newest event is kept: {screen}"
+        );
+        assert!(!screen.contains("event 0\n"), "{screen}");
+        // Too little room even for the body: cut, and says so.
+        let tiny = render_fitted(&header, &s, Some(3), &events, 80, 6);
+        assert_eq!(tiny.lines().count(), 6, "{tiny}");
+        assert!(tiny.lines().last().unwrap().starts_with('…'), "{tiny}");
+        // Room enough: the whole screen.
+        let roomy = render_fitted(&header, &s, Some(3), &events, 200, 100);
+        assert_eq!(roomy, render(&header, &s, Some(3), &events));
+    }
+
+    #[test]
     fn fill_bars() {
         assert_eq!(fill(2, Some(3)), "[##-] 2/3");
         assert_eq!(fill(4, Some(3)), "[###] 4/3");
