@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use chrono::{DateTime, Utc};
 use kube::ResourceExt;
 
-use crate::api::velero::{Backup, BackupPhase, BackupStorageLocation};
+use crate::api::velero::{Backup, BackupPhase, BackupStorageLocation, BackupStorageLocationPhase};
 
 /// What one Velero backup looks like in the view.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -46,6 +46,8 @@ pub struct SeedBackups {
     /// The phase of the seed's default location (`Available`, `Unavailable`), `None`
     /// before the seed has written it.
     pub location: Option<String>,
+    /// Why it is not Available, as the location's status says.
+    pub location_message: Option<String>,
     /// Newest first.
     pub backups: Vec<BackupRow>,
 }
@@ -59,17 +61,20 @@ impl SeedBackups {
         locations: &[BackupStorageLocation],
         backups: &[Backup],
     ) -> SeedBackups {
-        let location = locations
-            .iter()
-            .find(|l| l.name_any() == default_location)
-            .map(|l| {
-                // Velero reads an unset phase as Unavailable; before the first
-                // validation the view says so.
-                match l.status.as_ref().and_then(|s| s.phase) {
-                    Some(p) => format!("{p:?}"),
-                    None => "Unvalidated".to_string(),
-                }
-            });
+        let default = locations.iter().find(|l| l.name_any() == default_location);
+        let location_message = default
+            .and_then(|l| l.status.as_ref())
+            .filter(|s| s.phase != Some(BackupStorageLocationPhase::Available))
+            .and_then(|s| s.message.clone())
+            .filter(|m| !m.is_empty());
+        let location = default.map(|l| {
+            // Velero reads an unset phase as Unavailable; before the first
+            // validation the view says so.
+            match l.status.as_ref().and_then(|s| s.phase) {
+                Some(p) => format!("{p:?}"),
+                None => "Unvalidated".to_string(),
+            }
+        });
         let mut rows: Vec<BackupRow> = backups
             .iter()
             .map(|b| {
@@ -99,6 +104,7 @@ impl SeedBackups {
         SeedBackups {
             seed: seed.to_string(),
             location,
+            location_message,
             backups: rows,
         }
     }
@@ -116,7 +122,11 @@ pub fn changes(before: &[SeedBackups], after: &[SeedBackups], at: DateTime<Utc>)
         if was.location != seed.location
             && let Some(phase) = &seed.location
         {
-            out.push(format!("{time} location {}/default: {phase}", seed.seed));
+            let mut line = format!("{time} location {}/default: {phase}", seed.seed);
+            if let Some(message) = &seed.location_message {
+                let _ = write!(line, ": {message}");
+            }
+            out.push(line);
         }
         let rows: BTreeMap<&str, &BackupRow> =
             was.backups.iter().map(|b| (b.name.as_str(), b)).collect();
@@ -165,6 +175,9 @@ pub fn render(seeds: &[SeedBackups], out: &mut String) {
         if s.backups.len() > BACKUPS_PER_SEED {
             let _ = write!(out, "; {} backups, newest:", s.backups.len());
         }
+        if let Some(message) = &s.location_message {
+            let _ = write!(out, " ({message})");
+        }
         out.push('\n');
         let name_width = s
             .backups
@@ -183,8 +196,8 @@ pub fn render(seeds: &[SeedBackups], out: &mut String) {
 mod tests {
     use super::*;
     use crate::api::velero::{
-        BackupProgress, BackupSpec, BackupStatus, BackupStorageLocationPhase,
-        BackupStorageLocationSpec, BackupStorageLocationStatus,
+        BackupProgress, BackupSpec, BackupStatus, BackupStorageLocationSpec,
+        BackupStorageLocationStatus,
     };
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
@@ -285,6 +298,28 @@ mod tests {
                 "00:00:00 backup europe-1/old: gone",
             ]
         );
+    }
+
+    #[test]
+    fn an_unavailable_location_says_why() {
+        let mut unavailable = location("default", Some(BackupStorageLocationPhase::Unavailable));
+        unavailable.status.as_mut().unwrap().message = Some("no bucket yet".into());
+        let s = SeedBackups::from_objects("europe-2", "default", &[unavailable], &[]);
+        assert_eq!(s.location_message.as_deref(), Some("no bucket yet"));
+        assert_eq!(
+            changes(&[], std::slice::from_ref(&s), DateTime::<Utc>::UNIX_EPOCH),
+            ["00:00:00 location europe-2/default: Unavailable: no bucket yet"]
+        );
+        let mut out = String::new();
+        render(&[s], &mut out);
+        assert!(
+            out.contains("europe-2  location default Unavailable (no bucket yet)"),
+            "{out}"
+        );
+        let mut available = location("default", Some(BackupStorageLocationPhase::Available));
+        available.status.as_mut().unwrap().message = Some("stale".into());
+        let s = SeedBackups::from_objects("europe-1", "default", &[available], &[]);
+        assert_eq!(s.location_message, None);
     }
 
     #[test]
