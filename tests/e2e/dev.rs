@@ -5,7 +5,7 @@
 //! period and then removes the directory, SIGINT stops everything promptly with exit
 //! code 0, and a restart keeps the state. A backup of a shoot's control-plane namespace
 //! taken with `granary backup create --wait` against a seed completes and the view shows
-//! it. A second scenario points the same command at an S3 emulator (moto).
+//! it, after the restart too. A second scenario points the same command at an S3 emulator (moto).
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -443,6 +443,11 @@ async fn granary_dev_runs_the_landscape_and_keeps_it_across_restarts() {
     let again = all_succeeded(&garden, 7).await;
     assert_eq!(again, placed, "the same entries in the same buckets");
     assert!(entry_of(&garden, "probe").await.is_none());
+    poll_until("the view shows the backup of the first run", || async {
+        dev.output()
+            .contains("backup europe-1/web-cp: Completed 3/3")
+    })
+    .await;
 
     // `granary migrate` works against the landscape: an entry of Europe's full shard
     // moves to the shard with room (the garden gives the place, the stand-in etcd-main
