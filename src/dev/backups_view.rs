@@ -65,7 +65,13 @@ impl SeedBackups {
         let location_message = default
             .and_then(|l| l.status.as_ref())
             .filter(|s| s.phase != Some(BackupStorageLocationPhase::Available))
-            .and_then(|s| s.message.clone())
+            .and_then(|s| s.message.as_deref())
+            .map(|m| {
+                // Velero's message repeats what the line already says.
+                let prefix =
+                    format!("BackupStorageLocation \"{default_location}\" is unavailable: ");
+                m.strip_prefix(&prefix).unwrap_or(m).to_string()
+            })
             .filter(|m| !m.is_empty());
         let location = default.map(|l| {
             // Velero reads an unset phase as Unavailable; before the first
@@ -303,7 +309,8 @@ mod tests {
     #[test]
     fn an_unavailable_location_says_why() {
         let mut unavailable = location("default", Some(BackupStorageLocationPhase::Unavailable));
-        unavailable.status.as_mut().unwrap().message = Some("no bucket yet".into());
+        unavailable.status.as_mut().unwrap().message =
+            Some("BackupStorageLocation \"default\" is unavailable: no bucket yet".into());
         let s = SeedBackups::from_objects("europe-2", "default", &[unavailable], &[]);
         assert_eq!(s.location_message.as_deref(), Some("no bucket yet"));
         assert_eq!(
