@@ -39,6 +39,7 @@ use crate::runtime::config::{
 use crate::runtime::health::{HealthServer, ReadinessFlag};
 use crate::runtime::metrics::Metrics;
 use crate::seed::{RunningSeed, SeedAgent};
+use crate::velero_server::settings::VeleroSettings;
 
 /// The entries of the data directory `--reset` removes (and nothing else, so a data
 /// directory pointed at a folder with other files loses only what `granary dev` made).
@@ -88,6 +89,8 @@ impl Plan {
 pub struct SeedSide {
     pub name: String,
     pub server: EmbeddedServer,
+    /// A client of `server`.
+    pub client: Client,
     agent: RunningSeed,
     metrics: Metrics,
 }
@@ -99,6 +102,8 @@ pub struct Running {
     pub seeds: Vec<SeedSide>,
     /// True when this start created the sample landscape (fresh data directory).
     pub created: bool,
+    /// The Velero settings every seed runs with (namespace, default location).
+    pub velero: VeleroSettings,
     pub health: HealthServer,
     controllers: RunningGarden,
     readiness: tokio::task::JoinHandle<()>,
@@ -302,6 +307,7 @@ pub async fn start(plan: &Plan) -> Result<Running, DevError> {
     for side in &seed_sides {
         components.add(format!("seed-{}", side.name), side.metrics.clone());
     }
+    seed_leases_renewed(&garden_client, &seed_sides).await;
     let garden_metrics = Metrics::new();
     components.add("garden", garden_metrics.clone());
     let controllers =
@@ -312,7 +318,7 @@ pub async fn start(plan: &Plan) -> Result<Running, DevError> {
             .map_err(|e| DevError::Start(format!("garden metrics: {e}")))?;
     let mut seed_clients = std::collections::HashMap::new();
     for side in &seed_sides {
-        seed_clients.insert(side.name.clone(), side.server.client().await?);
+        seed_clients.insert(side.name.clone(), side.client.clone());
     }
     let stop_control_planes = tokio_util::sync::CancellationToken::new();
     let control_planes = tokio::spawn(crate::dev::control_planes::run(
@@ -340,6 +346,7 @@ pub async fn start(plan: &Plan) -> Result<Running, DevError> {
         garden_client,
         seeds: seed_sides,
         created: fresh,
+        velero: seed_configuration(plan, "").velero,
         health,
         controllers,
         readiness,
@@ -354,7 +361,7 @@ async fn start_seed(plan: &Plan, garden: Client, name: String) -> Result<SeedSid
     let client = server.client().await?;
     install_crds(&client, Side::Seed).await?;
     let metrics = Metrics::new();
-    let agent = SeedAgent::new(garden, client, seed_configuration(plan, &name))
+    let agent = SeedAgent::new(garden, client.clone(), seed_configuration(plan, &name))
         .store_options(granary_providers::StoreOptions {
             local_root: Some(plan.buckets_dir()),
             ..granary_providers::StoreOptions::default()
@@ -367,9 +374,41 @@ async fn start_seed(plan: &Plan, garden: Client, name: String) -> Result<SeedSid
     Ok(SeedSide {
         name,
         server,
+        client,
         agent,
         metrics,
     })
+}
+
+/// Waits (a few seconds at most) until every seed's liveness Lease in the garden has
+/// been renewed. The agents renew it from a task of their own, so without waiting the
+/// garden may assign a region's first bucket while that region's seed still looks
+/// unready, to a seed of another region; that seed then holds it for good, and the
+/// region's seed has no bucket for its default BackupStorageLocation.
+async fn seed_leases_renewed(garden: &Client, seeds: &[SeedSide]) {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let leases: Api<Lease> = Api::namespaced(garden.clone(), crate::api::core::GARDEN_NAMESPACE);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    for seed in seeds {
+        let name = format!("seed-{}", seed.name);
+        loop {
+            let renewed = leases
+                .get_opt(&name)
+                .await
+                .ok()
+                .flatten()
+                .and_then(|l| l.spec)
+                .is_some_and(|s| s.renew_time.is_some());
+            if renewed {
+                break;
+            }
+            if tokio::time::Instant::now() > deadline {
+                tracing::warn!(lease = %name, "seed liveness Lease not renewed yet; starting the garden anyway");
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
 }
 
 /// The backup provider of the landscape's CloudProfiles (for the quota on a restart).

@@ -1,6 +1,7 @@
 //! The live view of `granary dev`: watches the garden's BackupBuckets, BackupEntries and
-//! Warning events and, on every change, either redraws the compact screen (stdout is a terminal) or
-//! prints the changes as log lines (anything else: a pipe, a file, a test).
+//! Warning events and every seed's Velero Backups and BackupStorageLocations and, on every
+//! change, either redraws the compact screen, cut to the terminal's size (stdout is a
+//! terminal), or prints the changes as log lines (anything else: a pipe, a file, a test).
 
 use std::collections::HashSet;
 use std::io::Write;
@@ -17,7 +18,9 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::core::{BackupBucket, BackupEntry};
-use crate::dev::view::{Snapshot, changes, new_warnings, render};
+use crate::api::velero::{Backup, BackupStorageLocation};
+use crate::dev::backups_view::SeedBackups;
+use crate::dev::view::{Snapshot, changes, new_warnings, render_fitted};
 use crate::runtime::backoff::WatchBackoff;
 use crate::runtime::clock::Clock;
 
@@ -35,6 +38,18 @@ pub struct LiveView {
     /// Entries per bucket, for the fill bars.
     pub limit: Option<u32>,
     pub clock: Clock,
+    /// Every seed, by name, with a client of its API server.
+    pub seeds: Vec<(String, Client)>,
+    /// Where the seeds keep their Velero objects and the name of their default location.
+    pub velero_namespace: String,
+    pub default_location: String,
+}
+
+/// One seed's Velero objects as the view caches them.
+struct SeedCaches {
+    name: String,
+    locations: Store<BackupStorageLocation>,
+    backups: Store<Backup>,
 }
 
 fn cache<K>(api: Api<K>, changed: Arc<Notify>) -> (Store<K>, impl std::future::Future<Output = ()>)
@@ -75,6 +90,19 @@ impl LiveView {
         let (entries, fill_entries) =
             cache(Api::<BackupEntry>::all(garden.clone()), changed.clone());
         let (events, fill_events) = cache(Api::<Event>::all(garden), changed.clone());
+        let mut seeds = Vec::new();
+        let mut fill_seeds = Vec::new();
+        for (name, client) in &self.seeds {
+            let ns = self.velero_namespace.as_str();
+            let (locations, fill_l) = cache(Api::namespaced(client.clone(), ns), changed.clone());
+            let (backups, fill_b) = cache(Api::namespaced(client.clone(), ns), changed.clone());
+            fill_seeds.push(async move { tokio::join!(fill_l, fill_b) });
+            seeds.push(SeedCaches {
+                name: name.clone(),
+                locations,
+                backups,
+            });
+        }
         let draw = async {
             let _ = tokio::join!(buckets.wait_until_ready(), entries.wait_until_ready());
             let mut last = Snapshot::default();
@@ -82,7 +110,18 @@ impl LiveView {
             let mut seen = HashSet::new();
             let mut first = true;
             loop {
-                let next = Snapshot::from_objects(&owned(&buckets), &owned(&entries));
+                let mut next = Snapshot::from_objects(&owned(&buckets), &owned(&entries));
+                next.backups = seeds
+                    .iter()
+                    .map(|s| {
+                        SeedBackups::from_objects(
+                            &s.name,
+                            &self.default_location,
+                            &owned(&s.locations),
+                            &owned(&s.backups),
+                        )
+                    })
+                    .collect();
                 let now = self.clock.now();
                 let warnings = new_warnings(&owned(&events), &mut seen, now);
                 if next != last || first || !warnings.is_empty() {
@@ -97,7 +136,15 @@ impl LiveView {
             }
         };
         tokio::select! {
-            _ = async { tokio::join!(fill_buckets, fill_entries, fill_events, draw) } => {}
+            _ = async {
+                tokio::join!(
+                    fill_buckets,
+                    fill_entries,
+                    fill_events,
+                    futures::future::join_all(fill_seeds),
+                    draw
+                )
+            } => {}
             _ = stop.cancelled() => {}
         }
     }
@@ -108,7 +155,17 @@ impl LiveView {
             recent.extend(lines.iter().cloned());
             let skip = recent.len().saturating_sub(RECENT);
             recent.drain(..skip);
-            let screen = render(&self.header, snapshot, self.limit, recent);
+            // Rows and columns; a terminal that does not say gets the smallest usual one.
+            let (rows, columns) = console::Term::stdout().size_checked().unwrap_or((24, 80));
+            let screen = render_fitted(
+                &self.header,
+                snapshot,
+                self.limit,
+                recent,
+                columns as usize,
+                // The cursor stays on the line after the last.
+                (rows as usize).saturating_sub(1),
+            );
             // Home, draw, clear what is left of an earlier, longer screen.
             let _ = write!(out, "\x1b[H\x1b[2J{screen}");
         } else {

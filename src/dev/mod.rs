@@ -9,6 +9,7 @@
 //! `/metrics` for every component), [`view`] (the screen, pure) and [`live`] (feeding
 //! the view from watches). [`run`] ties them together for the command line.
 
+pub mod backups_view;
 pub mod compose;
 pub mod control_planes;
 pub mod landscape;
@@ -149,6 +150,13 @@ async fn serve(
         header,
         limit: Some(plan.quota),
         clock: Clock::system(),
+        seeds: running
+            .seeds
+            .iter()
+            .map(|s| (s.name.clone(), s.client.clone()))
+            .collect(),
+        velero_namespace: running.velero.namespace.clone(),
+        default_location: running.velero.default_location.name.clone(),
     };
     let view_task = tokio::spawn(view.run(running.garden_client.clone(), stop.clone()));
     shutdown_signal().await;

@@ -11,6 +11,7 @@ use kube::ResourceExt;
 
 use crate::api::common::{LastOperation, LastOperationState};
 use crate::api::core::{BackupBucket, BackupEntry, LABEL_REGION, LABEL_SHARD};
+use crate::dev::backups_view::{self, SeedBackups};
 
 /// What one bucket looks like in the view.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -38,11 +39,13 @@ pub struct EntryRow {
     pub detail: Option<String>,
 }
 
-/// Buckets and entries, sorted by name.
+/// Buckets and entries, sorted by name, and every seed's Velero backups.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Snapshot {
     pub buckets: Vec<BucketRow>,
     pub entries: Vec<EntryRow>,
+    /// Per seed, by seed name.
+    pub backups: Vec<SeedBackups>,
 }
 
 /// `Waiting` before any operation, else the state of the last one, with `Deleting`
@@ -124,6 +127,7 @@ impl Snapshot {
         Snapshot {
             buckets: bucket_rows,
             entries: entry_rows,
+            backups: Vec::new(),
         }
     }
 }
@@ -183,6 +187,7 @@ pub fn changes(before: &Snapshot, after: &Snapshot, at: DateTime<Utc>) -> Vec<St
             out.push(format!("{time} entry {}: gone", e.shoot));
         }
     }
+    out.extend(backups_view::changes(&before.backups, &after.backups, at));
     out
 }
 
@@ -267,13 +272,63 @@ fn shorten(text: &str, width: usize) -> String {
     out
 }
 
-/// The whole screen: `header`, the buckets with their fill against `limit`, the entries
-/// and the most recent `events` (oldest first).
+/// The whole screen: `header`, the buckets with their fill against `limit`, the entries,
+/// every seed's Velero backups and the most recent `events` (oldest first).
 pub fn render(header: &str, snapshot: &Snapshot, limit: Option<u32>, events: &[String]) -> String {
     let mut out = String::from(header);
     if !out.ends_with('\n') {
         out.push('\n');
     }
+    out.push_str(&body(snapshot, limit));
+    out.push_str(&events_section(events));
+    out
+}
+
+/// The screen for a terminal of `width` columns and `height` rows: [`render`] when it
+/// fits; else only the header's first line, no blank lines, as many of the newest events
+/// as fit, and the rest cut. Every line is cut to `width` (with `…`), so nothing wraps.
+pub fn render_fitted(
+    header: &str,
+    snapshot: &Snapshot,
+    limit: Option<u32>,
+    events: &[String],
+    width: usize,
+    height: usize,
+) -> String {
+    let full = render(header, snapshot, limit, events);
+    let mut lines: Vec<&str> = full.lines().collect();
+    if lines.len() > height {
+        let body = body(snapshot, limit);
+        let mut compact: Vec<String> = header.lines().take(1).map(String::from).collect();
+        compact.extend(body.lines().filter(|l| !l.is_empty()).map(String::from));
+        let room = height.saturating_sub(compact.len() + 1);
+        if room > 0 && !events.is_empty() {
+            compact.push("RECENT EVENTS".into());
+            let skip = events.len().saturating_sub(room);
+            compact.extend(events[skip..].iter().map(|e| format!("  {e}")));
+        }
+        if compact.len() > height {
+            compact.truncate(height.saturating_sub(1));
+            compact.push("… (more than fits; a taller terminal shows it)".into());
+        }
+        return fit_width(compact.iter().map(String::as_str), width);
+    }
+    lines.truncate(height);
+    fit_width(lines.into_iter(), width)
+}
+
+fn fit_width<'a>(lines: impl Iterator<Item = &'a str>, width: usize) -> String {
+    let mut out = String::new();
+    for line in lines {
+        out.push_str(&shorten(line, width));
+        out.push('\n');
+    }
+    out
+}
+
+/// Buckets, entries and backups, each section after a blank line.
+fn body(snapshot: &Snapshot, limit: Option<u32>) -> String {
+    let mut out = String::new();
     let _ = writeln!(out, "\nBUCKETS ({})", snapshot.buckets.len());
     if snapshot.buckets.is_empty() {
         out.push_str("  (none yet)\n");
@@ -326,7 +381,12 @@ pub fn render(header: &str, snapshot: &Snapshot, limit: Option<u32>, events: &[S
         }
         out.push('\n');
     }
-    out.push_str("\nRECENT EVENTS\n");
+    backups_view::render(&snapshot.backups, &mut out);
+    out
+}
+
+fn events_section(events: &[String]) -> String {
+    let mut out = String::from("\nRECENT EVENTS\n");
     if events.is_empty() {
         out.push_str("  (none yet)\n");
     }
@@ -540,6 +600,34 @@ mod tests {
             ),
         });
         assert_eq!(new_warnings(&[warning], &mut seen, at).len(), 1);
+    }
+
+    #[test]
+    fn a_small_terminal_gets_a_screen_that_fits() {
+        let entries: Vec<BackupEntry> = (0..8)
+            .map(|i| entry(&format!("shoot-{i}"), None, None))
+            .collect();
+        let s = Snapshot::from_objects(&[bucket("b-0", 0, 2, None)], &entries);
+        let header = format!("granary dev: {}\nkubeconfig\ntry this\n", "x".repeat(100));
+        let events: Vec<String> = (0..20).map(|i| format!("event {i}")).collect();
+        let screen = render_fitted(&header, &s, Some(3), &events, 80, 23);
+        let lines: Vec<&str> = screen.lines().collect();
+        assert_eq!(lines.len(), 23, "{screen}");
+        assert!(lines.iter().all(|l| l.chars().count() <= 80), "{screen}");
+        assert!(lines[0].ends_with('…'), "{screen}");
+        assert!(!screen.contains("try this"), "{screen}");
+        assert_eq!(
+            lines[22], "  event 19",
+            "the newest event is kept: {screen}"
+        );
+        assert!(!screen.contains("event 0\n"), "{screen}");
+        // Too little room even for the body: cut, and says so.
+        let tiny = render_fitted(&header, &s, Some(3), &events, 80, 6);
+        assert_eq!(tiny.lines().count(), 6, "{tiny}");
+        assert!(tiny.lines().last().unwrap().starts_with('…'), "{tiny}");
+        // Room enough: the whole screen.
+        let roomy = render_fitted(&header, &s, Some(3), &events, 200, 100);
+        assert_eq!(roomy, render(&header, &s, Some(3), &events));
     }
 
     #[test]

@@ -3,8 +3,9 @@
 //! Succeeded, kubectl lists them through the written kubeconfig, a new shoot gets its
 //! entry and its directory under `<data-dir>/buckets/`, deleting it waits out the grace
 //! period and then removes the directory, SIGINT stops everything promptly with exit
-//! code 0, and a restart keeps the state. A second scenario points the same command at
-//! an S3 emulator (moto).
+//! code 0, and a restart keeps the state. A backup of a shoot's control-plane namespace
+//! taken with `granary backup create --wait` against a seed completes and the view shows
+//! it, after the restart too. A second scenario points the same command at an S3 emulator (moto).
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -223,6 +224,88 @@ async fn entry_of(garden: &Client, name: &str) -> Option<BackupEntry> {
         .find(|e| e.name_any().starts_with(&format!("shoot--dev--{name}--")))
 }
 
+/// Runs `granary` with `args`; its stdout and stderr, or a panic with them unless it
+/// succeeds.
+async fn granary(args: Vec<String>) -> String {
+    let what = args.join(" ");
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_granary"))
+            .args(&args)
+            .env("AWS_EC2_METADATA_DISABLED", "true")
+            .stdin(Stdio::null())
+            .output()
+            .expect("granary runs")
+    })
+    .await
+    .expect("granary task");
+    let both = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "granary {what}:\n{both}");
+    both
+}
+
+/// The README's backup of a seed namespace: every seed's default location on the local
+/// provider (Available where the seed holds a bucket), a backup of the web shoot's
+/// control plane on europe-1 through `granary backup create --wait`, its items listed
+/// by `describe --details` from the bucket directory, and the view showing it.
+async fn backup_of_a_control_plane(dev: &Dev, data: &Path) {
+    for seed in ["europe-1", "america-1"] {
+        poll_until(
+            &format!("the view shows {seed}'s default location Available"),
+            || async {
+                dev.output()
+                    .contains(&format!("location {seed}/default: Available"))
+            },
+        )
+        .await;
+    }
+    let kubeconfig = data.join("seed-europe-1.kubeconfig").display().to_string();
+    let args = |a: &[&str]| {
+        a.iter()
+            .map(|s| s.to_string())
+            .chain(["--kubeconfig".to_string(), kubeconfig.clone()])
+            .collect::<Vec<_>>()
+    };
+    let created = granary(args(&[
+        "backup",
+        "create",
+        "web-cp",
+        "--include-namespaces",
+        "shoot--dev--web",
+        "--wait",
+    ]))
+    .await;
+    assert!(
+        created.contains("Backup completed with status: Completed"),
+        "{created}"
+    );
+    let buckets = data.join("buckets").display().to_string();
+    let described = granary(args(&[
+        "backup",
+        "describe",
+        "web-cp",
+        "--details",
+        "--data-dir",
+        &buckets,
+    ]))
+    .await;
+    for item in [
+        "shoot--dev--web/etcd-backup",
+        "shoot--dev--web/etcd-main",
+        "Items backed up:              3",
+    ] {
+        assert!(described.contains(item), "{item} in:\n{described}");
+    }
+    poll_until("the view shows the backup completed", || async {
+        dev.output()
+            .contains("backup europe-1/web-cp: Completed 3/3")
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn granary_dev_runs_the_landscape_and_keeps_it_across_restarts() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -250,6 +333,7 @@ async fn granary_dev_runs_the_landscape_and_keeps_it_across_restarts() {
         dev.output().contains("entry dev/web: Succeeded")
     })
     .await;
+    backup_of_a_control_plane(&dev, &data).await;
     assert!(
         http_get(health, "/readyz")
             .await
@@ -359,6 +443,11 @@ async fn granary_dev_runs_the_landscape_and_keeps_it_across_restarts() {
     let again = all_succeeded(&garden, 7).await;
     assert_eq!(again, placed, "the same entries in the same buckets");
     assert!(entry_of(&garden, "probe").await.is_none());
+    poll_until("the view shows the backup of the first run", || async {
+        dev.output()
+            .contains("backup europe-1/web-cp: Completed 3/3")
+    })
+    .await;
 
     // `granary migrate` works against the landscape: an entry of Europe's full shard
     // moves to the shard with room (the garden gives the place, the stand-in etcd-main
