@@ -307,6 +307,8 @@ async fn main() {
         to_bucket: to.clone(),
         dry_run: false,
         delete_source_now: false,
+        // The bench's two buckets are set up as separate pools.
+        allow_other_pool: true,
     };
     // Bulk copy with etcd running; stop when etcd is down (it is scaled back up).
     failpoints::configure("migrate.cutover.scaled-down=1:error").expect("valid spec");
