@@ -11,7 +11,9 @@
 //! admin's own `default` location is left alone.
 
 use crate::api::common::LastOperationState;
-use crate::api::core::{GARDEN_NAMESPACE, LABEL_POOL_KIND, PoolKind, bucket_secret_name};
+use crate::api::core::{
+    GARDEN_NAMESPACE, LABEL_POOL_KIND, PoolKind, bucket_secret_name, entry_secret_name,
+};
 use crate::api::extensions;
 use crate::api::velero::{BackupStorageLocation, BackupStorageLocationSpec, ObjectStorageLocation};
 use crate::seed::context::Context;
@@ -36,12 +38,18 @@ pub const CREDENTIALS_SECRET: &str = "granary-default-location";
 /// The provider of a default location that has no bucket yet.
 pub const PROVIDER_NONE: &str = "granary.gardener.cloud/none";
 
-/// A bucket the seed holds, as far as the choice of the default location cares.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A bucket of the seed's pool this seed has credentials for — one it holds (its
+/// BackupBucket) or one its shoots' entries live in (their BackupEntries) — as far as the
+/// choice of the default location cares.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct HeldBucket {
     pub name: String,
     pub shared: bool,
     pub ready: bool,
+    pub provider: String,
+    pub region: String,
+    /// The copied credentials in the seed's `garden` namespace.
+    pub secret: String,
 }
 
 /// The bucket the default location uses: the current one while it is still a ready
@@ -106,17 +114,39 @@ pub async fn run(ctx: Arc<Context>) {
     tokio::join!(feed, work);
 }
 
+fn shared(labels: &BTreeMap<String, String>) -> bool {
+    !matches!(
+        labels.get(LABEL_POOL_KIND).map(|v| v.parse()),
+        Some(Ok(PoolKind::Legacy))
+    )
+}
+
+fn ready<K: Resource>(o: &K, status: Option<&crate::api::extensions::DefaultStatus>) -> bool {
+    o.meta().deletion_timestamp.is_none()
+        && status
+            .and_then(|s| s.last_operation.as_ref())
+            .is_some_and(|op| op.state == LastOperationState::Succeeded)
+}
+
 fn held(b: &extensions::BackupBucket) -> HeldBucket {
     HeldBucket {
         name: b.name_any(),
-        shared: !matches!(
-            b.labels().get(LABEL_POOL_KIND).map(|v| v.parse()),
-            Some(Ok(PoolKind::Legacy))
-        ),
-        ready: b.meta().deletion_timestamp.is_none()
-            && b.default_status()
-                .and_then(|s| s.last_operation.as_ref())
-                .is_some_and(|o| o.state == LastOperationState::Succeeded),
+        shared: shared(b.labels()),
+        ready: ready(b, b.default_status()),
+        provider: b.spec.type_.clone(),
+        region: b.spec.region.clone(),
+        secret: bucket_secret_name(&b.name_any()),
+    }
+}
+
+fn entry_bucket(e: &extensions::BackupEntry) -> HeldBucket {
+    HeldBucket {
+        name: e.spec.bucket_name.clone(),
+        shared: shared(e.labels()),
+        ready: ready(e, e.default_status()),
+        provider: e.spec.type_.clone(),
+        region: e.spec.region.clone(),
+        secret: entry_secret_name(&e.name_any()),
     }
 }
 
@@ -135,15 +165,26 @@ async fn pass(ctx: &Context) -> Result<(), kube::Error> {
         );
         return Ok(());
     }
-    let buckets: Vec<extensions::BackupBucket> =
-        Api::<extensions::BackupBucket>::all(ctx.seed.clone())
+    let mine = |labels: Option<&BTreeMap<String, String>>| ctx.selector.matches(labels);
+    // Buckets the seed holds first, then those of its shoots' entries (a seed may hold
+    // no bucket of its pool itself while its shoots' backups live in one).
+    let mut held: Vec<HeldBucket> = Api::<extensions::BackupBucket>::all(ctx.seed.clone())
+        .list(&Default::default())
+        .await?
+        .items
+        .iter()
+        .filter(|b| mine(b.meta().labels.as_ref()))
+        .map(held)
+        .collect();
+    held.extend(
+        Api::<extensions::BackupEntry>::all(ctx.seed.clone())
             .list(&Default::default())
             .await?
             .items
-            .into_iter()
-            .filter(|b| ctx.selector.matches(b.meta().labels.as_ref()))
-            .collect();
-    let held: Vec<HeldBucket> = buckets.iter().map(held).collect();
+            .iter()
+            .filter(|e| mine(e.meta().labels.as_ref()))
+            .map(entry_bucket),
+    );
     let current = existing
         .as_ref()
         .map(|l| l.spec.object_storage.bucket.as_str())
@@ -158,13 +199,13 @@ async fn pass(ctx: &Context) -> Result<(), kube::Error> {
     labels.insert(LABEL_MANAGED.to_string(), MANAGED_BY.to_string());
     let chosen = choose_bucket(current, &held);
     let mut annotations = BTreeMap::new();
-    let spec = match chosen.and_then(|c| buckets.iter().find(|b| b.name_any() == c)) {
+    let spec = match chosen.and_then(|c| held.iter().find(|b| b.name == c && b.ready && b.shared)) {
         None => {
             annotations.insert(
                 ANNOTATION_UNAVAILABLE_REASON.to_string(),
                 format!(
-                    "seed {} holds no ready shared bucket of its backup pool yet (the garden \
-                     assigns one when the pool has a bucket for this seed's region)",
+                    "seed {} has no ready shared bucket of its backup pool yet (it gets one \
+                     with its first shoot's BackupEntry, or when the garden assigns it a bucket)",
                     ctx.seed_name
                 ),
             );
@@ -180,11 +221,9 @@ async fn pass(ctx: &Context) -> Result<(), kube::Error> {
             }
         }
         Some(bucket) => {
-            let provider = bucket.spec.type_.clone();
+            let provider = bucket.provider.clone();
             let secrets: Api<Secret> = Api::namespaced(ctx.seed.clone(), GARDEN_NAMESPACE);
-            let pool_secret = secrets
-                .get_opt(&bucket_secret_name(&bucket.name_any()))
-                .await?;
+            let pool_secret = secrets.get_opt(&bucket.secret).await?;
             let data: granary_providers::SecretData = pool_secret
                 .and_then(|s| s.data)
                 .unwrap_or_default()
@@ -194,14 +233,14 @@ async fn pass(ctx: &Context) -> Result<(), kube::Error> {
             let (file, mut config) = match velero_credentials_file(&provider, &data) {
                 Ok(x) => x,
                 Err(e) => {
-                    tracing::warn!(bucket = %bucket.name_any(), error = %e, "default location credentials");
+                    tracing::warn!(bucket = %bucket.name, error = %e, "default location credentials");
                     return Ok(());
                 }
             };
-            if provider == "aws" && !bucket.spec.region.is_empty() {
+            if provider == "aws" && !bucket.region.is_empty() {
                 config
                     .entry("region".to_string())
-                    .or_insert_with(|| bucket.spec.region.clone());
+                    .or_insert_with(|| bucket.region.clone());
             }
             let credential = if provider == "local" {
                 None
@@ -218,7 +257,7 @@ async fn pass(ctx: &Context) -> Result<(), kube::Error> {
                 config: (!config.is_empty()).then_some(config),
                 credential,
                 object_storage: ObjectStorageLocation {
-                    bucket: bucket.name_any(),
+                    bucket: bucket.name.clone(),
                     prefix: Some(prefix(&ctx.seed_name)),
                     ..Default::default()
                 },
@@ -312,6 +351,7 @@ mod tests {
             name: name.into(),
             shared,
             ready,
+            ..HeldBucket::default()
         }
     }
 

@@ -425,7 +425,7 @@ async fn a_seed_keeps_its_default_location_in_its_pool() {
                 d.status.is_some_and(|s| {
                     s.phase == Some(BackupStorageLocationPhase::Unavailable)
                         && s.message.unwrap_or_default().contains(
-                            "seed seed-a holds no ready shared bucket of its backup pool yet",
+                            "seed seed-a has no ready shared bucket of its backup pool yet",
                         )
                 })
             })
