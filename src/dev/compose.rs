@@ -115,6 +115,72 @@ pub struct Running {
 }
 
 /// Removes what `granary dev` keeps in `data_dir`.
+/// The lock file of a data directory (never removed by `--reset`).
+pub const LOCK_FILE: &str = "granary-dev.lock";
+
+/// Takes the data directory's exclusive lock and writes this process's id into it, or
+/// fails at once naming the process that holds it. The lock goes with the returned file
+/// (when the process ends, however it ends).
+pub fn lock_data_dir(data_dir: &Path) -> Result<std::fs::File, DevError> {
+    use std::io::{Read, Seek, Write};
+    let path = data_dir.join(LOCK_FILE);
+    let io = |what: &str, source| DevError::Io {
+        what: format!("{what} {}", path.display()),
+        source,
+    };
+    let mut opts = std::fs::OpenOptions::new();
+    opts.create(true).read(true).write(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    let mut file = opts.open(&path).map_err(|e| io("opening", e))?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let mut holder = String::new();
+            let _ = file.read_to_string(&mut holder);
+            let holder = holder.trim();
+            return Err(DevError::Start(format!(
+                "{} is in use by another granary dev{}: stop it first, or pass another --data-dir",
+                data_dir.display(),
+                if holder.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (pid {holder})")
+                }
+            )));
+        }
+        Err(std::fs::TryLockError::Error(e)) => return Err(io("locking", e)),
+    }
+    file.set_len(0).map_err(|e| io("writing", e))?;
+    file.rewind().map_err(|e| io("writing", e))?;
+    write!(file, "{}", std::process::id()).map_err(|e| io("writing", e))?;
+    file.flush().map_err(|e| io("writing", e))?;
+    Ok(file)
+}
+
+#[cfg(test)]
+mod lock_tests {
+    use super::*;
+
+    #[test]
+    fn a_second_instance_is_refused_naming_the_first() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let first = lock_data_dir(dir.path()).expect("first lock");
+        let e = lock_data_dir(dir.path()).expect_err("second refused");
+        let text = e.to_string();
+        assert!(text.contains("in use by another granary dev"), "{text}");
+        assert!(
+            text.contains(&format!("pid {}", std::process::id())),
+            "{text}"
+        );
+        drop(first);
+        lock_data_dir(dir.path()).expect("free again once the first is gone");
+    }
+}
+
 pub fn reset(data_dir: &Path) -> Result<(), DevError> {
     let io = |path: &Path, source| DevError::Io {
         what: format!("removing {}", path.display()),

@@ -81,10 +81,14 @@ pub enum DevError {
 pub fn run(opts: DevOptions) -> Result<(), DevError> {
     let store = BackupStore::from_args(&opts.store, |k| std::env::var(k).ok())?;
     let terminal = std::io::stdout().is_terminal();
+    compose::private_dir(&opts.data_dir)?;
+    // Held until the process ends: a second `granary dev` on these files would start a
+    // second landscape on them and rewrite the first one's kubeconfigs.
+    let _lock = compose::lock_data_dir(&opts.data_dir)?;
     if opts.reset {
         compose::reset(&opts.data_dir)?;
+        compose::private_dir(&opts.data_dir)?;
     }
-    compose::private_dir(&opts.data_dir)?;
     let log_file = opts.data_dir.join("granary.log");
     if terminal {
         init_file_logging(&log_file, opts.log_format, &opts.log_level)?;

@@ -76,6 +76,10 @@ impl Dev {
         }
     }
 
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub(crate) fn output(&self) -> String {
         self.stdout.lock().expect("output lines").join("\n")
     }
@@ -313,6 +317,27 @@ async fn granary_dev_runs_the_landscape_and_keeps_it_across_restarts() {
     let buckets_dir = data.join("buckets");
     let mut dev = Dev::start(&data, &[], &[]);
     let (garden, health) = dev.ready().await;
+
+    // A second `granary dev` on the same data directory refuses at once, naming the
+    // first one (#20); the first keeps running.
+    let second = std::process::Command::new(env!("CARGO_BIN_EXE_granary"))
+        .arg("dev")
+        .arg("--data-dir")
+        .arg(&data)
+        .args(["--metrics-bind-address", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("a second granary dev runs");
+    assert!(
+        !second.status.success(),
+        "the second instance must not start"
+    );
+    let said = String::from_utf8_lossy(&second.stderr);
+    assert!(
+        said.contains("is in use by another granary dev")
+            && said.contains(&format!("pid {}", dev.pid())),
+        "{said}"
+    );
 
     // The sample: 7 shoots, Europe's 5 over two shards of 3.
     let placed = all_succeeded(&garden, 7).await;
