@@ -369,10 +369,38 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("error: {err:#}");
+            eprintln!("error: {}", said_once(&err));
             ExitCode::FAILURE
         }
     }
+}
+
+/// The error and its causes on one line, each said once: a cause whose text its
+/// wrapper already quotes (`{path}: {source}` with `source` also the cause) is not
+/// repeated.
+fn said_once(err: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if text.is_empty() || out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
+}
+
+/// `text` ending in exactly one newline (a terminal prompt must not follow the output on
+/// its last line).
+fn with_newline(mut text: String) -> String {
+    while text.ends_with('\n') {
+        text.pop();
+    }
+    text.push('\n');
+    text
 }
 
 /// Writes `text` to stdout; a reader that went away (`granary crds | head -1`) ends the
@@ -584,7 +612,7 @@ fn archive(command: ArchiveCommand) -> anyhow::Result<()> {
                 .map_err(over_budget_hint)
                 .with_context(|| format!("{}", file.display()))?;
             match output {
-                OutputFormat::Text => print_out(&found.to_string()),
+                OutputFormat::Text => print_out(&with_newline(found.to_string())),
                 OutputFormat::Json => {
                     print_out(&format!("{}\n", serde_json::to_string_pretty(&found)?))
                 }
@@ -594,7 +622,7 @@ fn archive(command: ArchiveCommand) -> anyhow::Result<()> {
             let report = inspect::verify_with(&file, &memory.limits())
                 .map_err(over_budget_hint)
                 .with_context(|| format!("{} refused", file.display()))?;
-            print_out(&report.to_string())?;
+            print_out(&with_newline(report.to_string()))?;
             anyhow::ensure!(
                 report.is_ok(),
                 "{} is not a valid backup archive",

@@ -225,9 +225,14 @@ impl DeletionGuard {
                     String::new()
                 };
                 Some(format!(
-                    "deletion refused: {entries} BackupEntr{} still reference this bucket ({}{tail}); \
+                    "deletion refused: {entries} BackupEntr{} still {} this bucket ({}{tail}); \
                      it is deleted once they are gone",
                     if *entries == 1 { "y" } else { "ies" },
+                    if *entries == 1 {
+                        "references"
+                    } else {
+                        "reference"
+                    },
                     examples.join(", ")
                 ))
             }

@@ -110,7 +110,9 @@ pub async fn run(opts: MigrateOptions, command: MigrateCommand) -> Result<(), Mi
         }
         MigrateCommand::Status => {
             let rows = migration_status(&garden).await?;
-            if text {
+            if text && rows.is_empty() {
+                println!("no migration in flight");
+            } else if text {
                 println!(
                     "{:<60} {:<9} {:<30} {:<30} {:<5} PLACE",
                     "ENTRY", "PHASE", "SOURCE", "TARGET", "ETCD"

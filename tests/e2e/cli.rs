@@ -214,3 +214,24 @@ fn a_closed_pipe_ends_the_output_quietly() {
     assert!(out.status.success(), "{:?}: {}", out.status, stderr(&out));
     assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
 }
+
+/// Errors are said once, in words: a missing configuration file is not reported as
+/// "…: No such file or directory: No such file or directory" (#20).
+#[test]
+fn an_error_and_its_cause_are_said_once() {
+    let out = granary(&[
+        "server",
+        "--config",
+        "/nope-granary.yaml",
+        "--kubeconfig",
+        "/nope-kubeconfig",
+    ]);
+    assert!(!out.status.success());
+    let said = stderr(&out);
+    assert_eq!(
+        said.matches("No such file or directory").count(),
+        1,
+        "{said}"
+    );
+    assert!(said.contains("/nope-granary.yaml"), "{said}");
+}

@@ -490,7 +490,7 @@ async fn a_bucket_with_entries_refuses_deletion_until_they_are_gone() {
         bucket(&tc, &name).await.is_some_and(|b| {
             b.status
                 .and_then(|s| s.last_error)
-                .is_some_and(|e| e.description.contains("1 BackupEntry still reference"))
+                .is_some_and(|e| e.description.contains("1 BackupEntry still references"))
         })
     })
     .await;
