@@ -203,6 +203,18 @@ impl ApiError {
         Self::new(401, "Unauthorized", "Unauthorized")
     }
 
+    /// 415 for a PATCH whose content type is no patch type the server accepts, listing
+    /// them as kube-apiserver does (`negotiation.NewUnsupportedMediaTypeError`).
+    pub(crate) fn unsupported_patch_type() -> Self {
+        Self::new(
+            415,
+            "UnsupportedMediaType",
+            "the body of the request was in an unknown format - accepted media types include: \
+             application/json-patch+json, application/merge-patch+json, \
+             application/strategic-merge-patch+json, application/apply-patch+yaml",
+        )
+    }
+
     pub(crate) fn unsupported_media_type(content_type: &str) -> Self {
         Self::new(
             415,

@@ -24,7 +24,7 @@ impl PatchKind {
             "application/json-patch+json" => Ok(PatchKind::Json),
             "application/strategic-merge-patch+json" => Ok(PatchKind::Strategic),
             "application/apply-patch+yaml" | "application/apply-patch+json" => Ok(PatchKind::Apply),
-            other => Err(ApiError::unsupported_media_type(other)),
+            _ => Err(ApiError::unsupported_patch_type()),
         }
     }
 }
@@ -140,9 +140,15 @@ mod tests {
             PatchKind::from_content_type("application/apply-patch+yaml; charset=utf-8").unwrap(),
             PatchKind::Apply
         );
-        assert_eq!(
-            PatchKind::from_content_type("text/plain").unwrap_err().code,
-            415
-        );
+        let e = PatchKind::from_content_type("application/json").unwrap_err();
+        assert_eq!(e.code, 415);
+        for accepted in [
+            "application/json-patch+json",
+            "application/merge-patch+json",
+            "application/strategic-merge-patch+json",
+            "application/apply-patch+yaml",
+        ] {
+            assert!(e.message.contains(accepted), "{}", e.message);
+        }
     }
 }

@@ -350,8 +350,13 @@ where
             .reconcile_errors
             .with_label_values(&[controller, kind])
             .inc();
-        tracing::warn!(controller, object = %obj.name_any(), %error, "reconcile failed");
         let transient = matches!(kind, "Conflict" | "PlacementContention");
+        if transient {
+            // Retried at once and expected under contention: not a warning.
+            tracing::debug!(controller, object = %obj.name_any(), %error, "reconcile retried");
+        } else {
+            tracing::warn!(controller, object = %obj.name_any(), %error, "reconcile failed");
+        }
         if !transient {
             let note = error.to_string();
             tokio::spawn(async move {

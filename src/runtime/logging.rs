@@ -26,7 +26,14 @@ pub enum LogFormat {
 /// (`info`, `granary=debug,kube=warn`); `RUST_LOG` wins when set. Calling it twice keeps
 /// the first.
 pub fn init(format: LogFormat, level: &str) -> Result<(), LoggingError> {
-    init_with(format, level, true, std::io::stderr)
+    // Colours only for a person at a terminal: piped or collected logs get none.
+    use std::io::IsTerminal;
+    init_with(
+        format,
+        level,
+        std::io::stderr().is_terminal(),
+        std::io::stderr,
+    )
 }
 
 /// [`init`] writing to `writer` (`ansi`: colours, for a terminal).

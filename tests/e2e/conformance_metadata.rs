@@ -521,3 +521,33 @@ async fn objects_over_etcds_request_limit_are_refused() {
     assert_eq!(names, ["fits"]);
     assert!(list.items[0].data["spec"]["extra"].get("more").is_none());
 }
+
+/// A PATCH with a content type that is no patch type: 415 UnsupportedMediaType listing
+/// the patch types the server takes, as kube-apiserver's
+/// `negotiation.NewUnsupportedMediaTypeError(patchTypes)` does (#20).
+#[tokio::test]
+async fn an_unsupported_patch_type_lists_the_patch_types() {
+    let (cluster, api, ns) = setup().await;
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some("p415".into());
+    api.create(&Default::default(), &cm).await.expect("create");
+    let status = raw(
+        &cluster.client(),
+        json_request(
+            http::Method::PATCH,
+            &format!("/api/v1/namespaces/{ns}/configmaps/p415"),
+            &serde_json::json!({"data": {"a": "b"}}),
+        ),
+    )
+    .await;
+    assert_eq!(status.code, 415, "{status:?}");
+    assert_eq!(status.reason, "UnsupportedMediaType");
+    for accepted in [
+        "application/json-patch+json",
+        "application/merge-patch+json",
+        "application/strategic-merge-patch+json",
+        "application/apply-patch+yaml",
+    ] {
+        assert!(status.message.contains(accepted), "{}", status.message);
+    }
+}

@@ -116,7 +116,12 @@ pub(crate) async fn reconcile<O: ExtensionObject, A: Actuator<O>>(
             m.reconcile_errors
                 .with_label_values(&[O::CONTROLLER, e.kind().as_str()])
                 .inc();
-            tracing::warn!(controller = O::CONTROLLER, name, error = %e, "reconcile failed");
+            if e.kind() == crate::runtime::error_codes::FailureKind::Conflict {
+                // A 409 is retried at once: not a warning.
+                tracing::debug!(controller = O::CONTROLLER, name, error = %e, "reconcile retried");
+            } else {
+                tracing::warn!(controller = O::CONTROLLER, name, error = %e, "reconcile failed");
+            }
             Next::After(ctx.back_off(&key))
         }
     }
