@@ -19,11 +19,11 @@ use crate::api::velero::{BackupStorageLocation, BackupStorageLocationSpec, Objec
 use crate::seed::context::Context;
 use crate::velero_server::location::velero_credentials_file;
 use crate::velero_server::locations::ANNOTATION_UNAVAILABLE_REASON;
-use futures::StreamExt;
+use crate::velero_server::watch::each_event;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Secret, SecretKeySelector};
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::watcher;
+use kube::runtime::watcher::Event;
 use kube::{Resource, ResourceExt};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -80,25 +80,14 @@ pub async fn run(ctx: Arc<Context>) {
     let wake = Arc::new(Notify::new());
     let feed = {
         let wake = wake.clone();
-        let api = Api::<extensions::BackupBucket>::all(ctx.seed.clone());
-        async move {
-            let stream = watcher(api, watcher::Config::default());
-            futures::pin_mut!(stream);
-            while let Some(event) = stream.next().await {
-                match event {
-                    Ok(
-                        watcher::Event::InitDone
-                        | watcher::Event::Apply(_)
-                        | watcher::Event::Delete(_),
-                    ) => wake.notify_one(),
-                    Ok(_) => {}
-                    Err(e) => {
-                        tracing::warn!(error = %e, "watching BackupBuckets for the default location; retrying");
-                        tokio::time::sleep(Duration::from_secs(1)).await;
-                    }
-                }
-            }
-        }
+        each_event(
+            Api::<extensions::BackupBucket>::all(ctx.seed.clone()),
+            "BackupBuckets for the default location",
+            move |event| match event {
+                Event::InitDone | Event::Apply(_) | Event::Delete(_) => wake.notify_one(),
+                _ => {}
+            },
+        )
     };
     let work = async {
         loop {

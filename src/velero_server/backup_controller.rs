@@ -10,13 +10,13 @@
 use super::backup::{self, BackupRequest, BackupResultPhase};
 use super::backup_prepare::prepare;
 use super::context::{VeleroContext, k8s_time};
+use super::watch::each_event;
 use crate::api::velero::{Backup, BackupPhase, BackupProgress, BackupStorageLocation};
 use crate::seed::queue::{Next, WorkQueue};
-use futures::StreamExt;
 use kube::ResourceExt;
 use kube::api::{ListParams, Patch, PatchParams};
 use kube::runtime::events::EventType;
-use kube::runtime::watcher;
+use kube::runtime::watcher::Event;
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,25 +31,14 @@ pub async fn run(ctx: Arc<VeleroContext>) {
     let queue: WorkQueue<String> = WorkQueue::new();
     let feed = {
         let queue = queue.clone();
-        let api = ctx.api::<Backup>();
-        async move {
-            let stream = watcher(api, watcher::Config::default());
-            futures::pin_mut!(stream);
-            while let Some(event) = stream.next().await {
-                match event {
-                    Ok(watcher::Event::Apply(b) | watcher::Event::InitApply(b))
-                        if phase(&b) == Some(BackupPhase::ReadyToStart) =>
-                    {
-                        queue.trigger(b.name_any())
-                    }
-                    Ok(_) => {}
-                    Err(e) => {
-                        tracing::warn!(error = %e, "watching Backups; retrying");
-                        tokio::time::sleep(Duration::from_secs(1)).await;
-                    }
-                }
+        each_event(ctx.api::<Backup>(), "Backups", move |event| match event {
+            Event::Apply(b) | Event::InitApply(b)
+                if phase(&b) == Some(BackupPhase::ReadyToStart) =>
+            {
+                queue.trigger(b.name_any())
             }
-        }
+            _ => {}
+        })
     };
     let workers = ctx.settings.concurrent_backups.max(1) as usize;
     let work = queue.run(workers, move |name| {

@@ -7,14 +7,15 @@
 
 use super::context::VeleroContext;
 use super::context::k8s_time;
+use super::watch::each_event;
 use crate::api::velero::{BackupStorageLocation, BackupStorageLocationPhase};
 use crate::seed::queue::{Next, WorkQueue};
-use futures::{StreamExt, TryStreamExt};
+use futures::TryStreamExt;
 use granary_providers::ListEntry;
 use kube::ResourceExt;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::events::EventType;
-use kube::runtime::watcher;
+use kube::runtime::watcher::Event;
 use serde_json::json;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -71,22 +72,16 @@ pub async fn run(ctx: Arc<VeleroContext>) {
     let queue: WorkQueue<String> = WorkQueue::new();
     let feed = {
         let queue = queue.clone();
-        let api = ctx.api::<BackupStorageLocation>();
-        async move {
-            let stream = watcher(api, watcher::Config::default());
-            futures::pin_mut!(stream);
-            while let Some(event) = stream.next().await {
-                match event {
-                    Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o))
-                    | Ok(watcher::Event::Delete(o)) => queue.trigger(o.name_any()),
-                    Ok(_) => {}
-                    Err(e) => {
-                        tracing::warn!(error = %e, "watching BackupStorageLocations; retrying");
-                        tokio::time::sleep(Duration::from_secs(1)).await;
-                    }
+        each_event(
+            ctx.api::<BackupStorageLocation>(),
+            "BackupStorageLocations",
+            move |event| match event {
+                Event::Apply(o) | Event::InitApply(o) | Event::Delete(o) => {
+                    queue.trigger(o.name_any())
                 }
-            }
-        }
+                _ => {}
+            },
+        )
     };
     let validated: Arc<Mutex<HashMap<String, Option<i64>>>> = Arc::default();
     let work = queue.run(2, move |name| {

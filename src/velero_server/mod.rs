@@ -24,3 +24,4 @@ pub mod queue;
 pub mod queue_controller;
 pub mod server;
 pub mod settings;
+pub mod watch;

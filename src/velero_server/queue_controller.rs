@@ -9,15 +9,14 @@
 use super::context::VeleroContext;
 use super::namespaces::{NamespaceScope, resolve};
 use super::queue::{QueueDecision, QueueItem, QueuePhase, plan};
+use super::watch::each_event;
 use crate::api::velero::{Backup, BackupPhase};
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams};
-use kube::runtime::watcher;
+use kube::runtime::watcher::Event;
 use serde_json::{Value, json};
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::sync::Notify;
 
 /// On a Queued backup: why it has not started (Granary's; `granary backup describe`
@@ -36,25 +35,10 @@ pub async fn run(ctx: Arc<VeleroContext>) {
     let wake = Arc::new(Notify::new());
     let feed = {
         let wake = wake.clone();
-        let api = ctx.api::<Backup>();
-        async move {
-            let stream = watcher(api, watcher::Config::default());
-            futures::pin_mut!(stream);
-            while let Some(event) = stream.next().await {
-                match event {
-                    Ok(
-                        watcher::Event::InitDone
-                        | watcher::Event::Apply(_)
-                        | watcher::Event::Delete(_),
-                    ) => wake.notify_one(),
-                    Ok(_) => {}
-                    Err(e) => {
-                        tracing::warn!(error = %e, "watching Backups; retrying");
-                        tokio::time::sleep(Duration::from_secs(1)).await;
-                    }
-                }
-            }
-        }
+        each_event(ctx.api::<Backup>(), "Backups", move |event| match event {
+            Event::InitDone | Event::Apply(_) | Event::Delete(_) => wake.notify_one(),
+            _ => {}
+        })
     };
     let work = async {
         let every = ctx.settings.queued_backup_recheck_frequency.0;
