@@ -317,7 +317,9 @@ mod tests {
         };
         let text = render_text(&d);
         assert!(
-            text.contains("replicasets.apps   n           b      replicasets.apps/a,gone (not in the backup)"),
+            text.contains(
+                "replicasets.apps   n           b      replicasets.apps/a,gone (not in the backup)"
+            ),
             "{text}"
         );
         assert!(text.contains("Overlaps: none"), "{text}");

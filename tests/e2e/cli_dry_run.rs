@@ -118,10 +118,26 @@ async fn dry_run_shows_exactly_what_the_backup_writes_and_creates_nothing() {
         json!({"phase": "InProgress"}),
     )
     .await;
-    backup_in(&backups, "finished", &["br-00"], json!({"phase": "Completed"})).await;
-    let before = backups.list(&ListParams::default()).await.expect("list").items.len();
+    backup_in(
+        &backups,
+        "finished",
+        &["br-00"],
+        json!({"phase": "Completed"}),
+    )
+    .await;
+    let before = backups
+        .list(&ListParams::default())
+        .await
+        .expect("list")
+        .items
+        .len();
 
-    let flags = ["--include-namespaces", "br-00,br-01", "--exclude-resources", "serviceaccounts"];
+    let flags = [
+        "--include-namespaces",
+        "br-00,br-01",
+        "--exclude-resources",
+        "serviceaccounts",
+    ];
     let mut args = vec!["backup", "create", "dry"];
     args.extend(flags);
     let report: Value = serde_json::from_str(
@@ -134,7 +150,12 @@ async fn dry_run_shows_exactly_what_the_backup_writes_and_creates_nothing() {
     // Nothing was created: no Backup, nothing in the bucket.
     assert!(backups.get_opt("dry").await.expect("get").is_none());
     assert_eq!(
-        backups.list(&ListParams::default()).await.expect("list").items.len(),
+        backups
+            .list(&ListParams::default())
+            .await
+            .expect("list")
+            .items
+            .len(),
         before
     );
     let stored: Vec<_> = world
@@ -142,7 +163,10 @@ async fn dry_run_shows_exactly_what_the_backup_writes_and_creates_nothing() {
         .list(world.layout.bucket(), "", None)
         .collect()
         .await;
-    assert!(stored.is_empty(), "the dry run wrote to the store: {stored:?}");
+    assert!(
+        stored.is_empty(),
+        "the dry run wrote to the store: {stored:?}"
+    );
 
     // Overlaps: the queued backup on br-01, nothing else.
     assert_eq!(
@@ -177,7 +201,10 @@ async fn dry_run_shows_exactly_what_the_backup_writes_and_creates_nothing() {
     let mut sorted = items.clone();
     sorted.sort_by_key(ManifestItem::key);
     let manifest: Vec<ManifestItem> = real.manifest.iter().map(|i| i.to_owned_item()).collect();
-    assert_eq!(sorted, manifest, "dry-run items vs the real backup's manifest");
+    assert_eq!(
+        sorted, manifest,
+        "dry-run items vs the real backup's manifest"
+    );
     assert_eq!(report["totalItems"], json!(manifest.len()));
     let order: Vec<String> = items.iter().map(|i| i.key().to_string()).collect();
     assert_eq!(order, written_order(&real.tarball), "write order");
@@ -208,16 +235,17 @@ async fn dry_run_shows_exactly_what_the_backup_writes_and_creates_nothing() {
             "create",
             "bad",
             "--include-namespaces",
-            "br-00",
-            "--exclude-namespaces",
-            "br-00",
+            "br-00,Bad_NS",
+            "--include-resources",
+            "*,configmaps",
             "--dry-run",
         ])
         .await;
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "a bad spec passed: {err}");
     assert!(
-        err.contains("excludes list cannot contain an item in the includes list: br-00"),
+        err.contains("includes list must either contain '*' only")
+            && err.contains("invalid namespace \"Bad_NS\""),
         "{err}"
     );
     assert!(backups.get_opt("bad").await.expect("get").is_none());

@@ -58,14 +58,8 @@ pub(super) async fn collect(req: CollectRequest<'_>) -> Result<Collected, Backup
         tokio::task::spawn_blocking(move || {
             let mut order: Vec<ItemKey> = Vec::new();
             let written = Arc::new(AtomicU64::new(0));
-            let (_, manifest) = write_tarball(
-                std::io::sink(),
-                job_rx,
-                now,
-                log,
-                written,
-                Some(&mut order),
-            )?;
+            let (_, manifest) =
+                write_tarball(std::io::sink(), job_rx, now, log, written, Some(&mut order))?;
             // Objects at a version other than the preferred one are written but are
             // not manifest items (the writer's rule); they are left out here too.
             let mut listed = std::collections::HashSet::new();
