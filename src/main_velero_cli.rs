@@ -155,8 +155,13 @@ pub struct BackupCreate {
     #[arg(long, value_name = "K=V,...")]
     labels: Vec<String>,
     /// Wait for the backup to finish: a live line on a terminal, JSON lines otherwise.
-    #[arg(short = 'w', long)]
+    #[arg(short = 'w', long, conflicts_with = "dry_run")]
     wait: bool,
+    /// Create nothing: print the items the backup would hold, in the order it would
+    /// write them, with counts per resource, and the running or queued backups it
+    /// would wait for (`-o json|yaml` for programs).
+    #[arg(long)]
+    dry_run: bool,
     #[arg(short = 'o', long, value_enum)]
     output: Option<Output>,
 }
@@ -225,6 +230,7 @@ pub fn backup(t: VeleroTarget, command: BackupCommand) -> anyhow::Result<()> {
                 ordered_resources,
                 labels,
                 wait,
+                dry_run,
                 output,
             } = *args;
             Backup::Create {
@@ -243,7 +249,12 @@ pub fn backup(t: VeleroTarget, command: BackupCommand) -> anyhow::Result<()> {
                     labels,
                 }),
                 wait,
-                output: print_only(output),
+                output: if dry_run {
+                    output.map(Into::into)
+                } else {
+                    print_only(output)
+                },
+                dry_run,
             }
         }
         BackupCommand::Get {

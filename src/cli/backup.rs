@@ -35,6 +35,9 @@ pub enum BackupCommand {
         /// `-o json|yaml`: print the Backup that would be created and create nothing
         /// (velero's behaviour).
         output: Option<OutputFormat>,
+        /// `--dry-run`: print what the backup would hold and what it would wait for
+        /// ([`super::dry_run`]); `output` then picks that report's format.
+        dry_run: bool,
     },
     Get {
         names: Vec<String>,
@@ -56,6 +59,18 @@ pub enum BackupCommand {
 
 /// Runs one `granary backup` subcommand.
 pub async fn run(target: &Target, command: BackupCommand) -> anyhow::Result<()> {
+    if let BackupCommand::Create {
+        name,
+        flags,
+        output,
+        dry_run: true,
+        ..
+    } = &command
+    {
+        let client = target.client().await?;
+        let format = output.unwrap_or(OutputFormat::Table);
+        return super::dry_run::run(&client, &target.namespace, name, flags, format).await;
+    }
     if let BackupCommand::Create {
         name,
         flags,

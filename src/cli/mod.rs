@@ -12,6 +12,7 @@
 pub mod backup;
 pub mod backup_spec;
 pub mod describe;
+pub mod dry_run;
 pub mod flags;
 pub mod location;
 pub mod location_spec;

@@ -41,7 +41,7 @@ pub fn ns(i: usize) -> String {
 }
 
 pub struct World {
-    _cluster: TestCluster,
+    pub cluster: TestCluster,
     pub client: Client,
     pub store: Arc<dyn ObjectStore>,
     pub layout: StorageLayout,
@@ -193,7 +193,7 @@ impl World {
             .expect("bucket");
         let layout = StorageLayout::new(&bucket, Some("velero/seed-a")).expect("layout");
         let world = World {
-            _cluster: cluster,
+            cluster,
             client,
             store,
             layout,

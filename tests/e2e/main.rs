@@ -20,6 +20,7 @@ mod backup_runner;
 mod backup_runner_world;
 mod cli;
 mod cli_backup;
+mod cli_dry_run;
 mod cli_location;
 mod conformance;
 mod conformance_apply;

@@ -18,6 +18,9 @@
 //!    `velero-backup.json` ([`persist`]): a backup whose upload fails part-way is `Failed`
 //!    and has no `velero-backup.json`, so backup sync never imports half a backup.
 //!
+//! [`collect`] is the dry run: steps 2 and 3 with the tarball written to nowhere and
+//! the store never touched, returning the manifest items in write order.
+//!
 //! Pure decisions live in [`catalog`], [`filters`], [`order`], [`selectors`], [`validate`] and the
 //! item readers of [`actions`], each tested beside its code.
 
@@ -30,12 +33,15 @@ mod logbook;
 pub mod order;
 mod persist;
 mod pipe;
+mod preview;
 mod runner;
 pub mod selectors;
+mod setup;
 mod validate;
 
 use crate::api::velero::Backup;
 pub use crate::api::velero::BackupProgress;
+pub use preview::{CollectRequest, Collected};
 pub use validate::{BOTH_SELECTORS, MIXED_FILTERS};
 
 /// One backup to run.
@@ -124,4 +130,10 @@ pub async fn validate(backup: &Backup) -> Vec<String> {
 /// Runs one validated backup and stores it (module docs).
 pub async fn run(req: BackupRequest<'_>) -> Result<BackupOutcome, BackupError> {
     runner::run(req).await
+}
+
+/// Collects what a backup of `req.backup` would hold without storing anything (the
+/// dry run; module docs).
+pub async fn collect(req: CollectRequest<'_>) -> Result<Collected, BackupError> {
+    preview::collect(req).await
 }

@@ -1,32 +1,24 @@
 //! One backup run (module docs of [`super`]): the existence check, the cluster reads
 //! the filters need, collection with the tarball streaming to the store, then the files.
 
-use std::collections::{BTreeSet, HashSet};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use tokio::sync::mpsc;
 
-use super::actions::{self, ActionContext};
-use super::catalog::Catalog;
-use super::cluster;
-use super::collect::{Collection, WriteJob};
-use super::filters::{
-    EXCLUDE_FROM_BACKUP_LABEL, IncludesExcludes, LiveNamespace, ResourceFilter, initially_tracked,
-};
+use super::collect::WriteJob;
 use super::logbook::{Logbook, Subject};
 use super::persist::{self, Files};
-use super::pipe::{PipeWriter, pipe};
-use super::selectors::labels_of;
+use super::pipe::pipe;
+use super::setup::setup;
 use super::{BackupError, BackupOutcome, BackupProgress, BackupRequest, BackupResultPhase};
 use crate::api::velero::{BACKUP_VERSION, Backup};
 use crate::velero::FORMAT_VERSION_WITH_MANIFEST;
 use crate::velero::archive::{ArchiveError, ArchiveWriter};
 use crate::velero::files::{ResourceList, encode_backup_json, encode_logs};
-use crate::velero::manifest::Manifest;
-use crate::velero::resource::GroupResource;
+use crate::velero::manifest::{ItemKey, Manifest};
 
 /// Bytes of tarball in flight between the writer and the upload.
 const PIPE_CAPACITY: usize = 1 << 20;
@@ -67,21 +59,26 @@ pub(super) fn stored_backup(
     b
 }
 
-/// Writes the tarball from the jobs until the queue closes, counting items written.
-fn write_tarball(
-    out: PipeWriter,
+/// Writes the tarball from the jobs to `out` until the queue closes, counting items
+/// written and, when asked, recording their keys in the order they were written.
+pub(super) fn write_tarball<W: std::io::Write>(
+    out: W,
     mut jobs: mpsc::Receiver<WriteJob>,
     now: DateTime<Utc>,
     log: Arc<Logbook>,
     written: Arc<AtomicU64>,
-) -> Result<Manifest, ArchiveError> {
+    mut order: Option<&mut Vec<ItemKey>>,
+) -> Result<(W, Manifest), ArchiveError> {
     let mut archive = ArchiveWriter::new(out, now)?;
     while let Some(job) = jobs.blocking_recv() {
         match archive.add_item(&job.group_resource, &job.preferred_version, &job.object) {
-            Ok(_) => {
+            Ok(key) => {
                 written.fetch_add(1, Ordering::Relaxed);
+                if let Some(order) = order.as_deref_mut() {
+                    order.push(key);
+                }
             }
-            // The pipe broke: the upload failed; stop.
+            // The output broke (the upload failed): stop.
             Err(ArchiveError::Io(e)) => return Err(ArchiveError::Io(e)),
             Err(e) => {
                 let meta = |f: &str| {
@@ -103,47 +100,7 @@ fn write_tarball(
             }
         }
     }
-    let (pipe, manifest) = archive.finish()?;
-    pipe.finish()?;
-    Ok(manifest)
-}
-
-/// What the run learns from the cluster before collecting.
-struct ClusterView {
-    catalog: Catalog,
-    /// Groups discovery could not read (warnings).
-    undiscovered: Vec<String>,
-    namespace_objects: Vec<serde_json::Value>,
-    crds: HashSet<String>,
-}
-
-async fn read_cluster(client: &kube::Client) -> Result<ClusterView, kube::Error> {
-    let (catalog, undiscovered) = cluster::discover(client).await?;
-    let namespace_objects = match catalog.get(&GroupResource::new("", "namespaces")) {
-        Some(res) => cluster::list_all(client, res).await?,
-        None => Vec::new(),
-    };
-    let crds = match catalog.get(&GroupResource::new(
-        "apiextensions.k8s.io",
-        "customresourcedefinitions",
-    )) {
-        Some(res) => cluster::list_all(client, res)
-            .await?
-            .iter()
-            .filter_map(|c| {
-                c.pointer("/metadata/name")
-                    .and_then(|n| n.as_str())
-                    .map(str::to_owned)
-            })
-            .collect(),
-        None => HashSet::new(),
-    };
-    Ok(ClusterView {
-        catalog,
-        undiscovered,
-        namespace_objects,
-        crds,
-    })
+    archive.finish()
 }
 
 pub(super) async fn run(req: BackupRequest<'_>) -> Result<BackupOutcome, BackupError> {
@@ -162,62 +119,10 @@ pub(super) async fn run(req: BackupRequest<'_>) -> Result<BackupOutcome, BackupE
     let ns = backup.metadata.namespace.clone().unwrap_or_default();
     let log = Arc::new(Logbook::new(format!("{ns}/{name}"), req.now));
     log.info(Subject::Backup, "Starting backup");
-    let view = read_cluster(&req.client).await.map_err(BackupError::Kube)?;
-    for warning in &view.undiscovered {
-        log.warn(Subject::Backup, warning);
-    }
     let spec = &backup.spec;
-
-    // Namespaces labelled velero.io/exclude-from-backup=true are excluded (Velero adds
-    // them to the excludes when it prepares the request). As in Velero, a non-empty
-    // exclude list means the backup no longer covers "every namespace", so with
-    // includeClusterResources unset it no longer collects cluster-scoped resources.
-    let live: Vec<LiveNamespace> = view
-        .namespace_objects
-        .iter()
-        .map(|o| LiveNamespace {
-            name: o
-                .pointer("/metadata/name")
-                .and_then(|n| n.as_str())
-                .unwrap_or("")
-                .to_owned(),
-            labels: labels_of(o),
-            active: o.pointer("/status/phase").and_then(|p| p.as_str()) == Some("Active"),
-        })
-        .collect();
-    let mut excludes = spec.excluded_namespaces.clone().unwrap_or_default();
-    excludes.extend(
-        live.iter()
-            .filter(|n| n.labels.get(EXCLUDE_FROM_BACKUP_LABEL).map(String::as_str) == Some("true"))
-            .map(|n| n.name.clone()),
-    );
-    let includes = spec.included_namespaces.clone().unwrap_or_default();
-    let namespaces = IncludesExcludes::new(includes.clone(), excludes);
-    let resources = ResourceFilter::new(spec, &view.catalog, &namespaces);
-    // Velero checks the included namespaces exist when it collects Namespace objects.
-    let check_included = resources.should_include("namespaces", false);
-    for ns in includes
-        .iter()
-        .filter(|n| check_included && !n.contains('*'))
-    {
-        if !live.iter().any(|l| &l.name == ns) {
-            log.error(
-                Subject::Backup,
-                &format!(
-                    "fail to get the namespace {ns} specified in backup.Spec.IncludedNamespaces"
-                ),
-            );
-        }
-    }
-    let or_selectors = spec.or_label_selectors.clone().unwrap_or_default();
-    let tracked: BTreeSet<String> = initially_tracked(
-        &live,
-        &namespaces,
-        spec.label_selector.as_ref(),
-        &or_selectors,
-    )
-    .into_iter()
-    .collect();
+    let setup = setup(&req.client, spec, &log)
+        .await
+        .map_err(BackupError::Kube)?;
 
     let total = AtomicU64::new(0);
     let written = Arc::new(AtomicU64::new(0));
@@ -225,29 +130,13 @@ pub(super) async fn run(req: BackupRequest<'_>) -> Result<BackupOutcome, BackupE
     let (pipe_w, pipe_r) = pipe(PIPE_CAPACITY);
     let writer = {
         let (log, written, now) = (Arc::clone(&log), Arc::clone(&written), req.now);
-        tokio::task::spawn_blocking(move || write_tarball(pipe_w, job_rx, now, log, written))
+        tokio::task::spawn_blocking(move || {
+            let (pipe, manifest) = write_tarball(pipe_w, job_rx, now, log, written, None)?;
+            pipe.finish()?;
+            Ok::<_, ArchiveError>(manifest)
+        })
     };
-    let collection = Collection {
-        spec,
-        ctx: ActionContext {
-            client: req.client.clone(),
-            catalog: view.catalog,
-            crds: view.crds,
-        },
-        actions: actions::builtin(),
-        namespaces,
-        resources,
-        live_namespaces: live.iter().map(|n| n.name.clone()).collect(),
-        namespace_objects: view.namespace_objects,
-        tracked: Mutex::new(tracked),
-        seen: Mutex::new(HashSet::new()),
-        log: &log,
-        jobs: job_tx,
-        total: &total,
-        stopped: AtomicBool::new(false),
-        page_size: req.page_size,
-        workers: req.workers.max(1),
-    };
+    let collection = setup.collection(spec, &log, job_tx, &total, req.page_size, req.workers);
     let tar_key = keys.contents();
     let upload = req.store.put_reader(bucket, &tar_key, Box::pin(pipe_r));
     let collect = async move {

@@ -1,0 +1,316 @@
+//! Benchmark of the backup runner (issue 15, DESIGN §9), not a test: N ConfigMaps and
+//! Secrets (half each, default 50,000) across 100 namespaces on the embedded API server,
+//! backed up through `velero_server::backup::run` to the `local` provider (items/s,
+//! peak RSS), side by side in the same run with its peer, `kubectl get
+//! configmaps,secrets -A -o json | gzip` of the same objects from the same server.
+//! Goal: backup time ≤ 1.5× the peer's, peak RSS ≤ 200 MiB.
+//!
+//! The embedded server runs in this process, so the process' peak RSS holds the server
+//! (and its 50k objects) as well as the runner: the JSON gives that peak, the baseline
+//! before the backup (server and objects), and the growth over it, which is the
+//! runner's share. kubectl's peak RSS is sampled from /proc while it runs.
+//!
+//! `cargo bench --bench velero_backup [-- --size N --namespaces M --workers W]`.
+//! kubectl: `$GRANARY_KUBECTL`, else `kubectl` on PATH; without one the peer is skipped
+//! with a message. Writes `<target dir>/bench/velero_backup.json`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use granary::api::velero::{Backup, BackupPhase, BackupSpec, BackupStatus};
+use granary::embedded::{EmbeddedOptions, EmbeddedServer};
+use granary::velero::layout::StorageLayout;
+use granary::velero_server::backup::{BackupRequest, run};
+use granary_providers::{BucketOptions, StoreOptions};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
+use kube::api::{Api, ListParams, PostParams};
+use serde_json::{Value, json};
+
+const GOAL_RATIO: f64 = 1.5;
+const GOAL_RSS_MIB: f64 = 200.0;
+
+fn arg(name: &str, default: usize) -> usize {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// A field of /proc/<pid>/status in KiB (`VmHWM:`, `VmRSS:`).
+fn status_kib(pid: &str, field: &str) -> Option<u64> {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()?
+        .lines()
+        .find(|l| l.starts_with(field))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+fn mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
+}
+
+/// Resets this process' peak RSS to its current RSS (Linux ≥ 4.0), so the peak read
+/// after the backup is the backup's.
+fn reset_peak_rss() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
+fn object_name(kind: &str, i: usize) -> String {
+    format!("{kind}-{i:06}")
+}
+
+/// Creates `size` objects (even: ConfigMap, odd: Secret) over `namespaces` namespaces.
+async fn populate(client: &kube::Client, size: usize, namespaces: usize) {
+    let ns_api: Api<Namespace> = Api::all(client.clone());
+    for n in 0..namespaces {
+        let mut ns = Namespace::default();
+        ns.metadata.name = Some(format!("bench-{n:03}"));
+        ns_api
+            .create(&PostParams::default(), &ns)
+            .await
+            .expect("namespace is created");
+    }
+    let payload = "x".repeat(512);
+    futures::stream::iter(0..size)
+        .for_each_concurrent(32, |i| {
+            let client = client.clone();
+            let payload = payload.clone();
+            async move {
+                let ns = format!("bench-{:03}", i % namespaces);
+                let meta = json!({"name": object_name(if i % 2 == 0 { "cm" } else { "s" }, i),
+                    "labels": {"app": "bench", "shard": (i % 7).to_string()}});
+                if i % 2 == 0 {
+                    let cm: ConfigMap = serde_json::from_value(
+                        json!({"metadata": meta, "data": {"payload": payload}}),
+                    )
+                    .expect("a ConfigMap");
+                    Api::<ConfigMap>::namespaced(client, &ns)
+                        .create(&PostParams::default(), &cm)
+                        .await
+                        .expect("ConfigMap is created");
+                } else {
+                    let s: Secret = serde_json::from_value(
+                        json!({"metadata": meta, "data": {"payload": "eHh4".repeat(128)}}),
+                    )
+                    .expect("a Secret");
+                    Api::<Secret>::namespaced(client, &ns)
+                        .create(&PostParams::default(), &s)
+                        .await
+                        .expect("Secret is created");
+                }
+            }
+        })
+        .await;
+}
+
+/// Runs kubectl | gzip into `out`; (seconds, gzip bytes, kubectl's sampled peak RSS KiB).
+fn kubectl_peer(kubectl: &str, kubeconfig: &Path, out: &Path) -> Result<Value, String> {
+    let start = Instant::now();
+    let mut k = Command::new(kubectl)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(["get", "configmaps,secrets", "-A", "-o", "json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("{kubectl} does not run: {e}"))?;
+    let file = std::fs::File::create(out).map_err(|e| e.to_string())?;
+    let mut gz = Command::new("gzip")
+        .stdin(k.stdout.take().ok_or("kubectl's stdout")?)
+        .stdout(file)
+        .spawn()
+        .map_err(|e| format!("gzip does not run: {e}"))?;
+    let pid = k.id().to_string();
+    let mut peak_kib = 0;
+    let status = loop {
+        if let Some(hwm) = status_kib(&pid, "VmHWM:") {
+            peak_kib = peak_kib.max(hwm);
+        }
+        match k.try_wait().map_err(|e| e.to_string())? {
+            Some(s) => break s,
+            None => std::thread::sleep(Duration::from_millis(10)),
+        }
+    };
+    let gz_status = gz.wait().map_err(|e| e.to_string())?;
+    let secs = start.elapsed().as_secs_f64();
+    if !status.success() || !gz_status.success() {
+        let mut err = String::new();
+        if let Some(mut e) = k.stderr.take() {
+            use std::io::Read;
+            let _ = e.read_to_string(&mut err);
+        }
+        return Err(format!(
+            "kubectl | gzip failed ({status}, gzip {gz_status}): {err}"
+        ));
+    }
+    let bytes = std::fs::metadata(out).map(|m| m.len()).unwrap_or(0);
+    Ok(json!({"seconds": secs, "gzip_bytes": bytes, "peak_rss_mib_sampled": mib(peak_kib)}))
+}
+
+fn kubectl_binary() -> Option<String> {
+    match std::env::var("GRANARY_KUBECTL") {
+        Ok(b) if !b.is_empty() => Some(b),
+        _ => Command::new("kubectl")
+            .args(["version", "--client"])
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|_| "kubectl".to_string()),
+    }
+}
+
+fn results_path() -> PathBuf {
+    let target = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into());
+    PathBuf::from(target)
+        .join("bench")
+        .join("velero_backup.json")
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let size = arg("--size", 50_000);
+    let namespaces = arg("--namespaces", 100).max(1);
+    let workers = arg("--workers", 1).max(1);
+    let page_size = u32::try_from(arg("--page-size", 500)).unwrap_or(500);
+    let server = EmbeddedServer::start(EmbeddedOptions::default())
+        .await
+        .expect("embedded server starts");
+    let client = server.client().await.expect("client");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let kubeconfig = dir.path().join("kubeconfig");
+    server
+        .write_kubeconfig(&kubeconfig)
+        .expect("kubeconfig written");
+
+    let start = Instant::now();
+    populate(&client, size, namespaces).await;
+    eprintln!(
+        "velero_backup: {size} objects in {namespaces} namespaces created in {:.1}s",
+        start.elapsed().as_secs_f64()
+    );
+    let listed = Api::<ConfigMap>::all(client.clone())
+        .list(&ListParams::default().limit(1))
+        .await
+        .expect("list");
+    drop(listed);
+
+    let store_root = dir.path().join("store");
+    let store = granary_providers::open(
+        "local",
+        None,
+        &Default::default(),
+        &StoreOptions {
+            local_root: Some(store_root),
+            ..StoreOptions::default()
+        },
+    )
+    .await
+    .expect("local store");
+    store
+        .ensure_bucket("bench", &BucketOptions::default())
+        .await
+        .expect("bucket");
+    let layout = StorageLayout::new("bench", Some("velero/bench")).expect("layout");
+    let mut backup = Backup::new(
+        "bench",
+        BackupSpec {
+            included_resources: Some(vec!["configmaps".into(), "secrets".into()]),
+            ..BackupSpec::default()
+        },
+    );
+    backup.metadata.namespace = Some("velero".into());
+    backup.status = Some(BackupStatus {
+        phase: Some(BackupPhase::InProgress),
+        ..BackupStatus::default()
+    });
+
+    let peak_reset = reset_peak_rss();
+    let baseline_kib = status_kib("self", "VmRSS:").unwrap_or(0);
+    let start = Instant::now();
+    let progress = |_| {};
+    let outcome = run(BackupRequest {
+        client: client.clone(),
+        backup: &backup,
+        store: &*store,
+        layout: &layout,
+        page_size,
+        workers,
+        now: chrono::Utc::now(),
+        progress: &progress,
+    })
+    .await
+    .expect("backup runs");
+    let backup_secs = start.elapsed().as_secs_f64();
+    let peak_kib = status_kib("self", "VmHWM:").unwrap_or(0);
+    let items = outcome.items_backed_up;
+    let backup_json = json!({
+        "seconds": backup_secs,
+        "items": items,
+        "items_per_second": items as f64 / backup_secs,
+        "phase": format!("{:?}", outcome.phase),
+        "tarball_bytes": outcome.tarball_bytes,
+        "process_peak_rss_mib": mib(peak_kib),
+        "baseline_rss_mib": mib(baseline_kib),
+        "peak_rss_growth_mib": mib(peak_kib.saturating_sub(baseline_kib)),
+        "peak_rss_reset_before_backup": peak_reset,
+    });
+    println!("backup:  {backup_json}");
+
+    let peer = match kubectl_binary() {
+        None => {
+            eprintln!(
+                "velero_backup: no kubectl (set GRANARY_KUBECTL or put kubectl on PATH): peer skipped"
+            );
+            json!({"skipped": "no kubectl: set GRANARY_KUBECTL or put kubectl on PATH"})
+        }
+        Some(k) => match kubectl_peer(&k, &kubeconfig, &dir.path().join("peer.json.gz")) {
+            Ok(v) => v,
+            Err(e) => {
+                eprintln!("velero_backup: peer failed: {e}");
+                json!({"failed": e})
+            }
+        },
+    };
+    println!("kubectl: {peer}");
+    let ratio = peer["seconds"].as_f64().map(|p| backup_secs / p);
+    let result = json!({
+        "bench": "velero_backup",
+        "workload": {"objects": size, "configmaps": size.div_ceil(2), "secrets": size / 2,
+                     "namespaces": namespaces, "payload_bytes": 512, "page_size": page_size,
+                     "workers": workers, "provider": "local",
+                     "profile": if cfg!(debug_assertions) { "debug" } else { "release" }},
+        "backup": backup_json,
+        "kubectl_gzip": peer,
+        "time_ratio_backup_over_kubectl": ratio,
+        "goal": {"time_ratio_max": GOAL_RATIO, "peak_rss_mib_max": GOAL_RSS_MIB,
+                 "time_met": ratio.map(|r| r <= GOAL_RATIO),
+                 "process_peak_rss_met": mib(peak_kib) <= GOAL_RSS_MIB,
+                 "runner_growth_rss_met": mib(peak_kib.saturating_sub(baseline_kib)) <= GOAL_RSS_MIB},
+    });
+    match ratio {
+        Some(r) => println!(
+            "ratio:   backup {backup_secs:.2}s / kubectl {:.2}s = {r:.2} (goal <= {GOAL_RATIO})",
+            peer["seconds"].as_f64().unwrap_or_default()
+        ),
+        None => println!("ratio:   no peer measurement"),
+    }
+    let path = results_path();
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).expect("bench results directory");
+    }
+    std::fs::write(
+        &path,
+        serde_json::to_string_pretty(&result).expect("JSON") + "\n",
+    )
+    .expect("results written");
+    println!("{result}");
+    eprintln!("velero_backup: results in {}", path.display());
+    server.shutdown().await;
+}
