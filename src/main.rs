@@ -101,35 +101,24 @@ struct SeedArgs {
     /// Address of /metrics, /healthz and /readyz (overrides server.metricsBindAddress).
     #[arg(long, value_name = "ADDR")]
     metrics_bind_address: Option<String>,
-    /// Controllers to switch off: mirror, backupbucket, backupentry, liveness.
+    /// Controllers to switch off: mirror, backupbucket, backupentry, liveness, and
+    /// Velero's (backup-storage-location, backup-queue, backup, …).
     #[arg(long, value_delimiter = ',', value_name = "NAME,...")]
     disable_controllers: Vec<String>,
     /// Keys per batched object delete (S3 allows at most 1000).
     #[arg(long, value_name = "N")]
     delete_batch_size: Option<usize>,
+    /// The Velero-compatible controllers' settings (the `velero:` section).
+    #[command(flatten)]
+    velero: VeleroArgs,
 }
 
-/// Flags of `granary server`; each overrides the configuration file (Velero's flag names).
+/// The `velero:` settings as flags, Velero's names (`granary seed` and `granary server`).
 #[derive(clap::Args, Debug)]
-struct ServerArgs {
-    /// The cluster's kubeconfig (default: in-cluster, else KUBECONFIG / ~/.kube/config).
-    #[arg(long, value_name = "PATH")]
-    kubeconfig: Option<PathBuf>,
-    /// ServerConfiguration file (YAML; its `velero:` section as in SeedConfiguration).
-    #[arg(long, value_name = "FILE")]
-    config: Option<PathBuf>,
+struct VeleroArgs {
     /// The namespace of the Velero objects (default `velero`).
     #[arg(long, short = 'n', value_name = "NAMESPACE")]
     namespace: Option<String>,
-    /// Root directory of the `local` object store (for locations with provider `local`).
-    #[arg(long, value_name = "DIR")]
-    data_dir: Option<PathBuf>,
-    /// Address of /metrics, /healthz and /readyz (default `:8085`).
-    #[arg(long, alias = "metrics-address", value_name = "ADDR")]
-    metrics_bind_address: Option<String>,
-    /// Controllers to switch off: backup-storage-location, backup-queue, backup.
-    #[arg(long, value_delimiter = ',', value_name = "NAME,...")]
-    disable_controllers: Vec<String>,
     /// Backups that may run at once (default 1).
     #[arg(long, value_name = "N")]
     concurrent_backups: Option<u32>,
@@ -148,6 +137,42 @@ struct ServerArgs {
     /// Location of backups that name none (default `default`).
     #[arg(long, value_name = "NAME")]
     default_backup_storage_location: Option<String>,
+}
+
+impl VeleroArgs {
+    fn flags(self) -> granary::velero_server::settings::VeleroFlags {
+        granary::velero_server::settings::VeleroFlags {
+            namespace: self.namespace,
+            concurrent_backups: self.concurrent_backups,
+            item_block_worker_count: self.item_block_worker_count,
+            default_backup_ttl: self.default_backup_ttl,
+            store_validation_frequency: self.store_validation_frequency,
+            client_page_size: self.client_page_size,
+            default_backup_storage_location: self.default_backup_storage_location,
+        }
+    }
+}
+
+/// Flags of `granary server`; each overrides the configuration file (Velero's flag names).
+#[derive(clap::Args, Debug)]
+struct ServerArgs {
+    /// The cluster's kubeconfig (default: in-cluster, else KUBECONFIG / ~/.kube/config).
+    #[arg(long, value_name = "PATH")]
+    kubeconfig: Option<PathBuf>,
+    /// ServerConfiguration file (YAML; its `velero:` section as in SeedConfiguration).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Root directory of the `local` object store (for locations with provider `local`).
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+    /// Address of /metrics, /healthz and /readyz (default `:8085`).
+    #[arg(long, alias = "metrics-address", value_name = "ADDR")]
+    metrics_bind_address: Option<String>,
+    /// Controllers to switch off: backup-storage-location, backup-queue, backup.
+    #[arg(long, value_delimiter = ',', value_name = "NAME,...")]
+    disable_controllers: Vec<String>,
+    #[command(flatten)]
+    velero: VeleroArgs,
     /// Run only while holding the leader Lease `granary-server`.
     #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
     leader_elect: Option<bool>,
@@ -457,6 +482,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 metrics_bind_address: args.metrics_bind_address,
                 disable_controllers: args.disable_controllers,
                 delete_batch_size: args.delete_batch_size,
+                velero: args.velero.flags(),
             };
             tokio::runtime::Runtime::new()
                 .context("starting the async runtime")?
@@ -468,16 +494,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let opts = granary::velero_server::server::ServerOptions {
                 kubeconfig: args.kubeconfig,
                 config: args.config,
-                namespace: args.namespace,
                 data_dir: args.data_dir,
                 metrics_bind_address: args.metrics_bind_address,
                 disable_controllers: args.disable_controllers,
-                concurrent_backups: args.concurrent_backups,
-                item_block_worker_count: args.item_block_worker_count,
-                default_backup_ttl: args.default_backup_ttl,
-                store_validation_frequency: args.store_validation_frequency,
-                client_page_size: args.client_page_size,
-                default_backup_storage_location: args.default_backup_storage_location,
+                velero: args.velero.flags(),
                 leader_elect: args.leader_elect,
             };
             tokio::runtime::Runtime::new()

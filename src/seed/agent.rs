@@ -122,6 +122,8 @@ pub struct SeedOptions {
     pub disable_controllers: Vec<String>,
     /// Keys per batched delete (S3 allows at most 1000).
     pub delete_batch_size: Option<usize>,
+    /// The Velero-compatible part's settings as flags.
+    pub velero: crate::velero_server::settings::VeleroFlags,
 }
 
 async fn client_from(path: &std::path::Path) -> Result<Client, SeedError> {
@@ -152,6 +154,7 @@ pub async fn run(opts: SeedOptions) -> Result<(), SeedError> {
     if let Some(addr) = &opts.metrics_bind_address {
         overrides.push(Override::new("server.metricsBindAddress", addr.clone()));
     }
+    overrides.extend(opts.velero.overrides());
     let config: SeedConfiguration = load(opts.config.as_deref(), &overrides)?;
     let garden_path = config.garden_kubeconfig.clone().ok_or_else(|| {
         SeedError::Usage(

@@ -6,7 +6,7 @@ use super::context::VeleroContext;
 use super::metrics::VeleroMetrics;
 use super::settings::{
     CONTROLLER_BACKUP, CONTROLLER_BACKUP_QUEUE, CONTROLLER_BACKUP_STORAGE_LOCATION,
-    ServerConfiguration, unknown_controllers,
+    ServerConfiguration, VeleroFlags, unknown_controllers,
 };
 use super::{backup_controller, locations, queue_controller};
 use crate::runtime::clock::Clock;
@@ -51,16 +51,10 @@ pub async fn run_controllers(ctx: Arc<VeleroContext>, disabled: Vec<String>) {
 pub struct ServerOptions {
     pub kubeconfig: Option<PathBuf>,
     pub config: Option<PathBuf>,
-    pub namespace: Option<String>,
     pub data_dir: Option<PathBuf>,
     pub metrics_bind_address: Option<String>,
     pub disable_controllers: Vec<String>,
-    pub concurrent_backups: Option<u32>,
-    pub item_block_worker_count: Option<u32>,
-    pub default_backup_ttl: Option<String>,
-    pub store_validation_frequency: Option<String>,
-    pub client_page_size: Option<u32>,
-    pub default_backup_storage_location: Option<String>,
+    pub velero: VeleroFlags,
     pub leader_elect: Option<bool>,
 }
 
@@ -79,42 +73,13 @@ pub enum ServerError {
 }
 
 fn overrides(opts: &ServerOptions) -> Vec<Override> {
-    let mut o = Vec::new();
-    let mut put = |path: &'static str, v: Option<serde_json::Value>| {
-        if let Some(v) = v {
-            o.push(Override::new(path, v));
-        }
-    };
-    put("velero.namespace", opts.namespace.clone().map(Into::into));
-    put(
-        "velero.concurrentBackups",
-        opts.concurrent_backups.map(Into::into),
-    );
-    put(
-        "velero.itemBlockWorkerCount",
-        opts.item_block_worker_count.map(Into::into),
-    );
-    put(
-        "velero.defaultBackupTTL",
-        opts.default_backup_ttl.clone().map(Into::into),
-    );
-    put(
-        "velero.storeValidationFrequency",
-        opts.store_validation_frequency.clone().map(Into::into),
-    );
-    put(
-        "velero.clientPageSize",
-        opts.client_page_size.map(Into::into),
-    );
-    put(
-        "velero.defaultBackupStorageLocation",
-        opts.default_backup_storage_location.clone().map(Into::into),
-    );
-    put(
-        "server.metricsBindAddress",
-        opts.metrics_bind_address.clone().map(Into::into),
-    );
-    put("leaderElection.enabled", opts.leader_elect.map(Into::into));
+    let mut o = opts.velero.overrides();
+    if let Some(a) = &opts.metrics_bind_address {
+        o.push(Override::new("server.metricsBindAddress", a.clone()));
+    }
+    if let Some(l) = opts.leader_elect {
+        o.push(Override::new("leaderElection.enabled", l));
+    }
     o
 }
 

@@ -120,6 +120,57 @@ impl VeleroSettings {
     }
 }
 
+/// The `velero:` settings as flags (Velero's flag names), laid over the file.
+#[derive(Clone, Debug, Default)]
+pub struct VeleroFlags {
+    pub namespace: Option<String>,
+    pub concurrent_backups: Option<u32>,
+    pub item_block_worker_count: Option<u32>,
+    pub default_backup_ttl: Option<String>,
+    pub store_validation_frequency: Option<String>,
+    pub client_page_size: Option<u32>,
+    pub default_backup_storage_location: Option<String>,
+}
+
+impl VeleroFlags {
+    /// The overrides of the configuration file these flags make.
+    pub fn overrides(&self) -> Vec<crate::runtime::config::Override> {
+        use crate::runtime::config::Override;
+        let mut o = Vec::new();
+        let mut put = |path: &'static str, v: Option<serde_json::Value>| {
+            if let Some(v) = v {
+                o.push(Override::new(path, v));
+            }
+        };
+        put("velero.namespace", self.namespace.clone().map(Into::into));
+        put(
+            "velero.concurrentBackups",
+            self.concurrent_backups.map(Into::into),
+        );
+        put(
+            "velero.itemBlockWorkerCount",
+            self.item_block_worker_count.map(Into::into),
+        );
+        put(
+            "velero.defaultBackupTTL",
+            self.default_backup_ttl.clone().map(Into::into),
+        );
+        put(
+            "velero.storeValidationFrequency",
+            self.store_validation_frequency.clone().map(Into::into),
+        );
+        put(
+            "velero.clientPageSize",
+            self.client_page_size.map(Into::into),
+        );
+        put(
+            "velero.defaultBackupStorageLocation",
+            self.default_backup_storage_location.clone().map(Into::into),
+        );
+        o
+    }
+}
+
 /// Checks `--disable-controllers` names against the controllers Granary has.
 pub fn unknown_controllers<'a>(names: &'a [String], others: &[&str]) -> Vec<&'a str> {
     names
