@@ -272,16 +272,27 @@ impl EmbeddedServer {
             path: path.to_path_buf(),
             source,
         };
-        std::fs::write(
-            path,
-            kubeconfig::yaml("granary", &self.url(), self.token(), &self.ca_pem),
-        )
-        .map_err(err)?;
+        // Created 0600 (the token is in it), never world-readable for a moment; an
+        // existing file is tightened before it is rewritten.
+        use std::io::Write;
+        let mut opts = std::fs::OpenOptions::new();
+        opts.create(true).write(true).truncate(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            opts.mode(0o600);
+        }
+        let mut file = opts.open(path).map_err(err)?;
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(err)?;
+            file.set_permissions(std::fs::Permissions::from_mode(0o600))
+                .map_err(err)?;
         }
+        file.write_all(
+            kubeconfig::yaml("granary", &self.url(), self.token(), &self.ca_pem).as_bytes(),
+        )
+        .map_err(err)?;
         Ok(())
     }
 
