@@ -69,4 +69,19 @@ echo "==> doc tests"
 cargo test --workspace --doc --locked --quiet
 
 echo "==> unit and integration tests"
-cargo nextest run --workspace --locked --no-fail-fast "$@"
+rc=0
+cargo nextest run --workspace --locked --no-fail-fast "$@" || rc=$?
+
+# No credential the tests use may appear in any log line of the whole run (the captured
+# output of every test, passed ones too, is in the JUnit file: .config/nextest.toml).
+junit="$CARGO_TARGET_DIR/nextest/default/junit.xml"
+if [ -f "$junit" ]; then
+  # Azurite's account key (the Azure tests' credential) and the markers of the secret
+  # hygiene test's credentials.
+  leaks="$(grep -c -E 'Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq|hYg1ene' "$junit" || true)"
+  if [ "${leaks:-0}" != 0 ]; then
+    echo "error: a test credential appears in $leaks line(s) of the captured test output ($junit)" >&2
+    rc=1
+  fi
+fi
+exit "$rc"
