@@ -602,14 +602,15 @@ async fn backups_run_through_the_controllers() {
         })
         .await;
     }
-    let metrics = w.metrics.render();
-    assert!(
-        metrics.contains("velero_backup_success_total{schedule=\"\"} 1"),
-        "{metrics}"
-    );
-    assert!(
-        metrics.contains("velero_backup_validation_failure_total{schedule=\"\"} 2"),
-        "{metrics}"
-    );
+    // The counters follow the status writes.
+    poll_until(
+        "the backup metrics count one success and two validation failures",
+        || async {
+            let metrics = w.metrics.render();
+            metrics.contains("velero_backup_success_total{schedule=\"\"} 1")
+                && metrics.contains("velero_backup_validation_failure_total{schedule=\"\"} 2")
+        },
+    )
+    .await;
     controllers.abort();
 }
