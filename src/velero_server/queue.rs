@@ -11,6 +11,7 @@
 
 use super::namespaces::{NamespaceScope, overlap};
 use chrono::{DateTime, Utc};
+use std::collections::HashMap;
 
 /// Where a backup stands, as far as the queue cares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,10 +71,10 @@ pub enum QueueDecision {
 /// The decisions for every New and Queued backup, in queue order.
 pub fn plan(items: &[QueueItem], concurrent: usize) -> Vec<(String, QueueDecision)> {
     let concurrent = concurrent.max(1);
-    let mut running: Vec<&QueueItem> = items
-        .iter()
-        .filter(|i| i.phase == QueuePhase::Running)
-        .collect();
+    let mut running = Holders::default();
+    for item in items.iter().filter(|i| i.phase == QueuePhase::Running) {
+        running.push(item);
+    }
     let mut queue: Vec<&QueueItem> = items
         .iter()
         .filter(|i| i.phase != QueuePhase::Running)
@@ -88,18 +89,17 @@ pub fn plan(items: &[QueueItem], concurrent: usize) -> Vec<(String, QueueDecisio
             .then(a.created.cmp(&b.created))
             .then(a.name.cmp(&b.name))
     });
-    let mut waiting: Vec<&QueueItem> = Vec::new();
+    let mut waiting = Holders::default();
     let mut out = Vec::with_capacity(queue.len());
     for item in queue {
-        // Overlap first: it is the reason that outlasts a free slot.
+        // Overlap first: it is the reason that outlasts a free slot. The first backup
+        // it overlaps, running ones before queued ones, each in the order they joined.
         let reason = running
-            .iter()
-            .chain(waiting.iter())
-            .find_map(|other| {
-                overlap(&item.scope, &other.scope).map(|namespace| WaitReason::Overlap {
-                    with: other.name.clone(),
-                    namespace,
-                })
+            .first_overlap(item)
+            .or_else(|| waiting.first_overlap(item))
+            .map(|(other, namespace)| WaitReason::Overlap {
+                with: other.name.clone(),
+                namespace,
             })
             .or_else(|| {
                 (running.len() >= concurrent).then_some(WaitReason::Concurrency {
@@ -120,6 +120,65 @@ pub fn plan(items: &[QueueItem], concurrent: usize) -> Vec<(String, QueueDecisio
         }
     }
     out
+}
+
+/// Backups in the order they joined a group (running, or waiting), indexed so that
+/// finding the first one a backup overlaps does not compare it with every one: a
+/// namespace → first listed holder map, and the all-namespaces holders apart (few,
+/// and compared one by one since their excludes are patterns). Without the index a
+/// pass over n backups that overlap nothing is n²/2 comparisons.
+#[derive(Default)]
+struct Holders<'a> {
+    items: Vec<&'a QueueItem>,
+    first_by_namespace: HashMap<&'a str, usize>,
+    all_namespaces: Vec<usize>,
+}
+
+impl<'a> Holders<'a> {
+    fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    fn push(&mut self, item: &'a QueueItem) {
+        let index = self.items.len();
+        self.items.push(item);
+        match &item.scope {
+            NamespaceScope::All { .. } => self.all_namespaces.push(index),
+            NamespaceScope::Listed(names) => {
+                for ns in names {
+                    self.first_by_namespace.entry(ns.as_str()).or_insert(index);
+                }
+            }
+        }
+    }
+
+    /// The first holder `item` overlaps, and the namespace [`overlap`] names.
+    fn first_overlap(&self, item: &QueueItem) -> Option<(&'a QueueItem, String)> {
+        let first = match &item.scope {
+            // Every holder can overlap an all-namespaces backup: scan in order (the
+            // first one usually does).
+            NamespaceScope::All { .. } => {
+                return self
+                    .items
+                    .iter()
+                    .find_map(|other| overlap(&item.scope, &other.scope).map(|ns| (*other, ns)));
+            }
+            NamespaceScope::Listed(names) => {
+                let listed = names
+                    .iter()
+                    .filter_map(|ns| self.first_by_namespace.get(ns.as_str()).copied())
+                    .min();
+                let all = self
+                    .all_namespaces
+                    .iter()
+                    .copied()
+                    .find(|&i| overlap(&item.scope, &self.items[i].scope).is_some());
+                listed.into_iter().chain(all).min()?
+            }
+        };
+        let other = self.items[first];
+        overlap(&item.scope, &other.scope).map(|ns| (other, ns))
+    }
 }
 
 #[cfg(test)]
@@ -337,6 +396,93 @@ mod tests {
             prop_assert!(running.len() <= concurrent.max(already));
             // Positions are always 1..n in queue order.
             prop_assert_eq!(positions, (1..=waited.len() as u32).collect::<Vec<_>>());
+        }
+    }
+
+    /// The pass as first written: every backup compared with every running and
+    /// waiting one, in order. The indexed [`plan`] must decide exactly the same.
+    fn plan_by_scan(items: &[QueueItem], concurrent: usize) -> Vec<(String, QueueDecision)> {
+        let concurrent = concurrent.max(1);
+        let mut running: Vec<&QueueItem> = items
+            .iter()
+            .filter(|i| i.phase == QueuePhase::Running)
+            .collect();
+        let mut queue: Vec<&QueueItem> = items
+            .iter()
+            .filter(|i| i.phase != QueuePhase::Running)
+            .collect();
+        queue.sort_by(|a, b| {
+            let key = |i: &QueueItem| match i.phase {
+                QueuePhase::Queued(p) => (0u8, p),
+                _ => (1u8, 0),
+            };
+            key(a)
+                .cmp(&key(b))
+                .then(a.created.cmp(&b.created))
+                .then(a.name.cmp(&b.name))
+        });
+        let mut waiting: Vec<&QueueItem> = Vec::new();
+        let mut out = Vec::new();
+        for item in queue {
+            let reason = running
+                .iter()
+                .chain(waiting.iter())
+                .find_map(|other| {
+                    overlap(&item.scope, &other.scope).map(|namespace| WaitReason::Overlap {
+                        with: other.name.clone(),
+                        namespace,
+                    })
+                })
+                .or_else(|| {
+                    (running.len() >= concurrent).then_some(WaitReason::Concurrency {
+                        running: running.len(),
+                        limit: concurrent,
+                    })
+                });
+            match reason {
+                None => {
+                    running.push(item);
+                    out.push((item.name.clone(), QueueDecision::Start));
+                }
+                Some(reason) => {
+                    waiting.push(item);
+                    let position = u32::try_from(waiting.len()).unwrap_or(u32::MAX);
+                    out.push((item.name.clone(), QueueDecision::Wait { position, reason }));
+                }
+            }
+        }
+        out
+    }
+
+    fn scope_with_excludes() -> impl Strategy<Value = NamespaceScope> {
+        prop_oneof![
+            1 => proptest::collection::vec("ns[0-5]|ns\\*|ns[0-2]?", 0..3)
+                .prop_map(|except| NamespaceScope::All { except }),
+            4 => proptest::collection::btree_set("ns[0-5]", 0..4).prop_map(NamespaceScope::Listed),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn the_index_decides_as_the_full_scan(
+            v in proptest::collection::vec((scope_with_excludes(), 0u8..3, 0u32..8), 0..24),
+            concurrent in 1usize..4,
+        ) {
+            let items: Vec<QueueItem> = v
+                .into_iter()
+                .enumerate()
+                .map(|(i, (scope, kind, pos))| QueueItem {
+                    name: format!("b{i}"),
+                    created: at(i as i64 % 5),
+                    phase: match kind {
+                        0 => QueuePhase::Running,
+                        1 => QueuePhase::Queued(pos + 1),
+                        _ => QueuePhase::New,
+                    },
+                    scope,
+                })
+                .collect();
+            prop_assert_eq!(plan(&items, concurrent), plan_by_scan(&items, concurrent));
         }
     }
 }
