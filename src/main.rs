@@ -142,6 +142,9 @@ struct ServerArgs {
     /// How often locations are validated (default 1m).
     #[arg(long, value_name = "DURATION")]
     store_validation_frequency: Option<String>,
+    /// How often expired backups are looked for (default 1h).
+    #[arg(long, value_name = "DURATION")]
+    garbage_collection_frequency: Option<String>,
     /// Page size of the lists that collect a backup's items (default 500).
     #[arg(long, value_name = "N")]
     client_page_size: Option<u32>,
@@ -433,6 +436,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 item_block_worker_count: args.item_block_worker_count,
                 default_backup_ttl: args.default_backup_ttl,
                 store_validation_frequency: args.store_validation_frequency,
+                garbage_collection_frequency: args.garbage_collection_frequency,
                 client_page_size: args.client_page_size,
                 default_backup_storage_location: args.default_backup_storage_location,
                 leader_elect: args.leader_elect,

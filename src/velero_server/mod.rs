@@ -10,12 +10,16 @@
 //! - [`locations`]: the `backup-storage-location` controller;
 //! - [`namespaces`] and [`queue`] (pure) and [`queue_controller`]: the backup queue;
 //! - [`backup`]: the backup runner (collection, tarball, Velero's files);
+//! - [`backup_deletion`]: DeleteBackupRequests (the `backup-deletion` controller);
+//! - [`gc`]: expired backups get a DeleteBackupRequest (the `gc` controller);
 //! - [`server`]: running the controllers, and `granary server`.
 
 pub mod backup;
 pub mod backup_controller;
+pub mod backup_deletion;
 pub mod backup_prepare;
 pub mod context;
+pub mod gc;
 pub mod location;
 pub mod locations;
 pub mod metrics;

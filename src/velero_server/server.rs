@@ -5,10 +5,10 @@
 use super::context::VeleroContext;
 use super::metrics::VeleroMetrics;
 use super::settings::{
-    CONTROLLER_BACKUP, CONTROLLER_BACKUP_QUEUE, CONTROLLER_BACKUP_STORAGE_LOCATION,
-    ServerConfiguration, unknown_controllers,
+    CONTROLLER_BACKUP, CONTROLLER_BACKUP_DELETION, CONTROLLER_BACKUP_QUEUE,
+    CONTROLLER_BACKUP_STORAGE_LOCATION, CONTROLLER_GC, ServerConfiguration, unknown_controllers,
 };
-use super::{backup_controller, locations, queue_controller};
+use super::{backup_controller, backup_deletion, gc, locations, queue_controller};
 use crate::runtime::clock::Clock;
 use crate::runtime::config::{ConfigError, Override, load};
 use crate::runtime::health::{HealthError, HealthServer, ReadinessFlag};
@@ -39,6 +39,12 @@ pub async fn run_controllers(ctx: Arc<VeleroContext>, disabled: Vec<String>) {
     if enabled(CONTROLLER_BACKUP) {
         tasks.spawn(backup_controller::run(ctx.clone()));
     }
+    if enabled(CONTROLLER_BACKUP_DELETION) {
+        tasks.spawn(backup_deletion::run(ctx.clone()));
+    }
+    if enabled(CONTROLLER_GC) {
+        tasks.spawn(gc::run(ctx.clone()));
+    }
     while let Some(result) = tasks.join_next().await {
         if let Err(e) = result {
             tracing::error!(error = %e, "velero controller task stopped");
@@ -59,6 +65,7 @@ pub struct ServerOptions {
     pub item_block_worker_count: Option<u32>,
     pub default_backup_ttl: Option<String>,
     pub store_validation_frequency: Option<String>,
+    pub garbage_collection_frequency: Option<String>,
     pub client_page_size: Option<u32>,
     pub default_backup_storage_location: Option<String>,
     pub leader_elect: Option<bool>,
@@ -101,6 +108,10 @@ fn overrides(opts: &ServerOptions) -> Vec<Override> {
     put(
         "velero.storeValidationFrequency",
         opts.store_validation_frequency.clone().map(Into::into),
+    );
+    put(
+        "velero.garbageCollectionFrequency",
+        opts.garbage_collection_frequency.clone().map(Into::into),
     );
     put(
         "velero.clientPageSize",

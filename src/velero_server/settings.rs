@@ -15,6 +15,8 @@ use std::time::Duration;
 pub const CONTROLLER_BACKUP_STORAGE_LOCATION: &str = "backup-storage-location";
 pub const CONTROLLER_BACKUP_QUEUE: &str = "backup-queue";
 pub const CONTROLLER_BACKUP: &str = "backup";
+pub const CONTROLLER_BACKUP_DELETION: &str = "backup-deletion";
+pub const CONTROLLER_GC: &str = "gc";
 /// Granary's: keeps the seed's default location (only in `granary seed`).
 pub const CONTROLLER_DEFAULT_LOCATION: &str = "default-backup-storage-location";
 
@@ -23,6 +25,8 @@ pub const CONTROLLERS: &[&str] = &[
     CONTROLLER_BACKUP_STORAGE_LOCATION,
     CONTROLLER_BACKUP_QUEUE,
     CONTROLLER_BACKUP,
+    CONTROLLER_BACKUP_DELETION,
+    CONTROLLER_GC,
     CONTROLLER_DEFAULT_LOCATION,
 ];
 
@@ -51,6 +55,8 @@ pub struct VeleroSettings {
     pub default_backup_storage_location: String,
     /// How often queued backups are looked at again without a trigger (Velero: 1m).
     pub queued_backup_recheck_frequency: ConfigDuration,
+    /// `--garbage-collection-frequency` (1h): how often expired backups are looked for.
+    pub garbage_collection_frequency: ConfigDuration,
     /// The seed's own default location (`granary seed` only; `granary server` has no
     /// backup pool to put one in and ignores it).
     pub default_location: DefaultLocation,
@@ -68,6 +74,7 @@ impl Default for VeleroSettings {
             client_page_size: 500,
             default_backup_storage_location: "default".to_string(),
             queued_backup_recheck_frequency: ConfigDuration(Duration::from_secs(60)),
+            garbage_collection_frequency: ConfigDuration(Duration::from_secs(3600)),
             default_location: DefaultLocation::default(),
         }
     }
@@ -111,6 +118,12 @@ impl VeleroSettings {
         if self.queued_backup_recheck_frequency.0.is_zero() {
             errors.push(FieldError::new(
                 at("queuedBackupRecheckFrequency"),
+                "must be positive",
+            ));
+        }
+        if self.garbage_collection_frequency.0.is_zero() {
+            errors.push(FieldError::new(
+                at("garbageCollectionFrequency"),
                 "must be positive",
             ));
         }
@@ -167,6 +180,7 @@ mod tests {
         assert_eq!(v.default_backup_ttl.0, Duration::from_secs(720 * 3600));
         assert_eq!(v.store_validation_frequency.0, Duration::from_secs(60));
         assert_eq!(v.client_page_size, 500);
+        assert_eq!(v.garbage_collection_frequency.0, Duration::from_secs(3600));
     }
 
     #[test]

@@ -44,4 +44,5 @@ mod seed_data_safety;
 mod seed_grace;
 mod seed_handover;
 mod seed_outage;
+mod velero_lifecycle;
 mod velero_server;

@@ -1,0 +1,556 @@
+//! The backup lifecycle (#16) against the embedded API server and the local provider:
+//! real backups taken by the controllers, then deleted through DeleteBackupRequests
+//! (`backup-deletion`), interrupted deletions resumed after a restart, refused requests,
+//! and TTL expiry through the `gc` controller.
+
+use crate::support::{TestCluster, poll_until};
+use granary::api::velero::{
+    Backup, BackupPhase, BackupSpec, BackupStorageLocation, BackupStorageLocationPhase,
+    BackupStorageLocationSpec, DeleteBackupRequest, DeleteBackupRequestPhase,
+    DeleteBackupRequestSpec, ObjectStorageLocation, Restore, RestoreSpec,
+};
+use granary::runtime::clock::Clock;
+use granary::runtime::metrics::Metrics;
+use granary::runtime::selector::ObjectSelector;
+use granary::velero_server::backup_deletion::ANNOTATION_STORAGE_LOCATION;
+use granary::velero_server::context::VeleroContext;
+use granary::velero_server::metrics::VeleroMetrics;
+use granary::velero_server::server::run_controllers;
+use granary::velero_server::settings::VeleroSettings;
+use granary_providers::{BucketOptions, ListEntry, ObjectStore, StoreOptions};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use serde_json::json;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+const BUCKET: &str = "lifecycle";
+const PREFIX: &str = "velero/seed-a";
+
+pub(crate) struct World {
+    pub cluster: TestCluster,
+    pub client: Client,
+    pub namespace: String,
+    /// A namespace with a few ConfigMaps to back up.
+    pub app: String,
+    pub data: tempfile::TempDir,
+    pub metrics: Metrics,
+    pub store: Arc<dyn ObjectStore>,
+}
+
+impl World {
+    pub async fn start() -> World {
+        let cluster = TestCluster::start().await;
+        let client = cluster.client();
+        cluster
+            .install_crds_from_dir(
+                &client,
+                &Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/seed/crds"),
+            )
+            .await;
+        let namespace = cluster.namespace("velero").await;
+        let app = cluster.namespace("app").await;
+        let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), &app);
+        for i in 0..3 {
+            let mut cm = ConfigMap::default();
+            cm.metadata.name = Some(format!("cm-{i}"));
+            cm.data = Some([("k".to_string(), format!("v{i}"))].into());
+            configmaps
+                .create(&PostParams::default(), &cm)
+                .await
+                .expect("configmap");
+        }
+        let data = tempfile::tempdir().expect("tempdir");
+        let options = StoreOptions {
+            local_root: Some(data.path().to_path_buf()),
+            ..StoreOptions::default()
+        };
+        let store = granary_providers::open("local", None, &Default::default(), &options)
+            .await
+            .expect("local store");
+        store
+            .ensure_bucket(BUCKET, &BucketOptions::default())
+            .await
+            .expect("bucket");
+        World {
+            cluster,
+            client,
+            namespace,
+            app,
+            data,
+            metrics: Metrics::new(),
+            store,
+        }
+    }
+
+    pub fn settings(&self) -> VeleroSettings {
+        VeleroSettings {
+            namespace: self.namespace.clone(),
+            ..VeleroSettings::default()
+        }
+    }
+
+    /// Starts the controllers; aborting the handle stops them (a crash).
+    pub fn controllers(&self, settings: VeleroSettings) -> tokio::task::JoinHandle<()> {
+        let ctx = Arc::new(VeleroContext::new(
+            self.client.clone(),
+            settings,
+            StoreOptions {
+                local_root: Some(self.data.path().to_path_buf()),
+                ..StoreOptions::default()
+            },
+            Clock::system(),
+            VeleroMetrics::new(&self.metrics),
+            ObjectSelector::new(Some(self.cluster.object_selector.clone())),
+        ));
+        tokio::spawn(run_controllers(ctx, Vec::new()))
+    }
+
+    pub fn api<K>(&self) -> Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+    {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    /// A location named `name` in the bucket, under the shared prefix.
+    pub async fn location(&self, name: &str, read_only: bool) {
+        let mut spec = BackupStorageLocationSpec {
+            provider: "local".into(),
+            object_storage: ObjectStorageLocation {
+                bucket: BUCKET.into(),
+                prefix: Some(PREFIX.into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        if read_only {
+            spec.access_mode =
+                Some(granary::api::velero::BackupStorageLocationAccessMode::ReadOnly);
+        }
+        self.api::<BackupStorageLocation>()
+            .create(
+                &PostParams::default(),
+                &BackupStorageLocation::new(name, spec),
+            )
+            .await
+            .expect("create location");
+        let api = self.api::<BackupStorageLocation>();
+        poll_until(&format!("location {name} Available"), || async {
+            api.get(name)
+                .await
+                .ok()
+                .and_then(|l| l.status)
+                .is_some_and(|s| s.phase == Some(BackupStorageLocationPhase::Available))
+        })
+        .await;
+    }
+
+    /// Takes a real backup of the app namespace through the controllers.
+    pub async fn take_backup(&self, name: &str, ttl: Option<&str>) -> Backup {
+        let b = Backup::new(
+            name,
+            BackupSpec {
+                included_namespaces: Some(vec![self.app.clone()]),
+                storage_location: Some("default".into()),
+                ttl: ttl.map(|t| t.parse().expect("ttl")),
+                ..Default::default()
+            },
+        );
+        self.api::<Backup>()
+            .create(&PostParams::default(), &b)
+            .await
+            .expect("create backup");
+        self.wait_backup_phase(name, BackupPhase::Completed).await
+    }
+
+    pub async fn wait_backup_phase(&self, name: &str, want: BackupPhase) -> Backup {
+        let api = self.api::<Backup>();
+        poll_until(&format!("backup {name} {want}"), || async {
+            api.get(name)
+                .await
+                .ok()
+                .and_then(|b| b.status)
+                .and_then(|s| s.phase)
+                == Some(want)
+        })
+        .await;
+        api.get(name).await.expect("backup")
+    }
+
+    pub async fn wait_gone<K>(&self, what: &str, name: &str)
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
+    {
+        let api = self.api::<K>();
+        poll_until(&format!("{what} {name} gone"), || async {
+            matches!(api.get_opt(name).await, Ok(None))
+        })
+        .await;
+    }
+
+    /// Every key under `<prefix>/<dir>`.
+    pub async fn keys(&self, dir: &str) -> Vec<String> {
+        granary_providers::list_all(
+            self.store.as_ref(),
+            BUCKET,
+            &format!("{PREFIX}/{dir}"),
+            None,
+        )
+        .await
+        .expect("list")
+        .into_iter()
+        .filter_map(|e| match e {
+            ListEntry::Object(m) => Some(m.key),
+            ListEntry::Prefix(_) => None,
+        })
+        .collect()
+    }
+
+    pub async fn put(&self, key: &str) {
+        self.store
+            .put(
+                BUCKET,
+                &format!("{PREFIX}/{key}"),
+                bytes::Bytes::from_static(b"{}"),
+            )
+            .await
+            .expect("put");
+    }
+
+    pub async fn request(&self, name: &str, backup: &str) {
+        let r = DeleteBackupRequest::new(
+            name,
+            DeleteBackupRequestSpec {
+                backup_name: backup.into(),
+            },
+        );
+        self.api::<DeleteBackupRequest>()
+            .create(&PostParams::default(), &r)
+            .await
+            .expect("create request");
+    }
+
+    pub async fn wait_processed(&self, name: &str) -> Vec<String> {
+        let api = self.api::<DeleteBackupRequest>();
+        poll_until(&format!("request {name} Processed"), || async {
+            api.get(name)
+                .await
+                .ok()
+                .and_then(|r| r.status)
+                .and_then(|s| s.phase)
+                == Some(DeleteBackupRequestPhase::Processed)
+        })
+        .await;
+        api.get(name)
+            .await
+            .expect("request")
+            .status
+            .and_then(|s| s.errors)
+            .unwrap_or_default()
+    }
+
+    /// A Backup CR with a status, as left by someone else (no controller touches it:
+    /// the caller has them stopped or the phase is final).
+    pub async fn backup_cr(&self, name: &str, location: &str, status: serde_json::Value) {
+        // Created with its status in one go (Velero's kinds have no status subresource),
+        // so the queue never sees it without a phase.
+        let b: Backup = serde_json::from_value(json!({
+            "apiVersion": "velero.io/v1",
+            "kind": "Backup",
+            "metadata": {"name": name},
+            "spec": {"storageLocation": location},
+            "status": status,
+        }))
+        .expect("backup");
+        self.api::<Backup>()
+            .create(&PostParams::default(), &b)
+            .await
+            .expect("create backup");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delete_request_removes_data_restores_and_the_backup() {
+    let w = World::start().await;
+    let controllers = w.controllers(w.settings());
+    w.location("default", false).await;
+    w.take_backup("b1", None).await;
+    let keys = w.keys("backups/b1/").await;
+    for file in [
+        "velero-backup.json",
+        "b1.tar.gz",
+        "b1-logs.gz",
+        "b1-resource-list.json.gz",
+    ] {
+        assert!(
+            keys.contains(&format!("{PREFIX}/backups/b1/{file}")),
+            "{file} in {keys:?}"
+        );
+    }
+    // A restore of it (with its files), a restore of another backup, and an old request
+    // for b1 that was refused earlier.
+    w.put("restores/r1/restore-r1-logs.gz").await;
+    w.put("restores/r2/restore-r2-logs.gz").await;
+    for (restore, backup) in [("r1", "b1"), ("r2", "other")] {
+        let r = Restore::new(
+            restore,
+            RestoreSpec {
+                backup_name: Some(backup.into()),
+                ..Default::default()
+            },
+        );
+        w.api::<Restore>()
+            .create(&PostParams::default(), &r)
+            .await
+            .expect("restore");
+    }
+    let mut old = DeleteBackupRequest::new(
+        "b1-old",
+        DeleteBackupRequestSpec {
+            backup_name: "b1".into(),
+        },
+    );
+    old.metadata.labels = Some([("velero.io/backup-name".to_string(), "b1".to_string())].into());
+    // With its status from the start, so the controller never sees it New.
+    old.status = Some(granary::api::velero::DeleteBackupRequestStatus {
+        phase: Some(DeleteBackupRequestPhase::Processed),
+        errors: Some(vec!["earlier".into()]),
+    });
+    w.api::<DeleteBackupRequest>()
+        .create(&PostParams::default(), &old)
+        .await
+        .expect("old request");
+
+    w.request("b1-now", "b1").await;
+    let errors = w.wait_processed("b1-now").await;
+    assert!(errors.is_empty(), "{errors:?}");
+    assert!(w.keys("backups/b1/").await.is_empty());
+    assert!(w.keys("restores/r1/").await.is_empty());
+    assert_eq!(
+        w.keys("restores/r2/").await.len(),
+        1,
+        "another backup's restore stays"
+    );
+    assert!(
+        w.api::<Backup>()
+            .get_opt("b1")
+            .await
+            .expect("get")
+            .is_none()
+    );
+    assert!(
+        w.api::<Restore>()
+            .get_opt("r1")
+            .await
+            .expect("get")
+            .is_none()
+    );
+    assert!(
+        w.api::<Restore>()
+            .get_opt("r2")
+            .await
+            .expect("get")
+            .is_some()
+    );
+    w.wait_gone::<DeleteBackupRequest>("request", "b1-old")
+        .await;
+    let done = w
+        .api::<DeleteBackupRequest>()
+        .get("b1-now")
+        .await
+        .expect("request");
+    assert_eq!(
+        done.labels()
+            .get("velero.io/backup-name")
+            .map(String::as_str),
+        Some("b1")
+    );
+    assert_eq!(
+        done.annotations()
+            .get(ANNOTATION_STORAGE_LOCATION)
+            .map(String::as_str),
+        Some("default")
+    );
+    let metrics = w.metrics.render();
+    assert!(
+        metrics.contains("velero_backup_deletion_success_total{schedule=\"\"} 1"),
+        "{metrics}"
+    );
+    controllers.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_requests_say_why_and_touch_nothing() {
+    let w = World::start().await;
+    let controllers = w.controllers(w.settings());
+    w.location("default", false).await;
+    w.location("ro", true).await;
+    w.backup_cr("kept", "ro", json!({"phase": "Completed"}))
+        .await;
+    w.put("backups/kept/velero-backup.json").await;
+    w.backup_cr("running", "default", json!({"phase": "InProgress"}))
+        .await;
+    w.backup_cr("nowhere", "gone", json!({"phase": "Completed"}))
+        .await;
+
+    for (request, backup, want) in [
+        ("r-missing", "missing", "backup not found".to_string()),
+        (
+            "r-kept",
+            "kept",
+            "cannot delete backup because backup storage location ro is currently in read-only mode"
+                .to_string(),
+        ),
+        ("r-running", "running", "backup is still in progress".to_string()),
+        (
+            "r-nowhere",
+            "nowhere",
+            "backup storage location gone not found".to_string(),
+        ),
+    ] {
+        w.request(request, backup).await;
+        assert_eq!(w.wait_processed(request).await, vec![want]);
+    }
+    assert_eq!(w.keys("backups/kept/").await.len(), 1);
+    for b in ["kept", "running", "nowhere"] {
+        assert!(w.api::<Backup>().get_opt(b).await.expect("get").is_some());
+    }
+    controllers.abort();
+}
+
+/// A crash after each step of a deletion: the next start finishes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_deletion_finishes_after_a_restart() {
+    let w = World::start().await;
+    let controllers = w.controllers(w.settings());
+    w.location("default", false).await;
+    controllers.abort();
+    let _ = controllers.await;
+
+    let files = |name: &str| {
+        [
+            "velero-backup.json".to_string(),
+            format!("{name}.tar.gz"),
+            format!("{name}-logs.gz"),
+            format!("{name}-results.gz"),
+        ]
+    };
+    // After InProgress; after velero-backup.json went; after all data went; after the CR
+    // went (a stray object left behind by a delete the store had not finished).
+    let cases: [(&str, usize, bool); 4] = [
+        ("marked", 4, true),
+        ("metadata-gone", 3, true),
+        ("data-gone", 0, true),
+        ("cr-gone", 1, false),
+    ];
+    for (name, files_left, cr) in cases {
+        for f in files(name).iter().skip(4 - files_left) {
+            w.put(&format!("backups/{name}/{f}")).await;
+        }
+        if cr {
+            w.backup_cr(name, "default", json!({"phase": "Deleting"}))
+                .await;
+        }
+        let mut r = DeleteBackupRequest::new(
+            &format!("{name}-req"),
+            DeleteBackupRequestSpec {
+                backup_name: name.into(),
+            },
+        );
+        r.annotations_mut()
+            .insert(ANNOTATION_STORAGE_LOCATION.into(), "default".into());
+        w.api::<DeleteBackupRequest>()
+            .create(&PostParams::default(), &r)
+            .await
+            .expect("request");
+        w.api::<DeleteBackupRequest>()
+            .patch(
+                &format!("{name}-req"),
+                &PatchParams::default(),
+                &Patch::Merge(&json!({"status": {"phase": "InProgress"}})),
+            )
+            .await
+            .expect("request status");
+    }
+    let controllers = w.controllers(w.settings());
+    for (name, _, _) in cases {
+        let errors = w.wait_processed(&format!("{name}-req")).await;
+        assert!(errors.is_empty(), "{name}: {errors:?}");
+        assert!(
+            w.keys(&format!("backups/{name}/")).await.is_empty(),
+            "{name}"
+        );
+        assert!(
+            w.api::<Backup>()
+                .get_opt(name)
+                .await
+                .expect("get")
+                .is_none(),
+            "{name}"
+        );
+    }
+    controllers.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expired_backups_are_collected_unless_their_location_forbids() {
+    let w = World::start().await;
+    let settings = VeleroSettings {
+        garbage_collection_frequency: granary::runtime::config::ConfigDuration(
+            Duration::from_millis(500),
+        ),
+        ..w.settings()
+    };
+    let controllers = w.controllers(settings);
+    w.location("default", false).await;
+    w.location("ro", true).await;
+    let past = "2020-01-01T00:00:00Z";
+    w.backup_cr(
+        "on-ro",
+        "ro",
+        json!({"phase": "Completed", "expiration": past}),
+    )
+    .await;
+    w.put("backups/on-ro/velero-backup.json").await;
+    w.backup_cr(
+        "lost",
+        "gone",
+        json!({"phase": "Completed", "expiration": past}),
+    )
+    .await;
+    // A real backup with a short TTL: expires, gets a request, goes with its data.
+    let b = w.take_backup("short", Some("1s")).await;
+    assert!(b.status.and_then(|s| s.expiration).is_some());
+    w.wait_gone::<Backup>("backup", "short").await;
+    assert!(w.keys("backups/short/").await.is_empty());
+    let requests = w
+        .api::<DeleteBackupRequest>()
+        .list(&Default::default())
+        .await
+        .expect("list")
+        .items;
+    let request = requests
+        .iter()
+        .find(|r| r.spec.backup_name == "short")
+        .expect("gc's request");
+    assert!(request.name_any().starts_with("short-"));
+
+    let api = w.api::<Backup>();
+    for (name, value) in [("on-ro", "BSLReadOnly"), ("lost", "BSLNotFound")] {
+        poll_until(&format!("{name} labelled {value}"), || async {
+            api.get(name).await.ok().is_some_and(|b| {
+                b.labels().get("velero.io/gc-failure").map(String::as_str) == Some(value)
+            })
+        })
+        .await;
+    }
+    assert!(!requests.iter().any(|r| r.spec.backup_name == "on-ro"));
+    assert_eq!(w.keys("backups/on-ro/").await.len(), 1);
+    controllers.abort();
+}
