@@ -145,6 +145,9 @@ struct ServerArgs {
     /// How often expired backups are looked for (default 1h).
     #[arg(long, value_name = "DURATION")]
     garbage_collection_frequency: Option<String>,
+    /// How often backups are synced from each location (default 1m; 0 disables).
+    #[arg(long, value_name = "DURATION")]
+    backup_sync_period: Option<String>,
     /// Page size of the lists that collect a backup's items (default 500).
     #[arg(long, value_name = "N")]
     client_page_size: Option<u32>,
@@ -437,6 +440,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 default_backup_ttl: args.default_backup_ttl,
                 store_validation_frequency: args.store_validation_frequency,
                 garbage_collection_frequency: args.garbage_collection_frequency,
+                backup_sync_period: args.backup_sync_period,
                 client_page_size: args.client_page_size,
                 default_backup_storage_location: args.default_backup_storage_location,
                 leader_elect: args.leader_elect,

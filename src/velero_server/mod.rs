@@ -11,6 +11,7 @@
 //! - [`namespaces`] and [`queue`] (pure) and [`queue_controller`]: the backup queue;
 //! - [`backup`]: the backup runner (collection, tarball, Velero's files);
 //! - [`backup_deletion`]: DeleteBackupRequests (the `backup-deletion` controller);
+//! - [`backup_sync`]: backups in object storage brought into the cluster (`backup-sync`);
 //! - [`gc`]: expired backups get a DeleteBackupRequest (the `gc` controller);
 //! - [`server`]: running the controllers, and `granary server`.
 
@@ -18,6 +19,7 @@ pub mod backup;
 pub mod backup_controller;
 pub mod backup_deletion;
 pub mod backup_prepare;
+pub mod backup_sync;
 pub mod context;
 pub mod gc;
 pub mod location;

@@ -6,9 +6,10 @@ use super::context::VeleroContext;
 use super::metrics::VeleroMetrics;
 use super::settings::{
     CONTROLLER_BACKUP, CONTROLLER_BACKUP_DELETION, CONTROLLER_BACKUP_QUEUE,
-    CONTROLLER_BACKUP_STORAGE_LOCATION, CONTROLLER_GC, ServerConfiguration, unknown_controllers,
+    CONTROLLER_BACKUP_STORAGE_LOCATION, CONTROLLER_BACKUP_SYNC, CONTROLLER_GC, ServerConfiguration,
+    unknown_controllers,
 };
-use super::{backup_controller, backup_deletion, gc, locations, queue_controller};
+use super::{backup_controller, backup_deletion, backup_sync, gc, locations, queue_controller};
 use crate::runtime::clock::Clock;
 use crate::runtime::config::{ConfigError, Override, load};
 use crate::runtime::health::{HealthError, HealthServer, ReadinessFlag};
@@ -42,6 +43,9 @@ pub async fn run_controllers(ctx: Arc<VeleroContext>, disabled: Vec<String>) {
     if enabled(CONTROLLER_BACKUP_DELETION) {
         tasks.spawn(backup_deletion::run(ctx.clone()));
     }
+    if enabled(CONTROLLER_BACKUP_SYNC) {
+        tasks.spawn(backup_sync::run(ctx.clone()));
+    }
     if enabled(CONTROLLER_GC) {
         tasks.spawn(gc::run(ctx.clone()));
     }
@@ -66,6 +70,7 @@ pub struct ServerOptions {
     pub default_backup_ttl: Option<String>,
     pub store_validation_frequency: Option<String>,
     pub garbage_collection_frequency: Option<String>,
+    pub backup_sync_period: Option<String>,
     pub client_page_size: Option<u32>,
     pub default_backup_storage_location: Option<String>,
     pub leader_elect: Option<bool>,
@@ -112,6 +117,10 @@ fn overrides(opts: &ServerOptions) -> Vec<Override> {
     put(
         "velero.garbageCollectionFrequency",
         opts.garbage_collection_frequency.clone().map(Into::into),
+    );
+    put(
+        "velero.backupSyncPeriod",
+        opts.backup_sync_period.clone().map(Into::into),
     );
     put(
         "velero.clientPageSize",

@@ -17,6 +17,7 @@ pub const CONTROLLER_BACKUP_QUEUE: &str = "backup-queue";
 pub const CONTROLLER_BACKUP: &str = "backup";
 pub const CONTROLLER_BACKUP_DELETION: &str = "backup-deletion";
 pub const CONTROLLER_GC: &str = "gc";
+pub const CONTROLLER_BACKUP_SYNC: &str = "backup-sync";
 /// Granary's: keeps the seed's default location (only in `granary seed`).
 pub const CONTROLLER_DEFAULT_LOCATION: &str = "default-backup-storage-location";
 
@@ -27,6 +28,7 @@ pub const CONTROLLERS: &[&str] = &[
     CONTROLLER_BACKUP,
     CONTROLLER_BACKUP_DELETION,
     CONTROLLER_GC,
+    CONTROLLER_BACKUP_SYNC,
     CONTROLLER_DEFAULT_LOCATION,
 ];
 
@@ -57,6 +59,9 @@ pub struct VeleroSettings {
     pub queued_backup_recheck_frequency: ConfigDuration,
     /// `--garbage-collection-frequency` (1h): how often expired backups are looked for.
     pub garbage_collection_frequency: ConfigDuration,
+    /// `--backup-sync-period` (1m): a location's sync period unless its
+    /// `spec.backupSyncPeriod` says otherwise; 0 disables sync of such locations.
+    pub backup_sync_period: ConfigDuration,
     /// The seed's own default location (`granary seed` only; `granary server` has no
     /// backup pool to put one in and ignores it).
     pub default_location: DefaultLocation,
@@ -75,6 +80,7 @@ impl Default for VeleroSettings {
             default_backup_storage_location: "default".to_string(),
             queued_backup_recheck_frequency: ConfigDuration(Duration::from_secs(60)),
             garbage_collection_frequency: ConfigDuration(Duration::from_secs(3600)),
+            backup_sync_period: ConfigDuration(Duration::from_secs(60)),
             default_location: DefaultLocation::default(),
         }
     }

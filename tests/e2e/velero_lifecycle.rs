@@ -29,13 +29,15 @@ use std::time::Duration;
 const BUCKET: &str = "lifecycle";
 const PREFIX: &str = "velero/seed-a";
 
+/// Cloning shares the cluster, bucket and metrics (another namespace = another seed).
+#[derive(Clone)]
 pub(crate) struct World {
-    pub cluster: TestCluster,
+    pub cluster: Arc<TestCluster>,
     pub client: Client,
     pub namespace: String,
     /// A namespace with a few ConfigMaps to back up.
     pub app: String,
-    pub data: tempfile::TempDir,
+    pub data: Arc<tempfile::TempDir>,
     pub metrics: Metrics,
     pub store: Arc<dyn ObjectStore>,
 }
@@ -75,11 +77,11 @@ impl World {
             .await
             .expect("bucket");
         World {
-            cluster,
+            cluster: Arc::new(cluster),
             client,
             namespace,
             app,
-            data,
+            data: Arc::new(data),
             metrics: Metrics::new(),
             store,
         }
@@ -553,4 +555,180 @@ async fn expired_backups_are_collected_unless_their_location_forbids() {
     assert!(!requests.iter().any(|r| r.spec.backup_name == "on-ro"));
     assert_eq!(w.keys("backups/on-ro/").await.len(), 1);
     controllers.abort();
+}
+
+/// What Velero 1.18 writes as `velero-backup.json` (pretty, Go's field order), for a
+/// backup taken by a Schedule that this cluster does not have.
+fn velero_written(name: &str, phase: &str, expiration: &str) -> String {
+    format!(
+        r#"{{
+  "kind": "Backup",
+  "apiVersion": "velero.io/v1",
+  "metadata": {{
+    "name": "{name}",
+    "namespace": "velero",
+    "uid": "4f8a1c2e-0000-4000-8000-000000000001",
+    "resourceVersion": "12345",
+    "generation": 7,
+    "creationTimestamp": "2026-01-01T00:00:00Z",
+    "labels": {{
+      "velero.io/schedule-name": "daily",
+      "velero.io/storage-location": "default"
+    }},
+    "ownerReferences": [
+      {{
+        "apiVersion": "velero.io/v1",
+        "kind": "Schedule",
+        "name": "daily",
+        "uid": "4f8a1c2e-0000-4000-8000-0000000000ff",
+        "controller": true
+      }}
+    ]
+  }},
+  "spec": {{
+    "metadata": {{}},
+    "includedNamespaces": [
+      "shop"
+    ],
+    "ttl": "720h0m0s",
+    "hooks": {{}},
+    "storageLocation": "default",
+    "defaultVolumesToFsBackup": false,
+    "csiSnapshotTimeout": "10m0s",
+    "itemOperationTimeout": "4h0m0s",
+    "snapshotMoveData": false
+  }},
+  "status": {{
+    "version": 1,
+    "formatVersion": "1.1.0",
+    "expiration": "{expiration}",
+    "phase": "{phase}",
+    "startTimestamp": "2026-01-01T00:00:05Z",
+    "completionTimestamp": "2026-01-01T00:01:10Z",
+    "progress": {{
+      "totalItems": 120,
+      "itemsBackedUp": 120
+    }}
+  }}
+}}"#
+    )
+}
+
+/// A second seed pointed at the same location sees the first seed's backups and
+/// Velero's, leaves in-flight ones alone until they expire, drops orphans, and follows
+/// a deletion made by the first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_seed_syncs_the_backups_of_a_shared_location() {
+    let w = World::start().await;
+    let fast = |namespace: &str| VeleroSettings {
+        namespace: namespace.to_string(),
+        backup_sync_period: granary::runtime::config::ConfigDuration(Duration::from_millis(500)),
+        ..VeleroSettings::default()
+    };
+    let seed_a = w.controllers(fast(&w.namespace));
+    w.location("default", false).await;
+    w.take_backup("b1", None).await;
+
+    for (name, phase, expiration) in [
+        ("velero-made", "Completed", "2099-01-01T00:00:00Z"),
+        ("finalizing-new", "Finalizing", "2099-01-01T00:00:00Z"),
+        ("finalizing-old", "Finalizing", "2020-01-01T00:00:00Z"),
+    ] {
+        w.store
+            .put(
+                BUCKET,
+                &format!("{PREFIX}/backups/{name}/velero-backup.json"),
+                bytes::Bytes::from(velero_written(name, phase, expiration)),
+            )
+            .await
+            .expect("put");
+    }
+    w.put("backups/half/half.tar.gz").await;
+
+    // Seed B: its own Velero namespace, its own location (another name) on the same
+    // bucket and prefix, an orphan of that location and one being deleted.
+    let ns_b = w.cluster.namespace("velero-b").await;
+    let b = World {
+        namespace: ns_b.clone(),
+        ..w.clone()
+    };
+    let seed_b = b.controllers(fast(&ns_b));
+    for (name, phase) in [("orphan", "Completed"), ("orphan-deleting", "Deleting")] {
+        let o: Backup = serde_json::from_value(json!({
+            "apiVersion": "velero.io/v1", "kind": "Backup",
+            "metadata": {"name": name, "labels": {"velero.io/storage-location": "primary"}},
+            "spec": {"storageLocation": "primary"},
+            "status": {"phase": phase},
+        }))
+        .expect("backup");
+        b.api::<Backup>()
+            .create(&PostParams::default(), &o)
+            .await
+            .expect("orphan");
+    }
+    b.location("primary", true).await;
+
+    let synced = b.wait_backup_phase("b1", BackupPhase::Completed).await;
+    assert_eq!(synced.spec.storage_location.as_deref(), Some("primary"));
+    assert_eq!(synced.labels()["velero.io/storage-location"], "primary");
+    let original = w.api::<Backup>().get("b1").await.expect("b1");
+    assert_eq!(
+        synced.spec.included_namespaces,
+        original.spec.included_namespaces
+    );
+    assert_ne!(synced.uid(), original.uid());
+
+    let velero = b
+        .wait_backup_phase("velero-made", BackupPhase::Completed)
+        .await;
+    assert_eq!(
+        velero.metadata.owner_references, None,
+        "its Schedule is not here"
+    );
+    assert_eq!(velero.labels()["velero.io/schedule-name"], "daily");
+    assert_eq!(
+        velero.spec.included_namespaces,
+        Some(vec!["shop".to_string()])
+    );
+    b.wait_backup_phase("finalizing-old", BackupPhase::PartiallyFailed)
+        .await;
+    b.wait_gone::<Backup>("orphan", "orphan").await;
+    let location = b
+        .api::<BackupStorageLocation>()
+        .get("primary")
+        .await
+        .expect("location");
+    assert!(location.status.and_then(|s| s.last_synced_time).is_some());
+    for name in ["finalizing-new", "half"] {
+        assert!(
+            b.api::<Backup>()
+                .get_opt(name)
+                .await
+                .expect("get")
+                .is_none(),
+            "{name}"
+        );
+    }
+    assert!(
+        b.api::<Backup>()
+            .get_opt("orphan-deleting")
+            .await
+            .expect("get")
+            .is_some()
+    );
+
+    // Seed A deletes b1 for real: seed B's copy goes with the next sync, and nobody
+    // brings it back.
+    w.request("b1-del", "b1").await;
+    assert!(w.wait_processed("b1-del").await.is_empty());
+    b.wait_gone::<Backup>("backup", "b1").await;
+    assert!(
+        w.api::<Backup>()
+            .get_opt("b1")
+            .await
+            .expect("get")
+            .is_none()
+    );
+    seed_a.abort();
+    seed_b.abort();
 }
