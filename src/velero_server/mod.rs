@@ -13,6 +13,7 @@
 //! - [`backup_deletion`]: DeleteBackupRequests (the `backup-deletion` controller);
 //! - [`backup_sync`]: backups in object storage brought into the cluster (`backup-sync`);
 //! - [`gc`]: expired backups get a DeleteBackupRequest (the `gc` controller);
+//! - [`schedules`]: backups taken on a schedule (the `schedule` controller);
 //! - [`server`]: running the controllers, and `granary server`.
 
 pub mod backup;
@@ -28,5 +29,6 @@ pub mod metrics;
 pub mod namespaces;
 pub mod queue;
 pub mod queue_controller;
+pub mod schedules;
 pub mod server;
 pub mod settings;

@@ -18,6 +18,7 @@ pub const CONTROLLER_BACKUP: &str = "backup";
 pub const CONTROLLER_BACKUP_DELETION: &str = "backup-deletion";
 pub const CONTROLLER_GC: &str = "gc";
 pub const CONTROLLER_BACKUP_SYNC: &str = "backup-sync";
+pub const CONTROLLER_SCHEDULE: &str = "schedule";
 /// Granary's: keeps the seed's default location (only in `granary seed`).
 pub const CONTROLLER_DEFAULT_LOCATION: &str = "default-backup-storage-location";
 
@@ -29,6 +30,7 @@ pub const CONTROLLERS: &[&str] = &[
     CONTROLLER_BACKUP_DELETION,
     CONTROLLER_GC,
     CONTROLLER_BACKUP_SYNC,
+    CONTROLLER_SCHEDULE,
     CONTROLLER_DEFAULT_LOCATION,
 ];
 

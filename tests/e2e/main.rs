@@ -45,4 +45,5 @@ mod seed_grace;
 mod seed_handover;
 mod seed_outage;
 mod velero_lifecycle;
+mod velero_schedules;
 mod velero_server;

@@ -96,6 +96,15 @@ impl World {
 
     /// Starts the controllers; aborting the handle stops them (a crash).
     pub fn controllers(&self, settings: VeleroSettings) -> tokio::task::JoinHandle<()> {
+        self.controllers_but(settings, &[])
+    }
+
+    /// Starts every controller but `disabled`.
+    pub fn controllers_but(
+        &self,
+        settings: VeleroSettings,
+        disabled: &[&str],
+    ) -> tokio::task::JoinHandle<()> {
         let ctx = Arc::new(VeleroContext::new(
             self.client.clone(),
             settings,
@@ -107,7 +116,8 @@ impl World {
             VeleroMetrics::new(&self.metrics),
             ObjectSelector::new(Some(self.cluster.object_selector.clone())),
         ));
-        tokio::spawn(run_controllers(ctx, Vec::new()))
+        let disabled = disabled.iter().map(|s| s.to_string()).collect();
+        tokio::spawn(run_controllers(ctx, disabled))
     }
 
     pub fn api<K>(&self) -> Api<K>
