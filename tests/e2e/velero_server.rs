@@ -61,7 +61,8 @@ impl World {
         }
     }
 
-    /// Starts the controllers; dropping (aborting) the handle stops them.
+    /// Starts the controllers but the `backup` controller (these tests look at the
+    /// queue: ReadyToStart backups hold their slot); aborting the handle stops them.
     fn controllers(&self, settings: VeleroSettings) -> tokio::task::JoinHandle<()> {
         let ctx = Arc::new(VeleroContext::new(
             self.client.clone(),
@@ -71,7 +72,7 @@ impl World {
             VeleroMetrics::new(&self.metrics),
             ObjectSelector::new(Some(self.cluster.object_selector.clone())),
         ));
-        tokio::spawn(run_controllers(ctx, Vec::new()))
+        tokio::spawn(run_controllers(ctx, vec!["backup".to_string()]))
     }
 
     fn store_options(&self) -> StoreOptions {
@@ -362,6 +363,8 @@ async fn granary_server_runs_the_controllers_alone() {
     let mut server = tokio::process::Command::new(env!("CARGO_BIN_EXE_granary"))
         .args([
             "server",
+            "--disable-controllers",
+            "backup",
             "--namespace",
             &w.namespace,
             "--metrics-bind-address",
