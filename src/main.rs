@@ -7,7 +7,7 @@ use granary::api::crds::{self, Side};
 use granary::runtime::{failpoints, logging};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use velero_cli::{BackupCommand, LocationCommand, VeleroTarget};
+use velero_cli::{BackupCommand, LocationCommand, ScheduleCommand, VeleroTarget};
 
 #[path = "main_velero_cli.rs"]
 mod velero_cli;
@@ -67,6 +67,13 @@ enum Command {
         target: VeleroTarget,
         #[command(subcommand)]
         command: BackupCommand,
+    },
+    /// Velero-style schedules: create, get, describe, pause, unpause, delete.
+    Schedule {
+        #[command(flatten)]
+        target: VeleroTarget,
+        #[command(subcommand)]
+        command: ScheduleCommand,
     },
     /// Velero-style backup storage locations: create, get, set, delete.
     BackupLocation {
@@ -387,7 +394,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     // level (kube's connection retries above all) would only draw over its output.
     let quiet = matches!(
         cli.command,
-        Command::Backup { .. } | Command::BackupLocation { .. }
+        Command::Backup { .. } | Command::BackupLocation { .. } | Command::Schedule { .. }
     ) && cli.log_level == "info";
     let level = if quiet {
         "warn,kube_client=off"
@@ -409,6 +416,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Archive { command } => archive(command),
         Command::Backup { target, command } => velero_cli::backup(target, command),
         Command::BackupLocation { target, command } => velero_cli::location(target, command),
+        Command::Schedule { target, command } => velero_cli::schedule(target, command),
         Command::Seed(args) => {
             let opts = granary::seed::SeedOptions {
                 seed_name: args.seed_name,

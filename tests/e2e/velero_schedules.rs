@@ -219,3 +219,81 @@ async fn a_stuck_backup_holds_back_the_schedule_and_restarts_do_not_duplicate() 
     assert_eq!(w.backups_of("hourly").await.len(), 1);
     controllers.abort();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_schedule_commands() {
+    let w = World::start().await;
+    let controllers = w.controllers_but(w.settings(), &["backup"]);
+    w.location("default", false).await;
+    let granary = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_granary"))
+            .args(["schedule", "-n", &w.namespace, "--kubeconfig"])
+            .arg(&w.cluster.garden.kubeconfig_path)
+            .args(args)
+            .output()
+            .expect("run granary schedule");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let (ok, _, err) = granary(&["create", "bad", "--schedule", "every day"]);
+    assert!(!ok && err.contains("--schedule"), "{err}");
+    let (ok, out, err) = granary(&[
+        "create",
+        "nightly",
+        "--schedule",
+        "@every 1h",
+        "--include-namespaces",
+        &w.app,
+        "--labels",
+        "team=a",
+        "--skip-immediately",
+    ]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("Schedule \"nightly\" created successfully."),
+        "{out}"
+    );
+    poll_until("nightly Enabled and skipped", || async {
+        w.api::<Schedule>()
+            .get("nightly")
+            .await
+            .ok()
+            .and_then(|s| s.status)
+            .is_some_and(|s| s.phase == Some(SchedulePhase::Enabled) && s.last_skipped.is_some())
+    })
+    .await;
+    let (ok, out, err) = granary(&["get"]);
+    assert!(ok, "{err}");
+    let row = out
+        .lines()
+        .find(|l| l.starts_with("nightly "))
+        .expect("row");
+    assert!(
+        row.contains("Enabled") && row.contains("@every 1h") && row.ends_with("false"),
+        "{out}"
+    );
+    let (ok, _, err) = granary(&["pause", "nightly"]);
+    assert!(ok, "{err}");
+    let (_, out, _) = granary(&["describe", "nightly"]);
+    assert!(out.contains("Paused:         true"), "{out}");
+    // Unpaused: the skipped tick stays skipped, the next is an hour away.
+    let (ok, _, err) = granary(&["unpause", "nightly"]);
+    assert!(ok, "{err}");
+    let s = w.api::<Schedule>().get("nightly").await.expect("nightly");
+    assert_eq!(s.spec.paused, Some(false));
+    assert!(w.backups_of("nightly").await.is_empty());
+    let (ok, out, err) = granary(&["delete", "nightly", "--confirm"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("Schedule deleted: nightly"), "{out}");
+    assert!(
+        w.api::<Schedule>()
+            .get_opt("nightly")
+            .await
+            .expect("get")
+            .is_none()
+    );
+    controllers.abort();
+}
