@@ -185,6 +185,20 @@ pub async fn run(ctx: Arc<VeleroContext>) {
     tokio::join!(feed, work);
 }
 
+/// Failpoints after each step of a deletion (`GRANARY_FAILPOINTS`, crash tests).
+pub const FAILPOINTS: [&str; 4] = [
+    "velero.deletion.after-in-progress",
+    "velero.deletion.after-metadata",
+    "velero.deletion.after-data",
+    "velero.deletion.after-backup-cr",
+];
+
+/// A failpoint `error` is a crash that did not happen: the step is retried later.
+fn failpoint(name: &str) -> Result<(), kube::Error> {
+    crate::runtime::failpoints::hit(name)
+        .map_err(|e| kube::Error::Service(Box::new(std::io::Error::other(e.to_string()))))
+}
+
 fn is_not_found(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 404)
 }
@@ -317,6 +331,7 @@ async fn delete_backup(
             .patch(&backup_name, &PatchParams::default(), &Patch::Merge(&patch))
             .await?;
     }
+    failpoint(FAILPOINTS[0])?;
     let restores: Vec<String> = ctx
         .api::<Restore>()
         .list(&ListParams::default())
@@ -327,6 +342,7 @@ async fn delete_backup(
         .map(|r| r.name_any())
         .collect();
     let mut errors = delete_data(ctx, location, &backup_name, &restores).await;
+    failpoint(FAILPOINTS[2])?;
     for restore in &restores {
         match ctx
             .api::<Restore>()
@@ -348,6 +364,7 @@ async fn delete_backup(
             Err(e) if is_not_found(&e) => {}
             Err(e) => errors.push(format!("error deleting backup {backup_name}: {e}")),
         }
+        failpoint(FAILPOINTS[3])?;
     }
     if errors.is_empty() {
         ctx.metrics
@@ -402,6 +419,12 @@ async fn delete_data(
             errors.push(format!("error deleting backup from backup storage: {e}"));
             // Never the rest before the metadata is gone.
             return errors;
+        }
+        if matches!(step, DeleteStep::Keys(_))
+            && let Err(e) = crate::runtime::failpoints::hit(FAILPOINTS[1])
+        {
+            // In-process `error`: stop here like a crash; the InProgress request resumes.
+            return vec![e.to_string()];
         }
     }
     for restore in restores {

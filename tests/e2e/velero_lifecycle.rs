@@ -742,3 +742,89 @@ async fn a_second_seed_syncs_the_backups_of_a_shared_location() {
     seed_a.abort();
     seed_b.abort();
 }
+
+/// `granary server` crashing (a failpoint's abort) after each step of a deletion, then
+/// started again: the deletion finishes, nothing is left in the bucket, the CR is gone,
+/// the request Processed without errors.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_crashing_after_each_deletion_step_finishes_on_restart() {
+    use granary::velero_server::backup_deletion::FAILPOINTS;
+    let w = World::start().await;
+    let server = |failpoint: Option<&str>| {
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_granary"));
+        cmd.args([
+            "server",
+            "--namespace",
+            &w.namespace,
+            "--metrics-bind-address",
+            "127.0.0.1:0",
+            "--leader-elect",
+            "false",
+            "--disable-controllers",
+            "backup",
+        ])
+        .arg("--kubeconfig")
+        .arg(&w.cluster.garden.kubeconfig_path)
+        .arg("--data-dir")
+        .arg(w.data.path())
+        .kill_on_drop(true)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+        match failpoint {
+            Some(f) => cmd.env("GRANARY_FAILPOINTS", format!("{f}=1:abort")),
+            None => cmd.env_remove("GRANARY_FAILPOINTS"),
+        };
+        cmd.spawn().expect("start granary server")
+    };
+    let mut first = server(None);
+    w.location("default", false).await;
+    let _ = first.kill().await;
+
+    for (i, failpoint) in FAILPOINTS.iter().enumerate() {
+        let name = format!("crash-{i}");
+        for f in ["velero-backup.json", "x.tar.gz", "x-logs.gz"] {
+            w.put(&format!("backups/{name}/{f}")).await;
+        }
+        w.backup_cr(&name, "default", json!({"phase": "Completed"}))
+            .await;
+        let mut crashing = server(Some(failpoint));
+        w.request(&format!("{name}-req"), &name).await;
+        let status = tokio::time::timeout(Duration::from_secs(60), crashing.wait())
+            .await
+            .unwrap_or_else(|_| panic!("{failpoint} never fired"))
+            .expect("wait");
+        assert!(!status.success(), "{failpoint}: the server crashed");
+        let left = w
+            .api::<DeleteBackupRequest>()
+            .get(&format!("{name}-req"))
+            .await
+            .expect("request");
+        assert_eq!(
+            left.status.and_then(|s| s.phase),
+            Some(DeleteBackupRequestPhase::InProgress),
+            "{failpoint}"
+        );
+        let keys = w.keys(&format!("backups/{name}/")).await;
+        assert!(
+            !keys.iter().any(|k| k.ends_with("velero-backup.json")) || i == 0,
+            "{failpoint}: the metadata goes first, {keys:?}"
+        );
+
+        let mut again = server(None);
+        let errors = w.wait_processed(&format!("{name}-req")).await;
+        assert!(errors.is_empty(), "{failpoint}: {errors:?}");
+        assert!(
+            w.keys(&format!("backups/{name}/")).await.is_empty(),
+            "{failpoint}"
+        );
+        assert!(
+            w.api::<Backup>()
+                .get_opt(&name)
+                .await
+                .expect("get")
+                .is_none(),
+            "{failpoint}"
+        );
+        let _ = again.kill().await;
+    }
+}
