@@ -828,3 +828,35 @@ async fn a_server_crashing_after_each_deletion_step_finishes_on_restart() {
         let _ = again.kill().await;
     }
 }
+
+/// `granary backup delete` (velero's way: a DeleteBackupRequest) deletes for real —
+/// what `kubectl delete backup` never did (velero #7509).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn granary_backup_delete_removes_the_data_too() {
+    let w = World::start().await;
+    let controllers = w.controllers(w.settings());
+    w.location("default", false).await;
+    w.take_backup("doomed", None).await;
+    assert!(!w.keys("backups/doomed/").await.is_empty());
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_granary"))
+        .args([
+            "backup",
+            "delete",
+            "doomed",
+            "--confirm",
+            "-n",
+            &w.namespace,
+        ])
+        .arg("--kubeconfig")
+        .arg(&w.cluster.garden.kubeconfig_path)
+        .output()
+        .expect("run granary backup delete");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    w.wait_gone::<Backup>("backup", "doomed").await;
+    assert!(w.keys("backups/doomed/").await.is_empty());
+    controllers.abort();
+}
