@@ -506,4 +506,44 @@ mod tests {
             vec!["gone", "gone-partial"]
         );
     }
+
+    proptest::proptest! {
+        /// Whatever is in the bucket and the cluster: nothing is both imported and
+        /// present, every bucket backup ends up in exactly one of the two, and an orphan
+        /// is never a backup that is still in the bucket.
+        #[test]
+        fn import_and_orphans_never_overlap(
+            bucket in proptest::collection::vec("[a-e]", 0..8),
+            cluster in proptest::collection::vec(("[a-e]", 0usize..4), 0..8),
+        ) {
+            let phases = [
+                BackupPhase::Completed,
+                BackupPhase::PartiallyFailed,
+                BackupPhase::Deleting,
+                BackupPhase::InProgress,
+            ];
+            let backups: Vec<Backup> = cluster
+                .iter()
+                .map(|(name, p)| {
+                    let mut b = stored(phases[*p], None);
+                    b.metadata.name = Some(name.clone());
+                    b.labels_mut().insert(STORAGE_LOCATION_LABEL.into(), "default".into());
+                    b
+                })
+                .collect();
+            let names: BTreeSet<String> = cluster.iter().map(|(n, _)| n.clone()).collect();
+            let to_import = missing(&bucket, &names);
+            for n in &to_import {
+                proptest::prop_assert!(!names.contains(n));
+            }
+            for n in &bucket {
+                proptest::prop_assert!(names.contains(n) != to_import.contains(n));
+            }
+            let in_bucket: BTreeSet<String> = bucket.iter().cloned().collect();
+            for o in orphans(&backups, "default", &in_bucket) {
+                proptest::prop_assert!(!in_bucket.contains(&o));
+                proptest::prop_assert!(names.contains(&o));
+            }
+        }
+    }
 }

@@ -559,4 +559,34 @@ mod tests {
         assert_eq!(errors.len(), 1);
         assert!(errors[0].starts_with("invalid schedule: "), "{errors:?}");
     }
+
+    proptest::proptest! {
+        /// A cron schedule's next run is strictly after every time it counts from, on a
+        /// whole minute the pattern allows, and no further than one period away.
+        #[test]
+        fn cron_next_runs_follow_the_latest_time(
+            a in 0i64..4_000_000_000, b in proptest::option::of(0i64..4_000_000_000),
+            c in proptest::option::of(0i64..4_000_000_000), step in 1u32..30,
+        ) {
+            let cadence = Cadence::parse(&format!("*/{step} * * * *")).expect("parses");
+            let at = |s: i64| DateTime::from_timestamp(s, 0).expect("in range");
+            let latest = [Some(a), b, c].into_iter().flatten().max().map(at).expect("a");
+            let next = next_run(&cadence, Some(at(a)), b.map(at), c.map(at)).expect("next");
+            proptest::prop_assert!(next > latest);
+            proptest::prop_assert_eq!(next.timestamp() % 60, 0);
+            proptest::prop_assert_eq!(chrono::Timelike::minute(&next) % step, 0);
+            proptest::prop_assert!(next - latest <= chrono::Duration::minutes(60));
+        }
+
+        /// `@every` counts exactly one period from the latest time.
+        #[test]
+        fn every_counts_from_the_latest_time(
+            a in 0i64..4_000_000_000, b in 0i64..4_000_000_000, secs in 1u64..100_000,
+        ) {
+            let cadence = Cadence::Every(Duration::from_secs(secs));
+            let at = |s: i64| DateTime::from_timestamp(s, 0).expect("in range");
+            let next = next_run(&cadence, Some(at(a)), None, Some(at(b))).expect("next");
+            proptest::prop_assert_eq!(next, at(a.max(b) + secs as i64));
+        }
+    }
 }
