@@ -3,6 +3,7 @@
 //! (`backup-deletion`), interrupted deletions resumed after a restart, refused requests,
 //! and TTL expiry through the `gc` controller.
 
+use crate::seed_support::{Backend, endpoint};
 use crate::support::{TestCluster, poll_until};
 use granary::api::velero::{
     Backup, BackupPhase, BackupSpec, BackupStorageLocation, BackupStorageLocationPhase,
@@ -26,7 +27,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-const BUCKET: &str = "lifecycle";
+const LOCAL_BUCKET: &str = "lifecycle";
 const PREFIX: &str = "velero/seed-a";
 
 /// Cloning shares the cluster, bucket and metrics (another namespace = another seed).
@@ -40,10 +41,21 @@ pub(crate) struct World {
     pub data: Arc<tempfile::TempDir>,
     pub metrics: Metrics,
     pub store: Arc<dyn ObjectStore>,
+    pub bucket: String,
+    /// `None` on the local provider; moto's endpoint for S3.
+    pub s3: Option<String>,
 }
 
 impl World {
     pub async fn start() -> World {
+        Self::start_on(Backend::Local)
+            .await
+            .expect("the local provider is always there")
+    }
+
+    /// The world on `backend` (local or S3); `None` when its emulator is missing.
+    pub async fn start_on(backend: Backend) -> Option<World> {
+        let url = endpoint(backend)?;
         let cluster = TestCluster::start().await;
         let client = cluster.client();
         cluster
@@ -69,14 +81,50 @@ impl World {
             local_root: Some(data.path().to_path_buf()),
             ..StoreOptions::default()
         };
-        let store = granary_providers::open("local", None, &Default::default(), &options)
-            .await
-            .expect("local store");
+        let (s3, secret, bucket) = match backend {
+            Backend::Local => (None, Default::default(), LOCAL_BUCKET.to_string()),
+            Backend::S3 => {
+                let secret = [
+                    ("accessKeyID", "test"),
+                    ("secretAccessKey", "test"),
+                    ("endpoint", url.as_str()),
+                    ("s3ForcePathStyle", "true"),
+                ]
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.as_bytes().to_vec()))
+                .collect();
+                // The credentials file the locations name (Velero's AWS format).
+                let mut cred = k8s_openapi::api::core::v1::Secret::default();
+                cred.metadata.name = Some("cloud-credentials".into());
+                // `data`, not `stringData`: the embedded server stores what it is given.
+                cred.data = Some(
+                    [(
+                        "cloud".to_string(),
+                        k8s_openapi::ByteString(
+                            b"[default]\naws_access_key_id=test\naws_secret_access_key=test\n"
+                                .to_vec(),
+                        ),
+                    )]
+                    .into(),
+                );
+                Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client.clone(), &namespace)
+                    .create(&PostParams::default(), &cred)
+                    .await
+                    .expect("credentials");
+                let bucket = format!("lifecycle-{}", cluster.object_selector);
+                (Some(url.clone()), secret, bucket)
+            }
+            other => panic!("{other:?} is not used by these tests"),
+        };
+        let store =
+            granary_providers::open(backend.provider(), Some("us-east-1"), &secret, &options)
+                .await
+                .expect("store");
         store
-            .ensure_bucket(BUCKET, &BucketOptions::default())
+            .ensure_bucket(&bucket, &BucketOptions::default())
             .await
             .expect("bucket");
-        World {
+        Some(World {
             cluster: Arc::new(cluster),
             client,
             namespace,
@@ -84,7 +132,9 @@ impl World {
             data: Arc::new(data),
             metrics: Metrics::new(),
             store,
-        }
+            bucket,
+            s3,
+        })
     }
 
     pub fn settings(&self) -> VeleroSettings {
@@ -132,12 +182,30 @@ impl World {
         let mut spec = BackupStorageLocationSpec {
             provider: "local".into(),
             object_storage: ObjectStorageLocation {
-                bucket: BUCKET.into(),
+                bucket: self.bucket.clone(),
                 prefix: Some(PREFIX.into()),
                 ..Default::default()
             },
             ..Default::default()
         };
+        if let Some(url) = &self.s3 {
+            spec.provider = "aws".into();
+            spec.config = Some(
+                [
+                    ("region", "us-east-1"),
+                    ("s3Url", url.as_str()),
+                    ("s3ForcePathStyle", "true"),
+                ]
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            );
+            spec.credential = Some(k8s_openapi::api::core::v1::SecretKeySelector {
+                name: "cloud-credentials".into(),
+                key: "cloud".into(),
+                optional: None,
+            });
+        }
         if read_only {
             spec.access_mode =
                 Some(granary::api::velero::BackupStorageLocationAccessMode::ReadOnly);
@@ -151,11 +219,11 @@ impl World {
             .expect("create location");
         let api = self.api::<BackupStorageLocation>();
         poll_until(&format!("location {name} Available"), || async {
-            api.get(name)
-                .await
-                .ok()
-                .and_then(|l| l.status)
-                .is_some_and(|s| s.phase == Some(BackupStorageLocationPhase::Available))
+            let status = api.get(name).await.ok().and_then(|l| l.status);
+            if let Some(m) = status.as_ref().and_then(|s| s.message.as_ref()) {
+                panic!("location {name}: {m}");
+            }
+            status.is_some_and(|s| s.phase == Some(BackupStorageLocationPhase::Available))
         })
         .await;
     }
@@ -210,7 +278,7 @@ impl World {
     pub async fn keys(&self, dir: &str) -> Vec<String> {
         granary_providers::list_all(
             self.store.as_ref(),
-            BUCKET,
+            &self.bucket,
             &format!("{PREFIX}/{dir}"),
             None,
         )
@@ -227,7 +295,7 @@ impl World {
     pub async fn put(&self, key: &str) {
         self.store
             .put(
-                BUCKET,
+                &self.bucket,
                 &format!("{PREFIX}/{key}"),
                 bytes::Bytes::from_static(b"{}"),
             )
@@ -646,7 +714,7 @@ async fn a_second_seed_syncs_the_backups_of_a_shared_location() {
     ] {
         w.store
             .put(
-                BUCKET,
+                &w.bucket,
                 &format!("{PREFIX}/backups/{name}/velero-backup.json"),
                 bytes::Bytes::from(velero_written(name, phase, expiration)),
             )
@@ -858,5 +926,29 @@ async fn granary_backup_delete_removes_the_data_too() {
     );
     w.wait_gone::<Backup>("backup", "doomed").await;
     assert!(w.keys("backups/doomed/").await.is_empty());
+    controllers.abort();
+}
+
+/// The same deletion on S3 (moto): the providers' batched deletes, metadata first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delete_request_on_s3_removes_everything() {
+    let Some(w) = World::start_on(Backend::S3).await else {
+        eprintln!("moto not available; skipped");
+        return;
+    };
+    let controllers = w.controllers(w.settings());
+    w.location("default", false).await;
+    w.take_backup("on-s3", None).await;
+    assert!(w.keys("backups/on-s3/").await.len() >= 4);
+    w.request("on-s3-del", "on-s3").await;
+    assert!(w.wait_processed("on-s3-del").await.is_empty());
+    assert!(w.keys("backups/on-s3/").await.is_empty());
+    assert!(
+        w.api::<Backup>()
+            .get_opt("on-s3")
+            .await
+            .expect("get")
+            .is_none()
+    );
     controllers.abort();
 }
