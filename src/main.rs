@@ -7,7 +7,7 @@ use granary::api::crds::{self, Side};
 use granary::runtime::{failpoints, logging};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use velero_cli::{BackupCommand, LocationCommand, VeleroTarget};
+use velero_cli::{BackupCommand, LocationCommand, ScheduleCommand, VeleroTarget};
 
 #[path = "main_velero_cli.rs"]
 mod velero_cli;
@@ -67,6 +67,13 @@ enum Command {
         target: VeleroTarget,
         #[command(subcommand)]
         command: BackupCommand,
+    },
+    /// Velero-style schedules: create, get, describe, pause, unpause, delete.
+    Schedule {
+        #[command(flatten)]
+        target: VeleroTarget,
+        #[command(subcommand)]
+        command: ScheduleCommand,
     },
     /// Velero-style backup storage locations: create, get, set, delete.
     BackupLocation {
@@ -131,6 +138,12 @@ struct VeleroArgs {
     /// How often locations are validated (default 1m).
     #[arg(long, value_name = "DURATION")]
     store_validation_frequency: Option<String>,
+    /// How often expired backups are looked for (default 1h).
+    #[arg(long, value_name = "DURATION")]
+    garbage_collection_frequency: Option<String>,
+    /// How often backups are synced from each location (default 1m; 0 disables).
+    #[arg(long, value_name = "DURATION")]
+    backup_sync_period: Option<String>,
     /// Page size of the lists that collect a backup's items (default 500).
     #[arg(long, value_name = "N")]
     client_page_size: Option<u32>,
@@ -147,6 +160,8 @@ impl VeleroArgs {
             item_block_worker_count: self.item_block_worker_count,
             default_backup_ttl: self.default_backup_ttl,
             store_validation_frequency: self.store_validation_frequency,
+            garbage_collection_frequency: self.garbage_collection_frequency,
+            backup_sync_period: self.backup_sync_period,
             client_page_size: self.client_page_size,
             default_backup_storage_location: self.default_backup_storage_location,
         }
@@ -450,7 +465,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     // level (kube's connection retries above all) would only draw over its output.
     let quiet = matches!(
         cli.command,
-        Command::Backup { .. } | Command::BackupLocation { .. }
+        Command::Backup { .. } | Command::BackupLocation { .. } | Command::Schedule { .. }
     ) && cli.log_level == "info";
     let level = if quiet {
         "warn,kube_client=off"
@@ -471,6 +486,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Archive { command } => archive(command),
         Command::Backup { target, command } => velero_cli::backup(target, command),
         Command::BackupLocation { target, command } => velero_cli::location(target, command),
+        Command::Schedule { target, command } => velero_cli::schedule(target, command),
         Command::Seed(args) => {
             let opts = granary::seed::SeedOptions {
                 seed_name: args.seed_name,

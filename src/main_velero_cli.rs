@@ -9,6 +9,7 @@ use granary::cli::backup::BackupCommand as Backup;
 use granary::cli::backup_spec::BackupFlags;
 use granary::cli::location::LocationCommand as Location;
 use granary::cli::location_spec::{LocationFlags, LocationSetFlags};
+use granary::cli::schedule::ScheduleCommand as Schedule;
 use granary::cli::{OutputFormat, Target};
 
 /// Where the Velero objects are (flags every `backup`/`backup-location` command takes).
@@ -333,4 +334,175 @@ pub fn location(t: VeleroTarget, command: LocationCommand) -> anyhow::Result<()>
     };
     let t = target(t);
     granary::cli::block_on(granary::cli::location::run(&t, command))
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ScheduleCommand {
+    /// Create a schedule (`-o json|yaml` prints it without creating it).
+    Create(Box<ScheduleCreate>),
+    /// List schedules, or the named ones.
+    Get {
+        names: Vec<String>,
+        /// Only schedules with these labels.
+        #[arg(short = 'l', long)]
+        selector: Option<String>,
+        #[arg(short = 'o', long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+    /// Show schedules in detail.
+    Describe { names: Vec<String> },
+    /// Pause schedules: they create no backups until unpaused.
+    Pause {
+        names: Vec<String>,
+        /// Every schedule of the namespace.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Unpause schedules.
+    Unpause {
+        names: Vec<String>,
+        /// Every schedule of the namespace.
+        #[arg(long)]
+        all: bool,
+        /// Skip the backup that is due right now.
+        #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+        skip_immediately: Option<bool>,
+    },
+    /// Delete schedules (their backups stay).
+    Delete {
+        names: Vec<String>,
+        /// Do not ask.
+        #[arg(long)]
+        confirm: bool,
+    },
+}
+
+/// Flags of `granary schedule create`: velero's, the backup flags for the template.
+#[derive(clap::Args, Debug)]
+pub struct ScheduleCreate {
+    /// The schedule's name.
+    name: String,
+    /// When to back up: a 5-field cron expression or `@every <duration>`.
+    #[arg(long)]
+    schedule: String,
+    /// Create it paused.
+    #[arg(long)]
+    paused: bool,
+    /// Skip the first backup, due at creation.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    skip_immediately: Option<bool>,
+    /// Make the schedule the owner of its backups.
+    #[arg(long)]
+    use_owner_references_in_backup: bool,
+    /// Namespaces to include (`*` for all; the default).
+    #[arg(long, value_delimiter = ',', value_name = "NS,...")]
+    include_namespaces: Option<Vec<String>>,
+    /// Namespaces to exclude.
+    #[arg(long, value_delimiter = ',', value_name = "NS,...")]
+    exclude_namespaces: Vec<String>,
+    /// Resources to include, as resource.group (`*` for all).
+    #[arg(long, value_delimiter = ',', value_name = "RES,...")]
+    include_resources: Vec<String>,
+    /// Resources to exclude, as resource.group.
+    #[arg(long, value_delimiter = ',', value_name = "RES,...")]
+    exclude_resources: Vec<String>,
+    /// Include cluster-scoped resources (unset: only those of included namespaces).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    include_cluster_resources: Option<bool>,
+    /// Only back up resources matching this label selector.
+    #[arg(short = 'l', long)]
+    selector: Option<String>,
+    /// Resources matching any of these selectors, separated by ` or `.
+    #[arg(long)]
+    or_selector: Option<String>,
+    /// How long before each backup can be garbage-collected (Go duration, e.g. 72h).
+    #[arg(long)]
+    ttl: Option<String>,
+    /// Location in which to store the backups.
+    #[arg(long)]
+    storage_location: Option<String>,
+    /// Per resource, the order of its items: `pods=ns1/p1,ns1/p2;persistentvolumes=pv1`.
+    #[arg(long)]
+    ordered_resources: Option<String>,
+    /// Labels for the schedule (and so its backups), k=v,...
+    #[arg(long, value_name = "K=V,...")]
+    labels: Vec<String>,
+    #[arg(short = 'o', long, value_enum)]
+    output: Option<Output>,
+}
+
+pub fn schedule(t: VeleroTarget, command: ScheduleCommand) -> anyhow::Result<()> {
+    let command = match command {
+        ScheduleCommand::Create(args) => {
+            let ScheduleCreate {
+                name,
+                schedule,
+                paused,
+                skip_immediately,
+                use_owner_references_in_backup,
+                include_namespaces,
+                exclude_namespaces,
+                include_resources,
+                exclude_resources,
+                include_cluster_resources,
+                selector,
+                or_selector,
+                ttl,
+                storage_location,
+                ordered_resources,
+                labels,
+                output,
+            } = *args;
+            Schedule::Create {
+                name,
+                schedule,
+                flags: Box::new(BackupFlags {
+                    include_namespaces,
+                    exclude_namespaces,
+                    include_resources,
+                    exclude_resources,
+                    include_cluster_resources,
+                    selector,
+                    or_selector,
+                    ttl,
+                    storage_location,
+                    ordered_resources,
+                    labels,
+                }),
+                paused,
+                skip_immediately,
+                use_owner_references_in_backup,
+                output: print_only(output),
+            }
+        }
+        ScheduleCommand::Get {
+            names,
+            selector,
+            output,
+        } => Schedule::Get {
+            names,
+            selector,
+            output: output.into(),
+        },
+        ScheduleCommand::Describe { names } => Schedule::Describe { names },
+        ScheduleCommand::Pause { names, all } => Schedule::SetPaused {
+            names,
+            all,
+            paused: true,
+            skip_immediately: None,
+        },
+        ScheduleCommand::Unpause {
+            names,
+            all,
+            skip_immediately,
+        } => Schedule::SetPaused {
+            names,
+            all,
+            paused: false,
+            skip_immediately,
+        },
+        ScheduleCommand::Delete { names, confirm } => Schedule::Delete { names, confirm },
+    };
+    let t = target(t);
+    granary::cli::block_on(granary::cli::schedule::run(&t, command))
 }

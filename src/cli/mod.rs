@@ -17,6 +17,7 @@ pub mod flags;
 pub mod location;
 pub mod location_spec;
 pub mod output;
+pub mod schedule;
 pub mod store;
 pub mod wait;
 

@@ -20,6 +20,12 @@ pub struct VeleroMetrics {
     pub backup_validation_failure: IntCounterVec,
     /// `velero_backup_items_total{schedule}`: items of the last backup.
     pub backup_items: IntGaugeVec,
+    /// `velero_backup_deletion_attempt_total{schedule}`.
+    pub deletion_attempt: IntCounterVec,
+    /// `velero_backup_deletion_success_total{schedule}`.
+    pub deletion_success: IntCounterVec,
+    /// `velero_backup_deletion_failure_total{schedule}`.
+    pub deletion_failure: IntCounterVec,
     /// `velero_backup_queue_length` (Granary's name for a figure Velero logs).
     pub queue_length: IntGauge,
 }
@@ -56,6 +62,18 @@ impl VeleroMetrics {
                 &["schedule"],
             )
             .expect("static metric options are valid"),
+            deletion_attempt: counter(
+                "velero_backup_deletion_attempt_total",
+                "Backup deletions attempted.",
+            ),
+            deletion_success: counter(
+                "velero_backup_deletion_success_total",
+                "Backup deletions that succeeded.",
+            ),
+            deletion_failure: counter(
+                "velero_backup_deletion_failure_total",
+                "Backup deletions that failed.",
+            ),
             queue_length: IntGauge::new(
                 "granary_velero_backup_queue_length",
                 "Backups waiting in the queue (Queued).",
@@ -70,6 +88,9 @@ impl VeleroMetrics {
             Box::new(m.backup_failure.clone()),
             Box::new(m.backup_validation_failure.clone()),
             Box::new(m.backup_items.clone()),
+            Box::new(m.deletion_attempt.clone()),
+            Box::new(m.deletion_success.clone()),
+            Box::new(m.deletion_failure.clone()),
             Box::new(m.queue_length.clone()),
         ] {
             // A second set of controllers in one process (tests) shares the first set's.

@@ -10,18 +10,26 @@
 //! - [`locations`]: the `backup-storage-location` controller;
 //! - [`namespaces`] and [`queue`] (pure) and [`queue_controller`]: the backup queue;
 //! - [`backup`]: the backup runner (collection, tarball, Velero's files);
+//! - [`backup_deletion`]: DeleteBackupRequests (the `backup-deletion` controller);
+//! - [`backup_sync`]: backups in object storage brought into the cluster (`backup-sync`);
+//! - [`gc`]: expired backups get a DeleteBackupRequest (the `gc` controller);
+//! - [`schedules`]: backups taken on a schedule (the `schedule` controller);
 //! - [`server`]: running the controllers, and `granary server`.
 
 pub mod backup;
 pub mod backup_controller;
+pub mod backup_deletion;
 pub mod backup_prepare;
+pub mod backup_sync;
 pub mod context;
+pub mod gc;
 pub mod location;
 pub mod locations;
 pub mod metrics;
 pub mod namespaces;
 pub mod queue;
 pub mod queue_controller;
+pub mod schedules;
 pub mod server;
 pub mod settings;
 pub mod watch;

@@ -5,10 +5,13 @@
 use super::context::VeleroContext;
 use super::metrics::VeleroMetrics;
 use super::settings::{
-    CONTROLLER_BACKUP, CONTROLLER_BACKUP_QUEUE, CONTROLLER_BACKUP_STORAGE_LOCATION,
+    CONTROLLER_BACKUP, CONTROLLER_BACKUP_DELETION, CONTROLLER_BACKUP_QUEUE,
+    CONTROLLER_BACKUP_STORAGE_LOCATION, CONTROLLER_BACKUP_SYNC, CONTROLLER_GC, CONTROLLER_SCHEDULE,
     ServerConfiguration, VeleroFlags, unknown_controllers,
 };
-use super::{backup_controller, locations, queue_controller};
+use super::{
+    backup_controller, backup_deletion, backup_sync, gc, locations, queue_controller, schedules,
+};
 use crate::runtime::clock::Clock;
 use crate::runtime::config::{ConfigError, Override, load};
 use crate::runtime::health::{HealthError, HealthServer, ReadinessFlag};
@@ -38,6 +41,18 @@ pub async fn run_controllers(ctx: Arc<VeleroContext>, disabled: Vec<String>) {
     }
     if enabled(CONTROLLER_BACKUP) {
         tasks.spawn(backup_controller::run(ctx.clone()));
+    }
+    if enabled(CONTROLLER_BACKUP_DELETION) {
+        tasks.spawn(backup_deletion::run(ctx.clone()));
+    }
+    if enabled(CONTROLLER_BACKUP_SYNC) {
+        tasks.spawn(backup_sync::run(ctx.clone()));
+    }
+    if enabled(CONTROLLER_SCHEDULE) {
+        tasks.spawn(schedules::run(ctx.clone()));
+    }
+    if enabled(CONTROLLER_GC) {
+        tasks.spawn(gc::run(ctx.clone()));
     }
     while let Some(result) = tasks.join_next().await {
         if let Err(e) = result {

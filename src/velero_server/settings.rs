@@ -15,6 +15,10 @@ use std::time::Duration;
 pub const CONTROLLER_BACKUP_STORAGE_LOCATION: &str = "backup-storage-location";
 pub const CONTROLLER_BACKUP_QUEUE: &str = "backup-queue";
 pub const CONTROLLER_BACKUP: &str = "backup";
+pub const CONTROLLER_BACKUP_DELETION: &str = "backup-deletion";
+pub const CONTROLLER_GC: &str = "gc";
+pub const CONTROLLER_BACKUP_SYNC: &str = "backup-sync";
+pub const CONTROLLER_SCHEDULE: &str = "schedule";
 /// Granary's: keeps the seed's default location (only in `granary seed`).
 pub const CONTROLLER_DEFAULT_LOCATION: &str = "default-backup-storage-location";
 
@@ -23,6 +27,10 @@ pub const CONTROLLERS: &[&str] = &[
     CONTROLLER_BACKUP_STORAGE_LOCATION,
     CONTROLLER_BACKUP_QUEUE,
     CONTROLLER_BACKUP,
+    CONTROLLER_BACKUP_DELETION,
+    CONTROLLER_GC,
+    CONTROLLER_BACKUP_SYNC,
+    CONTROLLER_SCHEDULE,
     CONTROLLER_DEFAULT_LOCATION,
 ];
 
@@ -51,6 +59,11 @@ pub struct VeleroSettings {
     pub default_backup_storage_location: String,
     /// How often queued backups are looked at again without a trigger (Velero: 1m).
     pub queued_backup_recheck_frequency: ConfigDuration,
+    /// `--garbage-collection-frequency` (1h): how often expired backups are looked for.
+    pub garbage_collection_frequency: ConfigDuration,
+    /// `--backup-sync-period` (1m): a location's sync period unless its
+    /// `spec.backupSyncPeriod` says otherwise; 0 disables sync of such locations.
+    pub backup_sync_period: ConfigDuration,
     /// The seed's own default location (`granary seed` only; `granary server` has no
     /// backup pool to put one in and ignores it).
     pub default_location: DefaultLocation,
@@ -68,6 +81,8 @@ impl Default for VeleroSettings {
             client_page_size: 500,
             default_backup_storage_location: "default".to_string(),
             queued_backup_recheck_frequency: ConfigDuration(Duration::from_secs(60)),
+            garbage_collection_frequency: ConfigDuration(Duration::from_secs(3600)),
+            backup_sync_period: ConfigDuration(Duration::from_secs(60)),
             default_location: DefaultLocation::default(),
         }
     }
@@ -114,6 +129,12 @@ impl VeleroSettings {
                 "must be positive",
             ));
         }
+        if self.garbage_collection_frequency.0.is_zero() {
+            errors.push(FieldError::new(
+                at("garbageCollectionFrequency"),
+                "must be positive",
+            ));
+        }
         if self.default_location.enabled && self.default_location.name.is_empty() {
             errors.push(FieldError::new(at("defaultLocation.name"), "required"));
         }
@@ -128,6 +149,8 @@ pub struct VeleroFlags {
     pub item_block_worker_count: Option<u32>,
     pub default_backup_ttl: Option<String>,
     pub store_validation_frequency: Option<String>,
+    pub garbage_collection_frequency: Option<String>,
+    pub backup_sync_period: Option<String>,
     pub client_page_size: Option<u32>,
     pub default_backup_storage_location: Option<String>,
 }
@@ -158,6 +181,14 @@ impl VeleroFlags {
         put(
             "velero.storeValidationFrequency",
             self.store_validation_frequency.clone().map(Into::into),
+        );
+        put(
+            "velero.garbageCollectionFrequency",
+            self.garbage_collection_frequency.clone().map(Into::into),
+        );
+        put(
+            "velero.backupSyncPeriod",
+            self.backup_sync_period.clone().map(Into::into),
         );
         put(
             "velero.clientPageSize",
@@ -218,6 +249,7 @@ mod tests {
         assert_eq!(v.default_backup_ttl.0, Duration::from_secs(720 * 3600));
         assert_eq!(v.store_validation_frequency.0, Duration::from_secs(60));
         assert_eq!(v.client_page_size, 500);
+        assert_eq!(v.garbage_collection_frequency.0, Duration::from_secs(3600));
     }
 
     #[test]

@@ -61,7 +61,8 @@ impl World {
         }
     }
 
-    /// Starts the controllers; dropping (aborting) the handle stops them.
+    /// Starts the controllers but the `backup` controller (these tests look at the
+    /// queue: ReadyToStart backups hold their slot); aborting the handle stops them.
     fn controllers(&self, settings: VeleroSettings) -> tokio::task::JoinHandle<()> {
         self.controllers_but(settings, &[])
     }

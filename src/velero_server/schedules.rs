@@ -1,0 +1,592 @@
+//! The `schedule` controller (Velero's `schedule_controller.go`): validates a Schedule
+//! (`Enabled` / `FailedValidation` with `validationErrors`), and when it is due creates
+//! the backup `<schedule>-<yyyyMMddHHmmss>` from its template — the template's labels
+//! (else the schedule's) plus `velero.io/schedule-name`, an owner reference when
+//! `useOwnerReferencesInBackup` — then records `lastBackup`. `paused` creates nothing;
+//! `skipImmediately` skips the backup that is due now and records `lastSkipped`.
+//!
+//! Cron times come from croner (5 fields, Velero's descriptors mapped to them) and
+//! Velero's `@every <duration>` is handled on top; times are UTC (a `CRON_TZ=`/`TZ=`
+//! prefix naming another zone is refused with a validation error).
+//!
+//! Beyond Velero:
+//! - A tick is never served twice: the next run counts from the newest backup the
+//!   schedule has in the cluster as well as from `lastBackup`, so a restart between
+//!   creating a backup and recording it does not create another (and `lastBackup` is
+//!   repaired from it).
+//! - No pile-up (Velero #4904/#2738): while a backup of the schedule is still
+//!   New/Queued/ReadyToStart/InProgress, no new one is created; the schedule says so in
+//!   the annotation [`ANNOTATION_WAITING_FOR`] and an event, and the missed ticks
+//!   collapse into one backup once the previous one ends.
+
+use super::context::{VeleroContext, k8s_time};
+use crate::api::velero::cron::check_cron;
+use crate::api::velero::{Backup, BackupPhase, SCHEDULE_NAME_LABEL, Schedule, SchedulePhase};
+use crate::seed::queue::{Next, WorkQueue};
+use crate::velero::label::valid_label_value;
+use chrono::{DateTime, Utc};
+use croner::Cron;
+use croner::parser::{CronParser, Seconds, Year};
+use futures::StreamExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::ResourceExt;
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::events::EventType;
+use kube::runtime::watcher;
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// On a Schedule whose due backup waits for an earlier one: which, and in what phase.
+pub const ANNOTATION_WAITING_FOR: &str = "granary.gardener.cloud/waiting-for";
+
+/// How often a schedule waiting for its previous backup looks again.
+const WAITING_RECHECK: Duration = Duration::from_secs(1);
+
+/// When a schedule fires.
+#[derive(Debug, Clone)]
+pub enum Cadence {
+    /// `@every <duration>`.
+    Every(Duration),
+    /// A cron pattern (UTC).
+    Cron(Box<Cron>),
+}
+
+impl Cadence {
+    /// Parses `spec.schedule` as Velero does (robfig/cron's standard parser plus
+    /// descriptors); the message is what follows Velero's "invalid schedule: ".
+    pub fn parse(expr: &str) -> Result<Cadence, String> {
+        check_cron(expr)?;
+        let mut rest = expr.trim();
+        for prefix in ["CRON_TZ=", "TZ="] {
+            if let Some(after) = rest.strip_prefix(prefix) {
+                let (zone, pattern) = after.split_once(' ').unwrap_or((after, ""));
+                if !matches!(zone, "UTC" | "Etc/UTC") {
+                    return Err(format!("time zone {zone} is not supported yet (only UTC)"));
+                }
+                rest = pattern.trim();
+            }
+        }
+        if let Some(d) = rest.strip_prefix("@every") {
+            let d: crate::api::velero::Duration = d
+                .trim()
+                .parse()
+                .map_err(|e: crate::api::velero::DurationError| e.to_string())?;
+            let d = d.to_std().map_err(|e| e.to_string())?;
+            if d.is_zero() {
+                return Err("@every needs a positive duration".into());
+            }
+            return Ok(Cadence::Every(d));
+        }
+        let pattern = match rest {
+            "@yearly" | "@annually" => "0 0 1 1 *",
+            "@monthly" => "0 0 1 * *",
+            "@weekly" => "0 0 * * 0",
+            "@daily" | "@midnight" => "0 0 * * *",
+            "@hourly" => "0 * * * *",
+            other => other,
+        };
+        CronParser::builder()
+            .seconds(Seconds::Disallowed)
+            .year(Year::Disallowed)
+            .sloppy_ranges(true)
+            .build()
+            .parse(pattern)
+            .map(|c| Cadence::Cron(Box::new(c)))
+            .map_err(|e| e.to_string())
+    }
+
+    /// The first fire time strictly after `t`.
+    pub fn next_after(&self, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        match self {
+            Cadence::Every(d) => chrono::Duration::from_std(*d).ok().map(|d| t + d),
+            Cadence::Cron(c) => c.find_next_occurrence(&t, false).ok(),
+        }
+    }
+}
+
+/// When the schedule runs next: after the latest of `lastBackup`, `lastSkipped` and the
+/// newest backup it has; `None` (never ran, nothing skipped) means now.
+pub fn next_run(
+    cadence: &Cadence,
+    last_backup: Option<DateTime<Utc>>,
+    last_skipped: Option<DateTime<Utc>>,
+    newest_backup: Option<DateTime<Utc>>,
+) -> Option<DateTime<Utc>> {
+    let last = [last_backup, last_skipped, newest_backup]
+        .into_iter()
+        .flatten()
+        .max()?;
+    cadence.next_after(last)
+}
+
+/// Phases in which a backup of the schedule holds back the next one.
+fn unfinished(phase: Option<BackupPhase>) -> bool {
+    use BackupPhase::*;
+    matches!(phase, None | Some(New | Queued | ReadyToStart | InProgress))
+}
+
+/// The first unfinished backup among `backups` (those of one schedule), for the status.
+pub fn holding_back(backups: &[Backup]) -> Option<(String, String)> {
+    backups
+        .iter()
+        .filter(|b| unfinished(b.status.as_ref().and_then(|s| s.phase)))
+        .map(|b| {
+            let phase = b
+                .status
+                .as_ref()
+                .and_then(|s| s.phase)
+                .map_or("New", BackupPhase::as_str);
+            (b.name_any(), phase.to_string())
+        })
+        .min()
+}
+
+/// The backup the schedule creates at `now` (Velero's `FromSchedule`).
+pub fn backup_for(schedule: &Schedule, now: DateTime<Utc>) -> Backup {
+    let name = schedule.name_any();
+    let mut labels: BTreeMap<String, String> = schedule
+        .spec
+        .template
+        .metadata
+        .as_ref()
+        .and_then(|m| m.labels.clone())
+        .unwrap_or_else(|| schedule.labels().clone());
+    labels.insert(
+        SCHEDULE_NAME_LABEL.to_string(),
+        valid_label_value(&name).into_owned(),
+    );
+    let mut backup = Backup::new(
+        &schedule.timestamped_name(now),
+        schedule.spec.template.clone(),
+    );
+    backup.metadata.namespace = schedule.metadata.namespace.clone();
+    backup.metadata.labels = Some(labels);
+    if schedule.spec.use_owner_references_in_backup == Some(true) {
+        backup.metadata.owner_references = Some(vec![OwnerReference {
+            api_version: "velero.io/v1".into(),
+            kind: "Schedule".into(),
+            name,
+            uid: schedule.uid().unwrap_or_default(),
+            controller: Some(true),
+            ..Default::default()
+        }]);
+    }
+    backup
+}
+
+/// Velero's validation: the cron expression and the template.
+pub fn validation_errors(schedule: &Schedule) -> (Option<Cadence>, Vec<String>) {
+    let mut errors = Vec::new();
+    let cadence = match Cadence::parse(&schedule.spec.schedule) {
+        Ok(c) => Some(c),
+        Err(e) => {
+            errors.push(format!("invalid schedule: {e}"));
+            None
+        }
+    };
+    errors.extend(
+        schedule
+            .spec
+            .template
+            .validate_at("spec.template")
+            .iter()
+            .map(|e| e.to_string()),
+    );
+    (cadence, errors)
+}
+
+/// Runs the controller until dropped.
+pub async fn run(ctx: Arc<VeleroContext>) {
+    let queue: WorkQueue<String> = WorkQueue::new();
+    let feed = {
+        let queue = queue.clone();
+        let api = ctx.api::<Schedule>();
+        async move {
+            let stream = watcher(api, watcher::Config::default());
+            futures::pin_mut!(stream);
+            while let Some(event) = stream.next().await {
+                match event {
+                    Ok(watcher::Event::Apply(s) | watcher::Event::InitApply(s)) => {
+                        queue.trigger(s.name_any())
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::warn!(error = %e, "watching Schedules; retrying");
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
+                }
+            }
+        }
+    };
+    let work = queue.run(2, move |name| {
+        let ctx = ctx.clone();
+        async move {
+            let done: futures::future::BoxFuture<'_, Result<Next, kube::Error>> =
+                Box::pin(reconcile(&ctx, &name));
+            done.await.unwrap_or_else(|e| {
+                tracing::warn!(schedule = %name, error = %e, "schedule controller");
+                Next::After(Duration::from_secs(5))
+            })
+        }
+    });
+    tokio::join!(feed, work);
+}
+
+async fn patch(
+    ctx: &VeleroContext,
+    name: &str,
+    body: serde_json::Value,
+) -> Result<(), kube::Error> {
+    ctx.api::<Schedule>()
+        .patch(name, &PatchParams::default(), &Patch::Merge(&body))
+        .await
+        .map(|_| ())
+}
+
+async fn reconcile(ctx: &VeleroContext, name: &str) -> Result<Next, kube::Error> {
+    let Some(schedule) = ctx.api::<Schedule>().get_opt(name).await? else {
+        return Ok(Next::Done);
+    };
+    if schedule.metadata.deletion_timestamp.is_some() {
+        return Ok(Next::Done);
+    }
+    let status = schedule.status.clone().unwrap_or_default();
+    let (cadence, errors) = validation_errors(&schedule);
+    let phase = if errors.is_empty() {
+        SchedulePhase::Enabled
+    } else {
+        SchedulePhase::FailedValidation
+    };
+    let shown_errors = (!errors.is_empty()).then(|| errors.clone());
+    if status.phase != Some(phase) || status.validation_errors != shown_errors {
+        patch(
+            ctx,
+            name,
+            json!({"status": {"phase": phase, "validationErrors": shown_errors}}),
+        )
+        .await?;
+        if !errors.is_empty() {
+            ctx.event(
+                &schedule,
+                EventType::Warning,
+                "FailedValidation",
+                errors.join("; "),
+            )
+            .await;
+        }
+    }
+    let Some(cadence) = cadence.filter(|_| errors.is_empty()) else {
+        return Ok(Next::Done);
+    };
+    if schedule.spec.paused == Some(true) {
+        return Ok(Next::Done);
+    }
+    let now = ctx.clock.now();
+    let mut last_skipped = status.last_skipped;
+    if schedule.spec.skip_immediately == Some(true) {
+        patch(
+            ctx,
+            name,
+            json!({"spec": {"skipImmediately": false}, "status": {"lastSkipped": k8s_time(now)}}),
+        )
+        .await?;
+        last_skipped = Some(now);
+    }
+    let selector = format!("{SCHEDULE_NAME_LABEL}={}", valid_label_value(name));
+    let backups = ctx
+        .api::<Backup>()
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items;
+    let newest = backups
+        .iter()
+        .filter_map(|b| b.metadata.creation_timestamp.as_ref())
+        .map(|t| crate::runtime::clock::from_k8s(t.0))
+        .max();
+    if let Some(newest) = newest
+        && status.last_backup.is_none_or(|l| l < newest)
+    {
+        // A backup created but not recorded (a restart in between): record it.
+        patch(
+            ctx,
+            name,
+            json!({"status": {"lastBackup": k8s_time(newest)}}),
+        )
+        .await?;
+    }
+    let due = next_run(&cadence, status.last_backup, last_skipped, newest);
+    if let Some(at) = due
+        && at > now
+    {
+        return Ok(Next::After(wait_until(at, now)));
+    }
+    let waiting = schedule.annotations().get(ANNOTATION_WAITING_FOR).cloned();
+    if let Some((backup, phase)) = holding_back(&backups) {
+        let says = format!("backup {backup} is still {phase}");
+        if waiting.as_deref() != Some(says.as_str()) {
+            patch(
+                ctx,
+                name,
+                json!({"metadata": {"annotations": {ANNOTATION_WAITING_FOR: says}}}),
+            )
+            .await?;
+            ctx.event(
+                &schedule,
+                EventType::Normal,
+                "BackupSkipped",
+                format!("a backup is due but {says}; it is created once that one ends"),
+            )
+            .await;
+        }
+        return Ok(Next::After(WAITING_RECHECK));
+    }
+    let backup = backup_for(&schedule, now);
+    let backup_name = backup.name_any();
+    match ctx
+        .api::<Backup>()
+        .create(&PostParams::default(), &backup)
+        .await
+    {
+        Ok(_) => {
+            tracing::info!(schedule = %name, backup = %backup_name, "scheduled backup created")
+        }
+        // Same second, same name: this tick is served.
+        Err(kube::Error::Api(s)) if s.code == 409 => {}
+        Err(e) => return Err(e),
+    }
+    let mut body = json!({"status": {"lastBackup": k8s_time(now)}});
+    if waiting.is_some() {
+        body["metadata"] = json!({"annotations": {ANNOTATION_WAITING_FOR: null}});
+    }
+    patch(ctx, name, body).await?;
+    Ok(match cadence.next_after(now) {
+        Some(at) => Next::After(wait_until(at, now)),
+        None => Next::Done,
+    })
+}
+
+fn wait_until(at: DateTime<Utc>, now: DateTime<Utc>) -> Duration {
+    (at - now)
+        .to_std()
+        .unwrap_or_default()
+        .max(Duration::from_millis(100))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::velero::{BackupStatus, Metadata, ScheduleSpec};
+
+    fn t(s: &str) -> DateTime<Utc> {
+        s.parse().expect("time")
+    }
+
+    fn next(expr: &str, after: &str) -> DateTime<Utc> {
+        Cadence::parse(expr)
+            .expect("parses")
+            .next_after(t(after))
+            .expect("a next time")
+    }
+
+    #[test]
+    fn cron_and_every() {
+        assert_eq!(
+            next("0 2 * * *", "2026-01-01T03:00:00Z"),
+            t("2026-01-02T02:00:00Z")
+        );
+        assert_eq!(
+            next("*/15 * * * *", "2026-01-01T03:00:00Z"),
+            t("2026-01-01T03:15:00Z")
+        );
+        assert_eq!(
+            next("@every 2s", "2026-01-01T03:00:00Z"),
+            t("2026-01-01T03:00:02Z")
+        );
+        assert_eq!(
+            next("@every 1h30m", "2026-01-01T03:00:00Z"),
+            t("2026-01-01T04:30:00Z")
+        );
+        assert_eq!(
+            next("@daily", "2026-01-01T03:00:00Z"),
+            t("2026-01-02T00:00:00Z")
+        );
+        assert_eq!(
+            next("@hourly", "2026-01-01T03:00:00Z"),
+            t("2026-01-01T04:00:00Z")
+        );
+        // Sunday 0, names, and Vixie's day-of-month OR day-of-week.
+        assert_eq!(
+            next("0 0 * * 0", "2026-01-01T00:00:00Z"),
+            t("2026-01-04T00:00:00Z")
+        );
+        assert_eq!(
+            next("0 0 * * sun", "2026-01-01T00:00:00Z"),
+            t("2026-01-04T00:00:00Z")
+        );
+        assert_eq!(
+            next("0 0 15 * 0", "2026-01-01T00:00:00Z"),
+            t("2026-01-04T00:00:00Z")
+        );
+        assert_eq!(
+            next("CRON_TZ=UTC 30 1 * * *", "2026-01-01T03:00:00Z"),
+            t("2026-01-02T01:30:00Z")
+        );
+        assert!(Cadence::parse("CRON_TZ=Europe/Berlin 0 1 * * *").is_err());
+        assert!(Cadence::parse("0 0 * *").is_err());
+        assert!(Cadence::parse("0 0 * * * *").is_err(), "no seconds field");
+        assert!(Cadence::parse("@every 0s").is_err());
+        assert!(Cadence::parse("61 * * * *").is_err());
+    }
+
+    #[test]
+    fn the_next_run_counts_from_the_latest_of_everything() {
+        let every = Cadence::parse("@every 1h").expect("parses");
+        assert_eq!(next_run(&every, None, None, None), None, "never ran: now");
+        let a = t("2026-01-01T00:00:00Z");
+        let b = t("2026-01-01T00:30:00Z");
+        assert_eq!(
+            next_run(&every, Some(a), None, None),
+            Some(t("2026-01-01T01:00:00Z"))
+        );
+        assert_eq!(
+            next_run(&every, Some(a), Some(b), None),
+            Some(t("2026-01-01T01:30:00Z"))
+        );
+        // A backup created but never recorded (restart) still counts.
+        assert_eq!(
+            next_run(&every, Some(a), None, Some(b)),
+            Some(t("2026-01-01T01:30:00Z"))
+        );
+        assert_eq!(
+            next_run(&every, None, None, Some(a)),
+            Some(t("2026-01-01T01:00:00Z"))
+        );
+    }
+
+    fn schedule(labels: &[(&str, &str)], template_labels: Option<&[(&str, &str)]>) -> Schedule {
+        let mut s = Schedule::new(
+            "nightly",
+            ScheduleSpec {
+                schedule: "@every 1h".into(),
+                ..Default::default()
+            },
+        );
+        s.metadata.namespace = Some("velero".into());
+        s.metadata.uid = Some("s-uid".into());
+        s.metadata.labels = Some(
+            labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        );
+        s.spec.template.included_namespaces = Some(vec!["app".into()]);
+        s.spec.template.metadata = template_labels.map(|l| Metadata {
+            labels: Some(
+                l.iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            ),
+        });
+        s
+    }
+
+    #[test]
+    fn backups_are_named_and_labelled_as_velero_s() {
+        let now = t("2026-03-04T05:06:07Z");
+        let b = backup_for(&schedule(&[("team", "a")], None), now);
+        assert_eq!(b.name_any(), "nightly-20260304050607");
+        assert_eq!(b.metadata.namespace.as_deref(), Some("velero"));
+        assert_eq!(b.labels()["team"], "a");
+        assert_eq!(b.labels()[SCHEDULE_NAME_LABEL], "nightly");
+        assert_eq!(b.spec.included_namespaces, Some(vec!["app".to_string()]));
+        assert_eq!(b.metadata.owner_references, None);
+
+        let mut s = schedule(&[("team", "a")], Some(&[("tier", "gold")]));
+        s.spec.use_owner_references_in_backup = Some(true);
+        let b = backup_for(&s, now);
+        assert_eq!(b.labels().get("team"), None, "the template's labels win");
+        assert_eq!(b.labels()["tier"], "gold");
+        assert_eq!(b.labels()[SCHEDULE_NAME_LABEL], "nightly");
+        let owner = &b.metadata.owner_references.expect("owner")[0];
+        assert_eq!(
+            (owner.kind.as_str(), owner.uid.as_str()),
+            ("Schedule", "s-uid")
+        );
+    }
+
+    #[test]
+    fn unfinished_backups_hold_back_the_next() {
+        let with = |name: &str, phase: Option<BackupPhase>| {
+            let mut b = Backup::new(name, Default::default());
+            b.status = Some(BackupStatus {
+                phase,
+                ..Default::default()
+            });
+            b
+        };
+        assert_eq!(holding_back(&[]), None);
+        assert_eq!(
+            holding_back(&[
+                with("a", Some(BackupPhase::Completed)),
+                with("b", Some(BackupPhase::Failed)),
+                with("c", Some(BackupPhase::PartiallyFailed)),
+            ]),
+            None
+        );
+        for (phase, shown) in [
+            (None, "New"),
+            (Some(BackupPhase::New), "New"),
+            (Some(BackupPhase::Queued), "Queued"),
+            (Some(BackupPhase::ReadyToStart), "ReadyToStart"),
+            (Some(BackupPhase::InProgress), "InProgress"),
+        ] {
+            assert_eq!(
+                holding_back(&[with("a", Some(BackupPhase::Completed)), with("b", phase)]),
+                Some(("b".to_string(), shown.to_string()))
+            );
+        }
+    }
+
+    #[test]
+    fn validation_says_what_velero_says() {
+        let mut s = schedule(&[], None);
+        assert!(validation_errors(&s).1.is_empty());
+        s.spec.schedule = "not a cron".into();
+        let (cadence, errors) = validation_errors(&s);
+        assert!(cadence.is_none());
+        assert_eq!(errors.len(), 1);
+        assert!(errors[0].starts_with("invalid schedule: "), "{errors:?}");
+    }
+
+    proptest::proptest! {
+        /// A cron schedule's next run is strictly after every time it counts from, on a
+        /// whole minute the pattern allows, and no further than one period away.
+        #[test]
+        fn cron_next_runs_follow_the_latest_time(
+            a in 0i64..4_000_000_000, b in proptest::option::of(0i64..4_000_000_000),
+            c in proptest::option::of(0i64..4_000_000_000), step in 1u32..30,
+        ) {
+            let cadence = Cadence::parse(&format!("*/{step} * * * *")).expect("parses");
+            let at = |s: i64| DateTime::from_timestamp(s, 0).expect("in range");
+            let latest = [Some(a), b, c].into_iter().flatten().max().map(at).expect("a");
+            let next = next_run(&cadence, Some(at(a)), b.map(at), c.map(at)).expect("next");
+            proptest::prop_assert!(next > latest);
+            proptest::prop_assert_eq!(next.timestamp() % 60, 0);
+            proptest::prop_assert_eq!(chrono::Timelike::minute(&next) % step, 0);
+            proptest::prop_assert!(next - latest <= chrono::Duration::minutes(60));
+        }
+
+        /// `@every` counts exactly one period from the latest time.
+        #[test]
+        fn every_counts_from_the_latest_time(
+            a in 0i64..4_000_000_000, b in 0i64..4_000_000_000, secs in 1u64..100_000,
+        ) {
+            let cadence = Cadence::Every(Duration::from_secs(secs));
+            let at = |s: i64| DateTime::from_timestamp(s, 0).expect("in range");
+            let next = next_run(&cadence, Some(at(a)), None, Some(at(b))).expect("next");
+            proptest::prop_assert_eq!(next, at(a.max(b) + secs as i64));
+        }
+    }
+}
