@@ -70,11 +70,13 @@ cargo test --workspace --doc --locked --quiet
 
 echo "==> unit and integration tests"
 rc=0
+rm -f target/nextest/default/junit.xml
 cargo nextest run --workspace --locked --no-fail-fast "$@" || rc=$?
 
 # No credential the tests use may appear in any log line of the whole run (the captured
 # output of every test, passed ones too, is in the JUnit file: .config/nextest.toml).
-junit="$CARGO_TARGET_DIR/nextest/default/junit.xml"
+# (nextest keeps its store under the workspace's target/, whatever CARGO_TARGET_DIR says)
+junit="target/nextest/default/junit.xml"
 if [ -f "$junit" ]; then
   # Azurite's account key (the Azure tests' credential) and the markers of the secret
   # hygiene test's credentials.
