@@ -283,6 +283,30 @@ async fn process(ctx: &VeleroContext, name: &str) -> Result<(), kube::Error> {
     m.backup_items
         .with_label_values(&[&sched])
         .set(i64::try_from(outcome.items_backed_up).unwrap_or(i64::MAX));
+    m.backup_items_errors
+        .with_label_values(&[&sched])
+        .set(i64::from(outcome.errors));
+    if outcome.warnings > 0 {
+        m.backup_warning.with_label_values(&[&sched]).inc();
+    }
+    m.backup_tarball_size
+        .with_label_values(&[&sched])
+        .set(i64::try_from(outcome.tarball_bytes).unwrap_or(i64::MAX));
+    let succeeded = outcome.phase == BackupResultPhase::Completed;
+    m.backup_last_status
+        .with_label_values(&[&sched])
+        .set(i64::from(succeeded));
+    if succeeded {
+        m.backup_last_successful
+            .with_label_values(&[&sched])
+            .set(outcome.completion_timestamp.timestamp());
+    }
+    m.backup_duration.with_label_values(&[&sched]).observe(
+        (outcome.completion_timestamp - now)
+            .to_std()
+            .unwrap_or_default()
+            .as_secs_f64(),
+    );
     tracing::info!(backup = %name, phase = ?final_phase, items = outcome.items_backed_up, errors = outcome.errors, warnings = outcome.warnings, "backup finished");
     if let Some(reason) = &outcome.failure_reason {
         ctx.event(&b, EventType::Warning, "BackupFailed", reason.clone())

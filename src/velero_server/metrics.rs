@@ -1,7 +1,7 @@
 //! Velero's metric names for the Velero-compatible controllers (reference §6), in the
 //! process's one registry.
 
-use prometheus::{IntCounterVec, IntGauge, IntGaugeVec, Opts};
+use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts};
 
 /// The Velero-compatible controllers' metrics. Cheap to clone.
 #[derive(Clone)]
@@ -20,6 +20,18 @@ pub struct VeleroMetrics {
     pub backup_validation_failure: IntCounterVec,
     /// `velero_backup_items_total{schedule}`: items of the last backup.
     pub backup_items: IntGaugeVec,
+    /// `velero_backup_items_errors{schedule}`: errors of the last backup.
+    pub backup_items_errors: IntGaugeVec,
+    /// `velero_backup_warning_total{schedule}`.
+    pub backup_warning: IntCounterVec,
+    /// `velero_backup_tarball_size_bytes{schedule}`: of the last backup.
+    pub backup_tarball_size: IntGaugeVec,
+    /// `velero_backup_last_successful_timestamp{schedule}` (Unix seconds).
+    pub backup_last_successful: IntGaugeVec,
+    /// `velero_backup_last_status{schedule}`: 1 success, 0 failure.
+    pub backup_last_status: IntGaugeVec,
+    /// `velero_backup_duration_seconds{schedule}`.
+    pub backup_duration: HistogramVec,
     /// `velero_backup_deletion_attempt_total{schedule}`.
     pub deletion_attempt: IntCounterVec,
     /// `velero_backup_deletion_success_total{schedule}`.
@@ -37,7 +49,39 @@ impl VeleroMetrics {
             IntCounterVec::new(Opts::new(name, help), &["schedule"])
                 .expect("static metric options are valid")
         };
+        let gauge = |name: &str, help: &str| {
+            IntGaugeVec::new(Opts::new(name, help), &["schedule"])
+                .expect("static metric options are valid")
+        };
         let m = VeleroMetrics {
+            backup_items_errors: gauge("velero_backup_items_errors", "Errors of the last backup."),
+            backup_warning: counter(
+                "velero_backup_warning_total",
+                "Backups that ended with warnings.",
+            ),
+            backup_tarball_size: gauge(
+                "velero_backup_tarball_size_bytes",
+                "Size of the last backup's tarball, in bytes.",
+            ),
+            backup_last_successful: gauge(
+                "velero_backup_last_successful_timestamp",
+                "When the last successful backup ended (Unix seconds).",
+            ),
+            backup_last_status: gauge(
+                "velero_backup_last_status",
+                "The last backup's result: 1 success, 0 failure.",
+            ),
+            backup_duration: HistogramVec::new(
+                HistogramOpts::new("velero_backup_duration_seconds", "Time a backup took.")
+                    .buckets(
+                        [
+                            60.0, 300.0, 600.0, 900.0, 1800.0, 3600.0, 7200.0, 10800.0, 14400.0,
+                        ]
+                        .to_vec(),
+                    ),
+                &["schedule"],
+            )
+            .expect("static metric options are valid"),
             location_status: IntGaugeVec::new(
                 Opts::new(
                     "velero_backup_location_status_gauge",
@@ -88,6 +132,12 @@ impl VeleroMetrics {
             Box::new(m.backup_failure.clone()),
             Box::new(m.backup_validation_failure.clone()),
             Box::new(m.backup_items.clone()),
+            Box::new(m.backup_items_errors.clone()),
+            Box::new(m.backup_warning.clone()),
+            Box::new(m.backup_tarball_size.clone()),
+            Box::new(m.backup_last_successful.clone()),
+            Box::new(m.backup_last_status.clone()),
+            Box::new(m.backup_duration.clone()),
             Box::new(m.deletion_attempt.clone()),
             Box::new(m.deletion_success.clone()),
             Box::new(m.deletion_failure.clone()),

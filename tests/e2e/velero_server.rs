@@ -610,6 +610,9 @@ async fn backups_run_through_the_controllers() {
             let metrics = w.metrics.render();
             metrics.contains("velero_backup_success_total{schedule=\"\"} 1")
                 && metrics.contains("velero_backup_validation_failure_total{schedule=\"\"} 2")
+                && metrics.contains("velero_backup_last_status{schedule=\"\"} 1")
+                && metrics.contains("velero_backup_duration_seconds_count{schedule=\"\"} 1")
+                && metrics.contains("velero_backup_tarball_size_bytes{schedule=\"\"}")
         },
     )
     .await;
