@@ -91,3 +91,78 @@ async fn a_hand_made_bucket_with_a_bad_name_gets_nothing_created() {
     }
     agent.shutdown().await;
 }
+
+/// Deleting a BackupBucket that still has entries is refused by the garden (its guard
+/// finalizer, `lastOperation` Delete/Error saying why): the bucket's healthy entries stay
+/// Succeeded; the refusal is the bucket's news, not theirs (#20).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_bucket_deletion_leaves_its_entries_healthy() {
+    use crate::seed_support::ensure_namespace;
+    use crate::support::http_get;
+    use granary::api::core::{FINALIZER_GARDEN_BUCKET_GUARD, FINALIZER_GARDENER};
+    use kube::api::{DeleteParams, Patch, PatchParams};
+    let Some(l) = Landscape::start(Backend::Local).await else {
+        return;
+    };
+    let agent = l.start_agent(None, l.config("seed-a")).await;
+    let bucket = l.bucket_name("keep");
+    let project = l.cluster.name("garden-p");
+    ensure_namespace(&l.garden, &project).await;
+    let (entry, _) = l.entry_name("e");
+    l.create_bucket(&bucket, "seed-a").await;
+    l.create_entry(&project, &entry, &bucket, "seed-a", &[])
+        .await;
+    l.wait_entry_ready(&project, &entry).await;
+
+    // What the garden does when the bucket's deletion is asked for while it has entries.
+    let guard = serde_json::json!({"metadata": {"finalizers": [FINALIZER_GARDENER, FINALIZER_GARDEN_BUCKET_GUARD]}});
+    l.buckets()
+        .patch(&bucket, &PatchParams::default(), &Patch::Merge(&guard))
+        .await
+        .expect("guard");
+    l.buckets()
+        .delete(&bucket, &DeleteParams::default())
+        .await
+        .expect("delete asked");
+    let refused = serde_json::json!({"status": {
+        "lastOperation": {"type": "Delete", "state": "Error",
+            "description": "deletion refused: 1 BackupEntry still references this bucket",
+            "lastUpdateTime": "2026-11-24T00:00:00Z"},
+        "lastError": {"description": "deletion refused: 1 BackupEntry still references this bucket",
+            "lastUpdateTime": "2026-11-24T00:00:00Z"},
+    }});
+    l.buckets()
+        .patch_status(&bucket, &PatchParams::default(), &Patch::Merge(&refused))
+        .await
+        .expect("refusal reported");
+
+    // Make the mirror look at the entry again and wait until it has.
+    let metrics_at = agent.metrics_address.expect("metrics");
+    let passes = || async {
+        let text = http_get(metrics_at, "/metrics").await;
+        text.lines()
+            .find(|l| l.starts_with("granary_reconcile_total{controller=\"mirror-backupentry\"}"))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let before = passes().await;
+    let touch = serde_json::json!({"metadata": {"annotations": {"test.granary/touch": "1"}}});
+    l.entries(&project)
+        .patch(&entry, &PatchParams::default(), &Patch::Merge(&touch))
+        .await
+        .expect("touch");
+    poll_until("the mirror looked at the entry again", || async {
+        passes().await > before
+    })
+    .await;
+    let e = l.entries(&project).get(&entry).await.expect("entry");
+    let status = e.status.expect("status");
+    assert_eq!(
+        status.last_operation.map(|o| o.state),
+        Some(LastOperationState::Succeeded),
+        "the entry stays healthy"
+    );
+    assert!(status.last_error.is_none());
+    agent.shutdown().await;
+}

@@ -253,7 +253,12 @@ async fn provision(
         }
         Some(b) => b,
     };
+    // A bucket whose deletion the garden refuses (its entries still reference it) keeps
+    // working for the entries it holds: the refusal is the bucket's news, not theirs, so
+    // an entry already in the seed keeps reporting its own state.
+    let deletion_refused = bucket.meta().deletion_timestamp.is_some() && ext.is_some();
     match bucket_readiness(&bucket) {
+        _ if deletion_refused => {}
         Readiness::Ready => {}
         Readiness::Failed { description, codes } => {
             let r = waiting(
