@@ -27,7 +27,6 @@ use crate::api::velero::{
 use crate::seed::queue::{Next, WorkQueue};
 use crate::velero::label::valid_label_value;
 use chrono::{DateTime, Utc};
-use futures::StreamExt;
 use kube::ResourceExt;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::events::EventType;
@@ -152,23 +151,16 @@ pub async fn run(ctx: Arc<VeleroContext>) {
     let queue: WorkQueue<String> = WorkQueue::new();
     let feed = {
         let queue = queue.clone();
-        let api = ctx.api::<DeleteBackupRequest>();
-        async move {
-            let stream = watcher(api, watcher::Config::default());
-            futures::pin_mut!(stream);
-            while let Some(event) = stream.next().await {
-                match event {
-                    Ok(watcher::Event::Apply(r) | watcher::Event::InitApply(r)) => {
-                        queue.trigger(r.name_any())
-                    }
-                    Ok(_) => {}
-                    Err(e) => {
-                        tracing::warn!(error = %e, "watching DeleteBackupRequests; retrying");
-                        tokio::time::sleep(Duration::from_secs(1)).await;
-                    }
+        super::watch::each_event(
+            ctx.api::<DeleteBackupRequest>(),
+            "DeleteBackupRequests",
+            move |event| match event {
+                watcher::Event::Apply(o) | watcher::Event::InitApply(o) => {
+                    queue.trigger(o.name_any())
                 }
-            }
-        }
+                _ => {}
+            },
+        )
     };
     // One at a time, as Velero: two requests for one backup never race.
     let work = queue.run(1, move |name| {

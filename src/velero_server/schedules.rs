@@ -27,7 +27,6 @@ use crate::velero::label::valid_label_value;
 use chrono::{DateTime, Utc};
 use croner::Cron;
 use croner::parser::{CronParser, Seconds, Year};
-use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::ResourceExt;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
@@ -202,23 +201,16 @@ pub async fn run(ctx: Arc<VeleroContext>) {
     let queue: WorkQueue<String> = WorkQueue::new();
     let feed = {
         let queue = queue.clone();
-        let api = ctx.api::<Schedule>();
-        async move {
-            let stream = watcher(api, watcher::Config::default());
-            futures::pin_mut!(stream);
-            while let Some(event) = stream.next().await {
-                match event {
-                    Ok(watcher::Event::Apply(s) | watcher::Event::InitApply(s)) => {
-                        queue.trigger(s.name_any())
-                    }
-                    Ok(_) => {}
-                    Err(e) => {
-                        tracing::warn!(error = %e, "watching Schedules; retrying");
-                        tokio::time::sleep(Duration::from_secs(1)).await;
-                    }
+        super::watch::each_event(
+            ctx.api::<Schedule>(),
+            "Schedules",
+            move |event| match event {
+                watcher::Event::Apply(o) | watcher::Event::InitApply(o) => {
+                    queue.trigger(o.name_any())
                 }
-            }
-        }
+                _ => {}
+            },
+        )
     };
     let work = queue.run(2, move |name| {
         let ctx = ctx.clone();
