@@ -214,6 +214,11 @@ pub async fn reconcile_entry(
         .reconciles
         .with_label_values(&[ENTRY_CONTROLLER])
         .inc();
+    let _timer = ctx
+        .metrics
+        .reconcile_duration
+        .with_label_values(&[ENTRY_CONTROLLER])
+        .start_timer();
     let api: Api<BackupEntry> =
         Api::namespaced(ctx.client.clone(), &entry.namespace().unwrap_or_default());
     let mut action = Action::await_change();

@@ -15,7 +15,8 @@ use crate::runtime::metrics::Metrics;
 /// Handles to the garden metrics. Cheap to clone.
 #[derive(Clone)]
 pub struct GardenMetrics {
-    /// `granary_garden_pool_shards{kind, owner, region}`: buckets per pool.
+    /// `granary_garden_pool_shards{pool_kind, owner, region}`: buckets per pool (the
+    /// pool-kind label is named as in every other metric).
     pub pool_shards: IntGaugeVec,
     /// `granary_garden_bucket_entries{bucket}`: entries placed in a bucket.
     pub bucket_entries: IntGaugeVec,
@@ -40,7 +41,7 @@ impl GardenMetrics {
                     "granary_garden_pool_shards",
                     "BackupBuckets per bucket pool.",
                 ),
-                &["kind", "owner", "region"],
+                &["pool_kind", "owner", "region"],
             )?,
             bucket_entries: IntGaugeVec::new(
                 Opts::new(

@@ -89,6 +89,11 @@ pub async fn reconcile_profile(
         .reconciles
         .with_label_values(&[PROFILE_CONTROLLER])
         .inc();
+    let _timer = ctx
+        .metrics
+        .reconcile_duration
+        .with_label_values(&[PROFILE_CONTROLLER])
+        .start_timer();
     ctx.stores.wait_ready().await?;
     let name = profile.name_any();
     let errors = validate_cloud_profile(&profile);
@@ -147,6 +152,11 @@ pub async fn reconcile_seed(seed: Arc<Seed>, ctx: Arc<Context>) -> Result<Action
         .reconciles
         .with_label_values(&[SEED_CONTROLLER])
         .inc();
+    let _timer = ctx
+        .metrics
+        .reconcile_duration
+        .with_label_values(&[SEED_CONTROLLER])
+        .start_timer();
     ctx.stores.wait_ready().await?;
     if seed.meta().deletion_timestamp.is_some() {
         // Deleting a seed deletes no bucket; its buckets are handed over.

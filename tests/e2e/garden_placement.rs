@@ -291,8 +291,30 @@ async fn a_run_aborted_between_commit_and_entry_resumes_with_the_invariants_inta
                 .is_some_and(|b| b.contains("granary_garden_placements_total"));
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    // Every controller counted in granary_reconcile_total has a duration series too.
+    let metrics = crate::support::try_http_get(addr, "/metrics")
+        .await
+        .unwrap_or_default();
     let _ = second.kill();
     let _ = second.wait();
+    let counted: Vec<&str> = metrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("granary_reconcile_total{controller=\""))
+        .filter_map(|l| l.split('"').next())
+        .collect();
+    assert!(!counted.is_empty(), "{metrics}");
+    for controller in counted {
+        assert!(
+            metrics.contains(&format!(
+                "granary_reconcile_duration_seconds_count{{controller=\"{controller}\"}}"
+            )),
+            "{controller} has no duration series:\n{metrics}"
+        );
+    }
+    assert!(
+        !metrics.contains("granary_garden_pool_shards{kind="),
+        "one label name for the pool kind: {metrics}"
+    );
     assert!(
         endpoints_ok,
         "/healthz, /readyz and /metrics answer on {addr}"
