@@ -122,7 +122,7 @@ impl GardenMetrics {
         }
         retain(&self.pool_shards, |labels| {
             sizes.keys().any(|k| {
-                labels.get("kind") == Some(&k.kind.as_str())
+                labels.get("pool_kind") == Some(&k.kind.as_str())
                     && labels.get("owner") == Some(&k.owner.as_str())
                     && labels.get("region") == Some(&k.region.as_str())
             })
