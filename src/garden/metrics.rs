@@ -217,8 +217,8 @@ mod tests {
         m.record_pools(&BTreeMap::from([(pool("p", "eu"), 1)]), &live);
         assert_eq!(
             label_sets(&m.pool_shards),
-            [["cloudprofile", "p", "eu"]],
-            "kind, owner, region"
+            [["p", "cloudprofile", "eu"]],
+            "owner, pool_kind, region (label names in sorted order)"
         );
         assert_eq!(label_sets(&m.bucket_entries), [["a"]]);
         assert_eq!(label_sets(&m.bucket_fill), [["a"]]);
