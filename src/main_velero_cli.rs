@@ -117,11 +117,9 @@ pub enum LocationCommand {
     },
 }
 
-/// Flags of `granary backup create`.
+/// The backup spec flags `granary backup create` and `granary schedule create` share.
 #[derive(clap::Args, Debug)]
-pub struct BackupCreate {
-    /// The backup's name.
-    name: String,
+pub struct BackupSpecArgs {
     /// Namespaces to include (`*` for all; the default).
     #[arg(long, value_delimiter = ',', value_name = "NS,...")]
     include_namespaces: Option<Vec<String>>,
@@ -152,9 +150,37 @@ pub struct BackupCreate {
     /// Per resource, the order of its items: `pods=ns1/p1,ns1/p2;persistentvolumes=pv1`.
     #[arg(long)]
     ordered_resources: Option<String>,
-    /// Labels for the backup, k=v,...
+    /// Labels for the backup (of a schedule: for the schedule and so its backups), k=v,...
     #[arg(long, value_name = "K=V,...")]
     labels: Vec<String>,
+}
+
+impl BackupSpecArgs {
+    fn flags(self) -> Box<BackupFlags> {
+        Box::new(BackupFlags {
+            include_namespaces: self.include_namespaces,
+            exclude_namespaces: self.exclude_namespaces,
+            include_resources: self.include_resources,
+            exclude_resources: self.exclude_resources,
+            include_cluster_resources: self.include_cluster_resources,
+            selector: self.selector,
+            or_selector: self.or_selector,
+            ttl: self.ttl,
+            storage_location: self.storage_location,
+            ordered_resources: self.ordered_resources,
+            labels: self.labels,
+        })
+    }
+}
+
+/// Flags of `granary backup create`.
+#[derive(clap::Args, Debug)]
+pub struct BackupCreate {
+    /// The backup's name.
+    name: String,
+    /// What the backup holds and where it goes.
+    #[command(flatten)]
+    spec: BackupSpecArgs,
     /// Wait for the backup to finish: a live line on a terminal, JSON lines otherwise.
     #[arg(short = 'w', long, conflicts_with = "dry_run")]
     wait: bool,
@@ -219,36 +245,14 @@ pub fn backup(t: VeleroTarget, command: BackupCommand) -> anyhow::Result<()> {
         BackupCommand::Create(args) => {
             let BackupCreate {
                 name,
-                include_namespaces,
-                exclude_namespaces,
-                include_resources,
-                exclude_resources,
-                include_cluster_resources,
-                selector,
-                or_selector,
-                ttl,
-                storage_location,
-                ordered_resources,
-                labels,
+                spec,
                 wait,
                 dry_run,
                 output,
             } = *args;
             Backup::Create {
                 name,
-                flags: Box::new(BackupFlags {
-                    include_namespaces,
-                    exclude_namespaces,
-                    include_resources,
-                    exclude_resources,
-                    include_cluster_resources,
-                    selector,
-                    or_selector,
-                    ttl,
-                    storage_location,
-                    ordered_resources,
-                    labels,
-                }),
+                flags: spec.flags(),
                 wait,
                 output: if dry_run {
                     output.map(Into::into)
@@ -394,39 +398,9 @@ pub struct ScheduleCreate {
     /// Make the schedule the owner of its backups.
     #[arg(long)]
     use_owner_references_in_backup: bool,
-    /// Namespaces to include (`*` for all; the default).
-    #[arg(long, value_delimiter = ',', value_name = "NS,...")]
-    include_namespaces: Option<Vec<String>>,
-    /// Namespaces to exclude.
-    #[arg(long, value_delimiter = ',', value_name = "NS,...")]
-    exclude_namespaces: Vec<String>,
-    /// Resources to include, as resource.group (`*` for all).
-    #[arg(long, value_delimiter = ',', value_name = "RES,...")]
-    include_resources: Vec<String>,
-    /// Resources to exclude, as resource.group.
-    #[arg(long, value_delimiter = ',', value_name = "RES,...")]
-    exclude_resources: Vec<String>,
-    /// Include cluster-scoped resources (unset: only those of included namespaces).
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
-    include_cluster_resources: Option<bool>,
-    /// Only back up resources matching this label selector.
-    #[arg(short = 'l', long)]
-    selector: Option<String>,
-    /// Resources matching any of these selectors, separated by ` or `.
-    #[arg(long)]
-    or_selector: Option<String>,
-    /// How long before each backup can be garbage-collected (Go duration, e.g. 72h).
-    #[arg(long)]
-    ttl: Option<String>,
-    /// Location in which to store the backups.
-    #[arg(long)]
-    storage_location: Option<String>,
-    /// Per resource, the order of its items: `pods=ns1/p1,ns1/p2;persistentvolumes=pv1`.
-    #[arg(long)]
-    ordered_resources: Option<String>,
-    /// Labels for the schedule (and so its backups), k=v,...
-    #[arg(long, value_name = "K=V,...")]
-    labels: Vec<String>,
+    /// What each backup holds and where it goes (the template).
+    #[command(flatten)]
+    spec: BackupSpecArgs,
     #[arg(short = 'o', long, value_enum)]
     output: Option<Output>,
 }
@@ -440,35 +414,13 @@ pub fn schedule(t: VeleroTarget, command: ScheduleCommand) -> anyhow::Result<()>
                 paused,
                 skip_immediately,
                 use_owner_references_in_backup,
-                include_namespaces,
-                exclude_namespaces,
-                include_resources,
-                exclude_resources,
-                include_cluster_resources,
-                selector,
-                or_selector,
-                ttl,
-                storage_location,
-                ordered_resources,
-                labels,
+                spec,
                 output,
             } = *args;
             Schedule::Create {
                 name,
                 schedule,
-                flags: Box::new(BackupFlags {
-                    include_namespaces,
-                    exclude_namespaces,
-                    include_resources,
-                    exclude_resources,
-                    include_cluster_resources,
-                    selector,
-                    or_selector,
-                    ttl,
-                    storage_location,
-                    ordered_resources,
-                    labels,
-                }),
+                flags: spec.flags(),
                 paused,
                 skip_immediately,
                 use_owner_references_in_backup,

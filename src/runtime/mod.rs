@@ -24,3 +24,4 @@ pub mod redact;
 pub mod selector;
 pub mod shutdown;
 pub mod status;
+pub(crate) mod tls_listener;

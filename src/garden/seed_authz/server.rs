@@ -12,7 +12,7 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -25,8 +25,8 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource};
 use serde_json::Value;
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, watch};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::rustls;
 use tokio_rustls::rustls::crypto::CryptoProvider;
@@ -34,7 +34,6 @@ use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio_rustls::rustls::server::{ClientHello, ResolvesServerCert};
 use tokio_rustls::rustls::sign::CertifiedKey;
-use tokio_rustls::server::TlsStream;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::core::{BackupBucket, BackupEntry};
@@ -47,6 +46,7 @@ use crate::runtime::config::SeedAuthorizationConfig;
 use crate::runtime::health::{ReadinessFlag, parse_bind_address};
 use crate::runtime::metrics::Metrics;
 use crate::runtime::selector::ObjectSelector;
+use crate::runtime::tls_listener::TlsListener;
 use prometheus::{IntCounterVec, Opts};
 
 /// Why the webhook could not start.
@@ -161,7 +161,12 @@ impl RunningWebhook {
             }
             flag.set(filled);
         };
-        let listener = TlsListener::new(tcp, acceptor, token.clone());
+        let listener = TlsListener::new(tcp, acceptor, token.clone()).map_err(|source| {
+            WebhookError::Bind {
+                address: config.bind_address.clone(),
+                source,
+            }
+        })?;
         let stop = token.clone();
         let task = tokio::spawn(async move {
             let serve = axum::serve(listener, router)
@@ -405,67 +410,10 @@ where
     (store, fill, rx)
 }
 
-/// Accepted, handshaken TLS connections for `axum::serve`; handshakes run off the
-/// accept loop so a slow client holds up no other.
-struct TlsListener {
-    addr: SocketAddr,
-    rx: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
-}
-
-impl TlsListener {
-    fn new(tcp: TcpListener, acceptor: TlsAcceptor, stop: CancellationToken) -> Self {
-        let addr = tcp
-            .local_addr()
-            .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 0)));
-        let (tx, rx) = mpsc::channel(64);
-        tokio::spawn(async move {
-            loop {
-                let accepted = tokio::select! {
-                    _ = stop.cancelled() => return,
-                    a = tcp.accept() => a,
-                };
-                let Ok((stream, peer)) = accepted else {
-                    // Out of descriptors and the like: let the condition pass.
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                };
-                let (acceptor, tx) = (acceptor.clone(), tx.clone());
-                tokio::spawn(async move {
-                    let handshake = acceptor.accept(stream);
-                    match tokio::time::timeout(Duration::from_secs(10), handshake).await {
-                        Ok(Ok(tls)) => {
-                            let _ = tx.send((tls, peer)).await;
-                        }
-                        Ok(Err(e)) => tracing::debug!(error = %e, "webhook TLS handshake failed"),
-                        Err(_) => tracing::debug!("webhook TLS handshake timed out"),
-                    }
-                });
-            }
-        });
-        TlsListener { addr, rx }
-    }
-}
-
-impl axum::serve::Listener for TlsListener {
-    type Io = TlsStream<TcpStream>;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        match self.rx.recv().await {
-            Some(conn) => conn,
-            // The accept loop ended (shutdown): never yield another connection.
-            None => std::future::pending().await,
-        }
-    }
-
-    fn local_addr(&self) -> std::io::Result<Self::Addr> {
-        Ok(self.addr)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn pair(name: &str) -> (String, String) {
         let key = rcgen::KeyPair::generate().expect("key");
