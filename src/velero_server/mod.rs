@@ -29,7 +29,7 @@ pub mod metrics;
 pub mod namespaces;
 pub mod queue;
 pub mod queue_controller;
-pub mod restore_order;
+pub mod restore;
 pub mod schedules;
 pub mod server;
 pub mod settings;

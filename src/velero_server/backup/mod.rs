@@ -26,10 +26,10 @@
 
 pub mod actions;
 pub mod catalog;
-mod cluster;
+pub(crate) mod cluster;
 mod collect;
 pub mod filters;
-mod logbook;
+pub(crate) mod logbook;
 pub mod order;
 mod persist;
 mod pipe;
