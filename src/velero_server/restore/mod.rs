@@ -1,8 +1,15 @@
 //! Restores (#17): the runner that brings a backup's items back into a cluster, and the
 //! pure decisions it uses, each beside its tests:
-//! - [`order`]: in which order items are created (Velero's priorities, owners first);
+//! - [`plan`]: which items, into which namespaces, in which order;
+//! - [`order`]: Velero's priorities with owners before dependents;
+//! - [`transform`]: the object created from a backed-up one, and the existing-resource
+//!   comparison;
+//! - [`queue`]: which restores run at the same time;
 //! - [`actions`]: the `RestoreItemAction` trait; [`builtin_actions`] the built-in ones.
 
 pub mod actions;
 pub mod builtin_actions;
 pub mod order;
+pub mod plan;
+pub mod queue;
+pub mod transform;
