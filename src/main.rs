@@ -150,6 +150,16 @@ struct VeleroArgs {
     /// Location of backups that name none (default `default`).
     #[arg(long, value_name = "NAME")]
     default_backup_storage_location: Option<String>,
+    /// Restores that may run at once when they do not overlap (default 1).
+    #[arg(long, value_name = "N")]
+    concurrent_restores: Option<u32>,
+    /// The longest a restore waits for a CRD, a terminating namespace or an action's
+    /// additional items (default 10m).
+    #[arg(long, value_name = "DURATION")]
+    resource_timeout: Option<String>,
+    /// Restore order: high list, `-`, low list (replaces Velero's default).
+    #[arg(long, value_name = "LIST")]
+    restore_resource_priorities: Option<String>,
 }
 
 impl VeleroArgs {
@@ -164,6 +174,9 @@ impl VeleroArgs {
             backup_sync_period: self.backup_sync_period,
             client_page_size: self.client_page_size,
             default_backup_storage_location: self.default_backup_storage_location,
+            concurrent_restores: self.concurrent_restores,
+            resource_timeout: self.resource_timeout,
+            restore_resource_priorities: self.restore_resource_priorities,
         }
     }
 }

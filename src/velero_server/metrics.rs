@@ -40,6 +40,26 @@ pub struct VeleroMetrics {
     pub deletion_failure: IntCounterVec,
     /// `velero_backup_queue_length` (Granary's name for a figure Velero logs).
     pub queue_length: IntGauge,
+    /// The restore controller's.
+    pub restore: RestoreMetrics,
+}
+
+/// Velero's restore metrics (reference §6); counters carry the `schedule` label of the
+/// restored backup.
+#[derive(Clone)]
+pub struct RestoreMetrics {
+    /// `velero_restore_total`: Restore objects that exist.
+    pub total: IntGauge,
+    /// `velero_restore_attempt_total{schedule}`.
+    pub attempt: IntCounterVec,
+    /// `velero_restore_success_total{schedule}`.
+    pub success: IntCounterVec,
+    /// `velero_restore_partial_failure_total{schedule}`.
+    pub partial_failure: IntCounterVec,
+    /// `velero_restore_failed_total{schedule}`.
+    pub failed: IntCounterVec,
+    /// `velero_restore_validation_failed_total{schedule}`.
+    pub validation_failed: IntCounterVec,
 }
 
 impl VeleroMetrics {
@@ -123,6 +143,21 @@ impl VeleroMetrics {
                 "Backups waiting in the queue (Queued).",
             )
             .expect("static metric options are valid"),
+            restore: RestoreMetrics {
+                total: IntGauge::new("velero_restore_total", "Restores that exist.")
+                    .expect("static metric options are valid"),
+                attempt: counter("velero_restore_attempt_total", "Restores attempted."),
+                success: counter("velero_restore_success_total", "Restores completed."),
+                partial_failure: counter(
+                    "velero_restore_partial_failure_total",
+                    "Restores partially failed.",
+                ),
+                failed: counter("velero_restore_failed_total", "Restores failed."),
+                validation_failed: counter(
+                    "velero_restore_validation_failed_total",
+                    "Restores that failed validation.",
+                ),
+            },
         };
         for c in [
             Box::new(m.location_status.clone()) as Box<dyn prometheus::core::Collector>,
@@ -142,6 +177,12 @@ impl VeleroMetrics {
             Box::new(m.deletion_success.clone()),
             Box::new(m.deletion_failure.clone()),
             Box::new(m.queue_length.clone()),
+            Box::new(m.restore.total.clone()),
+            Box::new(m.restore.attempt.clone()),
+            Box::new(m.restore.success.clone()),
+            Box::new(m.restore.partial_failure.clone()),
+            Box::new(m.restore.failed.clone()),
+            Box::new(m.restore.validation_failed.clone()),
         ] {
             // A second set of controllers in one process (tests) shares the first set's.
             let _ = metrics.register(c);

@@ -14,6 +14,7 @@
 //! - [`backup_sync`]: backups in object storage brought into the cluster (`backup-sync`);
 //! - [`gc`]: expired backups get a DeleteBackupRequest (the `gc` controller);
 //! - [`schedules`]: backups taken on a schedule (the `schedule` controller);
+//! - [`restore`] (the runner and its pure decisions) and [`restore_controller`]: restores;
 //! - [`server`]: running the controllers, and `granary server`.
 
 pub mod backup;
@@ -30,6 +31,7 @@ pub mod namespaces;
 pub mod queue;
 pub mod queue_controller;
 pub mod restore;
+pub mod restore_controller;
 pub mod schedules;
 pub mod server;
 pub mod settings;

@@ -19,6 +19,7 @@ pub const CONTROLLER_BACKUP_DELETION: &str = "backup-deletion";
 pub const CONTROLLER_GC: &str = "gc";
 pub const CONTROLLER_BACKUP_SYNC: &str = "backup-sync";
 pub const CONTROLLER_SCHEDULE: &str = "schedule";
+pub const CONTROLLER_RESTORE: &str = "restore";
 /// Granary's: keeps the seed's default location (only in `granary seed`).
 pub const CONTROLLER_DEFAULT_LOCATION: &str = "default-backup-storage-location";
 
@@ -31,6 +32,7 @@ pub const CONTROLLERS: &[&str] = &[
     CONTROLLER_GC,
     CONTROLLER_BACKUP_SYNC,
     CONTROLLER_SCHEDULE,
+    CONTROLLER_RESTORE,
     CONTROLLER_DEFAULT_LOCATION,
 ];
 
@@ -64,6 +66,16 @@ pub struct VeleroSettings {
     /// `--backup-sync-period` (1m): a location's sync period unless its
     /// `spec.backupSyncPeriod` says otherwise; 0 disables sync of such locations.
     pub backup_sync_period: ConfigDuration,
+    /// `--concurrent-restores` (1, as Velero, which runs one restore at a time):
+    /// restores whose namespaces and cluster-scoped items do not overlap run in
+    /// parallel up to this many; the others wait.
+    pub concurrent_restores: u32,
+    /// `--resource-timeout` (10m): the longest a restore waits for a CRD to be
+    /// Established, a terminating namespace to go, or an action's additional items.
+    pub resource_timeout: ConfigDuration,
+    /// `--restore-resource-priorities`: replaces Velero's default order (high list,
+    /// `-`, low list); empty keeps the default.
+    pub restore_resource_priorities: String,
     /// The seed's own default location (`granary seed` only; `granary server` has no
     /// backup pool to put one in and ignores it).
     pub default_location: DefaultLocation,
@@ -83,6 +95,9 @@ impl Default for VeleroSettings {
             queued_backup_recheck_frequency: ConfigDuration(Duration::from_secs(60)),
             garbage_collection_frequency: ConfigDuration(Duration::from_secs(3600)),
             backup_sync_period: ConfigDuration(Duration::from_secs(60)),
+            concurrent_restores: 1,
+            resource_timeout: ConfigDuration(Duration::from_secs(600)),
+            restore_resource_priorities: String::new(),
             default_location: DefaultLocation::default(),
         }
     }
@@ -118,6 +133,7 @@ impl VeleroSettings {
             ("concurrentBackups", self.concurrent_backups),
             ("itemBlockWorkerCount", self.item_block_worker_count),
             ("clientPageSize", self.client_page_size),
+            ("concurrentRestores", self.concurrent_restores),
         ] {
             if value == 0 {
                 errors.push(FieldError::new(at(field), "must be at least 1"));
@@ -135,8 +151,22 @@ impl VeleroSettings {
                 "must be positive",
             ));
         }
+        if let Err(e) = self.priorities() {
+            errors.push(FieldError::new(at("restoreResourcePriorities"), e));
+        }
         if self.default_location.enabled && self.default_location.name.is_empty() {
             errors.push(FieldError::new(at("defaultLocation.name"), "required"));
+        }
+    }
+}
+
+impl VeleroSettings {
+    /// The restore resource priorities: Velero's defaults unless replaced.
+    pub fn priorities(&self) -> Result<super::restore::order::Priorities, String> {
+        if self.restore_resource_priorities.trim().is_empty() {
+            Ok(Default::default())
+        } else {
+            super::restore::order::Priorities::parse(&self.restore_resource_priorities)
         }
     }
 }
@@ -153,6 +183,9 @@ pub struct VeleroFlags {
     pub backup_sync_period: Option<String>,
     pub client_page_size: Option<u32>,
     pub default_backup_storage_location: Option<String>,
+    pub concurrent_restores: Option<u32>,
+    pub resource_timeout: Option<String>,
+    pub restore_resource_priorities: Option<String>,
 }
 
 impl VeleroFlags {
@@ -197,6 +230,18 @@ impl VeleroFlags {
         put(
             "velero.defaultBackupStorageLocation",
             self.default_backup_storage_location.clone().map(Into::into),
+        );
+        put(
+            "velero.concurrentRestores",
+            self.concurrent_restores.map(Into::into),
+        );
+        put(
+            "velero.resourceTimeout",
+            self.resource_timeout.clone().map(Into::into),
+        );
+        put(
+            "velero.restoreResourcePriorities",
+            self.restore_resource_priorities.clone().map(Into::into),
         );
         o
     }

@@ -47,5 +47,6 @@ mod seed_grace;
 mod seed_handover;
 mod seed_outage;
 mod velero_lifecycle;
+mod velero_restore;
 mod velero_schedules;
 mod velero_server;

@@ -211,7 +211,7 @@ pub(crate) fn is_corrupt_gzip(e: &std::io::Error) -> bool {
 
 /// gzip(compact Go JSON + "\n"), as Velero's `encodeToJSONGzip`; struct fields keep
 /// their declared (Go) order, e.g. `velero`, `cluster`, `namespaces`.
-fn encode_json_gz<T: Serialize>(value: &T) -> Vec<u8> {
+pub fn encode_json_gz<T: Serialize>(value: &T) -> Vec<u8> {
     let mut gz = GzEncoder::new(Vec::new(), Compression::default());
     // Only strings, lists and string-keyed maps, written into a Vec: cannot fail.
     write_compact_typed(&mut gz, value).expect("writing string JSON into a Vec cannot fail");

@@ -47,6 +47,8 @@ struct Inner {
 
 /// The log of one running backup. Shared by the runner's tasks.
 pub struct Logbook {
+    /// The logrus field naming the run: `backup` or `restore`.
+    key: &'static str,
     backup: String,
     start: DateTime<Utc>,
     started: Instant,
@@ -68,8 +70,14 @@ fn field(v: &str) -> String {
 impl Logbook {
     /// `backup` is `namespace/name`; `start` the run's start time (the caller's clock).
     pub fn new(backup: String, start: DateTime<Utc>) -> Self {
+        Self::named("backup", backup, start)
+    }
+
+    /// The log of a run named by the logrus field `key` (`restore=velero/r1`).
+    pub fn named(key: &'static str, name: String, start: DateTime<Utc>) -> Self {
         Self {
-            backup,
+            key,
+            backup: name,
             start,
             started: Instant::now(),
             inner: Mutex::new(Inner::default()),
@@ -98,7 +106,7 @@ impl Logbook {
     pub fn log(&self, level: Level, subject: Subject<'_>, msg: &str) {
         let time = self.now().to_rfc3339_opts(SecondsFormat::Secs, true);
         // logrus sorts fields by key.
-        let mut fields: Vec<(&str, &str)> = vec![("backup", &self.backup)];
+        let mut fields: Vec<(&str, &str)> = vec![(self.key, &self.backup)];
         let (namespace, summary) = match subject {
             Subject::Backup => (None, msg.to_owned()),
             Subject::Item(resource, ns, name) => {
@@ -136,9 +144,9 @@ impl Logbook {
             line.push_str(&field(v));
         }
         match level {
-            Level::Info => tracing::debug!(backup = %self.backup, "{summary}"),
-            Level::Warning => tracing::warn!(backup = %self.backup, "{summary}"),
-            Level::Error => tracing::error!(backup = %self.backup, "{summary}"),
+            Level::Info => tracing::debug!(run = %self.backup, kind = self.key, "{summary}"),
+            Level::Warning => tracing::warn!(run = %self.backup, kind = self.key, "{summary}"),
+            Level::Error => tracing::error!(run = %self.backup, kind = self.key, "{summary}"),
         }
         let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         inner.lines.push(line);

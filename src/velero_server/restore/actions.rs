@@ -34,14 +34,19 @@ pub struct RestoreActionContext {
 impl RestoreActionContext {
     /// The namespace `ns` of the backup is restored into (`namespaceMapping`).
     pub fn target_namespace<'a>(&'a self, ns: &'a str) -> &'a str {
-        self.restore
-            .spec
-            .namespace_mapping
-            .as_ref()
-            .and_then(|m| m.get(ns))
-            .map(String::as_str)
-            .unwrap_or(ns)
+        map_namespace(&self.restore, ns)
     }
+}
+
+/// The namespace backup namespace `ns` is restored into by `restore`.
+pub fn map_namespace<'a>(restore: &'a Restore, ns: &'a str) -> &'a str {
+    restore
+        .spec
+        .namespace_mapping
+        .as_ref()
+        .and_then(|m| m.get(ns))
+        .map(String::as_str)
+        .unwrap_or(ns)
 }
 
 /// One item handed to an action.

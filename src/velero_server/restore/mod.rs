@@ -5,6 +5,8 @@
 //! - [`transform`]: the object created from a backed-up one, and the existing-resource
 //!   comparison;
 //! - [`queue`]: which restores run at the same time;
+//! - [`run`]: running one restore (the I/O);
+//! - [`validate`]: a new Restore's validation (Velero's messages);
 //! - [`actions`]: the `RestoreItemAction` trait; [`builtin_actions`] the built-in ones.
 
 pub mod actions;
@@ -12,4 +14,6 @@ pub mod builtin_actions;
 pub mod order;
 pub mod plan;
 pub mod queue;
+pub mod run;
 pub mod transform;
+pub mod validate;

@@ -1,0 +1,911 @@
+//! Running one restore against a cluster: the backup's tarball read with the archive
+//! reader's limits (a hostile archive fails the restore and nothing is written
+//! anywhere), CustomResourceDefinitions first and waited on until Established, then
+//! discovery read again and the rest in [`super::plan`]'s order: namespaces, then each
+//! item prepared ([`super::transform`]), passed through the restore item actions
+//! (additional items restored first, waited on when asked), and created; an existing
+//! object is kept or updated by `existingResourcePolicy`. The restore's log, results and
+//! resource list are returned for the controller to upload.
+//!
+//! A dry run does every read and decision and no write: each item is reported as what
+//! it would become (`create`, `update`, `skip`).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use futures::future::LocalBoxFuture;
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use serde_json::{Value, json};
+
+use super::actions::{
+    ResourceIdentifier, RestoreActionContext, RestoreActionInput, RestoreItemAction,
+};
+use super::order::Priorities;
+use super::plan::{BackupItem, Pass, Plan, Selected, plan};
+use super::transform::{self, OwnerUids};
+use crate::api::velero::{Backup, PolicyType, Restore, RestoreProgress};
+use crate::velero::archive::{ArchiveEntry, ArchiveLimits, Scope, VersionDir, read_archive};
+use crate::velero::files::{Results, encode_logs};
+use crate::velero::layout::StorageLayout;
+use crate::velero::resource::{GroupResource, split_api_version};
+use crate::velero_server::backup::catalog::{Catalog, DiscoveredResource};
+use crate::velero_server::backup::cluster;
+use crate::velero_server::backup::logbook::{Logbook, Subject};
+use granary_providers::ObjectStore;
+
+/// How often readiness (CRDs, additional items, terminating namespaces) is polled.
+const POLL: Duration = Duration::from_secs(1);
+
+/// What the runner needs.
+pub struct RestoreRequest<'a> {
+    pub client: kube::Client,
+    pub restore: &'a Restore,
+    pub backup: &'a Backup,
+    pub store: &'a dyn ObjectStore,
+    pub layout: &'a StorageLayout,
+    pub actions: &'a [Box<dyn RestoreItemAction>],
+    pub priorities: &'a Priorities,
+    /// `--resource-timeout`: the longest wait for a CRD, a terminating namespace or
+    /// additional items (when the action sets no timeout of its own).
+    pub resource_timeout: Duration,
+    pub limits: &'a ArchiveLimits,
+    pub now: DateTime<Utc>,
+    pub progress: &'a dyn Fn(RestoreProgress),
+    pub dry_run: bool,
+}
+
+/// How a restore ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RestoreResultPhase {
+    Completed,
+    PartiallyFailed,
+    Failed,
+}
+
+/// What happened to one item (Velero's restored-resource-list actions, plus what a dry
+/// run would do).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ItemAction {
+    Created,
+    Updated,
+    Failed,
+    Skipped,
+}
+
+impl ItemAction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ItemAction::Created => "created",
+            ItemAction::Updated => "updated",
+            ItemAction::Failed => "failed",
+            ItemAction::Skipped => "skipped",
+        }
+    }
+}
+
+/// One item the restore handled, in the order it was handled.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Handled {
+    /// `apiVersion/Kind` (`apps/v1/Deployment`, `v1/ConfigMap`).
+    pub resource_key: String,
+    pub namespace: String,
+    pub name: String,
+    pub action: ItemAction,
+}
+
+impl Handled {
+    /// `ns/name(action)` or `name(action)`, as Velero's resource list writes it.
+    pub fn entry(&self) -> String {
+        if self.namespace.is_empty() {
+            format!("{}({})", self.name, self.action.as_str())
+        } else {
+            format!("{}/{}({})", self.namespace, self.name, self.action.as_str())
+        }
+    }
+}
+
+/// The outcome of a run.
+pub struct RestoreOutcome {
+    pub phase: RestoreResultPhase,
+    pub failure_reason: Option<String>,
+    pub warnings: u32,
+    pub errors: u32,
+    pub total_items: u64,
+    pub items_restored: u64,
+    pub completion_timestamp: DateTime<Utc>,
+    pub handled: Vec<Handled>,
+    pub log_lines: Vec<String>,
+    pub results: Results,
+}
+
+impl RestoreOutcome {
+    /// Velero's `restore-<name>-resource-list.json.gz` content: `apiVersion/Kind` →
+    /// `ns/name(action)`.
+    pub fn resource_list(&self) -> BTreeMap<String, Vec<String>> {
+        let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for h in &self.handled {
+            out.entry(h.resource_key.clone())
+                .or_default()
+                .push(h.entry());
+        }
+        out
+    }
+}
+
+/// Reads the items of a tarball (their unversioned copies, which Velero's restore
+/// reads), refusing what the archive reader refuses.
+pub fn read_items(tarball: &[u8], limits: &ArchiveLimits) -> Result<Vec<BackupItem>, String> {
+    let mut items = Vec::new();
+    read_archive(tarball, limits, |entry| {
+        if let ArchiveEntry::Item(item) = entry
+            && item.path.version_dir == VersionDir::Unversioned
+        {
+            items.push(BackupItem {
+                group_resource: item.path.group_resource.clone(),
+                namespace: match &item.path.scope {
+                    Scope::Cluster => String::new(),
+                    Scope::Namespaced(ns) => ns.clone(),
+                },
+                name: item.path.name.clone(),
+                object: item.object.clone(),
+            });
+        }
+        Ok(())
+    })
+    .map_err(|e| format!("the backup's tarball is refused: {e}"))?;
+    Ok(items)
+}
+
+/// Runs the restore.
+pub async fn run(req: RestoreRequest<'_>) -> RestoreOutcome {
+    let name = format!(
+        "{}/{}",
+        req.restore
+            .metadata
+            .namespace
+            .as_deref()
+            .unwrap_or_default(),
+        req.restore.metadata.name.as_deref().unwrap_or_default()
+    );
+    let log = Logbook::named("restore", name, req.now);
+    let mut run = Run {
+        log,
+        req,
+        items: Vec::new(),
+        by_key: HashMap::new(),
+        by_uid: HashMap::new(),
+        uid_map: HashMap::new(),
+        done: HashSet::new(),
+        handled: Vec::new(),
+        total: 0,
+        restored: 0,
+        catalog: Catalog::default(),
+    };
+    let failure = run.run_all().await.err();
+    if let Some(f) = &failure {
+        run.log.error(Subject::Backup, f);
+    }
+    let (errors, warnings) = run.log.counts();
+    let (log_lines, results) = run.log.take();
+    let phase = match (&failure, errors) {
+        (Some(_), _) => RestoreResultPhase::Failed,
+        (None, 0) => RestoreResultPhase::Completed,
+        (None, _) => RestoreResultPhase::PartiallyFailed,
+    };
+    RestoreOutcome {
+        phase,
+        failure_reason: failure,
+        warnings,
+        errors,
+        total_items: run.total,
+        items_restored: run.restored,
+        completion_timestamp: Utc::now(),
+        handled: run.handled,
+        log_lines,
+        results,
+    }
+}
+
+/// The gzip'd files of a finished restore: (logs, results, resource list).
+pub fn encode_files(outcome: &RestoreOutcome) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
+    let logs = encode_logs(outcome.log_lines.iter());
+    let results = outcome.results.to_gz_bytes();
+    let list = crate::velero::files::encode_json_gz(&outcome.resource_list());
+    (logs, results, list)
+}
+
+struct Run<'a> {
+    req: RestoreRequest<'a>,
+    log: Logbook,
+    items: Vec<BackupItem>,
+    /// (resource.group, namespace, name) → index.
+    by_key: HashMap<(String, String, String), usize>,
+    by_uid: HashMap<String, usize>,
+    /// Backed-up UID → the UID in the cluster (restored or found).
+    uid_map: HashMap<String, Option<String>>,
+    /// Items handled (or being handled: additional items never loop).
+    done: HashSet<usize>,
+    handled: Vec<Handled>,
+    total: u64,
+    restored: u64,
+    catalog: Catalog,
+}
+
+fn api_resource(r: &DiscoveredResource) -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(&r.group, &r.version, &r.kind),
+        &r.resource,
+    )
+}
+
+fn is_already_exists(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 409 && s.reason == "AlreadyExists")
+}
+
+fn is_not_found(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 404)
+}
+
+fn kube_message(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => s.message.clone(),
+        other => other.to_string(),
+    }
+}
+
+impl<'a> Run<'a> {
+    fn api(&self, r: &DiscoveredResource, ns: &str) -> Api<DynamicObject> {
+        let ar = api_resource(r);
+        if r.namespaced {
+            Api::namespaced_with(self.req.client.clone(), ns, &ar)
+        } else {
+            Api::all_with(self.req.client.clone(), &ar)
+        }
+    }
+
+    fn report(&self) {
+        (self.req.progress)(RestoreProgress {
+            total_items: Some(self.total as i64),
+            items_restored: Some(self.restored as i64),
+        });
+    }
+
+    async fn run_all(&mut self) -> Result<(), String> {
+        let backup_name = self.req.backup.metadata.name.clone().unwrap_or_default();
+        self.log.info(
+            Subject::Backup,
+            &format!("Starting restore of backup {backup_name}"),
+        );
+        let keys = self
+            .req
+            .layout
+            .backup(&backup_name)
+            .map_err(|e| format!("the backup's name cannot be stored: {e}"))?;
+        let bucket = self.req.layout.bucket().to_owned();
+        let tarball = granary_providers::get_bytes(self.req.store, &bucket, &keys.contents())
+            .await
+            .map_err(|e| format!("error downloading the backup's tarball: {e}"))?;
+        let limits = self.req.limits.clone();
+        self.items = tokio::task::spawn_blocking(move || read_items(&tarball, &limits))
+            .await
+            .map_err(|e| format!("reading the backup's tarball stopped: {e}"))??;
+        if self.items.is_empty() {
+            self.log.warn(Subject::Backup, "zero items to be restored");
+        }
+        for (i, it) in self.items.iter().enumerate() {
+            self.by_key.insert(
+                (
+                    it.group_resource.to_string(),
+                    it.namespace.clone(),
+                    it.name.clone(),
+                ),
+                i,
+            );
+            if !it.uid().is_empty() {
+                self.by_uid.insert(it.uid().to_owned(), i);
+            }
+        }
+        self.catalog = self.discover().await?;
+
+        // Pass 1: CustomResourceDefinitions, waited on until Established.
+        let crds = plan(
+            &self.items,
+            &self.req.restore.spec,
+            &self.catalog,
+            self.req.priorities,
+            Pass::Crds,
+        );
+        self.total = crds.items.len() as u64;
+        self.report();
+        let mut restored_crds = Vec::new();
+        for s in crds.items.clone() {
+            if let Some(name) = self.restore_selected(&s).await {
+                restored_crds.push(name);
+            }
+        }
+        if !restored_crds.is_empty() && !self.req.dry_run {
+            self.wait_established(&restored_crds).await;
+            self.catalog = self.discover().await?;
+        }
+
+        // Pass 2: namespaces, then everything else.
+        let rest = plan(
+            &self.items,
+            &self.req.restore.spec,
+            &self.catalog,
+            self.req.priorities,
+            Pass::Rest,
+        );
+        for w in &rest.warnings {
+            self.log.warn(Subject::Backup, w);
+        }
+        self.total += (rest.namespaces.len() + rest.items.len()) as u64;
+        self.report();
+        self.ensure_namespaces(&rest).await;
+        for s in rest.items.clone() {
+            if self.done.contains(&s.index) {
+                continue;
+            }
+            self.restore_selected(&s).await;
+        }
+        self.log.info(Subject::Backup, "restore completed");
+        Ok(())
+    }
+
+    async fn discover(&self) -> Result<Catalog, String> {
+        let (catalog, failed) = cluster::discover(&self.req.client)
+            .await
+            .map_err(|e| format!("error reading discovery: {e}"))?;
+        for f in failed {
+            self.log.warn(Subject::Backup, &f);
+        }
+        Ok(catalog)
+    }
+
+    /// Waits until each CRD named is Established (warning on timeout).
+    async fn wait_established(&self, names: &[String]) {
+        let Some(res) = self
+            .catalog
+            .get(&GroupResource::new(
+                "apiextensions.k8s.io",
+                "customresourcedefinitions",
+            ))
+            .cloned()
+        else {
+            return;
+        };
+        let api = self.api(&res, "");
+        let deadline = Instant::now() + self.req.resource_timeout;
+        for name in names {
+            loop {
+                let established = match api.get_opt(name).await {
+                    Ok(Some(crd)) => crd_established(&crd.data),
+                    _ => false,
+                };
+                if established {
+                    break;
+                }
+                if Instant::now() >= deadline {
+                    self.log.warn(
+                        Subject::Item(&res.name(), "", name),
+                        "the CustomResourceDefinition is not Established within the resource timeout; its custom resources may fail",
+                    );
+                    break;
+                }
+                tokio::time::sleep(POLL).await;
+            }
+        }
+    }
+
+    /// Makes sure each planned namespace exists (waiting out one that is terminating),
+    /// created from the backup's Namespace when there is one.
+    async fn ensure_namespaces(&mut self, p: &Plan) {
+        let Some(res) = self
+            .catalog
+            .get(&GroupResource::new("", "namespaces"))
+            .cloned()
+        else {
+            return;
+        };
+        let api = self.api(&res, "");
+        let backup = self.req.backup.metadata.name.clone().unwrap_or_default();
+        let restore = self.req.restore.metadata.name.clone().unwrap_or_default();
+        for ns in &p.namespaces {
+            let subject_name = ns.target.clone();
+            let mut action = ItemAction::Skipped;
+            let deadline = Instant::now() + self.req.resource_timeout;
+            loop {
+                match api.get_opt(&ns.target).await {
+                    Ok(Some(live)) if live.metadata.deletion_timestamp.is_some() => {
+                        if self.req.dry_run || Instant::now() >= deadline {
+                            self.log.error(
+                                Subject::Item("namespaces", "", &subject_name),
+                                "the namespace is terminating",
+                            );
+                            action = ItemAction::Failed;
+                            break;
+                        }
+                        tokio::time::sleep(POLL).await;
+                    }
+                    Ok(Some(_)) => break,
+                    Ok(None) => {
+                        let source = ns
+                            .from_backup
+                            .map(|i| self.items[i].object.clone())
+                            .unwrap_or_else(|| json!({"apiVersion": "v1", "kind": "Namespace"}));
+                        let (mut obj, _) = transform::prepare(
+                            &source,
+                            "",
+                            &backup,
+                            &restore,
+                            false,
+                            &OwnerUids::new(),
+                        );
+                        obj["metadata"]["name"] = json!(ns.target);
+                        obj["apiVersion"] = json!("v1");
+                        obj["kind"] = json!("Namespace");
+                        if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
+                            spec.remove("finalizers");
+                        }
+                        action = ItemAction::Created;
+                        if !self.req.dry_run {
+                            match serde_json::from_value::<DynamicObject>(obj) {
+                                Ok(o) => {
+                                    if let Err(e) = api.create(&PostParams::default(), &o).await
+                                        && !is_already_exists(&e)
+                                    {
+                                        self.log.error(
+                                            Subject::Item("namespaces", "", &subject_name),
+                                            &format!(
+                                                "error creating the namespace: {}",
+                                                kube_message(&e)
+                                            ),
+                                        );
+                                        action = ItemAction::Failed;
+                                    }
+                                }
+                                Err(e) => {
+                                    self.log.error(
+                                        Subject::Item("namespaces", "", &subject_name),
+                                        &format!("the backed-up namespace cannot be decoded: {e}"),
+                                    );
+                                    action = ItemAction::Failed;
+                                }
+                            }
+                        }
+                        break;
+                    }
+                    Err(e) => {
+                        self.log.error(
+                            Subject::Item("namespaces", "", &subject_name),
+                            &format!("error reading the namespace: {}", kube_message(&e)),
+                        );
+                        action = ItemAction::Failed;
+                        break;
+                    }
+                }
+            }
+            if let Some(i) = ns.from_backup {
+                self.done.insert(i);
+            }
+            self.record("v1/Namespace", "", &subject_name, action);
+        }
+    }
+
+    fn record(&mut self, resource_key: &str, namespace: &str, name: &str, action: ItemAction) {
+        if action != ItemAction::Failed {
+            self.restored += 1;
+        }
+        self.handled.push(Handled {
+            resource_key: resource_key.to_owned(),
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            action,
+        });
+        self.report();
+    }
+
+    /// The new UIDs of the owners of `obj` (restored ones, else live ones found by
+    /// name in the target namespace).
+    async fn owner_uids(&mut self, obj: &Value, target_ns: &str) -> OwnerUids {
+        let mut out = OwnerUids::new();
+        let refs = obj
+            .pointer("/metadata/ownerReferences")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        for r in refs {
+            let uid = r
+                .get("uid")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned();
+            if let Some(known) = self.uid_map.get(&uid) {
+                out.insert(uid, known.clone());
+                continue;
+            }
+            let api_version = r.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+            let kind = r.get("kind").and_then(Value::as_str).unwrap_or("");
+            let name = r.get("name").and_then(Value::as_str).unwrap_or("");
+            let group = split_api_version(api_version).map(|(g, _)| g).unwrap_or("");
+            let live = match self.catalog.by_kind(group, kind).cloned() {
+                Some(res) => match self.api(&res, target_ns).get_opt(name).await {
+                    Ok(Some(o)) => o.metadata.uid,
+                    _ => None,
+                },
+                None => None,
+            };
+            out.insert(uid, live);
+        }
+        out
+    }
+
+    /// Restores one planned item (and, first, the additional items its actions name).
+    /// Returns the item's name when it exists in the cluster afterwards.
+    fn restore_selected<'s>(&'s mut self, s: &'s Selected) -> LocalBoxFuture<'s, Option<String>> {
+        Box::pin(async move {
+            if !self.done.insert(s.index) {
+                return None;
+            }
+            let item = self.items[s.index].clone();
+            let gr_name = item.group_resource.to_string();
+            let ns = s.target_namespace.clone();
+            let backup = self.req.backup.metadata.name.clone().unwrap_or_default();
+            let restore = self.req.restore.metadata.name.clone().unwrap_or_default();
+            let owners = self.owner_uids(&item.object, &ns).await;
+            let (mut obj, warnings) = transform::prepare(
+                &item.object,
+                &ns,
+                &backup,
+                &restore,
+                s.restore_status,
+                &owners,
+            );
+            for w in warnings {
+                self.log.warn(Subject::Item(&gr_name, &ns, &item.name), &w);
+            }
+            obj["apiVersion"] = json!(s.resource.api_version());
+            obj["kind"] = json!(s.resource.kind);
+            let resource_key = format!("{}/{}", s.resource.api_version(), s.resource.kind);
+
+            // Restore item actions.
+            let ctx = RestoreActionContext {
+                client: self.req.client.clone(),
+                catalog: self.catalog.clone(),
+                restore: self.req.restore.clone(),
+            };
+            for action in self.req.actions {
+                if !action.applies_to(&item.group_resource) {
+                    continue;
+                }
+                let out = match action
+                    .execute(
+                        &ctx,
+                        RestoreActionInput {
+                            group_resource: &item.group_resource,
+                            item: &obj,
+                            item_from_backup: &item.object,
+                        },
+                    )
+                    .await
+                {
+                    Ok(o) => o,
+                    Err(e) => {
+                        self.log.error(
+                            Subject::Item(&gr_name, &ns, &item.name),
+                            &format!("restore item action {} failed: {e}", action.name()),
+                        );
+                        self.record(&resource_key, &ns, &item.name, ItemAction::Failed);
+                        return None;
+                    }
+                };
+                if out.skip {
+                    self.log.info(
+                        Subject::Item(&gr_name, &ns, &item.name),
+                        &format!("skipped by restore item action {}", action.name()),
+                    );
+                    self.record(&resource_key, &ns, &item.name, ItemAction::Skipped);
+                    return None;
+                }
+                if let Some(u) = out.updated {
+                    obj = u;
+                }
+                if !out.additional_items.is_empty() {
+                    self.restore_additional(&out.additional_items).await;
+                    if out.wait_for_additional_items && !self.req.dry_run {
+                        let mapped: Vec<ResourceIdentifier> = out
+                            .additional_items
+                            .iter()
+                            .map(|a| ResourceIdentifier {
+                                group_resource: a.group_resource.clone(),
+                                namespace: ctx.target_namespace(&a.namespace).to_owned(),
+                                name: a.name.clone(),
+                            })
+                            .collect();
+                        let timeout = out
+                            .additional_items_ready_timeout
+                            .filter(|t| !t.is_zero())
+                            .unwrap_or(self.req.resource_timeout);
+                        let deadline = Instant::now() + timeout;
+                        loop {
+                            match action.are_additional_items_ready(&ctx, &mapped).await {
+                                Ok(true) => break,
+                                Ok(false) => {}
+                                Err(e) => self.log.warn(
+                                    Subject::Item(&gr_name, &ns, &item.name),
+                                    &format!(
+                                        "restore item action {}: checking additional items: {e}",
+                                        action.name()
+                                    ),
+                                ),
+                            }
+                            if Instant::now() >= deadline {
+                                self.log.warn(
+                                    Subject::Item(&gr_name, &ns, &item.name),
+                                    &format!(
+                                        "additional items of restore item action {} were not ready within {}s; restoring the item anyway",
+                                        action.name(),
+                                        timeout.as_secs()
+                                    ),
+                                );
+                                break;
+                            }
+                            tokio::time::sleep(POLL).await;
+                        }
+                    }
+                }
+            }
+            let action = self.create(s, &item, obj).await;
+            self.record(&resource_key, &ns, &item.name, action);
+            (action != ItemAction::Failed).then(|| item.name.clone())
+        })
+    }
+
+    /// Restores the additional items an action named (those in the backup, not yet
+    /// handled, of a resource the cluster serves).
+    async fn restore_additional(&mut self, ids: &[ResourceIdentifier]) {
+        for id in ids {
+            let key = (
+                id.group_resource.to_string(),
+                id.namespace.clone(),
+                id.name.clone(),
+            );
+            let Some(&index) = self.by_key.get(&key) else {
+                continue;
+            };
+            if self.done.contains(&index) {
+                continue;
+            }
+            let Some(resource) = self.catalog.get(&id.group_resource).cloned() else {
+                continue;
+            };
+            let target_namespace = if resource.namespaced {
+                super::actions::map_namespace(self.req.restore, &id.namespace).to_owned()
+            } else {
+                String::new()
+            };
+            let s = Selected {
+                index,
+                target_namespace,
+                resource,
+                restore_status: false,
+            };
+            self.total += 1;
+            self.restore_selected(&s).await;
+        }
+    }
+
+    /// Creates the object; an existing one is kept or updated.
+    async fn create(&mut self, s: &Selected, item: &BackupItem, obj: Value) -> ItemAction {
+        let gr_name = item.group_resource.to_string();
+        let ns = &s.target_namespace;
+        let subject = Subject::Item(&gr_name, ns, &item.name);
+        let api = self.api(&s.resource, ns);
+        let old_uid = item.uid().to_owned();
+        let name = obj
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or(&item.name)
+            .to_owned();
+        if self.req.dry_run {
+            return match api.get_opt(&name).await {
+                Ok(None) => ItemAction::Created,
+                Ok(Some(live)) => {
+                    self.uid_map.insert(old_uid, live.metadata.uid.clone());
+                    self.existing(
+                        &api,
+                        &name,
+                        &serde_json::to_value(&live).unwrap_or_default(),
+                        &obj,
+                        subject,
+                    )
+                    .await
+                }
+                Err(e) => {
+                    self.log.error(
+                        subject,
+                        &format!("error reading the live object: {}", kube_message(&e)),
+                    );
+                    ItemAction::Failed
+                }
+            };
+        }
+        let status = obj.get("status").cloned();
+        let dynamic: DynamicObject = match serde_json::from_value(obj.clone()) {
+            Ok(d) => d,
+            Err(e) => {
+                self.log.error(
+                    subject,
+                    &format!("the backed-up object cannot be decoded: {e}"),
+                );
+                return ItemAction::Failed;
+            }
+        };
+        match api.create(&PostParams::default(), &dynamic).await {
+            Ok(created) => {
+                self.uid_map.insert(old_uid, created.metadata.uid.clone());
+                if let (true, Some(status)) = (s.restore_status, status) {
+                    let body = json!({"status": status});
+                    if let Err(e) = api
+                        .patch_status(&name, &PatchParams::default(), &Patch::Merge(&body))
+                        .await
+                        && !is_not_found(&e)
+                    {
+                        self.log.warn(
+                            subject,
+                            &format!("the status was not restored: {}", kube_message(&e)),
+                        );
+                    }
+                }
+                self.log.info(subject, "restored");
+                ItemAction::Created
+            }
+            Err(e) if is_already_exists(&e) => match api.get_opt(&name).await {
+                Ok(Some(live)) => {
+                    self.uid_map.insert(old_uid, live.metadata.uid.clone());
+                    let live = serde_json::to_value(&live).unwrap_or_default();
+                    self.existing(&api, &name, &live, &obj, subject).await
+                }
+                Ok(None) => {
+                    self.log.error(
+                        subject,
+                        "the object exists and vanished while being compared",
+                    );
+                    ItemAction::Failed
+                }
+                Err(e) => {
+                    self.log.error(
+                        subject,
+                        &format!("error reading the existing object: {}", kube_message(&e)),
+                    );
+                    ItemAction::Failed
+                }
+            },
+            Err(e) => {
+                self.log
+                    .error(subject, &format!("error restoring: {}", kube_message(&e)));
+                ItemAction::Failed
+            }
+        }
+    }
+
+    /// An object that already exists: `update` patches it; otherwise it is kept, with
+    /// a warning when it differs from the backed-up one (Velero's messages).
+    async fn existing(
+        &self,
+        api: &Api<DynamicObject>,
+        name: &str,
+        live: &Value,
+        desired: &Value,
+        subject: Subject<'_>,
+    ) -> ItemAction {
+        let kind = desired
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or("object");
+        if !transform::differs(live, desired) {
+            self.log.info(
+                subject,
+                "already exists in the cluster and is the same as the backed-up version",
+            );
+            return ItemAction::Skipped;
+        }
+        let policy = self.req.restore.spec.existing_resource_policy();
+        if let Some(Ok(PolicyType::Update)) = policy {
+            if self.req.dry_run {
+                return ItemAction::Updated;
+            }
+            let patch = transform::update_patch(desired);
+            return match api
+                .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                Ok(_) => {
+                    self.log.info(
+                        subject,
+                        "updated the existing object (existingResourcePolicy: update)",
+                    );
+                    ItemAction::Updated
+                }
+                Err(e) => {
+                    self.log.warn(
+                        subject,
+                        &format!(
+                            "could not update existing {kind} {name:?}: {}",
+                            kube_message(&e)
+                        ),
+                    );
+                    ItemAction::Failed
+                }
+            };
+        }
+        self.log.warn(
+            subject,
+            &format!(
+                "could not restore, {kind} {name:?} already exists. Warning: the in-cluster version is different than the backed-up version"
+            ),
+        );
+        ItemAction::Skipped
+    }
+}
+
+/// Whether a CustomResourceDefinition (as JSON data) has `Established=True`.
+pub fn crd_established(crd: &Value) -> bool {
+    crd.pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .is_some_and(|cs| {
+            cs.iter().any(|c| {
+                c.get("type").and_then(Value::as_str) == Some("Established")
+                    && c.get("status").and_then(Value::as_str) == Some("True")
+            })
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::velero::archive::ArchiveWriter;
+
+    #[test]
+    fn reads_unversioned_items_only() {
+        let mut w = ArchiveWriter::new(Vec::new(), Utc::now()).expect("writer");
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "n", "uid": "u"}});
+        w.add_item(&GroupResource::new("", "configmaps"), "v1", &cm)
+            .expect("add");
+        let (bytes, _) = w.finish().expect("finish");
+        let items = read_items(&bytes, &ArchiveLimits::default()).expect("read");
+        assert_eq!(items.len(), 1);
+        assert_eq!(items[0].namespace, "n");
+        assert_eq!(items[0].uid(), "u");
+    }
+
+    #[test]
+    fn hostile_archive_is_refused_with_a_reason() {
+        let err = read_items(b"not a tarball", &ArchiveLimits::default()).unwrap_err();
+        assert!(err.starts_with("the backup's tarball is refused"), "{err}");
+    }
+
+    #[test]
+    fn crd_conditions() {
+        assert!(crd_established(
+            &json!({"status": {"conditions": [{"type": "Established", "status": "True"}]}})
+        ));
+        assert!(!crd_established(
+            &json!({"status": {"conditions": [{"type": "Established", "status": "False"}]}})
+        ));
+        assert!(!crd_established(&json!({})));
+    }
+
+    #[test]
+    fn resource_list_entries() {
+        let h = Handled {
+            resource_key: "v1/ConfigMap".into(),
+            namespace: "n".into(),
+            name: "c".into(),
+            action: ItemAction::Created,
+        };
+        assert_eq!(h.entry(), "n/c(created)");
+    }
+}
