@@ -566,6 +566,53 @@ async fn start(shared: &Arc<Shared>, r: Restore, source: Source) -> Result<(), k
     Ok(())
 }
 
+/// What `restore` would do, against the live cluster, changing nothing (`granary
+/// restore create --dry-run`): validated as the controller would, then run with every
+/// write left out. Custom resources whose CRD the restore would create are reported as
+/// created.
+pub async fn dry_run(
+    ctx: &VeleroContext,
+    restore: &Restore,
+) -> Result<run::RestoreOutcome, Vec<String>> {
+    let list_err = |e: kube::Error| vec![format!("error reading the cluster: {e}")];
+    let backups = ctx
+        .api::<Backup>()
+        .list(&ListParams::default())
+        .await
+        .map_err(list_err)?
+        .items;
+    let locations = ctx
+        .api::<BackupStorageLocation>()
+        .list(&ListParams::default())
+        .await
+        .map_err(list_err)?
+        .items;
+    let source = validate(restore, &backups, &locations)?;
+    let open = ctx
+        .open(source.location.clone())
+        .await
+        .map_err(|e| vec![format!("error opening the storage location: {e}")])?;
+    let priorities = ctx.settings.priorities().map_err(|e| vec![e])?;
+    let mut restore = restore.clone();
+    restore.spec.backup_name = Some(source.backup.name_any());
+    let actions = builtin_actions::builtin();
+    Ok(run::run(RestoreRequest {
+        client: ctx.client.clone(),
+        restore: &restore,
+        backup: &source.backup,
+        store: open.store.as_ref(),
+        layout: &open.access.layout,
+        actions: &actions,
+        priorities: &priorities,
+        resource_timeout: ctx.settings.resource_timeout.0,
+        limits: &ArchiveLimits::default(),
+        now: ctx.clock.now(),
+        progress: &|_| {},
+        dry_run: true,
+    })
+    .await)
+}
+
 async fn finish_failed(
     ctx: &VeleroContext,
     r: &Restore,

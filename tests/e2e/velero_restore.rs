@@ -831,3 +831,72 @@ async fn invalid_restores_fail_validation_with_velero_messages() {
         "{errors:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dry_run_reports_every_item_in_order_and_changes_nothing() {
+    use granary::velero_server::restore::run::ItemAction;
+    let w = World::start().await;
+    let _controllers = controllers(&w, w.settings(), None);
+    w.location("default", false).await;
+    w.take_backup("b", None).await;
+    let cms: Api<ConfigMap> = Api::namespaced(w.client.clone(), &w.app);
+    let mut cm = cms.get("cm-0").await.expect("cm");
+    cm.data = Some([("k".to_string(), "changed".to_string())].into());
+    cms.replace("cm-0", &PostParams::default(), &cm)
+        .await
+        .expect("change");
+    cms.delete("cm-1", &DeleteParams::default())
+        .await
+        .expect("delete");
+    let versions = || async {
+        let list = cms.list(&Default::default()).await.expect("list").items;
+        list.iter()
+            .map(|c| (c.name_any(), c.resource_version()))
+            .collect::<Vec<_>>()
+    };
+    let before = versions().await;
+
+    let ctx = VeleroContext::new(
+        w.client.clone(),
+        w.settings(),
+        StoreOptions {
+            local_root: Some(w.data.path().to_path_buf()),
+            ..StoreOptions::default()
+        },
+        Clock::system(),
+        VeleroMetrics::new(&w.metrics),
+        granary::runtime::selector::ObjectSelector::new(None),
+    );
+    let mut r = Restore::new("preview", from_backup("b"));
+    r.metadata.namespace = Some(w.namespace.clone());
+    r.spec.included_resources = Some(vec!["configmaps".into()]);
+    r.spec.existing_resource_policy = Some("update".into());
+    let outcome = restore_controller::dry_run(&ctx, &r)
+        .await
+        .expect("dry run");
+    let seen: Vec<(String, ItemAction)> = outcome
+        .handled
+        .iter()
+        .map(|h| (format!("{}:{}", h.resource_key, h.name), h.action))
+        .collect();
+    let ns_entry = ("v1/Namespace:".to_string() + &w.app, ItemAction::Skipped);
+    assert_eq!(seen[0], ns_entry);
+    let cm = |n: &str, a| (format!("v1/ConfigMap:{n}"), a);
+    for want in [
+        cm("cm-0", ItemAction::Updated),
+        cm("cm-1", ItemAction::Created),
+        cm("cm-2", ItemAction::Skipped),
+    ] {
+        assert!(seen.contains(&want), "{want:?} in {seen:?}");
+    }
+    // Nothing changed: every ConfigMap as it was, and no Restore exists.
+    assert_eq!(before, versions().await);
+    assert!(cms.get_opt("cm-1").await.expect("get").is_none());
+    assert!(
+        w.api::<Restore>()
+            .get_opt("preview")
+            .await
+            .expect("get")
+            .is_none()
+    );
+}

@@ -203,6 +203,42 @@ impl<'a> Filters<'a> {
     }
 }
 
+/// The resource a CustomResourceDefinition (as JSON) serves, at its storage version
+/// (what discovery would show once it is Established).
+pub fn resources_of_crd(crd: &Value) -> Option<DiscoveredResource> {
+    let spec = crd.get("spec")?;
+    let names = spec.get("names")?;
+    let s = |v: Option<&Value>| v.and_then(Value::as_str).unwrap_or("").to_owned();
+    let versions = spec.get("versions").and_then(Value::as_array)?;
+    let version = versions
+        .iter()
+        .find(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+        .or_else(|| versions.first())?;
+    Some(DiscoveredResource {
+        group: s(spec.get("group")),
+        version: s(version.get("name")),
+        kind: s(names.get("kind")),
+        resource: s(names.get("plural")),
+        singular: s(names.get("singular")),
+        short_names: names
+            .get("shortNames")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(String::from)
+                    .collect()
+            })
+            .unwrap_or_default(),
+        namespaced: s(spec.get("scope")) == "Namespaced",
+        verbs: [
+            "create", "delete", "get", "list", "patch", "update", "watch",
+        ]
+        .map(String::from)
+        .to_vec(),
+    })
+}
+
 /// The plan of `pass` over `items` against what `catalog` serves.
 pub fn plan(
     items: &[BackupItem],
@@ -444,6 +480,25 @@ mod tests {
                     .to_string()
             ]
         );
+    }
+
+    #[test]
+    fn a_crd_serves_its_storage_version() {
+        let crd = json!({"spec": {"group": "example.com", "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "shortNames": ["wd"]},
+            "versions": [{"name": "v1beta1", "storage": false}, {"name": "v1", "storage": true}]}});
+        let r = resources_of_crd(&crd).expect("resource");
+        assert_eq!(
+            (
+                r.group.as_str(),
+                r.version.as_str(),
+                r.resource.as_str(),
+                r.namespaced
+            ),
+            ("example.com", "v1", "widgets", true)
+        );
+        assert_eq!(r.short_names, vec!["wd".to_string()]);
+        assert!(resources_of_crd(&json!({"spec": {}})).is_none());
     }
 
     #[test]

@@ -278,6 +278,12 @@ impl<'a> Run<'a> {
             Subject::Backup,
             &format!("Starting restore of backup {backup_name}"),
         );
+        if self.req.restore.spec.restore_pvs == Some(true) {
+            self.log.warn(
+                Subject::Backup,
+                "restorePVs: Granary backups hold no volume data; only the objects are restored",
+            );
+        }
         let keys = self
             .req
             .layout
@@ -325,9 +331,18 @@ impl<'a> Run<'a> {
                 restored_crds.push(name);
             }
         }
-        if !restored_crds.is_empty() && !self.req.dry_run {
-            self.wait_established(&restored_crds).await;
-            self.catalog = self.discover().await?;
+        if !restored_crds.is_empty() {
+            if self.req.dry_run {
+                // Nothing was created: serve the backup's CRDs in the plan only.
+                let mut all = self.catalog.all().to_vec();
+                for s in &crds.items {
+                    all.extend(super::plan::resources_of_crd(&self.items[s.index].object));
+                }
+                self.catalog = Catalog::new(all);
+            } else {
+                self.wait_established(&restored_crds).await;
+                self.catalog = self.discover().await?;
+            }
         }
 
         // Pass 2: namespaces, then everything else.
