@@ -900,3 +900,34 @@ async fn a_dry_run_reports_every_item_in_order_and_changes_nothing() {
             .is_none()
     );
 }
+
+/// The same restore on S3 (moto): the tarball read from, and the restore's files
+/// written to and deleted from, a real S3 API.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restore_on_s3_reads_the_backup_and_keeps_its_files_there() {
+    let Some(w) = World::start_on(crate::seed_support::Backend::S3).await else {
+        eprintln!("moto not available; skipped");
+        return;
+    };
+    let _controllers = controllers(&w, w.settings(), None);
+    w.location("default", false).await;
+    w.take_backup("on-s3", None).await;
+    let target = w.cluster.namespace("from-s3").await;
+    let mut spec = from_backup("on-s3");
+    spec.namespace_mapping = Some([(w.app.clone(), target.clone())].into());
+    restore(&w, "r-s3", spec).await;
+    wait_restore(&w, "r-s3", &[RestorePhase::Completed]).await;
+    let restored: Api<ConfigMap> = Api::namespaced(w.client.clone(), &target);
+    for i in 0..3 {
+        restored.get(&format!("cm-{i}")).await.expect("restored");
+    }
+    assert_eq!(w.keys("restores/r-s3/").await.len(), 3);
+    let warnings = results(&w, "r-s3").await;
+    assert!(warnings.is_object());
+    w.api::<Restore>()
+        .delete("r-s3", &DeleteParams::default())
+        .await
+        .expect("delete");
+    w.wait_gone::<Restore>("restore r-s3", "r-s3").await;
+    assert!(w.keys("restores/r-s3/").await.is_empty());
+}
