@@ -14,7 +14,7 @@
 //! kubectl: `$GRANARY_KUBECTL`, else `kubectl` on PATH; without one the peer is skipped
 //! with a message. Writes `<target dir>/bench/velero_backup.json`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -28,39 +28,11 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::{Value, json};
 
+mod support;
+use support::{arg, kubectl_binary, mib, reset_peak_rss, status_kib};
+
 const GOAL_RATIO: f64 = 1.5;
 const GOAL_RSS_MIB: f64 = 200.0;
-
-fn arg(name: &str, default: usize) -> usize {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-/// A field of /proc/<pid>/status in KiB (`VmHWM:`, `VmRSS:`).
-fn status_kib(pid: &str, field: &str) -> Option<u64> {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()?
-        .lines()
-        .find(|l| l.starts_with(field))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()
-}
-
-fn mib(kib: u64) -> f64 {
-    kib as f64 / 1024.0
-}
-
-/// Resets this process' peak RSS to its current RSS (Linux ≥ 4.0), so the peak read
-/// after the backup is the backup's.
-fn reset_peak_rss() -> bool {
-    std::fs::write("/proc/self/clear_refs", "5").is_ok()
-}
 
 fn object_name(kind: &str, i: usize) -> String {
     format!("{kind}-{i:06}")
@@ -152,25 +124,6 @@ fn kubectl_peer(kubectl: &str, kubeconfig: &Path, out: &Path) -> Result<Value, S
     }
     let bytes = std::fs::metadata(out).map(|m| m.len()).unwrap_or(0);
     Ok(json!({"seconds": secs, "gzip_bytes": bytes, "peak_rss_mib_sampled": mib(peak_kib)}))
-}
-
-fn kubectl_binary() -> Option<String> {
-    match std::env::var("GRANARY_KUBECTL") {
-        Ok(b) if !b.is_empty() => Some(b),
-        _ => Command::new("kubectl")
-            .args(["version", "--client"])
-            .output()
-            .ok()
-            .filter(|o| o.status.success())
-            .map(|_| "kubectl".to_string()),
-    }
-}
-
-fn results_path() -> PathBuf {
-    let target = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into());
-    PathBuf::from(target)
-        .join("bench")
-        .join("velero_backup.json")
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -301,15 +254,7 @@ async fn main() {
         ),
         None => println!("ratio:   no peer measurement"),
     }
-    let path = results_path();
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).expect("bench results directory");
-    }
-    std::fs::write(
-        &path,
-        serde_json::to_string_pretty(&result).expect("JSON") + "\n",
-    )
-    .expect("results written");
+    let path = support::write_results("velero_backup", &result);
     println!("{result}");
     eprintln!("velero_backup: results in {}", path.display());
     server.shutdown().await;
