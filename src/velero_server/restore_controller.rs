@@ -452,6 +452,9 @@ async fn start(shared: &Arc<Shared>, r: Restore, source: Source) -> Result<(), k
                 {
                     tracing::debug!(restore = %name, error = %e, "progress not written");
                 }
+                // At most one progress write a second: a restore of many small items
+                // would otherwise write its Restore once per item.
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
             }
         })
     };
