@@ -37,6 +37,7 @@ mod leader;
 mod migrate;
 mod migrate_garden;
 mod migrate_world;
+mod restore_actions;
 mod secret_hygiene;
 mod seed;
 mod seed_authz;
