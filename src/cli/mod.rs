@@ -1,4 +1,4 @@
-//! The Velero-style CLI (`granary backup …`, `granary backup-location …`), client side
+//! The Velero-style CLI (`granary backup …`, `granary restore …`, `granary backup-location …`), client side
 //! only: it creates, reads, patches and deletes `velero.io/v1` objects in the Velero
 //! namespace, and reads a backup's files from its storage location; the controllers of
 //! `granary seed`/`granary server` do the work. Shaped like velero's own CLI (its flags,
@@ -17,6 +17,7 @@ pub mod flags;
 pub mod location;
 pub mod location_spec;
 pub mod output;
+pub mod restore;
 pub mod schedule;
 pub mod store;
 pub mod wait;

@@ -22,6 +22,7 @@ mod cli;
 mod cli_backup;
 mod cli_dry_run;
 mod cli_location;
+mod cli_restore;
 mod conformance;
 mod conformance_apply;
 mod conformance_crd;
