@@ -543,18 +543,20 @@ pub async fn run(target: &Target, command: RestoreCommand) -> anyhow::Result<()>
             if let Some(sel) = &selector {
                 flags::parse_label_selector("--selector", sel)?;
             }
-            let found = fetch(&api, ns, &names, selector.as_deref()).await?;
+            let (found, missing) = fetch(&api, &names, selector.as_deref()).await?;
             match format {
-                OutputFormat::Table if found.is_empty() => {
+                OutputFormat::Table if found.is_empty() && missing.is_empty() => {
                     eprintln!("No restores found in namespace {ns}.");
                 }
+                OutputFormat::Table if found.is_empty() => {}
                 OutputFormat::Table => print!("{}", restores_table(&found)),
                 other => print!("{}", output::objects(other, &found, names.len() == 1)?),
             }
-            Ok(())
+            all_found(ns, &missing)
         }
         RestoreCommand::Describe { names } => {
-            let found = fetch(&api, ns, &names, None).await?;
+            let (found, missing) = fetch(&api, &names, None).await?;
+            all_found(ns, &missing)?;
             let texts: Vec<String> = found.iter().map(describe_restore).collect();
             print!("{}", texts.join("\n"));
             Ok(())
@@ -655,18 +657,18 @@ async fn wait_until_done(api: &Api<Restore>, name: &str) -> anyhow::Result<Resto
     }
 }
 
-/// The named restores (each must exist), or all of them (optionally by selector).
+/// The named restores and the names not found, or all restores (optionally by
+/// selector).
 async fn fetch(
     api: &Api<Restore>,
-    ns: &str,
     names: &[String],
     selector: Option<&str>,
-) -> anyhow::Result<Vec<Restore>> {
+) -> anyhow::Result<(Vec<Restore>, Vec<String>)> {
     if names.is_empty() {
         let lp = selector.map_or_else(ListParams::default, |s| ListParams::default().labels(s));
         let mut v = api.list(&lp).await.context("listing restores")?.items;
         v.sort_by_key(ResourceExt::name_any);
-        return Ok(v);
+        return Ok((v, Vec::new()));
     }
     let mut found = Vec::new();
     let mut missing = Vec::new();
@@ -677,16 +679,21 @@ async fn fetch(
             .with_context(|| format!("getting restore {name}"))?
         {
             Some(r) => found.push(r),
-            None => missing.push(name.as_str()),
+            None => missing.push(name.clone()),
         }
     }
+    Ok((found, missing))
+}
+
+/// An error naming the restores not found, if any.
+fn all_found(ns: &str, missing: &[String]) -> anyhow::Result<()> {
     if !missing.is_empty() {
         bail!(
             "restore(s) not found in namespace {ns}: {}",
             missing.join(", ")
         );
     }
-    Ok(found)
+    Ok(())
 }
 
 async fn delete(
@@ -702,7 +709,8 @@ async fn delete(
         _ => {}
     }
     // Nothing is deleted when one of the names is wrong.
-    let found = fetch(api, ns, names, None).await?;
+    let (found, missing) = fetch(api, names, None).await?;
+    all_found(ns, &missing)?;
     if found.is_empty() {
         println!("No restores found in namespace {ns}.");
         return Ok(());

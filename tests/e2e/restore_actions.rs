@@ -146,6 +146,19 @@ spec:
             .expect("readiness is read")
     })
     .await;
+    // Once seen Established, the CRD's other custom resources wait for nothing.
+    let next = act
+        .execute(
+            &ctx,
+            RestoreActionInput {
+                group_resource: &gr,
+                item: &item,
+                item_from_backup: &item,
+            },
+        )
+        .await
+        .expect("the action runs");
+    assert!(next.additional_items.is_empty() && !next.wait_for_additional_items);
 }
 
 #[tokio::test]

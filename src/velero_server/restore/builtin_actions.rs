@@ -22,6 +22,9 @@ pub mod crds;
 pub mod identity;
 pub mod workloads;
 
+use std::collections::HashSet;
+use std::sync::{Mutex, PoisonError};
+
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -47,7 +50,7 @@ pub fn builtin() -> Vec<Box<dyn RestoreItemAction>> {
         Box::new(ClusterRoleBindingAction),
         Box::new(CrdPreserveFieldsAction),
         Box::new(SecretAction),
-        Box::new(CustomResourceCrdAction),
+        Box::new(CustomResourceCrdAction::default()),
     ]
 }
 
@@ -289,7 +292,21 @@ impl RestoreItemAction for SecretAction {
 /// ([`crds::BUILT_IN_GROUPS`]) applies. A resource with no CRD behind it (an aggregated
 /// API) costs one GET: a CRD found neither in the backup nor in the cluster is nothing to
 /// wait for, so it counts as ready.
-pub struct CustomResourceCrdAction;
+#[derive(Default)]
+pub struct CustomResourceCrdAction {
+    /// CRDs seen Established during this restore: their other custom resources name no
+    /// additional item and wait for nothing (one GET per CRD, not per item).
+    established: Mutex<HashSet<String>>,
+}
+
+impl CustomResourceCrdAction {
+    fn known_established(&self, crd: &str) -> bool {
+        self.established
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(crd)
+    }
+}
 
 impl RestoreItemAction for CustomResourceCrdAction {
     fn name(&self) -> &str {
@@ -303,10 +320,15 @@ impl RestoreItemAction for CustomResourceCrdAction {
         _ctx: &'a RestoreActionContext,
         input: RestoreActionInput<'a>,
     ) -> BoxFuture<'a, Result<RestoreActionOutput, ActionError>> {
-        let out = RestoreActionOutput {
-            additional_items: vec![crds::crd_of(input.group_resource)],
-            wait_for_additional_items: true,
-            ..RestoreActionOutput::default()
+        let crd = crds::crd_of(input.group_resource);
+        let out = if self.known_established(&crd.name) {
+            RestoreActionOutput::default()
+        } else {
+            RestoreActionOutput {
+                additional_items: vec![crd],
+                wait_for_additional_items: true,
+                ..RestoreActionOutput::default()
+            }
         };
         Box::pin(async move { Ok(out) })
     }
@@ -318,6 +340,9 @@ impl RestoreItemAction for CustomResourceCrdAction {
         Box::pin(async move {
             let api: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
             for item in items.iter().filter(|i| crds::is_crd(i)) {
+                if self.known_established(&item.name) {
+                    continue;
+                }
                 let crd = api.get_opt(&item.name).await.map_err(|e| {
                     ActionError(format!(
                         "reading CustomResourceDefinition {}: {e}",
@@ -329,6 +354,10 @@ impl RestoreItemAction for CustomResourceCrdAction {
                 if !crds::crd_established(&json) {
                     return Ok(false);
                 }
+                self.established
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(item.name.clone());
             }
             Ok(true)
         })
