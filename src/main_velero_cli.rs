@@ -9,7 +9,8 @@ use granary::cli::backup::BackupCommand as Backup;
 use granary::cli::backup_spec::BackupFlags;
 use granary::cli::location::LocationCommand as Location;
 use granary::cli::location_spec::{LocationFlags, LocationSetFlags};
-use granary::cli::restore::{RestoreCommand as Restore, RestoreFlags};
+use granary::cli::restore::RestoreCommand as Restore;
+use granary::cli::restore_spec::RestoreFlags;
 use granary::cli::schedule::ScheduleCommand as Schedule;
 use granary::cli::{OutputFormat, Target};
 

@@ -18,6 +18,8 @@ pub mod location;
 pub mod location_spec;
 pub mod output;
 pub mod restore;
+pub mod restore_describe;
+pub mod restore_spec;
 pub mod schedule;
 pub mod store;
 pub mod wait;
