@@ -98,6 +98,30 @@ pub(crate) fn confirmed(question: &str) -> bool {
     matches!(answer.trim(), "y" | "Y" | "yes" | "Yes")
 }
 
+/// Creates `obj` (a `kind` named `name` in the Velero namespace `ns`), telling the two
+/// refusals people meet in words: the name is taken, or the namespace does not exist.
+pub(crate) async fn create_in_velero_namespace<K>(
+    api: &kube::Api<K>,
+    obj: &K,
+    kind: &str,
+    name: &str,
+    ns: &str,
+) -> anyhow::Result<()>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::Serialize + serde::de::DeserializeOwned,
+{
+    match api.create(&kube::api::PostParams::default(), obj).await {
+        Ok(_) => Ok(()),
+        Err(e) if is_conflict(&e) => {
+            anyhow::bail!("{kind} {name:?} already exists in namespace {ns}")
+        }
+        Err(e) if is_not_found(&e) => {
+            anyhow::bail!("namespace {ns} does not exist: give the Velero namespace with -n")
+        }
+        Err(e) => Err(e).with_context(|| format!("creating {kind} {name}")),
+    }
+}
+
 /// Whether a kube error is a 404.
 pub(crate) fn is_not_found(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 404)

@@ -14,7 +14,7 @@ use super::flags;
 use super::output::{self, OutputFormat};
 use super::restore_describe::{describe_restore, phase, restore_waiting_for, restores_table};
 use super::restore_spec::{RestoreFlags, build_restore};
-use super::{Target, confirmed, is_conflict, is_not_found};
+use super::{Target, confirmed, create_in_velero_namespace, is_not_found};
 use crate::api::velero::{
     Backup, DownloadRequest, DownloadRequestSpec, DownloadTarget, DownloadTargetKind, Restore,
     RestorePhase, SCHEDULE_NAME_LABEL,
@@ -127,14 +127,7 @@ async fn create(client: &Client, ns: &str, restore: Restore, wait: bool) -> anyh
     }
     let name = restore.name_any();
     let api: Api<Restore> = Api::namespaced(client.clone(), ns);
-    match api.create(&PostParams::default(), &restore).await {
-        Ok(_) => {}
-        Err(e) if is_conflict(&e) => bail!("restore {name:?} already exists in namespace {ns}"),
-        Err(e) if is_not_found(&e) => {
-            bail!("namespace {ns} does not exist: give the Velero namespace with -n")
-        }
-        Err(e) => return Err(e).with_context(|| format!("creating restore {name}")),
-    }
+    create_in_velero_namespace(&api, &restore, "restore", &name, ns).await?;
     println!("Restore request {name:?} submitted successfully.");
     if !wait {
         println!(
