@@ -7,7 +7,7 @@ use granary::api::crds::{self, Side};
 use granary::runtime::{failpoints, logging};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use velero_cli::{BackupCommand, LocationCommand, ScheduleCommand, VeleroTarget};
+use velero_cli::{BackupCommand, LocationCommand, RestoreCommand, ScheduleCommand, VeleroTarget};
 
 #[path = "main_velero_cli.rs"]
 mod velero_cli;
@@ -67,6 +67,14 @@ enum Command {
         target: VeleroTarget,
         #[command(subcommand)]
         command: BackupCommand,
+    },
+    /// Velero-style restores: create, get, describe, logs, delete (the controllers of
+    /// `granary seed` or `granary server` run them).
+    Restore {
+        #[command(flatten)]
+        target: VeleroTarget,
+        #[command(subcommand)]
+        command: RestoreCommand,
     },
     /// Velero-style schedules: create, get, describe, pause, unpause, delete.
     Schedule {
@@ -478,7 +486,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     // level (kube's connection retries above all) would only draw over its output.
     let quiet = matches!(
         cli.command,
-        Command::Backup { .. } | Command::BackupLocation { .. } | Command::Schedule { .. }
+        Command::Backup { .. }
+            | Command::BackupLocation { .. }
+            | Command::Restore { .. }
+            | Command::Schedule { .. }
     ) && cli.log_level == "info";
     let level = if quiet {
         "warn,kube_client=off"
@@ -499,6 +510,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Archive { command } => archive(command),
         Command::Backup { target, command } => velero_cli::backup(target, command),
         Command::BackupLocation { target, command } => velero_cli::location(target, command),
+        Command::Restore { target, command } => velero_cli::restore(target, command),
         Command::Schedule { target, command } => velero_cli::schedule(target, command),
         Command::Seed(args) => {
             let opts = granary::seed::SeedOptions {

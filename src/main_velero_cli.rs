@@ -9,6 +9,8 @@ use granary::cli::backup::BackupCommand as Backup;
 use granary::cli::backup_spec::BackupFlags;
 use granary::cli::location::LocationCommand as Location;
 use granary::cli::location_spec::{LocationFlags, LocationSetFlags};
+use granary::cli::restore::RestoreCommand as Restore;
+use granary::cli::restore_spec::RestoreFlags;
 use granary::cli::schedule::ScheduleCommand as Schedule;
 use granary::cli::{OutputFormat, Target};
 
@@ -117,9 +119,11 @@ pub enum LocationCommand {
     },
 }
 
-/// The backup spec flags `granary backup create` and `granary schedule create` share.
+/// What a backup or restore takes: the namespace, resource and label filters velero's
+/// `backup create`, `schedule create` and `restore create` share, and labels for the
+/// object created.
 #[derive(clap::Args, Debug)]
-pub struct BackupSpecArgs {
+pub struct ScopeArgs {
     /// Namespaces to include (`*` for all; the default).
     #[arg(long, value_delimiter = ',', value_name = "NS,...")]
     include_namespaces: Option<Vec<String>>,
@@ -132,15 +136,27 @@ pub struct BackupSpecArgs {
     /// Resources to exclude, as resource.group.
     #[arg(long, value_delimiter = ',', value_name = "RES,...")]
     exclude_resources: Vec<String>,
-    /// Include cluster-scoped resources (unset: only those of included namespaces).
+    /// Include cluster-scoped resources (unset: velero's `auto`, decided by the server
+    /// from the namespace filters).
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     include_cluster_resources: Option<bool>,
-    /// Only back up resources matching this label selector.
+    /// Only resources matching this label selector.
     #[arg(short = 'l', long)]
     selector: Option<String>,
     /// Resources matching any of these selectors, separated by ` or `.
     #[arg(long)]
     or_selector: Option<String>,
+    /// Labels for the object created (of a schedule: for the schedule and so its
+    /// backups), k=v,...
+    #[arg(long, value_name = "K=V,...")]
+    labels: Vec<String>,
+}
+
+/// The backup spec flags `granary backup create` and `granary schedule create` share.
+#[derive(clap::Args, Debug)]
+pub struct BackupSpecArgs {
+    #[command(flatten)]
+    scope: ScopeArgs,
     /// How long before the backup can be garbage-collected (Go duration, e.g. 72h).
     #[arg(long)]
     ttl: Option<String>,
@@ -150,25 +166,23 @@ pub struct BackupSpecArgs {
     /// Per resource, the order of its items: `pods=ns1/p1,ns1/p2;persistentvolumes=pv1`.
     #[arg(long)]
     ordered_resources: Option<String>,
-    /// Labels for the backup (of a schedule: for the schedule and so its backups), k=v,...
-    #[arg(long, value_name = "K=V,...")]
-    labels: Vec<String>,
 }
 
 impl BackupSpecArgs {
     fn flags(self) -> Box<BackupFlags> {
+        let scope = self.scope;
         Box::new(BackupFlags {
-            include_namespaces: self.include_namespaces,
-            exclude_namespaces: self.exclude_namespaces,
-            include_resources: self.include_resources,
-            exclude_resources: self.exclude_resources,
-            include_cluster_resources: self.include_cluster_resources,
-            selector: self.selector,
-            or_selector: self.or_selector,
+            include_namespaces: scope.include_namespaces,
+            exclude_namespaces: scope.exclude_namespaces,
+            include_resources: scope.include_resources,
+            exclude_resources: scope.exclude_resources,
+            include_cluster_resources: scope.include_cluster_resources,
+            selector: scope.selector,
+            or_selector: scope.or_selector,
             ttl: self.ttl,
             storage_location: self.storage_location,
             ordered_resources: self.ordered_resources,
-            labels: self.labels,
+            labels: scope.labels,
         })
     }
 }
@@ -457,4 +471,141 @@ pub fn schedule(t: VeleroTarget, command: ScheduleCommand) -> anyhow::Result<()>
     };
     let t = target(t);
     granary::cli::block_on(granary::cli::schedule::run(&t, command))
+}
+
+#[derive(Subcommand, Debug)]
+pub enum RestoreCommand {
+    /// Create a restore from a backup or a schedule's latest backup (`-o json|yaml`
+    /// prints it without creating it).
+    Create(Box<RestoreCreate>),
+    /// List restores, or the named ones.
+    Get {
+        names: Vec<String>,
+        /// Only restores with these labels.
+        #[arg(short = 'l', long)]
+        selector: Option<String>,
+        #[arg(short = 'o', long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+    /// Phase, what it waits for, progress, warnings and errors.
+    Describe {
+        #[arg(required = true)]
+        names: Vec<String>,
+    },
+    /// Print the restore's log (through a DownloadRequest, as velero does).
+    Logs {
+        name: String,
+        /// How long to wait for the server to provide the log (Go duration).
+        #[arg(long, default_value = "1m")]
+        timeout: String,
+    },
+    /// Delete restores; the server then removes their data in object storage.
+    Delete {
+        names: Vec<String>,
+        /// Every restore of the namespace.
+        #[arg(long)]
+        all: bool,
+        /// Do not ask for confirmation.
+        #[arg(long)]
+        confirm: bool,
+    },
+}
+
+/// Flags of `granary restore create` (velero's).
+#[derive(clap::Args, Debug)]
+pub struct RestoreCreate {
+    /// The restore's name (default: `<backup or schedule>-<yyyyMMddHHmmss>`).
+    name: Option<String>,
+    /// Backup to restore from.
+    #[arg(long, value_name = "BACKUP")]
+    from_backup: Option<String>,
+    /// Schedule whose latest completed backup to restore from.
+    #[arg(long, value_name = "SCHEDULE")]
+    from_schedule: Option<String>,
+    /// What to restore, and labels for the restore.
+    #[command(flatten)]
+    scope: ScopeArgs,
+    /// Restore namespaces under other names: src1:dst1,src2:dst2.
+    #[arg(long, value_name = "SRC:DST,...")]
+    namespace_mappings: Vec<String>,
+    /// What to do with objects that already exist: none (keep them) or update.
+    #[arg(long, value_name = "none|update")]
+    existing_resource_policy: Option<String>,
+    /// Restore volume data: only false is accepted (Granary restores no volume data).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    restore_volumes: Option<bool>,
+    /// Keep the node ports of Services.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    preserve_nodeports: Option<bool>,
+    /// Resources whose status is restored too, as resource.group.
+    #[arg(long, value_delimiter = ',', value_name = "RES,...")]
+    status_include_resources: Vec<String>,
+    /// Resources left out of --status-include-resources.
+    #[arg(long, value_delimiter = ',', value_name = "RES,...")]
+    status_exclude_resources: Vec<String>,
+    /// Wait for the restore to finish.
+    #[arg(short = 'w', long)]
+    wait: bool,
+    #[arg(short = 'o', long, value_enum)]
+    output: Option<Output>,
+}
+
+pub fn restore(t: VeleroTarget, command: RestoreCommand) -> anyhow::Result<()> {
+    let command = match command {
+        RestoreCommand::Create(args) => {
+            let a = *args;
+            Restore::Create {
+                name: a.name,
+                flags: Box::new(RestoreFlags {
+                    from_backup: a.from_backup,
+                    from_schedule: a.from_schedule,
+                    include_namespaces: a.scope.include_namespaces,
+                    exclude_namespaces: a.scope.exclude_namespaces,
+                    include_resources: a.scope.include_resources,
+                    exclude_resources: a.scope.exclude_resources,
+                    include_cluster_resources: a.scope.include_cluster_resources,
+                    namespace_mappings: a.namespace_mappings,
+                    existing_resource_policy: a.existing_resource_policy,
+                    restore_volumes: a.restore_volumes,
+                    preserve_nodeports: a.preserve_nodeports,
+                    status_include_resources: a.status_include_resources,
+                    status_exclude_resources: a.status_exclude_resources,
+                    selector: a.scope.selector,
+                    or_selector: a.scope.or_selector,
+                    labels: a.scope.labels,
+                }),
+                wait: a.wait,
+                output: print_only(a.output),
+            }
+        }
+        RestoreCommand::Get {
+            names,
+            selector,
+            output,
+        } => Restore::Get {
+            names,
+            selector,
+            output: output.into(),
+        },
+        RestoreCommand::Describe { names } => Restore::Describe { names },
+        RestoreCommand::Logs { name, timeout } => {
+            let timeout = granary::cli::flags::parse_go_duration("--timeout", &timeout)?
+                .to_delta()
+                .ok()
+                .and_then(|d| d.to_std().ok())
+                .unwrap_or(granary::cli::restore::DOWNLOAD_TIMEOUT);
+            Restore::Logs { name, timeout }
+        }
+        RestoreCommand::Delete {
+            names,
+            all,
+            confirm,
+        } => Restore::Delete {
+            names,
+            confirm,
+            all,
+        },
+    };
+    let t = target(t);
+    granary::cli::block_on(granary::cli::restore::run(&t, command))
 }

@@ -32,7 +32,7 @@ pub struct BackupFlags {
 
 /// Non-empty entries of a list flag, trimmed; `None` when nothing is left (velero's
 /// builder appends to a nil slice, so an empty list stays off the wire).
-fn list(values: &[String]) -> Option<Vec<String>> {
+pub(crate) fn list(values: &[String]) -> Option<Vec<String>> {
     let v: Vec<String> = values
         .iter()
         .map(|s| s.trim().to_string())
@@ -56,14 +56,8 @@ pub fn build_backup(
             "a backup name must be lower-case letters, digits, '-' and '.', starting and ending with a letter or digit, at most 253 characters",
         ));
     }
-    let label_selector = f
-        .selector
-        .as_deref()
-        .and_then(|s| take(&mut errs, flags::parse_label_selector("--selector", s)));
-    let or_label_selectors = f
-        .or_selector
-        .as_deref()
-        .and_then(|s| take(&mut errs, flags::parse_or_selectors("--or-selector", s)));
+    let (label_selector, or_label_selectors) =
+        flags::selectors(&mut errs, f.selector.as_deref(), f.or_selector.as_deref());
     let ttl = match &f.ttl {
         Some(t) => take(&mut errs, flags::parse_go_duration("--ttl", t)),
         None => Some(Duration::from_delta(chrono::TimeDelta::zero())),
@@ -75,13 +69,6 @@ pub fn build_backup(
         )
     });
     let labels = take(&mut errs, flags::parse_labels("--labels", &f.labels)).unwrap_or_default();
-    if label_selector.is_some() && or_label_selectors.is_some() {
-        errs.push(FlagError::new(
-            "--or-selector",
-            f.or_selector.as_deref().unwrap_or_default(),
-            "either --selector or --or-selector can be given, not both",
-        ));
-    }
     let storage_location = f
         .storage_location
         .as_deref()

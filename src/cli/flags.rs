@@ -180,6 +180,25 @@ pub fn parse_or_selectors(flag: &str, text: &str) -> Result<Vec<LabelSelector>, 
         .collect()
 }
 
+/// `--selector` and `--or-selector` as given, parsed; each problem goes to `errs`, also
+/// giving both (velero takes one or the other).
+pub fn selectors(
+    errs: &mut Vec<FlagError>,
+    selector: Option<&str>,
+    or_selector: Option<&str>,
+) -> (Option<LabelSelector>, Option<Vec<LabelSelector>>) {
+    let one = selector.and_then(|s| take(errs, parse_label_selector("--selector", s)));
+    let any = or_selector.and_then(|s| take(errs, parse_or_selectors("--or-selector", s)));
+    if one.is_some() && any.is_some() {
+        errs.push(FlagError::new(
+            "--or-selector",
+            or_selector.unwrap_or_default(),
+            "either --selector or --or-selector can be given, not both",
+        ));
+    }
+    (one, any)
+}
+
 /// A selector written back as `kubectl` and velero print it (`metav1.FormatLabelSelector`):
 /// requirements sorted by key, `<none>` when empty.
 pub fn format_label_selector(selector: Option<&LabelSelector>) -> String {

@@ -1,4 +1,4 @@
-//! The Velero-style CLI (`granary backup …`, `granary backup-location …`), client side
+//! The Velero-style CLI (`granary backup …`, `granary restore …`, `granary backup-location …`), client side
 //! only: it creates, reads, patches and deletes `velero.io/v1` objects in the Velero
 //! namespace, and reads a backup's files from its storage location; the controllers of
 //! `granary seed`/`granary server` do the work. Shaped like velero's own CLI (its flags,
@@ -17,6 +17,9 @@ pub mod flags;
 pub mod location;
 pub mod location_spec;
 pub mod output;
+pub mod restore;
+pub mod restore_describe;
+pub mod restore_spec;
 pub mod schedule;
 pub mod store;
 pub mod wait;
@@ -93,6 +96,30 @@ pub(crate) fn confirmed(question: &str) -> bool {
     let mut answer = String::new();
     let _ = std::io::stdin().lock().read_line(&mut answer);
     matches!(answer.trim(), "y" | "Y" | "yes" | "Yes")
+}
+
+/// Creates `obj` (a `kind` named `name` in the Velero namespace `ns`), telling the two
+/// refusals people meet in words: the name is taken, or the namespace does not exist.
+pub(crate) async fn create_in_velero_namespace<K>(
+    api: &kube::Api<K>,
+    obj: &K,
+    kind: &str,
+    name: &str,
+    ns: &str,
+) -> anyhow::Result<()>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::Serialize + serde::de::DeserializeOwned,
+{
+    match api.create(&kube::api::PostParams::default(), obj).await {
+        Ok(_) => Ok(()),
+        Err(e) if is_conflict(&e) => {
+            anyhow::bail!("{kind} {name:?} already exists in namespace {ns}")
+        }
+        Err(e) if is_not_found(&e) => {
+            anyhow::bail!("namespace {ns} does not exist: give the Velero namespace with -n")
+        }
+        Err(e) => Err(e).with_context(|| format!("creating {kind} {name}")),
+    }
 }
 
 /// Whether a kube error is a 404.

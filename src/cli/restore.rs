@@ -1,0 +1,413 @@
+//! `granary restore create|get|describe|logs|delete`: the requests velero's restore
+//! commands make, against the same Restore objects; the restore controller of `granary
+//! seed`/`granary server` does the work. What flags become is [`super::restore_spec`],
+//! what is printed [`super::restore_describe`], both pure and tested there.
+
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::{Api, Client, ResourceExt};
+
+use super::backup_spec::describe_errors;
+use super::flags;
+use super::output::{self, OutputFormat};
+use super::restore_describe::{describe_restore, phase, restore_waiting_for, restores_table};
+use super::restore_spec::{RestoreFlags, build_restore};
+use super::{Target, confirmed, create_in_velero_namespace, is_not_found};
+use crate::api::velero::{
+    Backup, DownloadRequest, DownloadRequestSpec, DownloadTarget, DownloadTargetKind, Restore,
+    RestorePhase, SCHEDULE_NAME_LABEL,
+};
+
+/// How long `logs` waits for the server to answer its DownloadRequest (velero's
+/// `--timeout` default).
+pub const DOWNLOAD_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A `granary restore` subcommand with its flags.
+#[derive(Clone, Debug)]
+pub enum RestoreCommand {
+    Create {
+        /// `None`: velero's `<backup or schedule>-<yyyyMMddHHmmss>`.
+        name: Option<String>,
+        flags: Box<RestoreFlags>,
+        wait: bool,
+        /// `-o json|yaml`: print the Restore and create nothing.
+        output: Option<OutputFormat>,
+    },
+    Get {
+        names: Vec<String>,
+        selector: Option<String>,
+        output: OutputFormat,
+    },
+    Describe {
+        names: Vec<String>,
+    },
+    Logs {
+        name: String,
+        timeout: Duration,
+    },
+    Delete {
+        names: Vec<String>,
+        confirm: bool,
+        all: bool,
+    },
+}
+
+/// Runs one `granary restore` subcommand.
+pub async fn run(target: &Target, command: RestoreCommand) -> anyhow::Result<()> {
+    let ns = target.namespace.as_str();
+    if let RestoreCommand::Create {
+        name,
+        flags,
+        wait,
+        output: format,
+    } = command
+    {
+        let restore = build_restore(name.as_deref(), ns, &flags, chrono::Local::now())
+            .map_err(|errs| anyhow::anyhow!("{}", describe_errors(&errs)))?;
+        if let Some(format) = format {
+            print!("{}", output::objects(format, &[restore], true)?);
+            return Ok(());
+        }
+        let client = target.client().await?;
+        return create(&client, ns, restore, wait).await;
+    }
+    let client = target.client().await?;
+    let api: Api<Restore> = Api::namespaced(client.clone(), ns);
+    match command {
+        RestoreCommand::Create { .. } => Ok(()),
+        RestoreCommand::Get {
+            names,
+            selector,
+            output: format,
+        } => {
+            if let Some(sel) = &selector {
+                flags::parse_label_selector("--selector", sel)?;
+            }
+            let (found, missing) = fetch(&api, &names, selector.as_deref()).await?;
+            match format {
+                OutputFormat::Table if found.is_empty() && missing.is_empty() => {
+                    eprintln!("No restores found in namespace {ns}.");
+                }
+                OutputFormat::Table if found.is_empty() => {}
+                OutputFormat::Table => print!("{}", restores_table(&found)),
+                other => print!("{}", output::objects(other, &found, names.len() == 1)?),
+            }
+            all_found(ns, &missing)
+        }
+        RestoreCommand::Describe { names } => {
+            let (found, missing) = fetch(&api, &names, None).await?;
+            all_found(ns, &missing)?;
+            let texts: Vec<String> = found.iter().map(describe_restore).collect();
+            print!("{}", texts.join("\n"));
+            Ok(())
+        }
+        RestoreCommand::Logs { name, timeout } => logs(&client, ns, &name, timeout).await,
+        RestoreCommand::Delete {
+            names,
+            confirm,
+            all,
+        } => delete(&api, ns, &names, confirm, all).await,
+    }
+}
+
+/// Checks what velero's CLI checks on the server, then creates the Restore.
+async fn create(client: &Client, ns: &str, restore: Restore, wait: bool) -> anyhow::Result<()> {
+    let backups: Api<Backup> = Api::namespaced(client.clone(), ns);
+    if let Some(b) = &restore.spec.backup_name {
+        if backups.get_opt(b).await?.is_none() {
+            bail!("--from-backup: backup {b:?} not found in namespace {ns}");
+        }
+    } else if let Some(s) = &restore.spec.schedule_name {
+        let lp = ListParams::default().labels(&format!("{SCHEDULE_NAME_LABEL}={s}"));
+        if backups.list(&lp).await?.items.is_empty() {
+            bail!("--from-schedule: no backups found for the schedule {s:?} in namespace {ns}");
+        }
+    }
+    let name = restore.name_any();
+    let api: Api<Restore> = Api::namespaced(client.clone(), ns);
+    create_in_velero_namespace(&api, &restore, "restore", &name, ns).await?;
+    println!("Restore request {name:?} submitted successfully.");
+    if !wait {
+        println!(
+            "Run `granary restore describe {name}` or `granary restore logs {name}` for more details."
+        );
+        return Ok(());
+    }
+    println!(
+        "Waiting for restore to complete. You may safely press ctrl-c to stop waiting - your restore will continue in the background."
+    );
+    let done = wait_until_done(&api, &name).await?;
+    let ph = phase(&done);
+    println!(
+        "Restore completed with status: {ph}. You may check for more information using the commands `granary restore describe {name}` and `granary restore logs {name}`."
+    );
+    if matches!(ph, RestorePhase::Failed | RestorePhase::FailedValidation) {
+        let s = done.status.unwrap_or_default();
+        let mut why: Vec<String> = s.failure_reason.into_iter().collect();
+        why.extend(s.validation_errors.unwrap_or_default());
+        bail!("restore {name} {ph}: {}", why.join("; "));
+    }
+    Ok(())
+}
+
+/// Polls the restore until its phase is terminal, telling each new phase, wait reason or
+/// progress on stderr.
+async fn wait_until_done(api: &Api<Restore>, name: &str) -> anyhow::Result<Restore> {
+    let mut told = String::new();
+    let mut unreachable_since: Option<std::time::Instant> = None;
+    loop {
+        match api.get_opt(name).await {
+            Ok(Some(r)) => {
+                unreachable_since = None;
+                let progress = r.status.as_ref().and_then(|s| s.progress.clone());
+                let line = match (restore_waiting_for(&r), progress) {
+                    (Some(why), _) => format!("{}: waiting for {why}", phase(&r)),
+                    (None, Some(p)) => format!(
+                        "{}: {}/{} items restored",
+                        phase(&r),
+                        p.items_restored.unwrap_or(0),
+                        p.total_items.unwrap_or(0)
+                    ),
+                    (None, None) => phase(&r).to_string(),
+                };
+                if line != told {
+                    eprintln!("{name}: {line}");
+                    told = line;
+                }
+                if phase(&r).is_terminal() {
+                    return Ok(r);
+                }
+            }
+            Ok(None) => bail!("restore {name} was deleted while waiting for it"),
+            Err(e) => {
+                let since = *unreachable_since.get_or_insert_with(std::time::Instant::now);
+                if since.elapsed() > Duration::from_secs(60) {
+                    bail!("watching restore {name}: {e}");
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// The named restores and the names not found, or all restores (optionally by
+/// selector).
+async fn fetch(
+    api: &Api<Restore>,
+    names: &[String],
+    selector: Option<&str>,
+) -> anyhow::Result<(Vec<Restore>, Vec<String>)> {
+    if names.is_empty() {
+        let lp = selector.map_or_else(ListParams::default, |s| ListParams::default().labels(s));
+        let mut v = api.list(&lp).await.context("listing restores")?.items;
+        v.sort_by_key(ResourceExt::name_any);
+        return Ok((v, Vec::new()));
+    }
+    let mut found = Vec::new();
+    let mut missing = Vec::new();
+    for name in names {
+        match api
+            .get_opt(name)
+            .await
+            .with_context(|| format!("getting restore {name}"))?
+        {
+            Some(r) => found.push(r),
+            None => missing.push(name.clone()),
+        }
+    }
+    Ok((found, missing))
+}
+
+/// An error naming the restores not found, if any.
+fn all_found(ns: &str, missing: &[String]) -> anyhow::Result<()> {
+    if !missing.is_empty() {
+        bail!(
+            "restore(s) not found in namespace {ns}: {}",
+            missing.join(", ")
+        );
+    }
+    Ok(())
+}
+
+async fn delete(
+    api: &Api<Restore>,
+    ns: &str,
+    names: &[String],
+    confirm: bool,
+    all: bool,
+) -> anyhow::Result<()> {
+    match (names.is_empty(), all) {
+        (true, false) => bail!("give the names of the restores to delete, or --all"),
+        (false, true) => bail!("give either restore names or --all, not both"),
+        _ => {}
+    }
+    // Nothing is deleted when one of the names is wrong.
+    let (found, missing) = fetch(api, names, None).await?;
+    all_found(ns, &missing)?;
+    if found.is_empty() {
+        println!("No restores found in namespace {ns}.");
+        return Ok(());
+    }
+    let listed: Vec<String> = found.iter().map(ResourceExt::name_any).collect();
+    if !confirm
+        && !confirmed(&format!(
+            "You are about to delete restore(s) {} and their data in object storage.",
+            listed.join(", ")
+        ))
+    {
+        bail!("not deleted: the answer was not Y (use --confirm to skip the question)");
+    }
+    let mut errors = Vec::new();
+    for name in &listed {
+        match api.delete(name, &DeleteParams::default()).await {
+            Ok(_) => println!(
+                "Request to delete restore {name:?} submitted successfully.\nThe restore will be fully deleted after all associated data (restore files in object storage) are removed."
+            ),
+            Err(e) if is_not_found(&e) => {}
+            Err(e) => errors.push(format!("deleting restore {name}: {e}")),
+        }
+    }
+    if !errors.is_empty() {
+        bail!("{}", errors.join("\n"));
+    }
+    Ok(())
+}
+
+/// Whether the restore has written its log (velero's rule for `logs`).
+fn log_written(phase: RestorePhase) -> bool {
+    matches!(
+        phase,
+        RestorePhase::Completed
+            | RestorePhase::PartiallyFailed
+            | RestorePhase::Failed
+            | RestorePhase::WaitingForPluginOperations
+            | RestorePhase::WaitingForPluginOperationsPartiallyFailed
+            | RestorePhase::Finalizing
+            | RestorePhase::FinalizingPartiallyFailed
+    )
+}
+
+/// The DownloadRequest velero's `downloadrequest.Stream` creates for one file of a
+/// Restore: named `<restore>-<random UUID>`.
+pub fn download_request(ns: &str, restore: &str, kind: DownloadTargetKind) -> DownloadRequest {
+    let mut req = DownloadRequest::new(
+        &format!("{restore}-{}", uuid::Uuid::new_v4()),
+        DownloadRequestSpec {
+            target: DownloadTarget {
+                kind,
+                name: restore.to_string(),
+            },
+        },
+    );
+    req.metadata.namespace = Some(ns.to_string());
+    req
+}
+
+/// `restore logs`: a DownloadRequest of kind RestoreLog, its URL once the server has
+/// signed it, the log gunzipped to stdout. The URL is a credential: it is never printed.
+async fn logs(client: &Client, ns: &str, name: &str, timeout: Duration) -> anyhow::Result<()> {
+    let api: Api<Restore> = Api::namespaced(client.clone(), ns);
+    let r = api
+        .get_opt(name)
+        .await?
+        .with_context(|| format!("restore {name:?} does not exist in namespace {ns}"))?;
+    let ph = phase(&r);
+    if !log_written(ph) {
+        bail!(
+            "logs for restore {name:?} are not available until it has finished processing (it is {ph}); try again when it is Completed, PartiallyFailed or Failed"
+        );
+    }
+    let requests: Api<DownloadRequest> = Api::namespaced(client.clone(), ns);
+    let req = requests
+        .create(
+            &PostParams::default(),
+            &download_request(ns, name, DownloadTargetKind::RestoreLog),
+        )
+        .await
+        .with_context(|| format!("creating a DownloadRequest for the log of restore {name}"))?;
+    let req_name = req.name_any();
+    let deadline = tokio::time::Instant::now() + timeout;
+    let url = loop {
+        let current = requests.get_opt(&req_name).await.ok().flatten();
+        if let Some(url) = current
+            .and_then(|r| r.status)
+            .and_then(|s| s.download_url)
+            .filter(|u| !u.is_empty())
+        {
+            break url;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            bail!(
+                "download request download url timeout, check the server's logs for errors (is `granary seed` or `granary server` running for namespace {ns}?); the backup storage location may not be available"
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    let body = fetch_url(&url, timeout).await?;
+    // Stores that set Content-Encoding have the body decompressed on the way already.
+    let text = if body.starts_with(&[0x1f, 0x8b]) {
+        crate::velero::files::gunzip_limited(&body[..], super::store::MAX_FILE_BYTES)
+            .context("the restore log is not a valid gzip file")?
+    } else {
+        body
+    };
+    use std::io::Write;
+    std::io::stdout().write_all(&text)?;
+    Ok(())
+}
+
+/// GETs a signed download URL; errors never carry the URL (its signature is a secret).
+async fn fetch_url(url: &str, timeout: Duration) -> anyhow::Result<Vec<u8>> {
+    let http = reqwest::Client::builder()
+        .timeout(timeout)
+        .build()
+        .map_err(|e| anyhow::anyhow!("HTTP client: {}", e.without_url()))?;
+    let resp = http
+        .get(url)
+        .send()
+        .await
+        .map_err(|e| anyhow::anyhow!("downloading the restore log: {}", e.without_url()))?;
+    let status = resp.status();
+    if status == reqwest::StatusCode::NOT_FOUND {
+        bail!("downloading the restore log: file not found in the backup storage location");
+    }
+    if !status.is_success() {
+        bail!("downloading the restore log: the storage answered {status}");
+    }
+    Ok(resp
+        .bytes()
+        .await
+        .map_err(|e| anyhow::anyhow!("downloading the restore log: {}", e.without_url()))?
+        .to_vec())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn download_requests_as_velero_names_them() {
+        let req = download_request("velero", "r1", DownloadTargetKind::RestoreLog);
+        let w = serde_json::to_value(&req).unwrap();
+        assert_eq!(
+            w["spec"],
+            json!({"target": {"kind": "RestoreLog", "name": "r1"}})
+        );
+        assert_eq!(w["metadata"]["namespace"], "velero");
+        let name = req.name_any();
+        let uuid = name.strip_prefix("r1-").expect("restore name first");
+        assert!(uuid::Uuid::parse_str(uuid).is_ok(), "{name}");
+    }
+
+    #[test]
+    fn logs_are_there_once_the_restore_has_finished() {
+        assert!(log_written(RestorePhase::Completed));
+        assert!(log_written(RestorePhase::PartiallyFailed));
+        assert!(!log_written(RestorePhase::New));
+        assert!(!log_written(RestorePhase::InProgress));
+        assert!(!log_written(RestorePhase::FailedValidation));
+    }
+}
