@@ -544,8 +544,13 @@ pub struct RestoreCreate {
     #[arg(long, value_delimiter = ',', value_name = "RES,...")]
     status_exclude_resources: Vec<String>,
     /// Wait for the restore to finish.
-    #[arg(short = 'w', long)]
+    #[arg(short = 'w', long, conflicts_with = "dry_run")]
     wait: bool,
+    /// Create nothing: print what the restore would create, update or skip, in the
+    /// order it would, against the live cluster (reads the backup from its location;
+    /// `--data-dir` for the local provider).
+    #[arg(long, conflicts_with = "output")]
+    dry_run: bool,
     #[arg(short = 'o', long, value_enum)]
     output: Option<Output>,
 }
@@ -575,6 +580,7 @@ pub fn restore(t: VeleroTarget, command: RestoreCommand) -> anyhow::Result<()> {
                     labels: a.scope.labels,
                 }),
                 wait: a.wait,
+                dry_run: a.dry_run,
                 output: print_only(a.output),
             }
         }

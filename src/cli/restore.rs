@@ -32,6 +32,8 @@ pub enum RestoreCommand {
         name: Option<String>,
         flags: Box<RestoreFlags>,
         wait: bool,
+        /// Print what the restore would do and create nothing.
+        dry_run: bool,
         /// `-o json|yaml`: print the Restore and create nothing.
         output: Option<OutputFormat>,
     },
@@ -61,11 +63,16 @@ pub async fn run(target: &Target, command: RestoreCommand) -> anyhow::Result<()>
         name,
         flags,
         wait,
+        dry_run,
         output: format,
     } = command
     {
         let restore = build_restore(name.as_deref(), ns, &flags, chrono::Local::now())
             .map_err(|errs| anyhow::anyhow!("{}", describe_errors(&errs)))?;
+        if dry_run {
+            let client = target.client().await?;
+            return preview(target, client, restore).await;
+        }
         if let Some(format) = format {
             print!("{}", output::objects(format, &[restore], true)?);
             return Ok(());
@@ -110,6 +117,88 @@ pub async fn run(target: &Target, command: RestoreCommand) -> anyhow::Result<()>
             all,
         } => delete(&api, ns, &names, confirm, all).await,
     }
+}
+
+/// `restore create --dry-run`: the restore run against the live cluster with every
+/// write left out ([`crate::velero_server::restore_controller::dry_run`]).
+async fn preview(target: &Target, client: Client, restore: Restore) -> anyhow::Result<()> {
+    use crate::velero_server::restore::run::ItemAction;
+    let ns = target.namespace.clone();
+    let ctx = crate::velero_server::context::VeleroContext::new(
+        client,
+        crate::velero_server::settings::VeleroSettings {
+            namespace: ns,
+            ..Default::default()
+        },
+        granary_providers::StoreOptions {
+            local_root: target.data_dir.clone(),
+            ..Default::default()
+        },
+        crate::runtime::clock::Clock::system(),
+        crate::velero_server::metrics::VeleroMetrics::new(&crate::runtime::metrics::Metrics::new()),
+        crate::runtime::selector::ObjectSelector::new(None),
+    );
+    let outcome = crate::velero_server::restore_controller::dry_run(&ctx, &restore)
+        .await
+        .map_err(|errors| {
+            anyhow::anyhow!(
+                "the restore would fail validation:\n  {}",
+                errors.join("\n  ")
+            )
+        })?;
+    let name = restore.name_any();
+    let backup = restore.spec.backup_name.as_deref().unwrap_or_default();
+    println!("Restore {name:?} of backup {backup:?} would, in this order:");
+    let width = outcome
+        .handled
+        .iter()
+        .map(|h| h.resource_key.len())
+        .max()
+        .unwrap_or(0);
+    let mut counts = [0usize; 4];
+    for h in &outcome.handled {
+        let verb = match h.action {
+            ItemAction::Created => "create",
+            ItemAction::Updated => "update",
+            ItemAction::Skipped => "skip",
+            ItemAction::Failed => "fail",
+        };
+        counts[h.action as usize] += 1;
+        let id = if h.namespace.is_empty() {
+            h.name.clone()
+        } else {
+            format!("{}/{}", h.namespace, h.name)
+        };
+        println!("  {verb:<6}  {:<width$}  {id}", h.resource_key);
+    }
+    println!(
+        "{} to create, {} to update, {} to skip (already there), {} failing.",
+        counts[ItemAction::Created as usize],
+        counts[ItemAction::Updated as usize],
+        counts[ItemAction::Skipped as usize],
+        counts[ItemAction::Failed as usize]
+    );
+    let r = &outcome.results;
+    let messages = |set: &crate::velero::files::MessageSet| -> Vec<String> {
+        set.velero
+            .iter()
+            .chain(set.cluster.iter())
+            .chain(set.namespaces.values().flatten())
+            .cloned()
+            .collect()
+    };
+    for (title, list) in [
+        ("Warnings", messages(&r.warnings)),
+        ("Errors", messages(&r.errors)),
+    ] {
+        if !list.is_empty() {
+            println!("{title}:");
+            for m in list {
+                println!("  - {m}");
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Checks what velero's CLI checks on the server, then creates the Restore.
