@@ -307,8 +307,8 @@ gardener_string_enum! {
     }
 }
 
-/// A Gardener condition (`gardencorev1beta1.Condition`): like a Kubernetes condition plus
-/// `lastUpdateTime` and error `codes`.
+/// A condition of the object: what holds, since when and why (Gardener's conditions add
+/// `lastUpdateTime` and error `codes` to Kubernetes' own).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Condition {

@@ -13,7 +13,8 @@ use super::backup_spec::{BackupSpec, check_backup_spec};
 use super::checks::require;
 use crate::api::common::{Condition, FieldError, FieldErrors};
 
-/// The subset of a CloudProfile's spec that Granary reads.
+/// The profile's specification. Granary reads its type, regions and backup, and keeps
+/// every other field as it is.
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
     doc = "A provider's offering for shoots; its spec.backup says where the backups of its shoots go.",

@@ -13,7 +13,8 @@ use super::backup_spec::{BackupSpec, check_backup_spec};
 use super::checks::require;
 use crate::api::common::{Condition, FieldError, FieldErrors};
 
-/// The subset of a Seed's spec that Granary reads.
+/// The seed's specification. Granary reads its provider and backup, and keeps every other
+/// field as it is.
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
     doc = "A cluster that hosts the control planes of shoots and runs their backups.",

@@ -13,7 +13,8 @@ use serde::{Deserialize, Serialize};
 /// namespace is just `garden`.
 const PROJECT_NAMESPACE_PREFIX: &str = "garden-";
 
-/// The subset of a Shoot's spec that Granary reads.
+/// The shoot's specification. Granary reads its cloud profile, provider, purpose, region
+/// and seed, and keeps every other field as it is.
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
     doc = "A Kubernetes cluster managed by Gardener; Granary keeps a BackupEntry for each shoot that has a seed.",
@@ -74,7 +75,7 @@ pub struct CloudProfileReference {
     pub extra: BTreeMap<String, serde_json::Value>,
 }
 
-/// `spec.provider` of a Shoot.
+/// The shoot's infrastructure provider.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
 #[schemars(transform = super::drop_defaults)]
@@ -87,7 +88,8 @@ pub struct ShootProvider {
     pub extra: BTreeMap<String, serde_json::Value>,
 }
 
-/// The subset of a Shoot's status that Granary reads.
+/// The shoot's status. Granary reads its technical ID and UID, and keeps every other field
+/// as it is.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
 #[schemars(transform = super::drop_defaults)]

@@ -146,7 +146,7 @@ pub struct DefaultStatus {
     pub resources: Vec<NamedResourceReference>,
 }
 
-/// A named reference to a resource (`gardencorev1beta1.NamedResourceReference`).
+/// A resource the object's state refers to, by the name the state uses for it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NamedResourceReference {

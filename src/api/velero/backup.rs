@@ -142,7 +142,7 @@ pub struct BackupSpec {
     pub uploader_config: Option<UploaderConfigForBackup>,
 }
 
-/// `spec.uploaderConfig` of a Backup.
+/// Settings of the file-system uploader for this backup.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct UploaderConfigForBackup {
@@ -151,7 +151,7 @@ pub struct UploaderConfigForBackup {
     pub parallel_files_upload: Option<i64>,
 }
 
-/// `spec.hooks` of a Backup.
+/// Commands to run in the backed-up pods before and after their volumes are backed up.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct BackupHooks {
     /// The hooks to run, each for the objects it selects.

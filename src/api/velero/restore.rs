@@ -124,7 +124,7 @@ pub struct RestoreSpec {
     pub uploader_config: Option<UploaderConfigForRestore>,
 }
 
-/// `spec.uploaderConfig` of a Restore.
+/// Settings of the file-system uploader for this restore.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct UploaderConfigForRestore {
@@ -190,7 +190,7 @@ impl RestoreSpec {
     }
 }
 
-/// `spec.hooks` of a Restore.
+/// Commands to run in restored pods, or init containers to add to them.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct RestoreHooks {
     /// The hooks to run, each for the objects it selects.
