@@ -230,7 +230,7 @@ pub async fn reconcile_profile(
     let errors = validate_cloud_profile(&profile);
     let (status, reason, message) =
         backup_configuration_valid(profile.spec.backup.is_some(), &errors);
-    tracing::debug!(profile = %name, ?status, %message, "cloud profile validated");
+    tracing::debug!(profile = %name, %status, %message, "cloud profile validated");
     let current: &[Condition] = profile
         .status
         .as_ref()
