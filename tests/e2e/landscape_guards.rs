@@ -433,3 +433,61 @@ async fn a_cloud_profile_in_use_waits_for_its_shoots() {
     .await;
     garden.stop().await;
 }
+
+/// #20: a person relabels a shared bucket (another region, no shard): the garden keeps
+/// the bucket in its pool by its own record, puts the labels back with a Warning event,
+/// and the pool does not think it lost its shard (no second shard 0 is made).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relabelled_bucket_stays_in_its_pool_and_gets_its_labels_back() {
+    use crate::garden::{
+        backup, buckets, config, create_profile, create_seed, events_about, garden_cluster, renew,
+        start,
+    };
+    use granary::api::core::{BackupBucket, LABEL_REGION, LABEL_SHARD};
+    use granary::garden::buckets::ANNOTATION_POOL_RECORD;
+    use kube::ResourceExt;
+    use kube::api::{Patch, PatchParams};
+    let tc = garden_cluster().await;
+    let (profile, seed) = (tc.name("aws"), tc.name("s"));
+    renew(&tc.client(), &tc.instance_label(), &seed).await;
+    create_seed(&tc, &seed, "aws", "eu-1", None).await;
+    create_profile(&tc, &profile, "aws", Some(backup("aws", None, "b"))).await;
+    let garden = start(&tc, config(None, None));
+    poll_until("the first shard, recorded", || async {
+        buckets(&tc)
+            .await
+            .first()
+            .is_some_and(|b| b.annotations().contains_key(ANNOTATION_POOL_RECORD))
+    })
+    .await;
+    let name = buckets(&tc).await[0].name_any();
+    let relabel =
+        serde_json::json!({"metadata": {"labels": {LABEL_REGION: "us-9", LABEL_SHARD: null}}});
+    Api::<BackupBucket>::all(tc.client())
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&relabel))
+        .await
+        .expect("relabelled");
+    poll_until("the labels are put back", || async {
+        buckets(&tc).await.iter().any(|b| {
+            b.name_any() == name
+                && b.labels().get(LABEL_REGION).map(String::as_str) == Some("eu-1")
+                && b.labels().get(LABEL_SHARD).map(String::as_str) == Some("0")
+        })
+    })
+    .await;
+    poll_until("a Warning event says so", || async {
+        events_about(&tc.client(), &name)
+            .await
+            .iter()
+            .any(|(t, reason, note)| {
+                t == "Warning" && reason == "PoolLabelsRestored" && note.contains("us-9")
+            })
+    })
+    .await;
+    assert_eq!(
+        buckets(&tc).await.len(),
+        1,
+        "the pool kept its shard; no new one was made"
+    );
+    garden.stop().await;
+}
