@@ -149,10 +149,16 @@ gardener_string_enum! {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct LastOperation {
+    /// What happened in the operation, in words.
     pub description: String,
+    /// When this operation was last updated.
     pub last_update_time: DateTime<Utc>,
+    /// How far the operation has come, in percent (0 to 100).
     pub progress: i32,
+    /// How the operation stands: Processing, Succeeded, Error, Failed, Pending or
+    /// Aborted.
     pub state: LastOperationState,
+    /// Which operation this is: Create, Reconcile, Delete, Migrate or Restore.
     #[serde(rename = "type")]
     pub type_: LastOperationType,
 }
@@ -276,11 +282,17 @@ impl JsonSchema for ErrorCode {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct LastError {
+    /// What went wrong, in words.
     pub description: String,
+    /// The task that failed, when the operation has several; a later success of that
+    /// task clears the error.
     #[serde(rename = "taskID", default, skip_serializing_if = "Option::is_none")]
     pub task_id: Option<String>,
+    /// Machine-readable error codes (ERR_INFRA_UNAUTHORIZED, ERR_CONFIGURATION_PROBLEM,
+    /// ...) that say what kind of problem it is and whether a retry can help.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub codes: Vec<ErrorCode>,
+    /// When the error was last seen.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_update_time: Option<DateTime<Utc>>,
 }
@@ -295,18 +307,25 @@ gardener_string_enum! {
     }
 }
 
-/// A Gardener condition (`gardencorev1beta1.Condition`): like a Kubernetes condition plus
-/// `lastUpdateTime` and error `codes`.
+/// A condition of the object: what holds, since when and why (Gardener's conditions add
+/// `lastUpdateTime` and error `codes` to Kubernetes' own).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Condition {
+    /// The kind of condition, e.g. BackupBucketsReady.
     #[serde(rename = "type")]
     pub type_: String,
+    /// True, False, Unknown or Progressing.
     pub status: ConditionStatus,
+    /// When the status last changed.
     pub last_transition_time: DateTime<Utc>,
+    /// When the condition was last written.
     pub last_update_time: DateTime<Utc>,
+    /// A short CamelCase word for why the condition is as it is.
     pub reason: String,
+    /// Why the condition is as it is, in words.
     pub message: String,
+    /// Error codes (ERR_...) that classify the problem, when there is one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub codes: Vec<ErrorCode>,
 }
@@ -314,8 +333,10 @@ pub struct Condition {
 /// `corev1.SecretReference`: a Secret by name and namespace.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct SecretReference {
+    /// Name of the Secret.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub name: String,
+    /// Namespace of the Secret.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub namespace: String,
 }
@@ -325,18 +346,26 @@ pub struct SecretReference {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ObjectReference {
+    /// API version of the referenced object, e.g. v1 for a Secret.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub api_version: String,
+    /// Kind of the referenced object, e.g. Secret or WorkloadIdentity.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub kind: String,
+    /// Name of the referenced object.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub name: String,
+    /// Namespace of the referenced object.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub namespace: String,
+    /// UID of the referenced object; not needed to refer to it.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub uid: String,
+    /// A specific resourceVersion of the referenced object; not needed to refer to it.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub resource_version: String,
+    /// A part of the referenced object, when the reference is to a field inside it; not
+    /// used here.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub field_path: String,
 }

@@ -308,15 +308,57 @@ pub async fn install_crds(client: &Client, side: Side) -> Result<(), DevError> {
     Ok(())
 }
 
-fn garden_configuration(plan: &Plan, provider: &str) -> GardenConfiguration {
+/// The providers whose object stores Granary speaks: the dev quota holds for each, so a
+/// profile or seed added later with another of them is sharded too.
+const KNOWN_PROVIDERS: [&str; 4] = ["local", "aws", "azure", "gcp"];
+
+/// The dev quota (`--quota`) for every provider the landscape may use: the known ones
+/// and any other that a CloudProfile or Seed names in `spec.backup` (valid or not).
+fn garden_configuration(quota: u32, named: &[String]) -> GardenConfiguration {
     let mut config = GardenConfiguration::default();
     // One process holds every controller: nothing to elect.
     config.leader_election.enabled = false;
-    config.controllers.backup_bucket.quota = vec![ProviderQuota {
-        provider: provider.to_string(),
-        limit: plan.quota,
-    }];
+    config.controllers.backup_bucket.quota = quota_providers(named)
+        .into_iter()
+        .map(|provider| ProviderQuota {
+            provider,
+            limit: quota,
+        })
+        .collect();
     config
+}
+
+fn quota_providers(named: &[String]) -> std::collections::BTreeSet<String> {
+    KNOWN_PROVIDERS
+        .iter()
+        .map(|p| p.to_string())
+        .chain(named.iter().filter(|p| !p.is_empty()).cloned())
+        .collect()
+}
+
+/// Every provider the `spec.backup` of these profiles and seeds names (a profile's
+/// machine type when its backup names none).
+fn backup_providers<'a>(
+    profiles: impl IntoIterator<Item = &'a crate::api::core::CloudProfile>,
+    seeds: impl IntoIterator<Item = &'a Seed>,
+) -> Vec<String> {
+    let of_profiles = profiles.into_iter().filter_map(|p| {
+        let backup = p.spec.backup.as_ref()?;
+        Some(if backup.provider.is_empty() {
+            p.spec.type_.clone()
+        } else {
+            backup.provider.clone()
+        })
+    });
+    let of_seeds = seeds.into_iter().filter_map(|s| {
+        let backup = s.spec.backup.as_ref()?;
+        Some(if backup.provider.is_empty() {
+            s.spec.provider.type_.clone()
+        } else {
+            backup.provider.clone()
+        })
+    });
+    of_profiles.chain(of_seeds).collect()
 }
 
 fn seed_configuration(plan: &Plan, seed: &str) -> SeedConfiguration {
@@ -337,15 +379,15 @@ pub async fn start(plan: &Plan) -> Result<Running, DevError> {
     let garden_client = garden.client().await?;
     install_crds(&garden_client, Side::Garden).await?;
 
-    let provider = if fresh {
+    let mut providers = Vec::new();
+    if fresh {
         let landscape = Landscape::sample()?
             .sized(plan.seeds, plan.shoots)
             .with_store(&plan.store);
         landscape.create(&garden_client).await?;
-        landscape.backup_provider()
-    } else {
-        current_backup_provider(&garden_client).await
-    };
+        providers.push(landscape.backup_provider());
+    }
+    providers.extend(current_backup_providers(&garden_client).await?);
 
     let seeds: Api<Seed> = Api::all(garden_client.clone());
     let mut seed_names: Vec<String> = seeds
@@ -376,12 +418,14 @@ pub async fn start(plan: &Plan) -> Result<Running, DevError> {
     seed_leases_renewed(&garden_client, &seed_sides).await;
     let garden_metrics = Metrics::new();
     components.add("garden", garden_metrics.clone());
-    let controllers =
-        GardenController::new(garden_client.clone(), garden_configuration(plan, &provider))
-            .metrics(garden_metrics)
-            .identity("granary-dev")
-            .start()
-            .map_err(|e| DevError::Start(format!("garden metrics: {e}")))?;
+    let controllers = GardenController::new(
+        garden_client.clone(),
+        garden_configuration(plan.quota, &providers),
+    )
+    .metrics(garden_metrics)
+    .identity("granary-dev")
+    .start()
+    .map_err(|e| DevError::Start(format!("garden metrics: {e}")))?;
     let mut seed_clients = std::collections::HashMap::new();
     for side in &seed_sides {
         seed_clients.insert(side.name.clone(), side.client.clone());
@@ -477,24 +521,21 @@ async fn seed_leases_renewed(garden: &Client, seeds: &[SeedSide]) {
     }
 }
 
-/// The backup provider of the landscape's CloudProfiles (for the quota on a restart).
-async fn current_backup_provider(garden: &Client) -> String {
-    let profiles: Api<crate::api::core::CloudProfile> = Api::all(garden.clone());
-    profiles
+/// The backup providers the landscape's CloudProfiles and Seeds name (for the quota).
+async fn current_backup_providers(garden: &Client) -> Result<Vec<String>, DevError> {
+    let listing = |what: &str, source| DevError::Kube {
+        what: format!("listing {what}"),
+        source,
+    };
+    let profiles = Api::<crate::api::core::CloudProfile>::all(garden.clone())
         .list(&ListParams::default())
         .await
-        .ok()
-        .and_then(|l| {
-            l.items.into_iter().find_map(|p| {
-                let backup = p.spec.backup?;
-                Some(if backup.provider.is_empty() {
-                    p.spec.type_
-                } else {
-                    backup.provider
-                })
-            })
-        })
-        .unwrap_or_else(|| "local".to_string())
+        .map_err(|e| listing("cloud profiles", e))?;
+    let seeds = Api::<Seed>::all(garden.clone())
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| listing("seeds", e))?;
+    Ok(backup_providers(&profiles.items, &seeds.items))
 }
 
 /// Keeps `out` set while every flag in `parts` is.
@@ -543,6 +584,46 @@ impl Running {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::core::{BackupSpec, CloudProfile, CloudProfileSpec, SeedSpec};
+
+    /// #20: after a restart the quota followed the first profile with a `spec.backup`
+    /// only; one with another provider sorting first (even an invalid one) left the
+    /// landscape's real provider without a quota.
+    #[test]
+    fn the_dev_quota_holds_for_every_provider_the_landscape_names() {
+        let profile = |name: &str, type_: &str, provider: &str| {
+            CloudProfile::new(
+                name,
+                CloudProfileSpec {
+                    type_: type_.into(),
+                    backup: Some(BackupSpec {
+                        provider: provider.into(),
+                        ..BackupSpec::default()
+                    }),
+                    ..CloudProfileSpec::default()
+                },
+            )
+        };
+        let profiles = [
+            profile("aaa-broken", "local", "openstack"),
+            profile("europe", "local", ""),
+        ];
+        let mut seed = Seed::new("own", SeedSpec::default());
+        seed.spec.backup = Some(BackupSpec {
+            provider: "alicloud".into(),
+            ..BackupSpec::default()
+        });
+        let named = backup_providers(&profiles, [&seed]);
+        assert_eq!(named, ["openstack", "local", "alicloud"]);
+        let config = garden_configuration(3, &named);
+        for provider in ["local", "openstack", "alicloud", "aws", "azure", "gcp"] {
+            assert_eq!(config.quota_for(provider), Some(3), "{provider}");
+        }
+        let quota = &config.controllers.backup_bucket.quota;
+        let distinct: std::collections::BTreeSet<&str> =
+            quota.iter().map(|q| q.provider.as_str()).collect();
+        assert_eq!(distinct.len(), quota.len(), "one quota per provider");
+    }
 
     #[test]
     fn reset_removes_only_what_granary_dev_made() {

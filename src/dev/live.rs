@@ -17,10 +17,12 @@ use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::api::core::{BackupBucket, BackupEntry};
+use crate::api::core::{BackupBucket, BackupEntry, Shoot};
 use crate::api::velero::{Backup, BackupStorageLocation};
 use crate::dev::backups_view::SeedBackups;
-use crate::dev::view::{Snapshot, changes, new_warnings, render_fitted};
+use crate::dev::view::{
+    Snapshot, changes, forget_events_of_gone_objects, new_warnings, render_fitted,
+};
 use crate::runtime::backoff::WatchBackoff;
 use crate::runtime::clock::Clock;
 
@@ -89,6 +91,7 @@ impl LiveView {
             cache(Api::<BackupBucket>::all(garden.clone()), changed.clone());
         let (entries, fill_entries) =
             cache(Api::<BackupEntry>::all(garden.clone()), changed.clone());
+        let (shoots, fill_shoots) = cache(Api::<Shoot>::all(garden.clone()), changed.clone());
         let (events, fill_events) = cache(Api::<Event>::all(garden), changed.clone());
         let mut seeds = Vec::new();
         let mut fill_seeds = Vec::new();
@@ -104,10 +107,52 @@ impl LiveView {
             });
         }
         let draw = async {
-            let _ = tokio::join!(buckets.wait_until_ready(), entries.wait_until_ready());
+            let _ = tokio::join!(
+                buckets.wait_until_ready(),
+                entries.wait_until_ready(),
+                shoots.wait_until_ready(),
+                events.wait_until_ready()
+            );
             let mut last = Snapshot::default();
             let mut recent: Vec<String> = Vec::new();
             let mut seen = HashSet::new();
+            // What the garden still holds of objects deleted before this start is not news.
+            let uids = |objects: Vec<Option<String>>| -> HashSet<String> {
+                objects.into_iter().flatten().collect()
+            };
+            let live = std::collections::HashMap::from([
+                (
+                    "BackupBucket",
+                    uids(
+                        buckets
+                            .state()
+                            .iter()
+                            .map(|o| o.metadata.uid.clone())
+                            .collect(),
+                    ),
+                ),
+                (
+                    "BackupEntry",
+                    uids(
+                        entries
+                            .state()
+                            .iter()
+                            .map(|o| o.metadata.uid.clone())
+                            .collect(),
+                    ),
+                ),
+                (
+                    "Shoot",
+                    uids(
+                        shoots
+                            .state()
+                            .iter()
+                            .map(|o| o.metadata.uid.clone())
+                            .collect(),
+                    ),
+                ),
+            ]);
+            forget_events_of_gone_objects(&owned(&events), &live, &mut seen);
             let mut first = true;
             loop {
                 let mut next = Snapshot::from_objects(&owned(&buckets), &owned(&entries));
@@ -140,6 +185,7 @@ impl LiveView {
                 tokio::join!(
                     fill_buckets,
                     fill_entries,
+                    fill_shoots,
                     fill_events,
                     futures::future::join_all(fill_seeds),
                     draw

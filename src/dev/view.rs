@@ -97,12 +97,16 @@ impl Snapshot {
                 let error = status.and_then(|s| s.last_error.as_ref());
                 let namespace = e.namespace().unwrap_or_default();
                 let project = namespace.strip_prefix("garden-").unwrap_or(&namespace);
-                let shoot = e
+                let mut shoot = e
                     .owner_references()
                     .iter()
                     .find(|o| o.kind == "Shoot")
                     .map(|o| format!("{project}/{}", o.name))
                     .unwrap_or_else(|| format!("{project}/{}", e.name_any()));
+                // A migration's copy of the entry it moves is not the shoot's entry.
+                if e.is_source() {
+                    shoot.push_str(" (migration source)");
+                }
                 let detail = match (error, op) {
                     (Some(err), _) => Some(err.description.clone()),
                     (None, Some(o))
@@ -191,6 +195,42 @@ pub fn changes(before: &Snapshot, after: &Snapshot, at: DateTime<Utc>) -> Vec<St
     out
 }
 
+/// What `seen` remembers of an event: its identity and how often it happened.
+fn event_key(e: &k8s_openapi::api::events::v1::Event) -> String {
+    let count = e
+        .series
+        .as_ref()
+        .map(|s| s.count)
+        .or(e.deprecated_count)
+        .unwrap_or(1);
+    format!(
+        "{}/{count}",
+        e.metadata.uid.clone().unwrap_or_else(|| e.name_any())
+    )
+}
+
+/// Marks as seen (so never shown) the events about objects that are gone: those whose
+/// `regarding` is of a kind in `live` (kind → UIDs of the objects that exist) but not
+/// among them. A restart finds the events of objects deleted since; they are history,
+/// not news.
+pub fn forget_events_of_gone_objects(
+    events: &[k8s_openapi::api::events::v1::Event],
+    live: &std::collections::HashMap<&str, std::collections::HashSet<String>>,
+    seen: &mut std::collections::HashSet<String>,
+) {
+    for e in events {
+        let Some(regarding) = e.regarding.as_ref() else {
+            continue;
+        };
+        let (Some(kind), Some(uid)) = (regarding.kind.as_deref(), regarding.uid.as_deref()) else {
+            continue;
+        };
+        if live.get(kind).is_some_and(|uids| !uids.contains(uid)) {
+            seen.insert(event_key(e));
+        }
+    }
+}
+
 /// One line per Warning event not seen before (a repeated event counts as new each time
 /// its count grows), stamped `at`; `seen` remembers what was shown.
 pub fn new_warnings(
@@ -202,19 +242,7 @@ pub fn new_warnings(
     let mut fresh: Vec<&k8s_openapi::api::events::v1::Event> = events
         .iter()
         .filter(|e| e.type_.as_deref() == Some("Warning"))
-        .filter(|e| {
-            let count = e
-                .series
-                .as_ref()
-                .map(|s| s.count)
-                .or(e.deprecated_count)
-                .unwrap_or(1);
-            let key = format!(
-                "{}/{count}",
-                e.metadata.uid.clone().unwrap_or_else(|| e.name_any())
-            );
-            seen.insert(key)
-        })
+        .filter(|e| seen.insert(event_key(e)))
         .collect();
     fresh.sort_by_key(|e| e.metadata.creation_timestamp.clone());
     fresh
@@ -285,8 +313,11 @@ pub fn render(header: &str, snapshot: &Snapshot, limit: Option<u32>, events: &[S
 }
 
 /// The screen for a terminal of `width` columns and `height` rows: [`render`] when it
-/// fits; else only the header's first line, no blank lines, as many of the newest events
-/// as fit, and the rest cut. Every line is cut to `width` (with `…`), so nothing wraps.
+/// fits. Else a compact screen: only the header's first line, no blank lines, the buckets
+/// in full, the entries (all when they fit, else a count per state and as many of those
+/// not Succeeded as fit, saying how many more there are), the backups, and as many of the
+/// newest events as fit; whatever still does not fit is cut with a count. Every line is
+/// cut to `width` (with `…`), so nothing wraps.
 pub fn render_fitted(
     header: &str,
     snapshot: &Snapshot,
@@ -296,25 +327,94 @@ pub fn render_fitted(
     height: usize,
 ) -> String {
     let full = render(header, snapshot, limit, events);
-    let mut lines: Vec<&str> = full.lines().collect();
-    if lines.len() > height {
-        let body = body(snapshot, limit);
-        let mut compact: Vec<String> = header.lines().take(1).map(String::from).collect();
-        compact.extend(body.lines().filter(|l| !l.is_empty()).map(String::from));
-        let room = height.saturating_sub(compact.len() + 1);
-        if room > 0 && !events.is_empty() {
-            compact.push("RECENT EVENTS".into());
-            let skip = events.len().saturating_sub(room);
-            compact.extend(events[skip..].iter().map(|e| format!("  {e}")));
-        }
-        if compact.len() > height {
-            compact.truncate(height.saturating_sub(1));
-            compact.push("… (more than fits; a taller terminal shows it)".into());
-        }
-        return fit_width(compact.iter().map(String::as_str), width);
+    if full.lines().count() <= height {
+        return fit_width(full.lines(), width);
     }
-    lines.truncate(height);
-    fit_width(lines.into_iter(), width)
+    let mut backups = String::new();
+    backups_view::render(&snapshot.backups, &mut backups);
+    let backups: Vec<String> = non_empty_lines(&backups);
+    let buckets = non_empty_lines(&buckets_section(snapshot, limit));
+    let entries = entry_lines(snapshot);
+    let mut compact: Vec<String> = header.lines().take(1).map(String::from).collect();
+    compact.extend(buckets);
+    compact.push(format!("ENTRIES ({})", snapshot.entries.len()));
+    // A few events always get a place, unless there is no room at all.
+    let events_room = if events.is_empty() {
+        0
+    } else {
+        1 + events.len().min(3)
+    };
+    let entries_room = height.saturating_sub(compact.len() + backups.len() + events_room);
+    if entries.len() <= entries_room {
+        compact.extend(entries);
+    } else {
+        compact.extend(summarised_entries(snapshot, entries_room));
+    }
+    compact.extend(backups);
+    let room = height.saturating_sub(compact.len() + 1);
+    if room > 0 && !events.is_empty() {
+        compact.push("RECENT EVENTS".into());
+        let skip = events.len().saturating_sub(room);
+        compact.extend(events[skip..].iter().map(|e| format!("  {e}")));
+    }
+    if compact.len() > height {
+        let keep = height.saturating_sub(1);
+        let cut = compact.len() - keep;
+        compact.truncate(keep);
+        compact.push(format!(
+            "… {cut} more line{} (a taller terminal shows them)",
+            if cut == 1 { "" } else { "s" }
+        ));
+    }
+    fit_width(compact.iter().map(String::as_str), width)
+}
+
+fn non_empty_lines(text: &str) -> Vec<String> {
+    text.lines()
+        .filter(|l| !l.is_empty())
+        .map(String::from)
+        .collect()
+}
+
+/// At most `room` lines about the entries: how many are in each state, then those not
+/// Succeeded (the ones to look at) as far as they fit, then how many more there are.
+fn summarised_entries(snapshot: &Snapshot, room: usize) -> Vec<String> {
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for e in &snapshot.entries {
+        *counts.entry(e.state.as_str()).or_default() += 1;
+    }
+    let mut by_count: Vec<(&str, usize)> = counts.into_iter().collect();
+    by_count.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let summary = by_count
+        .iter()
+        .map(|(state, n)| format!("{n} {state}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut out = vec![format!("  {summary}")];
+    if room <= 1 {
+        return out;
+    }
+    let all = entry_lines(snapshot);
+    let notable: Vec<String> = snapshot
+        .entries
+        .iter()
+        .zip(all)
+        .filter(|(e, _)| e.state != "Succeeded")
+        .map(|(_, line)| line)
+        .collect();
+    let shown = if notable.len() < room {
+        notable.len()
+    } else {
+        room.saturating_sub(2)
+    };
+    out.extend(notable.iter().take(shown).cloned());
+    let hidden = snapshot.entries.len() - shown;
+    if hidden > 0 && out.len() < room {
+        out.push(format!(
+            "  … {hidden} more not shown (kubectl get backupentries -A lists every entry)"
+        ));
+    }
+    out
 }
 
 fn fit_width<'a>(lines: impl Iterator<Item = &'a str>, width: usize) -> String {
@@ -326,8 +426,8 @@ fn fit_width<'a>(lines: impl Iterator<Item = &'a str>, width: usize) -> String {
     out
 }
 
-/// Buckets, entries and backups, each section after a blank line.
-fn body(snapshot: &Snapshot, limit: Option<u32>) -> String {
+/// The buckets section, after a blank line.
+fn buckets_section(snapshot: &Snapshot, limit: Option<u32>) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "\nBUCKETS ({})", snapshot.buckets.len());
     if snapshot.buckets.is_empty() {
@@ -351,10 +451,11 @@ fn body(snapshot: &Snapshot, limit: Option<u32>) -> String {
             b.seed.as_deref().unwrap_or("-"),
         );
     }
-    let _ = writeln!(out, "\nENTRIES ({})", snapshot.entries.len());
-    if snapshot.entries.is_empty() {
-        out.push_str("  (none yet)\n");
-    }
+    out
+}
+
+/// One line per entry, in the snapshot's order.
+fn entry_lines(snapshot: &Snapshot) -> Vec<String> {
     let width = snapshot
         .entries
         .iter()
@@ -367,18 +468,34 @@ fn body(snapshot: &Snapshot, limit: Option<u32>) -> String {
         .map(|e| e.state.len())
         .max()
         .unwrap_or(0);
-    for e in &snapshot.entries {
-        let _ = write!(
-            out,
-            "  {:<width$}  {:<state_width$}  seed {:<10} bucket {}",
-            e.shoot,
-            e.state,
-            e.seed.as_deref().unwrap_or("-"),
-            if e.bucket.is_empty() { "-" } else { &e.bucket },
-        );
-        if let Some(detail) = &e.detail {
-            let _ = write!(out, "  ({})", shorten(detail, DETAIL_WIDTH));
-        }
+    snapshot
+        .entries
+        .iter()
+        .map(|e| {
+            let mut line = format!(
+                "  {:<width$}  {:<state_width$}  seed {:<10} bucket {}",
+                e.shoot,
+                e.state,
+                e.seed.as_deref().unwrap_or("-"),
+                if e.bucket.is_empty() { "-" } else { &e.bucket },
+            );
+            if let Some(detail) = &e.detail {
+                let _ = write!(line, "  ({})", shorten(detail, DETAIL_WIDTH));
+            }
+            line
+        })
+        .collect()
+}
+
+/// Buckets, entries and backups, each section after a blank line.
+fn body(snapshot: &Snapshot, limit: Option<u32>) -> String {
+    let mut out = buckets_section(snapshot, limit);
+    let _ = writeln!(out, "\nENTRIES ({})", snapshot.entries.len());
+    if snapshot.entries.is_empty() {
+        out.push_str("  (none yet)\n");
+    }
+    for line in entry_lines(snapshot) {
+        out.push_str(&line);
         out.push('\n');
     }
     backups_view::render(&snapshot.backups, &mut out);
@@ -602,6 +719,49 @@ mod tests {
         assert_eq!(new_warnings(&[warning], &mut seen, at).len(), 1);
     }
 
+    /// #20: a restart does not replay the events of objects deleted since.
+    #[test]
+    fn events_of_objects_gone_are_not_replayed() {
+        use k8s_openapi::api::core::v1::ObjectReference;
+        use k8s_openapi::api::events::v1::Event;
+        use std::collections::{HashMap, HashSet};
+        let about = |kind: &str, uid: &str, event_uid: &str| {
+            let mut e = Event {
+                type_: Some("Warning".into()),
+                reason: Some("ReconcileError".into()),
+                note: Some(format!("about {uid}")),
+                regarding: Some(ObjectReference {
+                    kind: Some(kind.into()),
+                    name: Some(uid.into()),
+                    uid: Some(uid.into()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            };
+            e.metadata.uid = Some(event_uid.into());
+            e
+        };
+        let events = [
+            about("BackupEntry", "alive", "e1"),
+            about("BackupEntry", "deleted", "e2"),
+            about("Shoot", "deleted-shoot", "e3"),
+            about("Seed", "untracked", "e4"),
+        ];
+        let live: HashMap<&str, HashSet<String>> = HashMap::from([
+            ("BackupEntry", HashSet::from(["alive".to_string()])),
+            ("Shoot", HashSet::new()),
+        ]);
+        let mut seen = HashSet::new();
+        forget_events_of_gone_objects(&events, &live, &mut seen);
+        let shown = new_warnings(&events, &mut seen, DateTime::<Utc>::UNIX_EPOCH);
+        assert_eq!(shown.len(), 2, "{shown:?}");
+        assert!(shown[0].contains("about alive") || shown[1].contains("about alive"));
+        assert!(
+            shown.iter().any(|l| l.contains("about untracked")),
+            "{shown:?}"
+        );
+    }
+
     #[test]
     fn a_small_terminal_gets_a_screen_that_fits() {
         let entries: Vec<BackupEntry> = (0..8)
@@ -628,6 +788,88 @@ mod tests {
         // Room enough: the whole screen.
         let roomy = render_fitted(&header, &s, Some(3), &events, 200, 100);
         assert_eq!(roomy, render(&header, &s, Some(3), &events));
+    }
+
+    /// #20: `--shoots 50` on a 200×50 terminal: the buckets stay on the screen, the
+    /// entries are summarised by state with the ones not Succeeded shown, and the screen
+    /// says how many it leaves out.
+    #[test]
+    fn fifty_shoots_fit_a_200_by_50_terminal_with_every_bucket() {
+        let buckets: Vec<BackupBucket> = (0..17)
+            .map(|i| {
+                bucket(
+                    &format!("europe-{i}"),
+                    i,
+                    3,
+                    Some(LastOperationState::Succeeded),
+                )
+            })
+            .collect();
+        let mut entries: Vec<BackupEntry> = (0..47)
+            .map(|i| {
+                entry(
+                    &format!("shoot-{i:02}"),
+                    Some((LastOperationState::Succeeded, "")),
+                    None,
+                )
+            })
+            .collect();
+        entries.push(entry(
+            "broken",
+            Some((LastOperationState::Succeeded, "")),
+            Some("access denied"),
+        ));
+        entries.push(entry(
+            "slow-a",
+            Some((LastOperationState::Processing, "creating")),
+            None,
+        ));
+        entries.push(entry(
+            "slow-b",
+            Some((LastOperationState::Processing, "creating")),
+            None,
+        ));
+        let s = Snapshot::from_objects(&buckets, &entries);
+        let header = "granary dev: 3 seeds, 50 shoots\nkubeconfig\n";
+        let events: Vec<String> = (0..12).map(|i| format!("event {i}")).collect();
+        let screen = render_fitted(header, &s, Some(3), &events, 200, 50);
+        let lines: Vec<&str> = screen.lines().collect();
+        assert!(lines.len() <= 50, "{} lines:\n{screen}", lines.len());
+        for i in 0..17 {
+            assert!(
+                screen.contains(&format!("europe-{i} ")),
+                "bucket {i}:\n{screen}"
+            );
+        }
+        assert!(screen.contains("ENTRIES (50)"), "{screen}");
+        assert!(
+            screen.contains("47 Succeeded, 2 Processing, 1 Error"),
+            "{screen}"
+        );
+        for shoot in ["dev/broken", "dev/slow-a", "dev/slow-b"] {
+            assert!(screen.contains(shoot), "{shoot}:\n{screen}");
+        }
+        assert!(!screen.contains("dev/shoot-00"), "{screen}");
+        assert!(screen.contains("47 more not shown"), "{screen}");
+        assert!(screen.contains("event 11"), "the newest event:\n{screen}");
+    }
+
+    /// #20: the source entry a migration makes is not shown as the shoot's entry.
+    #[test]
+    fn a_migration_source_is_labelled_as_such() {
+        let real = entry("web", Some((LastOperationState::Succeeded, "")), None);
+        let mut source = real.clone();
+        source.metadata.name = Some(format!("source-{}", real.name_any()));
+        let s = Snapshot::from_objects(&[], &[real, source]);
+        let shoots: Vec<&str> = s.entries.iter().map(|e| e.shoot.as_str()).collect();
+        assert_eq!(shoots, ["dev/web", "dev/web (migration source)"]);
+        let lines = changes(&Snapshot::default(), &s, DateTime::<Utc>::UNIX_EPOCH);
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.contains("entry dev/web (migration source): Succeeded")),
+            "{lines:?}"
+        );
     }
 
     #[test]

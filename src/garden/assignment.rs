@@ -161,6 +161,61 @@ pub fn cleanup_hand_over(
     Some((to.to_string(), why))
 }
 
+/// The hand-over of a live entry whose shoot moved to another seed: `spec.seedName` names
+/// the new seed while `status.seedName` still names the old one, which normally releases
+/// the entry itself (DESIGN §3.2). What the garden does about it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EntryHandOver {
+    /// No move under way.
+    None,
+    /// The old seed can still release the entry: the garden waits, and says so.
+    Wait { message: String },
+    /// The old seed is gone, being deleted or unready past the hand-over time: the garden
+    /// releases the entry on its behalf, as it hands over buckets.
+    Release {
+        from: String,
+        to: String,
+        why: String,
+    },
+}
+
+/// Decides [`EntryHandOver`] for an entry with these seeds.
+pub fn entry_hand_over(
+    spec_seed: Option<&str>,
+    status_seed: Option<&str>,
+    candidates: &[SeedCandidate],
+    now: DateTime<Utc>,
+    timings: AssignmentTimings,
+) -> EntryHandOver {
+    let (Some(to), Some(from)) = (
+        spec_seed.filter(|s| !s.is_empty()),
+        status_seed.filter(|s| !s.is_empty()),
+    ) else {
+        return EntryHandOver::None;
+    };
+    if to == from {
+        return EntryHandOver::None;
+    }
+    if let Some(why) = why_leave(from, candidates, now, timings) {
+        return EntryHandOver::Release {
+            from: from.to_string(),
+            to: to.to_string(),
+            why,
+        };
+    }
+    let holder = candidates.iter().find(|c| c.name == from);
+    let message = match holder.and_then(|c| c.unready_since(now, timings.ready_within)) {
+        Some(since) => format!(
+            "waiting for seed {from} to hand the entry over to seed {to}; seed {from} has been \
+             unready since {}, the garden hands the entry over at {} if it stays so",
+            since.to_rfc3339(),
+            (since + timings.hand_over_after).to_rfc3339()
+        ),
+        None => format!("waiting for seed {from} to hand the entry over to seed {to}"),
+    };
+    EntryHandOver::Wait { message }
+}
+
 /// When the decision for a bucket held by `current` can change without any watch event:
 /// the moment the seed will have been unready for the hand-over time if it renews no
 /// more. `None` when there is no such moment (no seed, or it is leaving already).
@@ -314,6 +369,69 @@ mod tests {
             .expect("handed over");
         assert_eq!(to, "b");
         assert!(why.contains("gone no longer exists"), "{why}");
+    }
+
+    #[test]
+    fn a_moved_entry_waits_for_its_old_seed_unless_that_seed_is_gone() {
+        let timings = AssignmentTimings {
+            ready_within: Duration::seconds(40),
+            hand_over_after: Duration::seconds(300),
+        };
+        let old = seed("old", "eu", 0, Some(100));
+        let new = seed("new", "eu", 0, Some(100));
+        let both = [old.clone(), new.clone()];
+        assert_eq!(
+            entry_hand_over(Some("new"), Some("new"), &both, t(110), timings),
+            EntryHandOver::None
+        );
+        assert_eq!(
+            entry_hand_over(Some("new"), None, &both, t(110), timings),
+            EntryHandOver::None
+        );
+        // The old seed is live: it hands over itself.
+        let EntryHandOver::Wait { message } =
+            entry_hand_over(Some("new"), Some("old"), &both, t(110), timings)
+        else {
+            panic!("waits")
+        };
+        assert_eq!(
+            message,
+            "waiting for seed old to hand the entry over to seed new"
+        );
+        // Unready, not long enough: still waits, and says until when.
+        let EntryHandOver::Wait { message } =
+            entry_hand_over(Some("new"), Some("old"), &both, t(200), timings)
+        else {
+            panic!("waits")
+        };
+        assert!(
+            message.contains("unready since") && message.contains("hands the entry over at"),
+            "{message}"
+        );
+        // Unready past the hand-over time, being deleted, or gone: the garden releases it.
+        for (candidates, now, why) in [
+            (both.to_vec(), t(100 + 40 + 300), "unready since"),
+            (
+                vec![
+                    SeedCandidate {
+                        deleting: true,
+                        ..old.clone()
+                    },
+                    new.clone(),
+                ],
+                t(110),
+                "being deleted",
+            ),
+            (vec![new.clone()], t(110), "no longer exists"),
+        ] {
+            match entry_hand_over(Some("new"), Some("old"), &candidates, now, timings) {
+                EntryHandOver::Release { from, to, why: w } => {
+                    assert_eq!((from.as_str(), to.as_str()), ("old", "new"));
+                    assert!(w.contains(why), "{w}");
+                }
+                other => panic!("released, got {other:?}"),
+            }
+        }
     }
 
     #[test]

@@ -16,8 +16,8 @@ use crate::api::common::LastOperationType;
 use crate::api::core::{ANNOTATION_EMPTY_SINCE, BackupBucket, FINALIZER_GARDEN_BUCKET_GUARD};
 use crate::garden::assignment::{Assignment, assign_bucket, next_check};
 use crate::garden::buckets::{
-    DeletionGuard, EmptyShard, deletion_guard, empty_shard, empty_since, pool_of, seed_label_patch,
-    shard_of,
+    DeletionGuard, EmptyShard, PoolLabelRepair, deletion_guard, empty_shard, empty_since,
+    pool_label_repair, pool_of, seed_label_patch, shard_of,
 };
 use crate::garden::context::{Context, GardenError};
 use crate::garden::ledger::pool_candidates;
@@ -120,6 +120,24 @@ pub async fn reconcile(
             }}),
         )
         .await?;
+    }
+    match pool_label_repair(&bucket) {
+        None => {}
+        Some(PoolLabelRepair::Record(patch)) => {
+            bucket = merge(&ctx, &name, &patch).await?;
+        }
+        Some(PoolLabelRepair::Restore { patch, message }) => {
+            bucket = merge(&ctx, &name, &patch).await?;
+            tracing::warn!(bucket = %name, %message, "pool labels put back");
+            ctx.event(
+                &bucket,
+                EventType::Warning,
+                "PoolLabelsRestored",
+                "Reconcile",
+                message,
+            )
+            .await;
+        }
     }
     let mut requeue = RESYNC;
     if let Some(key) = &key {

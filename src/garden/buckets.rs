@@ -86,19 +86,118 @@ pub fn pool_selector(key: &PoolKey) -> String {
     )
 }
 
-/// The pool a bucket belongs to, read from its labels.
-pub fn pool_of(bucket: &BackupBucket) -> Option<PoolKey> {
+/// The garden's own record of the pool and shard a bucket belongs to
+/// (`<kind>/<owner>/<region>/<shard>`, `-` for no shard), written when the garden makes
+/// the bucket or first sees one made before the record existed. The pool labels say the
+/// same for people and selectors, but a person can edit them: the record decides, and an
+/// edit of the labels is undone ([`pool_label_repair`]).
+pub const ANNOTATION_POOL_RECORD: &str = "granary.gardener.cloud/pool-record";
+
+fn record_value(key: &PoolKey, shard: Option<u32>) -> String {
+    format!(
+        "{}/{}/{}/{}",
+        key.kind.as_str(),
+        key.owner,
+        key.region,
+        shard.map_or_else(|| "-".to_string(), |s| s.to_string())
+    )
+}
+
+/// The pool and shard the garden recorded for the bucket.
+fn recorded_place(bucket: &BackupBucket) -> Option<(PoolKey, Option<u32>)> {
+    let value = bucket.annotations().get(ANNOTATION_POOL_RECORD)?;
+    let mut parts = value.split('/');
+    let (kind, owner, region, shard) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    if parts.next().is_some() || owner.is_empty() || region.is_empty() {
+        return None;
+    }
+    let shard = match shard {
+        "-" => None,
+        s => Some(s.parse().ok()?),
+    };
+    let key = PoolKey {
+        kind: kind.parse().ok()?,
+        owner: owner.to_string(),
+        region: region.to_string(),
+    };
+    Some((key, shard))
+}
+
+/// The pool and shard the bucket's labels say.
+fn labelled_place(bucket: &BackupBucket) -> Option<(PoolKey, Option<u32>)> {
     let labels = bucket.labels();
-    Some(PoolKey {
+    let key = PoolKey {
         kind: labels.get(LABEL_POOL_KIND)?.parse().ok()?,
         owner: labels.get(LABEL_POOL_OWNER)?.clone(),
         region: labels.get(LABEL_REGION)?.clone(),
-    })
+    };
+    Some((key, labels.get(LABEL_SHARD).and_then(|s| s.parse().ok())))
 }
 
-/// The shard number of a bucket, read from its label.
+/// The pool a bucket belongs to: the garden's record, else (a bucket made before the
+/// record existed, or by hand) its labels.
+pub fn pool_of(bucket: &BackupBucket) -> Option<PoolKey> {
+    recorded_place(bucket)
+        .or_else(|| labelled_place(bucket))
+        .map(|(key, _)| key)
+}
+
+/// The shard number of a bucket: the garden's record, else its label.
 pub fn shard_of(bucket: &BackupBucket) -> Option<u32> {
-    bucket.labels().get(LABEL_SHARD)?.parse().ok()
+    match recorded_place(bucket) {
+        Some((_, shard)) => shard,
+        None => bucket.labels().get(LABEL_SHARD)?.parse().ok(),
+    }
+}
+
+/// What keeps a bucket's pool labels and the garden's record together.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PoolLabelRepair {
+    /// No record yet: record what the labels say (the patch).
+    Record(Value),
+    /// The labels were edited: put them back (the patch) and say so (the message).
+    Restore { patch: Value, message: String },
+}
+
+/// The repair a bucket's pool labels or record need, or `None`.
+pub fn pool_label_repair(bucket: &BackupBucket) -> Option<PoolLabelRepair> {
+    let labelled = labelled_place(bucket);
+    let Some((key, shard)) = recorded_place(bucket) else {
+        let (key, shard) = labelled?;
+        let value = record_value(&key, shard);
+        return Some(PoolLabelRepair::Record(
+            json!({ "metadata": { "annotations": { ANNOTATION_POOL_RECORD: value } } }),
+        ));
+    };
+    let want: BTreeMap<&str, Option<String>> = BTreeMap::from([
+        (LABEL_POOL_KIND, Some(key.kind.as_str().to_string())),
+        (LABEL_POOL_OWNER, Some(key.owner.clone())),
+        (LABEL_REGION, Some(key.region.clone())),
+        (LABEL_SHARD, shard.map(|s| s.to_string())),
+    ]);
+    let edited: Vec<String> = want
+        .iter()
+        .filter(|(label, value)| bucket.labels().get(**label) != value.as_ref())
+        .map(|(label, value)| {
+            format!(
+                "{label}: {} (kept: {})",
+                bucket.labels().get(*label).map_or("unset", String::as_str),
+                value.as_deref().unwrap_or("unset")
+            )
+        })
+        .collect();
+    if edited.is_empty() {
+        return None;
+    }
+    let shard_words = shard.map_or_else(String::new, |s| format!(", shard {s}"));
+    Some(PoolLabelRepair::Restore {
+        patch: json!({ "metadata": { "labels": want } }),
+        message: format!(
+            "the bucket's pool labels were edited ({}); the garden keeps the bucket in pool \
+             {key}{shard_words} and put the labels back",
+            edited.join(", ")
+        ),
+    })
 }
 
 /// The entry count the bucket's status records (0 when never written).
@@ -128,6 +227,10 @@ pub fn new_shard_bucket(
         metadata: ObjectMeta {
             name: Some(name.as_str().to_string()),
             labels: Some(labels),
+            annotations: Some(BTreeMap::from([(
+                ANNOTATION_POOL_RECORD.to_string(),
+                record_value(key, Some(shard)),
+            )])),
             finalizers: Some(vec![FINALIZER_GARDEN_BUCKET_GUARD.to_string()]),
             ..ObjectMeta::default()
         },
@@ -345,6 +448,50 @@ mod tests {
             new_shard_bucket(&source(), 2, None, &ObjectSelector::default()).name_any(),
             name
         );
+    }
+
+    /// #20 (item 6): a person's edit of a shared bucket's pool labels does not move the
+    /// bucket out of its pool: the garden's record decides, and the labels are put back.
+    #[test]
+    fn the_garden_record_keeps_a_relabelled_bucket_in_its_pool() {
+        let b = new_shard_bucket(&source(), 1, None, &ObjectSelector::default());
+        assert_eq!(pool_label_repair(&b), None, "made by the garden: in order");
+        let mut edited = b.clone();
+        let labels = edited.metadata.labels.as_mut().expect("labels");
+        labels.insert(LABEL_REGION.into(), "us-east-1".into());
+        labels.remove(LABEL_SHARD);
+        assert_eq!(pool_of(&edited), Some(source().key));
+        assert_eq!(shard_of(&edited), Some(1));
+        let Some(PoolLabelRepair::Restore { patch, message }) = pool_label_repair(&edited) else {
+            panic!("restored")
+        };
+        assert_eq!(patch["metadata"]["labels"][LABEL_REGION], "eu-west-1");
+        assert_eq!(patch["metadata"]["labels"][LABEL_SHARD], "1");
+        assert!(
+            message.contains("granary.gardener.cloud/region: us-east-1 (kept: eu-west-1)")
+                && message.contains("granary.gardener.cloud/shard: unset (kept: 1)")
+                && message.contains("pool cloudprofile aws in eu-west-1, shard 1"),
+            "{message}"
+        );
+        let mut repaired = serde_json::to_value(&edited).expect("json");
+        json_patch::merge(&mut repaired, &patch);
+        let repaired: BackupBucket = serde_json::from_value(repaired).expect("bucket");
+        assert_eq!(pool_label_repair(&repaired), None);
+        // A bucket from before the record (labels only) gets the record of its labels.
+        let mut old = b.clone();
+        old.metadata.annotations = None;
+        let Some(PoolLabelRepair::Record(patch)) = pool_label_repair(&old) else {
+            panic!("recorded")
+        };
+        assert_eq!(
+            patch["metadata"]["annotations"][ANNOTATION_POOL_RECORD],
+            "cloudprofile/aws/eu-west-1/1"
+        );
+        // Neither record nor pool labels: not a pool's bucket.
+        let mut plain = old.clone();
+        plain.metadata.labels = None;
+        assert_eq!(pool_label_repair(&plain), None);
+        assert_eq!(pool_of(&plain), None);
     }
 
     #[test]

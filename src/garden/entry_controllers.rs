@@ -17,18 +17,21 @@ use kube::{Resource, ResourceExt};
 
 use serde_json::json;
 
+use crate::api::common::{LastOperationState, LastOperationType};
 use crate::api::core::{
     ANNOTATION_MIGRATION_REFUSED, ANNOTATION_MIGRATION_RESERVED, BackupEntry, Shoot,
     validate_cloud_profile, validate_seed,
 };
-use crate::garden::assignment::{SeedCandidate, cleanup_hand_over, next_check};
+use crate::garden::assignment::{
+    EntryHandOver, SeedCandidate, cleanup_hand_over, entry_hand_over, next_check,
+};
 use crate::garden::buckets::{PoolSource, seed_label_patch};
 use crate::garden::context::{Context, GardenError};
 use crate::garden::entries::{entry_update, new_entry};
 use crate::garden::ledger::Reservation;
 use crate::garden::moves::{MoveStep, move_step};
 use crate::garden::pools::{PoolKind, ProfileView, SeedView, pool_for_shoot};
-use crate::runtime::failpoints;
+use crate::runtime::{failpoints, status};
 
 /// Controller names in metrics and events.
 pub const SHOOT_CONTROLLER: &str = "garden-shoot";
@@ -232,6 +235,13 @@ pub async fn reconcile_entry(
         // Seeds' liveness changes trigger no entry reconcile: look again at the latest
         // when the entry's seed would lose it, and every so often while it waits.
         action = Action::requeue(next.unwrap_or(WAIT_FOR_DEPENDENCY).min(WAIT_FOR_DEPENDENCY));
+    } else if entry.responsible_seed() != entry.spec.seed_name.as_deref() {
+        ctx.stores.wait_ready().await?;
+        let (updated, next) = seed_hand_over_entry(&ctx, &api, &entry).await?;
+        if let Some(updated) = updated {
+            entry = Arc::new(updated);
+        }
+        action = Action::requeue(next);
     }
     apply_move(&ctx, &api, &entry).await?;
     if let Some(patch) = seed_label_patch(entry.labels(), entry.responsible_seed()) {
@@ -307,6 +317,109 @@ async fn cleanup_hand_over_entry(
     ctx.event(&updated, EventType::Normal, "HandedOver", "HandOver", note)
         .await;
     Ok((Some(updated), None))
+}
+
+/// A live entry whose shoot moved to another seed (DESIGN §3.2, §4): the old seed
+/// normally releases it; until it does, the entry's status says what it waits for (the
+/// seed's earlier Succeeded is not true for the new seed); when the old seed is gone,
+/// being deleted or unready past the hand-over time, the garden releases it, as it hands
+/// over buckets. Returns the entry when the garden changed it, and when to look again.
+async fn seed_hand_over_entry(
+    ctx: &Context,
+    api: &Api<BackupEntry>,
+    entry: &BackupEntry,
+) -> Result<(Option<BackupEntry>, Duration), GardenError> {
+    let candidates: Vec<SeedCandidate> = ctx
+        .stores
+        .seeds
+        .state()
+        .iter()
+        .map(|s| ctx.stores.candidate(s))
+        .collect();
+    let status = entry.status.clone().unwrap_or_default();
+    let now = ctx.clock.now();
+    let timings = ctx.timings();
+    let name = entry.name_any();
+    let decision = entry_hand_over(
+        entry.spec.seed_name.as_deref(),
+        status.seed_name.as_deref(),
+        &candidates,
+        now,
+        timings,
+    );
+    // A status write on the entry as the garden saw it (409 when the seed wrote since).
+    let write = |body: serde_json::Value| async move {
+        api.patch_status(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({
+                "metadata": { "resourceVersion": entry.resource_version() },
+                "status": body,
+            })),
+        )
+        .await
+    };
+    match decision {
+        EntryHandOver::None => Ok((None, RESYNC)),
+        EntryHandOver::Wait { message } => {
+            let holder = status
+                .seed_name
+                .as_deref()
+                .and_then(|f| candidates.iter().find(|c| c.name == f));
+            let next = next_check(holder, now, timings)
+                .and_then(|t| (t - now).to_std().ok())
+                .map_or(WAIT_FOR_DEPENDENCY, |d| d + Duration::from_millis(50))
+                .min(WAIT_FOR_DEPENDENCY);
+            let last = status.last_operation.as_ref();
+            // The old seed reporting the move itself is the truth already.
+            let seed_reports = last.is_some_and(|o| {
+                o.type_ == LastOperationType::Migrate && o.state == LastOperationState::Processing
+            });
+            let said = last.is_some_and(|o| {
+                o.type_ == LastOperationType::Migrate
+                    && o.state == LastOperationState::Pending
+                    && o.description == message
+            });
+            if seed_reports || said {
+                return Ok((None, next));
+            }
+            let updated =
+                write(json!({ "lastOperation": status::pending(LastOperationType::Migrate, message.clone(), now) }))
+                    .await?;
+            tracing::info!(entry = %entry.name_any(), %message, "hand-over pending");
+            ctx.event(
+                &updated,
+                EventType::Normal,
+                "HandOverPending",
+                "HandOver",
+                message,
+            )
+            .await;
+            Ok((Some(updated), next))
+        }
+        EntryHandOver::Release { from, to, why } => {
+            let message = format!(
+                "{why}: the garden released the entry from seed {from}; waiting for seed {to} \
+                 to take it over"
+            );
+            let updated = write(json!({
+                "seedName": null,
+                "lastError": null,
+                "lastOperation": status::pending(LastOperationType::Migrate, message.clone(), now),
+            }))
+            .await?;
+            tracing::info!(entry = %entry.name_any(), %from, %to, %why, "entry handed over");
+            ctx.event(
+                &updated,
+                EventType::Normal,
+                "HandedOver",
+                "HandOver",
+                message,
+            )
+            .await;
+            Ok((Some(updated), RESYNC))
+        }
+    }
 }
 
 /// Answers a migration's request for a place in another bucket, or lets go of a place

@@ -151,7 +151,7 @@ impl Ledger {
         let name = bucket.name_any();
         match Self::api(ctx).create(&PostParams::default(), &bucket).await {
             Ok(created) => {
-                tracing::info!(bucket = %name, pool = ?source.key, shard, seed = ?seed, "created bucket shard");
+                tracing::info!(bucket = %name, pool = %source.key, shard, seed = seed.as_deref().unwrap_or("none yet"), "created bucket shard");
                 book.latest.insert(name, Arc::new(created));
                 Ok(())
             }

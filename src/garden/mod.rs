@@ -3,7 +3,7 @@
 //! and the `BackupBucketsReady` condition.
 //!
 //! Decisions are pure functions over plain data ([`pools`], [`placement`],
-//! [`assignment`], [`buckets`], [`entries`], [`conditions`], [`moves`]); the controllers fetch,
+//! [`assignment`], [`buckets`], [`entries`], [`conditions`], [`moves`], [`guards`]); the controllers fetch,
 //! decide and apply ([`bucket_controller`], [`owner_controllers`],
 //! [`entry_controllers`]), with the placement commit in [`ledger`]. [`runner`] starts them:
 //! [`GardenController`] in-process, [`run()`] for the CLI. [`seed_authz`] keeps each seed
@@ -16,6 +16,7 @@ pub mod conditions;
 pub mod context;
 pub mod entries;
 pub mod entry_controllers;
+pub mod guards;
 pub mod ledger;
 pub mod metrics;
 pub mod moves;

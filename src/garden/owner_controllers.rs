@@ -4,6 +4,8 @@
 //! now (lazily, per region that has a seed) and passes credential and providerConfig
 //! changes to every bucket of its pools. Seed: the same for a seed's own `spec.backup`,
 //! plus the `BackupBucketsReady` condition from the buckets the seed is responsible for.
+//! Both keep the garden's deletion guard ([`crate::garden::guards`]): a finalizer removed
+//! only once no shoot uses the profile, no entry or bucket is on the seed.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -23,6 +25,10 @@ use crate::api::core::{
 use crate::garden::buckets::{PoolSource, pool_of, spec_drift};
 use crate::garden::conditions::{backup_buckets_ready, backup_configuration_valid};
 use crate::garden::context::{Context, GardenError};
+use crate::garden::guards::{
+    CONDITION_DELETION_REFUSED, FINALIZER_GARDEN_GUARD, OwnerGuard, REASON_STILL_IN_USE,
+    owner_guard, profile_dependents, seed_dependents,
+};
 use crate::garden::pools::{PoolKey, PoolKind, ProfileView, SeedView, profile_pools, seed_pool};
 use crate::runtime::conditions::set_condition;
 
@@ -80,6 +86,125 @@ fn live_seeds(ctx: &Context) -> Vec<SeedView> {
         .collect()
 }
 
+/// A cluster-scoped kind whose status has Gardener conditions.
+trait Guarded:
+    kube::Resource<DynamicType = (), Scope = k8s_openapi::ClusterResourceScope>
+    + Clone
+    + std::fmt::Debug
+    + serde::de::DeserializeOwned
+    + serde::Serialize
+{
+    /// "seed", "cloud profile": how messages name the kind.
+    const WHAT: &'static str;
+    fn conditions(&self) -> &[Condition];
+}
+
+impl Guarded for CloudProfile {
+    const WHAT: &'static str = "cloud profile";
+    fn conditions(&self) -> &[Condition] {
+        self.status
+            .as_ref()
+            .map_or(&[], |s| s.conditions.as_slice())
+    }
+}
+
+impl Guarded for Seed {
+    const WHAT: &'static str = "seed";
+    fn conditions(&self) -> &[Condition] {
+        self.status
+            .as_ref()
+            .map_or(&[], |s| s.conditions.as_slice())
+    }
+}
+
+fn has_guard<K: Guarded>(obj: &K) -> bool {
+    obj.finalizers().iter().any(|f| f == FINALIZER_GARDEN_GUARD)
+}
+
+/// Puts the garden's finalizer on `obj` (compare-and-swap on its resourceVersion).
+async fn ensure_guard<K: Guarded>(ctx: &Context, obj: &K) -> Result<(), GardenError> {
+    if has_guard(obj) {
+        return Ok(());
+    }
+    let mut finalizers = obj.finalizers().to_vec();
+    finalizers.push(FINALIZER_GARDEN_GUARD.to_string());
+    Api::<K>::all(ctx.client.clone())
+        .patch(
+            &obj.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&json!({ "metadata": {
+                "resourceVersion": obj.resource_version(),
+                "finalizers": finalizers,
+            }})),
+        )
+        .await?;
+    Ok(())
+}
+
+/// The deletion guard of a Seed or CloudProfile being deleted: keeps the finalizer while
+/// `dependents` exist (saying so in the `DeletionRefused` condition and a Warning event
+/// when the reason changes), removes it once none is left.
+async fn guard<K: Guarded>(
+    ctx: &Context,
+    obj: &K,
+    dependents: &[String],
+) -> Result<Action, GardenError> {
+    let name = obj.name_any();
+    let api = Api::<K>::all(ctx.client.clone());
+    match owner_guard(has_guard(obj), K::WHAT, dependents) {
+        OwnerGuard::Done => Ok(Action::await_change()),
+        OwnerGuard::Release => {
+            let finalizers: Vec<String> = obj
+                .finalizers()
+                .iter()
+                .filter(|f| *f != FINALIZER_GARDEN_GUARD)
+                .cloned()
+                .collect();
+            api.patch(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(&json!({ "metadata": {
+                    "resourceVersion": obj.resource_version(),
+                    "finalizers": finalizers,
+                }})),
+            )
+            .await?;
+            tracing::info!(what = K::WHAT, %name, "nothing depends on it any more: deletion released");
+            Ok(Action::await_change())
+        }
+        OwnerGuard::Refuse(message) => {
+            let current = obj.conditions();
+            let conditions = set_condition(
+                current,
+                CONDITION_DELETION_REFUSED,
+                ConditionStatus::True,
+                REASON_STILL_IN_USE,
+                &message,
+                ctx.clock.now(),
+            );
+            if conditions.as_slice() != current {
+                api.patch_status(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(&json!({ "status": { "conditions": conditions } })),
+                )
+                .await?;
+                tracing::info!(what = K::WHAT, %name, %message, "deletion waits");
+                ctx.event(
+                    obj,
+                    EventType::Warning,
+                    REASON_STILL_IN_USE,
+                    "Delete",
+                    message,
+                )
+                .await;
+            }
+            // Dependents going away wake the guard; look again now and then anyway.
+            Ok(Action::requeue(Duration::from_secs(30)))
+        }
+    }
+}
+
 /// Reconciles one CloudProfile.
 pub async fn reconcile_profile(
     profile: Arc<CloudProfile>,
@@ -96,10 +221,16 @@ pub async fn reconcile_profile(
         .start_timer();
     ctx.stores.wait_ready().await?;
     let name = profile.name_any();
+    if profile.meta().deletion_timestamp.is_some() {
+        // Deleting a profile deletes no bucket; it goes once no shoot uses it.
+        let dependents = profile_dependents(&name, ctx.stores.shoots.state().iter().map(|s| &**s));
+        return guard(&ctx, profile.as_ref(), &dependents).await;
+    }
+    ensure_guard(&ctx, profile.as_ref()).await?;
     let errors = validate_cloud_profile(&profile);
     let (status, reason, message) =
         backup_configuration_valid(profile.spec.backup.is_some(), &errors);
-    tracing::debug!(profile = %name, ?status, %message, "cloud profile validated");
+    tracing::debug!(profile = %name, %status, %message, "cloud profile validated");
     let current: &[Condition] = profile
         .status
         .as_ref()
@@ -158,11 +289,20 @@ pub async fn reconcile_seed(seed: Arc<Seed>, ctx: Arc<Context>) -> Result<Action
         .with_label_values(&[SEED_CONTROLLER])
         .start_timer();
     ctx.stores.wait_ready().await?;
-    if seed.meta().deletion_timestamp.is_some() {
-        // Deleting a seed deletes no bucket; its buckets are handed over.
-        return Ok(Action::await_change());
-    }
     let name = seed.name_any();
+    if seed.meta().deletion_timestamp.is_some() {
+        // Deleting a seed deletes no bucket; its buckets and the entries leaving it are
+        // handed over, and it goes once nothing is on it.
+        let entries = ctx.stores.entries.state();
+        let buckets = ctx.stores.buckets.state();
+        let dependents = seed_dependents(
+            &name,
+            entries.iter().map(|e| &**e),
+            buckets.iter().map(|b| &**b),
+        );
+        return guard(&ctx, seed.as_ref(), &dependents).await;
+    }
+    ensure_guard(&ctx, seed.as_ref()).await?;
     if seed.spec.backup.is_some() {
         let errors = validate_seed(&seed);
         if errors.is_empty() {

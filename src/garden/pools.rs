@@ -14,6 +14,13 @@ pub struct PoolKey {
     pub region: String,
 }
 
+/// `cloudprofile aws in eu-1`: how logs and messages name a pool.
+impl std::fmt::Display for PoolKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {} in {}", self.kind, self.owner, self.region)
+    }
+}
+
 /// A `spec.backup` (of a CloudProfile or a Seed), reduced to what pools depend on.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct BackupTarget {
@@ -160,6 +167,16 @@ pub fn pool_for_shoot(profile: &ProfileView, seed: &SeedView) -> Option<PoolKey>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pool_is_named_in_words_in_logs() {
+        let key = PoolKey {
+            kind: PoolKind::CloudProfile,
+            owner: "aws".into(),
+            region: "eu-1".into(),
+        };
+        assert_eq!(key.to_string(), "cloudprofile aws in eu-1");
+    }
 
     fn profile(provider: Option<&str>, region: Option<&str>) -> ProfileView {
         ProfileView {

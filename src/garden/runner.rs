@@ -398,14 +398,22 @@ async fn term(shared: Arc<Shared>, token: CancellationToken) {
     // never reads an older state than the event that woke it.
     let (profile_store, profile_cache, profiles_ready, []) =
         cache::<CloudProfile, 0>(Api::all(client.clone()), wc());
-    let (seed_store, seed_cache, seeds_ready, [seeds_for_profiles, seeds_for_buckets]) =
-        cache::<Seed, 2>(Api::all(client.clone()), wc());
-    let (shoot_store, shoot_cache, shoots_ready, []) =
-        cache::<Shoot, 0>(Api::all(client.clone()), wc());
+    let (
+        seed_store,
+        seed_cache,
+        seeds_ready,
+        [seeds_for_profiles, seeds_for_buckets, seeds_for_entries],
+    ) = cache::<Seed, 3>(Api::all(client.clone()), wc());
+    let (shoot_store, shoot_cache, shoots_ready, [shoots_for_profiles]) =
+        cache::<Shoot, 1>(Api::all(client.clone()), wc());
     let (bucket_store, bucket_cache, buckets_ready, [buckets_for_profiles, buckets_for_seeds]) =
         cache::<BackupBucket, 2>(Api::all(client.clone()), wc());
-    let (entry_store, entry_cache, entries_ready, [entries_for_buckets, entries_for_shoots]) =
-        cache::<BackupEntry, 2>(Api::all(client.clone()), wc());
+    let (
+        entry_store,
+        entry_cache,
+        entries_ready,
+        [entries_for_buckets, entries_for_shoots, entries_for_seeds],
+    ) = cache::<BackupEntry, 3>(Api::all(client.clone()), wc());
     let (lease_store, lease_cache, leases_ready, [lease_events]) =
         cache::<Lease, 1>(Api::namespaced(client.clone(), GARDEN_NAMESPACE), wc());
     let stores = Stores {
@@ -462,9 +470,42 @@ async fn term(shared: Arc<Shared>, token: CancellationToken) {
                     .map(|k| ObjectRef::new(&k.owner)),
             )
         }))
+        // A shoot that stops using a profile may release the profile's deletion guard.
+        // (A shoot's event shows its new profile only: every profile being deleted looks.)
+        .reconcile_on(shoots_for_profiles.flat_map({
+            let profile_store = stores.profiles.clone();
+            move |shoot| {
+                let mut refs: Vec<ObjectRef<CloudProfile>> = deleting(&profile_store);
+                if shoot.cloud_profile_kind() == "CloudProfile"
+                    && let Some(name) = shoot.cloud_profile_name()
+                {
+                    refs.push(ObjectRef::new(name));
+                }
+                futures::stream::iter(refs)
+            }
+        }))
         .with_config(ControllerConfig::default().concurrency(2));
     let seeds = seeds
         .reconcile_all_on(buckets_for_seeds.map(|_| ()))
+        // An entry leaving a seed may release the seed's deletion guard.
+        // (An entry's event shows its new seeds only: every seed being deleted looks.)
+        .reconcile_on(entries_for_seeds.flat_map({
+            let seed_store = stores.seeds.clone();
+            move |entry| {
+                let mut refs: Vec<ObjectRef<Seed>> = deleting(&seed_store);
+                refs.extend(
+                    [
+                        entry.spec.seed_name.as_deref(),
+                        entry.status.as_ref().and_then(|s| s.seed_name.as_deref()),
+                    ]
+                    .into_iter()
+                    .flatten()
+                    .filter(|s| !s.is_empty())
+                    .map(ObjectRef::new),
+                );
+                futures::stream::iter(refs)
+            }
+        }))
         .with_config(ControllerConfig::default().concurrency(2));
     let buckets = buckets
         .reconcile_on(entries_for_buckets.flat_map(|entry| {
@@ -498,7 +539,23 @@ async fn term(shared: Arc<Shared>, token: CancellationToken) {
             futures::stream::iter(refs)
         }))
         .with_config(ControllerConfig::default().concurrency(syncs));
-    let entries = entries.with_config(ControllerConfig::default().concurrency(5));
+    let entry_store = stores.entries.clone();
+    let entries = entries
+        // A seed being deleted or gone lets the entries leaving it be handed over.
+        .reconcile_on(seeds_for_entries.flat_map(move |seed| {
+            let name = seed.name_any();
+            let refs: Vec<ObjectRef<BackupEntry>> = entry_store
+                .state()
+                .iter()
+                .filter(|e| {
+                    e.status.as_ref().and_then(|s| s.seed_name.as_deref()) == Some(name.as_str())
+                        && e.spec.seed_name.as_deref() != Some(name.as_str())
+                })
+                .map(|e| ObjectRef::from_obj(e.as_ref()))
+                .collect();
+            futures::stream::iter(refs)
+        }))
+        .with_config(ControllerConfig::default().concurrency(5));
 
     let stop = || token.clone().cancelled_owned();
     let profiles = profiles
@@ -548,6 +605,19 @@ async fn term(shared: Arc<Shared>, token: CancellationToken) {
     };
     tokio::join!(profiles, seeds, buckets, shoots, entries, recount, caches);
     tracing::info!("garden controllers stopped");
+}
+
+/// The objects of `store` being deleted (their deletion guards wait for other kinds).
+fn deleting<K>(store: &reflector::Store<K>) -> Vec<ObjectRef<K>>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + 'static,
+{
+    store
+        .state()
+        .iter()
+        .filter(|o| o.meta().deletion_timestamp.is_some())
+        .map(|o| ObjectRef::from_obj(o.as_ref()))
+        .collect()
 }
 
 /// A reflector store of `K` for the controllers to read, the future that fills it, a flag

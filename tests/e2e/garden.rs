@@ -370,8 +370,20 @@ async fn pools_appear_per_region_follow_credentials_and_survive_owner_deletion()
         })
     })
     .await;
+    poll_until(
+        "the us seed is gone once its bucket is handed over",
+        || async {
+            Api::<Seed>::all(client.clone())
+                .get_opt(&us)
+                .await
+                .expect("seed read")
+                .is_none()
+        },
+    )
+    .await;
     // Deleting the profile and then the last seed deletes no bucket either: the buckets
-    // just say they have no seed left.
+    // say they have no seed left, and the seed (whose deletion waits for its buckets, the
+    // guard of #20) says it still has them.
     Api::<CloudProfile>::all(client.clone())
         .delete(&profile, &DeleteParams::default())
         .await
@@ -387,7 +399,20 @@ async fn pools_appear_per_region_follow_credentials_and_survive_owner_deletion()
                 b.status
                     .as_ref()
                     .and_then(|s| s.last_error.as_ref())
-                    .is_some_and(|e| e.description.contains("no longer exists"))
+                    .is_some_and(|e| {
+                        e.description
+                            .contains("is being deleted, and no other ready seed")
+                    })
+            })
+    })
+    .await;
+    poll_until("the last seed waits for its buckets", || async {
+        Api::<Seed>::all(client.clone())
+            .get(&eu)
+            .await
+            .is_ok_and(|s| {
+                s.condition(granary::garden::guards::CONDITION_DELETION_REFUSED)
+                    .is_some_and(|c| c.message.contains("2 objects still use this seed"))
             })
     })
     .await;
@@ -516,13 +541,13 @@ async fn a_bucket_with_entries_refuses_deletion_until_they_are_gone() {
 }
 
 /// The test playing two seeds' liveness: each renews its Lease while its flag is set.
-struct Heartbeats {
+pub struct Heartbeats {
     alive: std::sync::Arc<[std::sync::atomic::AtomicBool; 2]>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl Heartbeats {
-    fn start(tc: &TestCluster, names: [String; 2]) -> Heartbeats {
+    pub fn start(tc: &TestCluster, names: [String; 2]) -> Heartbeats {
         use std::sync::atomic::{AtomicBool, Ordering};
         let alive = std::sync::Arc::new([AtomicBool::new(true), AtomicBool::new(true)]);
         let (client, inst, flags) = (tc.client(), tc.instance_label(), alive.clone());
@@ -539,7 +564,7 @@ impl Heartbeats {
         Heartbeats { alive, task }
     }
 
-    fn silence(&self, i: usize) {
+    pub fn silence(&self, i: usize) {
         self.alive[i].store(false, std::sync::atomic::Ordering::SeqCst);
     }
 }
@@ -552,7 +577,7 @@ impl Drop for Heartbeats {
 
 /// Two renewing seeds in one region and a profile whose first bucket went to one of them:
 /// the heartbeats, the seeds' names, the profile and the bucket's seed.
-async fn two_live_seeds_and_an_assigned_bucket(
+pub async fn two_live_seeds_and_an_assigned_bucket(
     tc: &TestCluster,
 ) -> (Heartbeats, [String; 2], String, String) {
     let (profile, a, b) = (tc.name("aws"), tc.name("sa"), tc.name("sb"));

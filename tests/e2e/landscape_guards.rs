@@ -166,3 +166,328 @@ async fn a_refused_bucket_deletion_leaves_its_entries_healthy() {
     assert!(status.last_error.is_none());
     agent.shutdown().await;
 }
+
+/// The test plays seed `seed`: it provisioned the entry for generation 1 and says so.
+async fn play_seed_done(api: &Api<granary::api::core::BackupEntry>, name: &str, seed: &str) {
+    use kube::api::{Patch, PatchParams};
+    let done = serde_json::json!({"status": {
+        "seedName": seed,
+        "observedGeneration": 1,
+        "lastOperation": {"type": "Reconcile", "state": "Succeeded", "progress": 100,
+            "description": "done", "lastUpdateTime": "2026-11-24T00:00:00Z"},
+    }});
+    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&done))
+        .await
+        .expect("the seed reports");
+}
+
+/// A shoot on seed `on` of two live seeds, its entry provisioned there (played by the
+/// test): the garden's heartbeats, the seeds, the profile and the entry's Api and name.
+async fn an_entry_on_a_seed(
+    tc: &TestCluster,
+) -> (
+    crate::garden::Heartbeats,
+    [String; 2],
+    String,
+    Api<granary::api::core::BackupEntry>,
+    String,
+    String,
+) {
+    use crate::garden::{create_shoot, entries, two_live_seeds_and_an_assigned_bucket};
+    use granary::api::core::LABEL_SEED;
+    use kube::ResourceExt;
+    let (heartbeats, seeds, profile, _) = two_live_seeds_and_an_assigned_bucket(tc).await;
+    let ns = tc.namespace("garden-m").await;
+    create_shoot(tc, &ns, "web", &profile, &seeds[0]).await;
+    poll_until("entry placed on the shoot's seed", || async {
+        entries(tc).await.first().is_some_and(|e| {
+            e.spec.seed_name.as_ref() == Some(&seeds[0])
+                && e.labels().get(LABEL_SEED) == Some(&seeds[0])
+        })
+    })
+    .await;
+    let name = entries(tc).await[0].name_any();
+    let api: Api<granary::api::core::BackupEntry> = Api::namespaced(tc.client(), &ns);
+    play_seed_done(&api, &name, &seeds[0]).await;
+    (heartbeats, seeds, profile, api, ns, name)
+}
+
+fn move_shoot(seed: &str) -> kube::api::Patch<serde_json::Value> {
+    kube::api::Patch::Merge(serde_json::json!({"spec": {"seedName": seed}}))
+}
+
+/// #20: a shoot moves to another seed. While the old seed has not handed the entry over,
+/// the entry no longer says Succeeded: `lastOperation` is Migrate/Pending saying what it
+/// waits for (and an event); when the old seed stays silent past the hand-over time the
+/// garden releases the entry to the new seed, as it does for buckets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_moved_entry_says_what_it_waits_for_and_is_handed_over_when_its_seed_is_silent() {
+    use crate::garden::{config, events_about, garden_cluster, start};
+    use granary::api::common::LastOperationType;
+    use granary::api::core::LABEL_SEED;
+    use kube::ResourceExt;
+    use kube::api::PatchParams;
+    let tc = garden_cluster().await;
+    // Ready within 1.5 s of a renewal; handed over after 1 s unready.
+    let garden = start(&tc, config(None, Some((1500, 1000))));
+    let (heartbeats, [a, b], _, api, ns, name) = an_entry_on_a_seed(&tc).await;
+    Api::<Shoot>::namespaced(tc.client(), &ns)
+        .patch("web", &PatchParams::default(), &move_shoot(&b))
+        .await
+        .expect("shoot moved");
+    poll_until("the entry says it waits for the old seed", || async {
+        api.get(&name).await.is_ok_and(|e| {
+            let s = e.status.clone().unwrap_or_default();
+            e.spec.seed_name.as_ref() == Some(&b)
+                && s.seed_name.as_ref() == Some(&a)
+                && s.last_operation.is_some_and(|o| {
+                    o.type_ == LastOperationType::Migrate
+                        && o.state == LastOperationState::Pending
+                        && o.description
+                            == format!("waiting for seed {a} to hand the entry over to seed {b}")
+                })
+        })
+    })
+    .await;
+    poll_until("an event says so", || async {
+        events_about(&tc.client(), &name)
+            .await
+            .iter()
+            .any(|(_, reason, note)| reason == "HandOverPending" && note.contains(&a))
+    })
+    .await;
+    // The old seed falls silent (its Lease is no longer renewed) and never hands over.
+    heartbeats.silence(0);
+    poll_until("the garden hands the entry to the new seed", || async {
+        api.get(&name).await.is_ok_and(|e| {
+            let s = e.status.clone().unwrap_or_default();
+            s.seed_name.is_none()
+                && e.labels().get(LABEL_SEED) == Some(&b)
+                && s.last_operation.is_some_and(|o| {
+                    o.type_ == LastOperationType::Migrate
+                        && o.state == LastOperationState::Pending
+                        && o.description.contains(&format!("waiting for seed {b}"))
+                })
+        })
+    })
+    .await;
+    poll_until("hand-over event", || async {
+        events_about(&tc.client(), &name)
+            .await
+            .iter()
+            .any(|(_, reason, note)| reason == "HandedOver" && note.contains(&a))
+    })
+    .await;
+    drop(heartbeats);
+    garden.stop().await;
+}
+
+/// #20, the reported steps: `kubectl delete seed` on a seed that still has an entry waits
+/// (the garden's finalizer; the `DeletionRefused` condition and an event name the
+/// entry); then the shoot moves to the other seed: the garden releases the entry from
+/// the seed being deleted at once, and the seed goes once nothing is on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_seed_with_an_entry_waits_and_its_entry_is_handed_over() {
+    use crate::garden::{config, events_about, garden_cluster, start};
+    use granary::api::common::ConditionStatus;
+    use granary::api::core::{LABEL_SEED, Seed};
+    use granary::garden::guards::CONDITION_DELETION_REFUSED;
+    use kube::ResourceExt;
+    use kube::api::{DeleteParams, PatchParams};
+    let tc = garden_cluster().await;
+    let garden = start(&tc, config(None, Some((1500, 1000))));
+    let (heartbeats, [a, b], _, api, ns, name) = an_entry_on_a_seed(&tc).await;
+    let seeds: Api<Seed> = Api::all(tc.client());
+    poll_until("the garden guards the seed", || async {
+        seeds.get(&a).await.is_ok_and(|s| {
+            s.finalizers()
+                .iter()
+                .any(|f| f == granary::garden::guards::FINALIZER_GARDEN_GUARD)
+        })
+    })
+    .await;
+    seeds
+        .delete(&a, &DeleteParams::default())
+        .await
+        .expect("delete asked");
+    poll_until("the seed says what it waits for", || async {
+        seeds.get(&a).await.is_ok_and(|s| {
+            s.metadata.deletion_timestamp.is_some()
+                && s.condition(CONDITION_DELETION_REFUSED).is_some_and(|c| {
+                    c.status == ConditionStatus::True
+                        && c.message.contains(&format!("BackupEntry {ns}/{name}"))
+                })
+        })
+    })
+    .await;
+    poll_until("an event says so", || async {
+        events_about(&tc.client(), &a)
+            .await
+            .iter()
+            .any(|(t, reason, note)| {
+                t == "Warning" && reason == "StillInUse" && note.contains(&name)
+            })
+    })
+    .await;
+    Api::<Shoot>::namespaced(tc.client(), &ns)
+        .patch("web", &PatchParams::default(), &move_shoot(&b))
+        .await
+        .expect("shoot moved");
+    poll_until(
+        "the entry is released from the seed being deleted",
+        || async {
+            api.get(&name).await.is_ok_and(|e| {
+                let s = e.status.clone().unwrap_or_default();
+                e.spec.seed_name.as_ref() == Some(&b)
+                    && s.seed_name.is_none()
+                    && e.labels().get(LABEL_SEED) == Some(&b)
+                    && s.last_operation
+                        .is_some_and(|o| o.description.contains("being deleted"))
+            })
+        },
+    )
+    .await;
+    poll_until("the seed is gone", || async {
+        seeds.get_opt(&a).await.expect("seed read").is_none()
+    })
+    .await;
+    drop(heartbeats);
+    garden.stop().await;
+}
+
+/// #20: a CloudProfile that a shoot uses is not deleted (the garden's finalizer; its
+/// `DeletionRefused` condition and an event name the shoot); it goes once the shoot does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cloud_profile_in_use_waits_for_its_shoots() {
+    use crate::garden::{
+        backup, config, create_profile, create_seed, create_shoot, events_about, garden_cluster,
+        renew, start,
+    };
+    use granary::api::common::ConditionStatus;
+    use granary::api::core::CloudProfile;
+    use granary::garden::guards::CONDITION_DELETION_REFUSED;
+    use kube::ResourceExt;
+    use kube::api::DeleteParams;
+    let tc = garden_cluster().await;
+    let (profile, seed, unused) = (tc.name("aws"), tc.name("s"), tc.name("unused"));
+    renew(&tc.client(), &tc.instance_label(), &seed).await;
+    create_seed(&tc, &seed, "aws", "eu-1", None).await;
+    create_profile(&tc, &profile, "aws", Some(backup("aws", None, "b"))).await;
+    create_profile(&tc, &unused, "gcp", None).await;
+    let garden = start(&tc, config(None, None));
+    let ns = tc.namespace("garden-c").await;
+    create_shoot(&tc, &ns, "web", &profile, &seed).await;
+    let profiles: Api<CloudProfile> = Api::all(tc.client());
+    for p in [&profile, &unused] {
+        poll_until("the garden guards the profile", || async {
+            profiles.get(p).await.is_ok_and(|x| {
+                x.finalizers()
+                    .iter()
+                    .any(|f| f == granary::garden::guards::FINALIZER_GARDEN_GUARD)
+            })
+        })
+        .await;
+    }
+    // A profile no shoot uses goes at once.
+    profiles
+        .delete(&unused, &DeleteParams::default())
+        .await
+        .expect("delete asked");
+    poll_until("the unused profile is gone", || async {
+        profiles.get_opt(&unused).await.expect("read").is_none()
+    })
+    .await;
+    profiles
+        .delete(&profile, &DeleteParams::default())
+        .await
+        .expect("delete asked");
+    poll_until("the profile says what it waits for", || async {
+        profiles.get(&profile).await.is_ok_and(|p| {
+            p.metadata.deletion_timestamp.is_some()
+                && p.status.as_ref().is_some_and(|s| {
+                    s.conditions.iter().any(|c| {
+                        c.type_ == CONDITION_DELETION_REFUSED
+                            && c.status == ConditionStatus::True
+                            && c.message.contains(&format!("Shoot {ns}/web"))
+                    })
+                })
+        })
+    })
+    .await;
+    poll_until("an event says so", || async {
+        events_about(&tc.client(), &profile)
+            .await
+            .iter()
+            .any(|(t, reason, note)| {
+                t == "Warning" && reason == "StillInUse" && note.contains("web")
+            })
+    })
+    .await;
+    Api::<Shoot>::namespaced(tc.client(), &ns)
+        .delete("web", &DeleteParams::default())
+        .await
+        .expect("shoot deleted");
+    poll_until("the profile is gone", || async {
+        profiles.get_opt(&profile).await.expect("read").is_none()
+    })
+    .await;
+    garden.stop().await;
+}
+
+/// #20: a person relabels a shared bucket (another region, no shard): the garden keeps
+/// the bucket in its pool by its own record, puts the labels back with a Warning event,
+/// and the pool does not think it lost its shard (no second shard 0 is made).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relabelled_bucket_stays_in_its_pool_and_gets_its_labels_back() {
+    use crate::garden::{
+        backup, buckets, config, create_profile, create_seed, events_about, garden_cluster, renew,
+        start,
+    };
+    use granary::api::core::{BackupBucket, LABEL_REGION, LABEL_SHARD};
+    use granary::garden::buckets::ANNOTATION_POOL_RECORD;
+    use kube::ResourceExt;
+    use kube::api::{Patch, PatchParams};
+    let tc = garden_cluster().await;
+    let (profile, seed) = (tc.name("aws"), tc.name("s"));
+    renew(&tc.client(), &tc.instance_label(), &seed).await;
+    create_seed(&tc, &seed, "aws", "eu-1", None).await;
+    create_profile(&tc, &profile, "aws", Some(backup("aws", None, "b"))).await;
+    let garden = start(&tc, config(None, None));
+    poll_until("the first shard, recorded", || async {
+        buckets(&tc)
+            .await
+            .first()
+            .is_some_and(|b| b.annotations().contains_key(ANNOTATION_POOL_RECORD))
+    })
+    .await;
+    let name = buckets(&tc).await[0].name_any();
+    let relabel =
+        serde_json::json!({"metadata": {"labels": {LABEL_REGION: "us-9", LABEL_SHARD: null}}});
+    Api::<BackupBucket>::all(tc.client())
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&relabel))
+        .await
+        .expect("relabelled");
+    poll_until("the labels are put back", || async {
+        buckets(&tc).await.iter().any(|b| {
+            b.name_any() == name
+                && b.labels().get(LABEL_REGION).map(String::as_str) == Some("eu-1")
+                && b.labels().get(LABEL_SHARD).map(String::as_str) == Some("0")
+        })
+    })
+    .await;
+    poll_until("a Warning event says so", || async {
+        events_about(&tc.client(), &name)
+            .await
+            .iter()
+            .any(|(t, reason, note)| {
+                t == "Warning" && reason == "PoolLabelsRestored" && note.contains("us-9")
+            })
+    })
+    .await;
+    assert_eq!(
+        buckets(&tc).await.len(),
+        1,
+        "the pool kept its shard; no new one was made"
+    );
+    garden.stop().await;
+}

@@ -141,3 +141,116 @@ async fn hand_over_entry_and_bucket(backend: Backend) {
     agent_b.shutdown().await;
     other.shutdown().await;
 }
+
+/// #20, end to end with the garden controller and two real seed agents: a shoot's seed
+/// stops for good and is deleted (`kubectl delete seed`), then the shoot moves to the
+/// other seed. The old seed can no longer hand the entry over, so the garden does, and
+/// the new seed restores it: its extension object and the shoot's `etcd-backup` Secret
+/// are there, and the entry's status is Succeeded for its current generation on the new
+/// seed. The old seed goes once nothing is on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shoot_moved_off_a_deleted_seed_is_restored_on_the_new_seed() {
+    use crate::garden::{
+        backup, config, create_profile, create_seed, create_shoot, entries, start,
+    };
+    use crate::seed_support::CREDENTIALS;
+    use granary::api::core::{Seed, Shoot};
+    use k8s_openapi::api::core::v1::Secret;
+    use kube::ResourceExt;
+    use kube::api::DeleteParams;
+    let Some(l) = Landscape::start(Backend::Local).await else {
+        return;
+    };
+    let other = EmbeddedServer::start(EmbeddedOptions::default())
+        .await
+        .expect("second seed API server");
+    let seed_b = other.client().await.expect("client");
+    install_seed_crds(&l.cluster, &seed_b).await;
+    let tc = &l.cluster;
+    let (a, b, profile) = (tc.name("sa"), tc.name("sb"), tc.name("local"));
+    let agent_a = l.start_agent(None, l.config(&a)).await;
+    let agent_b = l.start_agent(Some(seed_b.clone()), l.config(&b)).await;
+    create_seed(tc, &a, "local", "eu-1", None).await;
+    create_seed(tc, &b, "local", "eu-1", None).await;
+    create_profile(
+        tc,
+        &profile,
+        "local",
+        Some(backup("local", None, CREDENTIALS)),
+    )
+    .await;
+    // Ready within 5 s of a renewal (the agents renew every second).
+    let garden = start(tc, config(None, Some((5000, 2000))));
+    let ns = tc.namespace("garden-m").await;
+    create_shoot(tc, &ns, "web", &profile, &a).await;
+    poll_until("the entry is placed", || async {
+        !entries(tc).await.is_empty()
+    })
+    .await;
+    let name = entries(tc).await[0].name_any();
+    let technical = name
+        .rsplit_once("--")
+        .map(|(t, _)| t.to_string())
+        .expect("technical id");
+    ensure_namespace(&l.seed, &technical).await;
+    ensure_namespace(&seed_b, &technical).await;
+    let api = l.entries(&ns);
+    poll_until("the entry Succeeded on the first seed", || async {
+        api.get(&name).await.is_ok_and(|e| {
+            let s = e.status.clone().unwrap_or_default();
+            s.seed_name.as_deref() == Some(a.as_str())
+                && s.observed_generation == e.metadata.generation
+                && s.last_operation
+                    .is_some_and(|o| o.state == LastOperationState::Succeeded)
+        })
+    })
+    .await;
+
+    // The first seed is gone for good, and deleted; then the shoot moves.
+    agent_a.shutdown().await;
+    Api::<Seed>::all(l.garden.clone())
+        .delete(&a, &DeleteParams::default())
+        .await
+        .expect("seed deletion asked");
+    Api::<Shoot>::namespaced(l.garden.clone(), &ns)
+        .patch("web", &PatchParams::default(), &assign(&b))
+        .await
+        .expect("shoot moved");
+    poll_until(
+        "the entry restored and Succeeded on the new seed",
+        || async {
+            api.get(&name).await.is_ok_and(|e| {
+                let s = e.status.clone().unwrap_or_default();
+                e.spec.seed_name.as_deref() == Some(b.as_str())
+                    && s.seed_name.as_deref() == Some(b.as_str())
+                    && s.observed_generation == e.metadata.generation
+                    && s.last_operation.is_some_and(|o| {
+                        o.type_ == LastOperationType::Restore
+                            && o.state == LastOperationState::Succeeded
+                    })
+            })
+        },
+    )
+    .await;
+    let ext_b: Api<extensions::BackupEntry> = Api::all(seed_b.clone());
+    assert!(
+        ext_b.get_opt(&name).await.unwrap().is_some(),
+        "extension object on the new seed"
+    );
+    let secret: Option<Secret> = Api::namespaced(seed_b.clone(), &technical)
+        .get_opt("etcd-backup")
+        .await
+        .unwrap();
+    assert!(secret.is_some(), "etcd-backup Secret on the new seed");
+    poll_until("the deleted seed is gone once nothing is on it", || async {
+        Api::<Seed>::all(l.garden.clone())
+            .get_opt(&a)
+            .await
+            .expect("seed read")
+            .is_none()
+    })
+    .await;
+    garden.stop().await;
+    agent_b.shutdown().await;
+    other.shutdown().await;
+}

@@ -19,14 +19,16 @@ pub struct BackupSpec {
     /// CloudProfile it may be left out and then means the profile's `spec.type`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub provider: String,
-    /// Region of the buckets; see DESIGN §3.1 for what leaving it out means.
+    /// Region of the buckets. When set, every seed of the owner shares one bucket pool
+    /// in this region. When left out, the backup provider must be the owner's own
+    /// provider, and each region that has a seed gets a pool of its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub region: Option<String>,
     /// The credentials: a `v1` Secret or a WorkloadIdentity.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub credentials_ref: Option<ObjectReference>,
-    /// The older way to name the credentials Secret (seed 004, Gardener before
-    /// `credentialsRef`); used when `credentialsRef` is not set.
+    /// The Secret with the object-store credentials, the older way of naming them
+    /// (before credentialsRef); used when credentialsRef is not set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_ref: Option<SecretReference>,
     /// Provider-specific bucket configuration (e.g. immutability), passed through.

@@ -17,6 +17,7 @@ use crate::api::common::{
 /// What bucket to have, where, and which seed provisions it.
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
+    doc = "A bucket in an object store that holds the backups of many shoots; the seed named in spec.seedName creates and looks after it.",
     group = "core.gardener.cloud",
     version = "v1beta1",
     kind = "BackupBucket",
@@ -60,8 +61,10 @@ pub struct BackupBucketSpec {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[schemars(transform = super::drop_defaults)]
 pub struct BackupBucketProvider {
+    /// Provider type of the object store (aws, azure, gcp, local, ...).
     #[serde(rename = "type")]
     pub type_: String,
+    /// Region of the object store.
     pub region: String,
 }
 
@@ -74,10 +77,16 @@ pub struct BackupBucketStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "super::arbitrary_object")]
     pub provider_status: Option<serde_json::Value>,
+    /// The last operation on the bucket (create, reconcile, delete, migrate, restore)
+    /// and how it went.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_operation: Option<LastOperation>,
+    /// The last error of the bucket's operations, with codes; cleared when the
+    /// operation succeeds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<LastError>,
+    /// The metadata.generation the seed last acted on; the status is current when it
+    /// equals metadata.generation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
     /// The secret the provider generated for the bucket (e.g. Azure's storage key).

@@ -15,6 +15,7 @@ use crate::api::common::{FieldError, FieldErrors, LastError, LastOperation, Obje
 /// Which bucket the entry is in and which seed handles it.
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
+    doc = "The place of one shoot's backups in a BackupBucket (a prefix named after the entry); the seed named in spec.seedName looks after it.",
     group = "core.gardener.cloud",
     version = "v1beta1",
     kind = "BackupEntry",
@@ -48,10 +49,16 @@ pub struct BackupEntrySpec {
 #[serde(rename_all = "camelCase")]
 #[schemars(transform = super::drop_defaults)]
 pub struct BackupEntryStatus {
+    /// The last operation on the entry (create, reconcile, delete, migrate, restore)
+    /// and how it went.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_operation: Option<LastOperation>,
+    /// The last error of the entry's operations, with codes; cleared when the operation
+    /// succeeds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<LastError>,
+    /// The metadata.generation the seed last acted on; the status is current when it
+    /// equals metadata.generation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
     /// The seed that holds the extension object now.

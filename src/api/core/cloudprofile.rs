@@ -13,9 +13,11 @@ use super::backup_spec::{BackupSpec, check_backup_spec};
 use super::checks::require;
 use crate::api::common::{Condition, FieldError, FieldErrors};
 
-/// The subset of a CloudProfile's spec that Granary reads.
+/// The profile's specification. Granary reads its type, regions and backup, and keeps
+/// every other field as it is.
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
+    doc = "A provider's offering for shoots; its spec.backup says where the backups of its shoots go.",
     group = "core.gardener.cloud",
     version = "v1beta1",
     kind = "CloudProfile",
@@ -37,8 +39,8 @@ pub struct CloudProfileSpec {
     /// The regions shoots of this profile may use.
     #[serde(default)]
     pub regions: Vec<Region>,
-    /// Where backups of this profile's shoots go; none means no backups. Granary's
-    /// addition (seed 004's proposal), not a field of shipped Gardener's CloudProfile.
+    /// Where the backups of this profile's shoots go; without it they have no backups.
+    /// An addition of Granary's: shipped Gardener's CloudProfile has no such field.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backup: Option<BackupSpec>,
     /// Fields Granary does not read (kubernetes versions, machine images, …).
@@ -51,6 +53,7 @@ pub struct CloudProfileSpec {
 #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
 #[schemars(transform = super::drop_defaults)]
 pub struct Region {
+    /// Name of the region.
     pub name: String,
     /// Zones, labels, access restrictions, … kept as they are.
     #[serde(flatten)]
@@ -62,8 +65,9 @@ pub struct Region {
 #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
 #[schemars(transform = super::drop_defaults)]
 pub struct CloudProfileStatus {
-    /// Granary's addition (the backup-configuration condition of seed 004's proposal);
-    /// shipped Gardener's CloudProfile status has no conditions.
+    /// Granary's conditions: BackupConfigurationValid says whether spec.backup can be
+    /// used, DeletionRefused what a deletion waits for. Shipped Gardener's CloudProfile
+    /// has no status conditions.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
     #[serde(flatten)]

@@ -13,9 +13,11 @@ use super::backup_spec::{BackupSpec, check_backup_spec};
 use super::checks::require;
 use crate::api::common::{Condition, FieldError, FieldErrors};
 
-/// The subset of a Seed's spec that Granary reads.
+/// The seed's specification. Granary reads its provider and backup, and keeps every other
+/// field as it is.
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
+    doc = "A cluster that hosts the control planes of shoots and runs their backups.",
     group = "core.gardener.cloud",
     version = "v1beta1",
     kind = "Seed",
@@ -46,8 +48,11 @@ pub struct SeedSpec {
 #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
 #[schemars(transform = super::drop_defaults)]
 pub struct SeedProvider {
+    /// Provider type of the seed's infrastructure (aws, azure, gcp, ...); the seed
+    /// serves the CloudProfiles of the same type.
     #[serde(rename = "type", default)]
     pub type_: String,
+    /// Region the seed runs in.
     #[serde(default)]
     pub region: String,
     /// Zones, providerConfig, … kept as they are.
@@ -60,6 +65,8 @@ pub struct SeedProvider {
 #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
 #[schemars(transform = super::drop_defaults)]
 pub struct SeedStatus {
+    /// Conditions of the seed. Granary sets BackupBucketsReady (whether the buckets the
+    /// seed provisions are healthy) and DeletionRefused (what a deletion waits for).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
     #[serde(flatten)]

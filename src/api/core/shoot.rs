@@ -13,9 +13,11 @@ use serde::{Deserialize, Serialize};
 /// namespace is just `garden`.
 const PROJECT_NAMESPACE_PREFIX: &str = "garden-";
 
-/// The subset of a Shoot's spec that Granary reads.
+/// The shoot's specification. Granary reads its cloud profile, provider, purpose, region
+/// and seed, and keeps every other field as it is.
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
+    doc = "A Kubernetes cluster managed by Gardener; Granary keeps a BackupEntry for each shoot that has a seed.",
     group = "core.gardener.cloud",
     version = "v1beta1",
     kind = "Shoot",
@@ -48,6 +50,7 @@ pub struct ShootSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("enum" = ["evaluation", "testing", "development", "production", "infrastructure"]))]
     pub purpose: Option<String>,
+    /// Region the shoot's infrastructure runs in.
     #[serde(default)]
     pub region: String,
     /// The seed hosting the control plane, once scheduled.
@@ -63,18 +66,21 @@ pub struct ShootSpec {
 #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
 #[schemars(transform = super::drop_defaults)]
 pub struct CloudProfileReference {
+    /// Kind of the profile: CloudProfile (the default) or NamespacedCloudProfile.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub kind: String,
+    /// Name of the profile.
     pub name: String,
     #[serde(flatten)]
     pub extra: BTreeMap<String, serde_json::Value>,
 }
 
-/// `spec.provider` of a Shoot.
+/// The shoot's infrastructure provider.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
 #[schemars(transform = super::drop_defaults)]
 pub struct ShootProvider {
+    /// Provider type of the shoot's infrastructure (aws, azure, gcp, ...).
     #[serde(rename = "type", default)]
     pub type_: String,
     /// Workers, infrastructureConfig, … kept as they are.
@@ -82,7 +88,8 @@ pub struct ShootProvider {
     pub extra: BTreeMap<String, serde_json::Value>,
 }
 
-/// The subset of a Shoot's status that Granary reads.
+/// The shoot's status. Granary reads its technical ID and UID, and keeps every other field
+/// as it is.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
 #[schemars(transform = super::drop_defaults)]

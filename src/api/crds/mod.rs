@@ -7,6 +7,8 @@
 //! Generated schemas carry no `default:` (defaults live in Rust, where they are tested)
 //! and must be structural, as kube-apiserver demands ([`structural`]).
 
+#[cfg(test)]
+mod descriptions;
 pub mod structural;
 #[cfg(test)]
 mod upstream;

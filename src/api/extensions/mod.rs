@@ -36,6 +36,7 @@ pub const LABEL_DELETION_PROTECTED: &str = "gardener.cloud/deletion-protected";
 /// The seed-side bucket: what the provider should create.
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
+    doc = "A bucket in an object store, created and kept by the seed's backup controller for a garden BackupBucket.",
     group = "extensions.gardener.cloud",
     version = "v1alpha1",
     kind = "BackupBucket",
@@ -54,12 +55,17 @@ pub struct BackupBucketSpec {
     /// Provider type (`aws`, `azure`, `gcp`, `local`, …).
     #[serde(rename = "type")]
     pub type_: String,
+    /// Region of the object store the bucket is created in.
     pub region: String,
     /// The copied credentials (`garden/bucket-<bucket>`).
     pub secret_ref: SecretReference,
+    /// Provider-specific configuration of the bucket (e.g. immutability), as the garden
+    /// BackupBucket has it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::api::core::arbitrary_object")]
     pub provider_config: Option<serde_json::Value>,
+    /// Which kind of cluster the object is for: garden, seed or shoot; immutable once
+    /// set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub class: Option<ExtensionClass>,
 }
@@ -67,6 +73,7 @@ pub struct BackupBucketSpec {
 /// The seed-side entry: a prefix in a bucket.
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
+    doc = "The place of one shoot's backups in a bucket (a prefix named after the entry), kept by the seed's backup controller for a garden BackupEntry.",
     group = "extensions.gardener.cloud",
     version = "v1alpha1",
     kind = "BackupEntry",
@@ -83,12 +90,16 @@ pub struct BackupBucketSpec {
 #[serde(rename_all = "camelCase")]
 #[schemars(transform = crate::api::core::drop_defaults)]
 pub struct BackupEntrySpec {
+    /// Provider type of the object store (aws, azure, gcp, local, ...).
     #[serde(rename = "type")]
     pub type_: String,
+    /// Region of the object store.
     pub region: String,
+    /// The bucket that holds the entry's backups, under a prefix named after the entry.
     pub bucket_name: String,
     /// The copied credentials (`garden/entry-<entry>`).
     pub secret_ref: SecretReference,
+    /// Provider-specific configuration of the entry, passed to the provider.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::api::core::arbitrary_object")]
     pub provider_config: Option<serde_json::Value>,
@@ -96,6 +107,8 @@ pub struct BackupEntrySpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::api::core::arbitrary_object")]
     pub backup_bucket_provider_status: Option<serde_json::Value>,
+    /// Which kind of cluster the object is for: garden, seed or shoot; immutable once
+    /// set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub class: Option<ExtensionClass>,
 }
@@ -105,15 +118,23 @@ pub struct BackupEntrySpec {
 #[serde(rename_all = "camelCase")]
 #[schemars(transform = crate::api::core::drop_defaults)]
 pub struct DefaultStatus {
+    /// Provider-specific status of the object.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::api::core::arbitrary_object")]
     pub provider_status: Option<serde_json::Value>,
+    /// Conditions of the object.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+    /// The last error of the object's operations, with codes; cleared when the
+    /// operation succeeds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<LastError>,
+    /// The last operation on the object (create, reconcile, delete, migrate, restore)
+    /// and how it went.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_operation: Option<LastOperation>,
+    /// The metadata.generation the controller last acted on; the status is current when
+    /// it equals metadata.generation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
     /// Controller state carried across a migrate/restore between seeds.
@@ -125,11 +146,13 @@ pub struct DefaultStatus {
     pub resources: Vec<NamedResourceReference>,
 }
 
-/// A named reference to a resource (`gardencorev1beta1.NamedResourceReference`).
+/// A resource the object's state refers to, by the name the state uses for it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NamedResourceReference {
+    /// The name by which the object's state refers to the resource.
     pub name: String,
+    /// The referenced resource.
     pub resource_ref: CrossVersionObjectReference,
 }
 
@@ -138,8 +161,11 @@ pub struct NamedResourceReference {
 #[serde(rename_all = "camelCase")]
 #[schemars(transform = crate::api::core::drop_defaults)]
 pub struct CrossVersionObjectReference {
+    /// Kind of the referenced resource.
     pub kind: String,
+    /// Name of the referenced resource.
     pub name: String,
+    /// API version of the referenced resource.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub api_version: String,
 }

@@ -74,10 +74,13 @@ pub struct VeleroBackup {
     pub spec: Option<BackupSpec>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<BackupStatus>,
+    /// The identifier that links the Velero Backup to this NonAdminBackup.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nacuuid: Option<String>,
+    /// Name of the Velero Backup made for this NonAdminBackup.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// Namespace of the Velero Backup (the namespace Velero runs in).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
 }
@@ -88,10 +91,13 @@ pub struct VeleroBackup {
 pub struct VeleroDeleteBackupRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<DeleteBackupRequestStatus>,
+    /// The identifier that links the Velero DeleteBackupRequest to this NonAdminBackup.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nacuuid: Option<String>,
+    /// Name of the Velero DeleteBackupRequest made for this NonAdminBackup.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// Namespace of the Velero DeleteBackupRequest (the namespace Velero runs in).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
 }
@@ -100,22 +106,31 @@ pub struct VeleroDeleteBackupRequest {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DataMoverDataUploads {
+    /// How many data uploads the backup has.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub total: Option<i64>,
+    /// How many data uploads have not started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub new: Option<i64>,
+    /// How many data uploads were accepted by a node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accepted: Option<i64>,
+    /// How many data uploads are prepared to run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prepared: Option<i64>,
+    /// How many data uploads are running.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub in_progress: Option<i64>,
+    /// How many data uploads are being cancelled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub canceling: Option<i64>,
+    /// How many data uploads were cancelled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub canceled: Option<i64>,
+    /// How many data uploads failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failed: Option<i64>,
+    /// How many data uploads completed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completed: Option<i64>,
 }
@@ -124,14 +139,19 @@ pub struct DataMoverDataUploads {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FileSystemPodVolumeBackups {
+    /// How many pod volume backups the backup has.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub total: Option<i64>,
+    /// How many pod volume backups have not started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub new: Option<i64>,
+    /// How many pod volume backups are running.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub in_progress: Option<i64>,
+    /// How many pod volume backups failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failed: Option<i64>,
+    /// How many pod volume backups completed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completed: Option<i64>,
 }
@@ -152,6 +172,7 @@ pub struct NonAdminBackupStatus {
     pub queue_info: Option<QueueInfo>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<NonAdminPhase>,
+    /// Conditions of the NonAdminBackup: whether it was accepted and queued.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conditions: Option<Vec<Condition>>,
 }

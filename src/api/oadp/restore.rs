@@ -48,10 +48,13 @@ pub struct NonAdminRestoreSpec {
 pub struct VeleroRestore {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<RestoreStatus>,
+    /// Name of the Velero Restore made for this NonAdminRestore.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// The identifier that links the Velero Restore to this NonAdminRestore.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nacuuid: Option<String>,
+    /// Namespace of the Velero Restore (the namespace Velero runs in).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
 }
@@ -60,22 +63,31 @@ pub struct VeleroRestore {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DataMoverDataDownloads {
+    /// How many data downloads the restore has.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub total: Option<i64>,
+    /// How many data downloads have not started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub new: Option<i64>,
+    /// How many data downloads were accepted by a node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accepted: Option<i64>,
+    /// How many data downloads are prepared to run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prepared: Option<i64>,
+    /// How many data downloads are running.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub in_progress: Option<i64>,
+    /// How many data downloads are being cancelled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub canceling: Option<i64>,
+    /// How many data downloads were cancelled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub canceled: Option<i64>,
+    /// How many data downloads failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failed: Option<i64>,
+    /// How many data downloads completed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completed: Option<i64>,
 }
@@ -84,14 +96,19 @@ pub struct DataMoverDataDownloads {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FileSystemPodVolumeRestores {
+    /// How many pod volume restores the restore has.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub total: Option<i64>,
+    /// How many pod volume restores have not started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub new: Option<i64>,
+    /// How many pod volume restores are running.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub in_progress: Option<i64>,
+    /// How many pod volume restores failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failed: Option<i64>,
+    /// How many pod volume restores completed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completed: Option<i64>,
 }
@@ -110,6 +127,7 @@ pub struct NonAdminRestoreStatus {
     pub queue_info: Option<QueueInfo>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<NonAdminPhase>,
+    /// Conditions of the NonAdminRestore: whether it was accepted and queued.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conditions: Option<Vec<Condition>>,
 }

@@ -53,10 +53,15 @@ pub struct NonAdminBackupStorageLocationSpec {
 pub struct VeleroBackupStorageLocation {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<BackupStorageLocationStatus>,
+    /// The identifier that links the Velero BackupStorageLocation to this
+    /// NonAdminBackupStorageLocation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nacuuid: Option<String>,
+    /// Name of the Velero BackupStorageLocation made for this
+    /// NonAdminBackupStorageLocation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// Namespace of the Velero BackupStorageLocation (the namespace Velero runs in).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
 }
@@ -69,6 +74,8 @@ pub struct NonAdminBackupStorageLocationStatus {
     pub velero_backup_storage_location: Option<VeleroBackupStorageLocation>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<NonAdminPhase>,
+    /// Conditions of the NonAdminBackupStorageLocation: whether it was accepted and its
+    /// Velero location created.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conditions: Option<Vec<Condition>>,
 }

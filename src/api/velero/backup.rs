@@ -20,6 +20,7 @@ use super::{Duration, FieldErrors, ServerDefaults};
 /// Extra metadata for the objects a Backup creates (`spec.metadata`).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct Metadata {
+    /// Labels to put on the Backup objects made from this template.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub labels: Option<BTreeMap<String, String>>,
 }
@@ -40,62 +41,84 @@ pub struct Metadata {
 pub struct BackupSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Metadata>,
+    /// Namespaces to back up; empty or * means all namespaces.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("id" = "granary:nullable"))]
     pub included_namespaces: Option<Vec<String>>,
+    /// Namespaces to leave out of the backup.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("id" = "granary:nullable"))]
     pub excluded_namespaces: Option<Vec<String>>,
-    /// Old-style resource filter; cannot be combined with the `*ScopedResources` ones.
+    /// Resources to back up (e.g. deployments, configmaps); empty or * means all.
+    /// Cannot be combined with the cluster-scoped/namespace-scoped filters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("id" = "granary:nullable"))]
     pub included_resources: Option<Vec<String>>,
+    /// Resources to leave out of the backup. Cannot be combined with the cluster-
+    /// scoped/namespace-scoped filters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("id" = "granary:nullable"))]
     pub excluded_resources: Option<Vec<String>>,
+    /// Cluster-scoped resources to back up; empty means those related to the backed-up
+    /// namespaced objects only, * means all.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("id" = "granary:nullable"))]
     pub included_cluster_scoped_resources: Option<Vec<String>>,
+    /// Cluster-scoped resources to leave out of the backup; * means all.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("id" = "granary:nullable"))]
     pub excluded_cluster_scoped_resources: Option<Vec<String>>,
+    /// Namespaced resources to back up; empty or * means all.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("id" = "granary:nullable"))]
     pub included_namespace_scoped_resources: Option<Vec<String>>,
+    /// Namespaced resources to leave out of the backup; * means all.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("id" = "granary:nullable"))]
     pub excluded_namespace_scoped_resources: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("id" = "granary:nullable"))]
     pub label_selector: Option<LabelSelector>,
+    /// Back up the objects that match any one of these label selectors; cannot be
+    /// combined with labelSelector.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("id" = "granary:nullable"))]
     pub or_label_selectors: Option<Vec<LabelSelector>>,
+    /// Whether to take snapshots of persistent volumes; unset means yes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("id" = "granary:nullable"))]
     pub snapshot_volumes: Option<bool>,
     /// How long the backup is kept (Go duration; Velero default 720h).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttl: Option<Duration>,
+    /// The label key that groups volumes into one volume group snapshot.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub volume_group_snapshot_label_key: Option<String>,
+    /// Whether to back up cluster-scoped resources: unset means those related to the
+    /// backed-up namespaces, true all of them, false none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("id" = "granary:nullable"))]
     pub include_cluster_resources: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hooks: Option<BackupHooks>,
+    /// The BackupStorageLocation to write the backup to; unset means the default
+    /// location.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage_location: Option<String>,
+    /// The VolumeSnapshotLocations to use for volume snapshots.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub volume_snapshot_locations: Option<Vec<String>>,
     /// Deprecated; read as `defaultVolumesToFsBackup`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("id" = "granary:nullable"))]
     pub default_volumes_to_restic: Option<bool>,
+    /// Whether to back up every pod volume with the file-system uploader unless the pod
+    /// opts out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("id" = "granary:nullable"))]
     pub default_volumes_to_fs_backup: Option<bool>,
-    /// Per resource, a comma-separated `ns/name` order.
+    /// The order in which objects of a resource are backed up: resource name to a
+    /// comma-separated list of namespace/name (or name for cluster-scoped) objects.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("id" = "granary:nullable"))]
     pub ordered_resources: Option<BTreeMap<String, String>>,
@@ -107,9 +130,11 @@ pub struct BackupSpec {
     pub item_operation_timeout: Option<Duration>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource_policy: Option<TypedLocalObjectReference>,
+    /// Whether to move the data of CSI snapshots to the backup storage.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("id" = "granary:nullable"))]
     pub snapshot_move_data: Option<bool>,
+    /// The data mover that moves snapshot data; unset means Velero's built-in one.
     #[serde(default, rename = "datamover", skip_serializing_if = "Option::is_none")]
     pub data_mover: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -117,17 +142,19 @@ pub struct BackupSpec {
     pub uploader_config: Option<UploaderConfigForBackup>,
 }
 
-/// `spec.uploaderConfig` of a Backup.
+/// Settings of the file-system uploader for this backup.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct UploaderConfigForBackup {
+    /// How many files the uploader uploads at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parallel_files_upload: Option<i64>,
 }
 
-/// `spec.hooks` of a Backup.
+/// Commands to run in the backed-up pods before and after their volumes are backed up.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct BackupHooks {
+    /// The hooks to run, each for the objects it selects.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("id" = "granary:nullable"))]
     pub resources: Option<Vec<BackupResourceHookSpec>>,
@@ -137,26 +164,32 @@ pub struct BackupHooks {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct BackupResourceHookSpec {
+    /// Name of the hook, shown in logs.
     pub name: String,
+    /// Namespaces whose pods the hook runs in; empty means all.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("id" = "granary:nullable"))]
     pub included_namespaces: Option<Vec<String>>,
+    /// Namespaces whose pods the hook does not run in.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("id" = "granary:nullable"))]
     pub excluded_namespaces: Option<Vec<String>>,
+    /// Resources the hook applies to; empty means all.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("id" = "granary:nullable"))]
     pub included_resources: Option<Vec<String>>,
+    /// Resources the hook does not apply to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("id" = "granary:nullable"))]
     pub excluded_resources: Option<Vec<String>>,
+    /// Only objects with matching labels get the hook.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("id" = "granary:nullable"))]
     pub label_selector: Option<LabelSelector>,
-    /// Run before the item is stored.
+    /// Commands to run in the pod before its volumes are backed up.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pre: Option<Vec<BackupResourceHook>>,
-    /// Run after the item and its additional items are stored.
+    /// Commands to run in the pod after its volumes are backed up.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub post: Option<Vec<BackupResourceHook>>,
 }
@@ -164,6 +197,7 @@ pub struct BackupResourceHookSpec {
 /// One backup hook.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct BackupResourceHook {
+    /// A command to run in a container of the pod.
     pub exec: ExecHook,
 }
 
@@ -174,6 +208,7 @@ pub struct ExecHook {
     /// Defaults to the pod's first container.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container: Option<String>,
+    /// The command and its arguments.
     #[schemars(length(min = 1))]
     pub command: Vec<String>,
     /// Defaults to `Fail` for backup hooks.
@@ -272,19 +307,25 @@ pub struct BackupStatus {
     /// Position in the backup queue; only meaningful while `Queued`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue_position: Option<i64>,
+    /// Why the backup was not valid, one problem per line (phase FailedValidation).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("id" = "granary:nullable"))]
     pub validation_errors: Option<Vec<String>>,
+    /// When the backup started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("id" = "granary:nullable"))]
     pub start_timestamp: Option<DateTime<Utc>>,
+    /// When the backup finished, successfully or not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("id" = "granary:nullable"))]
     pub completion_timestamp: Option<DateTime<Utc>>,
+    /// How many volume snapshots were tried.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub volume_snapshots_attempted: Option<i64>,
+    /// How many volume snapshots succeeded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub volume_snapshots_completed: Option<i64>,
+    /// Why the backup failed, when it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure_reason: Option<String>,
     /// Count of warnings (the messages are in object storage).
@@ -293,19 +334,26 @@ pub struct BackupStatus {
     /// Count of errors (the messages are in object storage).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub errors: Option<i64>,
+    /// How many items were backed up so far, of how many.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("id" = "granary:nullable"))]
     pub progress: Option<BackupProgress>,
+    /// How many CSI volume snapshots were tried.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub csi_volume_snapshots_attempted: Option<i64>,
+    /// How many CSI volume snapshots succeeded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub csi_volume_snapshots_completed: Option<i64>,
+    /// How many asynchronous item operations were started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backup_item_operations_attempted: Option<i64>,
+    /// How many asynchronous item operations succeeded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backup_item_operations_completed: Option<i64>,
+    /// How many asynchronous item operations failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backup_item_operations_failed: Option<i64>,
+    /// How many hooks ran and how many failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("id" = "granary:nullable"))]
     pub hook_status: Option<HookStatus>,
@@ -315,8 +363,10 @@ pub struct BackupStatus {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct BackupProgress {
+    /// How many items the backup is expected to hold.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub total_items: Option<i64>,
+    /// How many items have been backed up so far.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub items_backed_up: Option<i64>,
 }
@@ -325,8 +375,10 @@ pub struct BackupProgress {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct HookStatus {
+    /// How many hooks were run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hooks_attempted: Option<i64>,
+    /// How many hooks failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hooks_failed: Option<i64>,
 }

@@ -37,6 +37,7 @@ use super::checks::push;
 )]
 #[serde(rename_all = "camelCase")]
 pub struct DeleteBackupRequestSpec {
+    /// The Backup to delete, with its data in the backup storage.
     pub backup_name: String,
 }
 
@@ -54,6 +55,7 @@ pub enum DeleteBackupRequestPhase {
 pub struct DeleteBackupRequestStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<DeleteBackupRequestPhase>,
+    /// What went wrong while deleting, one problem per entry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("id" = "granary:nullable"))]
     pub errors: Option<Vec<String>>,

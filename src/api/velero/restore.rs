@@ -52,24 +52,30 @@ pub struct RestoreSpec {
     /// Restore from the latest completed backup of this schedule.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule_name: Option<String>,
+    /// Namespaces of the backup to restore; empty or * means all.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("id" = "granary:nullable"))]
     pub included_namespaces: Option<Vec<String>>,
+    /// Namespaces of the backup not to restore.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("id" = "granary:nullable"))]
     pub excluded_namespaces: Option<Vec<String>>,
+    /// Resources to restore; empty or * means all.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("id" = "granary:nullable"))]
     pub included_resources: Option<Vec<String>>,
+    /// Resources not to restore.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("id" = "granary:nullable"))]
     pub excluded_resources: Option<Vec<String>>,
-    /// Source namespace to target namespace.
+    /// Restores the objects of a namespace (key) into another namespace (value).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace_mapping: Option<BTreeMap<String, String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("id" = "granary:nullable"))]
     pub label_selector: Option<LabelSelector>,
+    /// Restore the objects that match any one of these label selectors; cannot be
+    /// combined with labelSelector.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("id" = "granary:nullable"))]
     pub or_label_selectors: Option<Vec<LabelSelector>>,
@@ -78,15 +84,19 @@ pub struct RestoreSpec {
         rename = "restorePVs",
         skip_serializing_if = "Option::is_none"
     )]
+    /// Whether to restore persistent volumes from their snapshots; unset means yes.
     #[schemars(extend("id" = "granary:nullable"))]
     pub restore_pvs: Option<bool>,
+    /// Which resources get their status restored as well.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("id" = "granary:nullable"))]
     pub restore_status: Option<RestoreStatusSpec>,
+    /// Whether services keep the node ports they had when backed up.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("id" = "granary:nullable"))]
     pub preserve_node_ports: Option<bool>,
-    /// Unset means true for restores.
+    /// Whether to restore cluster-scoped resources: unset means those related to the
+    /// restored namespaces, true all of them, false none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("id" = "granary:nullable"))]
     pub include_cluster_resources: Option<bool>,
@@ -114,13 +124,15 @@ pub struct RestoreSpec {
     pub uploader_config: Option<UploaderConfigForRestore>,
 }
 
-/// `spec.uploaderConfig` of a Restore.
+/// Settings of the file-system uploader for this restore.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct UploaderConfigForRestore {
+    /// Whether restored files are written sparse (holes are not written).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("id" = "granary:nullable"))]
     pub write_sparse_files: Option<bool>,
+    /// How many files the uploader downloads at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parallel_files_download: Option<i64>,
 }
@@ -129,9 +141,11 @@ pub struct UploaderConfigForRestore {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RestoreStatusSpec {
+    /// Resources whose status is restored; * means all.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("id" = "granary:nullable"))]
     pub included_resources: Option<Vec<String>>,
+    /// Resources whose status is not restored.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("id" = "granary:nullable"))]
     pub excluded_resources: Option<Vec<String>>,
@@ -176,9 +190,10 @@ impl RestoreSpec {
     }
 }
 
-/// `spec.hooks` of a Restore.
+/// Commands to run in restored pods, or init containers to add to them.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct RestoreHooks {
+    /// The hooks to run, each for the objects it selects.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<Vec<RestoreResourceHookSpec>>,
 }
@@ -187,22 +202,30 @@ pub struct RestoreHooks {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RestoreResourceHookSpec {
+    /// Name of the hook, shown in logs.
     pub name: String,
+    /// Namespaces whose pods the hook runs in; empty means all.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("id" = "granary:nullable"))]
     pub included_namespaces: Option<Vec<String>>,
+    /// Namespaces whose pods the hook does not run in.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("id" = "granary:nullable"))]
     pub excluded_namespaces: Option<Vec<String>>,
+    /// Resources the hook applies to; empty means all.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("id" = "granary:nullable"))]
     pub included_resources: Option<Vec<String>>,
+    /// Resources the hook does not apply to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("id" = "granary:nullable"))]
     pub excluded_resources: Option<Vec<String>>,
+    /// Only objects with matching labels get the hook.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("id" = "granary:nullable"))]
     pub label_selector: Option<LabelSelector>,
+    /// What to run once a selected pod is restored: a command in a container, or init
+    /// containers added to the pod.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub post_hooks: Option<Vec<RestoreResourceHook>>,
 }
@@ -210,8 +233,10 @@ pub struct RestoreResourceHookSpec {
 /// One restore hook: an exec hook, an init-container hook, or (as Velero allows) both.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct RestoreResourceHook {
+    /// A command to run in a container of the restored pod.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exec: Option<ExecRestoreHook>,
+    /// Init containers to add to the restored pod.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub init: Option<InitRestoreHook>,
 }
@@ -220,8 +245,10 @@ pub struct RestoreResourceHook {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ExecRestoreHook {
+    /// The container to run the command in; unset means the pod's first container.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container: Option<String>,
+    /// The command and its arguments.
     #[schemars(length(min = 1))]
     pub command: Vec<String>,
     /// Defaults to `Continue` for restore hooks.
@@ -233,6 +260,7 @@ pub struct ExecRestoreHook {
     /// How long to wait for the container to be ready before running the command.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wait_timeout: Option<Duration>,
+    /// Whether to wait until the container is ready before running the command.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("id" = "granary:nullable"))]
     pub wait_for_ready: Option<bool>,
@@ -242,10 +270,11 @@ pub struct ExecRestoreHook {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct InitRestoreHook {
-    /// Full container objects, kept as given.
+    /// The init containers to add, as container specifications.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "free_form_objects")]
     pub init_containers: Option<Vec<serde_json::Value>>,
+    /// How long to wait for the init containers to finish.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<Duration>,
 }
@@ -313,30 +342,41 @@ impl std::fmt::Display for RestorePhase {
 pub struct RestoreStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<RestorePhase>,
+    /// Why the restore was not valid, one problem per line (phase FailedValidation).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("id" = "granary:nullable"))]
     pub validation_errors: Option<Vec<String>>,
+    /// How many warnings the restore had.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warnings: Option<i64>,
+    /// How many errors the restore had.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub errors: Option<i64>,
+    /// Why the restore failed, when it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure_reason: Option<String>,
+    /// When the restore started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("id" = "granary:nullable"))]
     pub start_timestamp: Option<DateTime<Utc>>,
+    /// When the restore finished, successfully or not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("id" = "granary:nullable"))]
     pub completion_timestamp: Option<DateTime<Utc>>,
+    /// How many items were restored so far, of how many.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("id" = "granary:nullable"))]
     pub progress: Option<RestoreProgress>,
+    /// How many asynchronous item operations were started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restore_item_operations_attempted: Option<i64>,
+    /// How many asynchronous item operations succeeded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restore_item_operations_completed: Option<i64>,
+    /// How many asynchronous item operations failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restore_item_operations_failed: Option<i64>,
+    /// How many hooks ran and how many failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("id" = "granary:nullable"))]
     pub hook_status: Option<HookStatus>,
@@ -346,8 +386,10 @@ pub struct RestoreStatus {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RestoreProgress {
+    /// How many items the restore is expected to restore.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub total_items: Option<i64>,
+    /// How many items have been restored so far.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub items_restored: Option<i64>,
 }

@@ -59,9 +59,12 @@ pub struct ScheduleSpec {
     pub template: BackupSpec,
     /// Cron expression (5 fields, or a descriptor such as `@every 6h`).
     pub schedule: String,
+    /// Whether the Backups made by the schedule are owned by it, so that deleting the
+    /// schedule deletes them too.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("id" = "granary:nullable"))]
     pub use_owner_references_in_backup: Option<bool>,
+    /// Whether the schedule is paused: no new Backups are made while it is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paused: Option<bool>,
     /// Skip a backup that is due right when the schedule is created or unpaused.
@@ -83,12 +86,15 @@ pub enum SchedulePhase {
 pub struct ScheduleStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<SchedulePhase>,
+    /// When the schedule last made a Backup.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("id" = "granary:nullable"))]
     pub last_backup: Option<DateTime<Utc>>,
+    /// When the schedule last skipped a Backup (the previous one was still running).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("id" = "granary:nullable"))]
     pub last_skipped: Option<DateTime<Utc>>,
+    /// Why the schedule is not valid, one problem per line (phase FailedValidation).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub validation_errors: Option<Vec<String>>,
 }

@@ -79,6 +79,7 @@ pub struct BackupStorageLocationSpec {
     pub credential: Option<SecretKeySelector>,
     /// Velero's inline `StorageType`.
     pub object_storage: ObjectStorageLocation,
+    /// Whether this is the default location, used by backups that name none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default: Option<bool>,
     /// Unset means `ReadWrite`.
@@ -98,7 +99,10 @@ pub struct BackupStorageLocationSpec {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ObjectStorageLocation {
+    /// The bucket that holds the backups.
     pub bucket: String,
+    /// The directory in the bucket under which backups are kept; unset means the
+    /// bucket's root.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefix: Option<String>,
     /// Deprecated inline CA bundle (base64 on the wire); use `caCertRef`.
@@ -135,12 +139,15 @@ pub struct BackupStorageLocationStatus {
     /// Unset is read as `Unavailable` (the upstream CRD default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<BackupStorageLocationPhase>,
+    /// When the backups in the location were last synced into the cluster.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("id" = "granary:nullable"))]
     pub last_synced_time: Option<DateTime<Utc>>,
+    /// When the location was last checked for being usable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("id" = "granary:nullable"))]
     pub last_validation_time: Option<DateTime<Utc>>,
+    /// Why the location is unavailable, when it is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     /// Deprecated, unused.

@@ -392,10 +392,14 @@ pub(crate) fn same_error(a: Option<&LastError>, b: Option<&LastError>) -> bool {
     }
 }
 
-/// The operation the garden object is in, for reports before the seed recorded any.
+/// The operation the garden object is in, for reports before the seed recorded any: a
+/// deletion, a restore of an object handed over by another seed (or by the garden for a
+/// seed that is gone), a creation, or a reconcile.
 pub(crate) fn garden_operation(deleting: bool, last: Option<&LastOperation>) -> LastOperationType {
     if deleting {
         LastOperationType::Delete
+    } else if handed_over(last) {
+        LastOperationType::Restore
     } else if last.is_none() {
         LastOperationType::Create
     } else {
@@ -403,9 +407,14 @@ pub(crate) fn garden_operation(deleting: bool, last: Option<&LastOperation>) -> 
     }
 }
 
-/// Whether a garden object handed over by another seed should be restored here.
+/// Whether a garden object handed over by another seed should be restored here: it was
+/// released (Migrate), or its restore has not succeeded yet (a report while it waits,
+/// e.g. for its bucket, must not lose that it is a restore).
 pub(crate) fn handed_over(last: Option<&LastOperation>) -> bool {
-    last.is_some_and(|l| l.type_ == LastOperationType::Migrate)
+    last.is_some_and(|l| {
+        l.type_ == LastOperationType::Migrate
+            || (l.type_ == LastOperationType::Restore && l.state != LastOperationState::Succeeded)
+    })
 }
 
 /// Whether the seed object of a deleting garden object is known to be cleaned up: never
@@ -433,8 +442,43 @@ pub(crate) fn reference<K: Resource<DynamicType = ()>>(
 
 #[cfg(test)]
 mod tests {
-    use super::keep_class;
+    use super::{garden_operation, handed_over, keep_class};
+    use crate::api::common::{LastOperationState, LastOperationType};
+    use crate::runtime::status;
+    use chrono::DateTime;
     use serde_json::json;
+
+    /// #20: an entry the garden handed over for a seed that is gone, whose new seed first
+    /// waits (for its bucket, which is being handed over too), stays a restore: the
+    /// waiting report says Restore, and the seed object is then created for a restore.
+    #[test]
+    fn a_handed_over_object_stays_a_restore_while_it_waits() {
+        let at = DateTime::UNIX_EPOCH;
+        let released = status::pending(LastOperationType::Migrate, "released", at);
+        assert!(handed_over(Some(&released)));
+        assert_eq!(
+            garden_operation(false, Some(&released)),
+            LastOperationType::Restore
+        );
+        let waiting = status::processing(LastOperationType::Restore, "waiting for bucket", at);
+        assert!(handed_over(Some(&waiting)));
+        assert_eq!(
+            garden_operation(false, Some(&waiting)),
+            LastOperationType::Restore
+        );
+        let restored = status::succeeded(LastOperationType::Restore, "done", at);
+        assert!(!handed_over(Some(&restored)));
+        assert_eq!(
+            garden_operation(false, Some(&restored)),
+            LastOperationType::Reconcile
+        );
+        assert_eq!(garden_operation(false, None), LastOperationType::Create);
+        assert_eq!(
+            garden_operation(true, Some(&released)),
+            LastOperationType::Delete
+        );
+        assert_eq!(restored.state, LastOperationState::Succeeded);
+    }
 
     #[test]
     fn an_existing_class_survives_the_mirrors_spec() {
