@@ -14,7 +14,7 @@ use http::{HeaderMap, Method, StatusCode, header};
 use serde_json::{Value, json};
 
 use super::discovery;
-use super::errors::ApiError;
+use super::errors::{ApiError, FieldCause};
 use super::list::{ListQuery, list_body};
 use super::objects::Endpoint;
 use super::openapi;
@@ -220,8 +220,65 @@ fn route(state: &SharedState, path: &str, req: &ApiRequest) -> Result<Response, 
     }
 }
 
-/// `[namespaces/<ns>/]<resource>[/<name>[/<subresource>]]`
+/// Whether a write asks for kube-apiserver's `dryRun=All` (in the query, or for a delete
+/// also in its `DeleteOptions` body). Any other value is refused before anything else,
+/// as kube-apiserver's options validation does.
+fn dry_run_requested(req: &ApiRequest) -> Result<bool, ApiError> {
+    let options_kind = match req.method {
+        Method::POST => "CreateOptions",
+        Method::PUT => "UpdateOptions",
+        Method::PATCH => "PatchOptions",
+        Method::DELETE => "DeleteOptions",
+        _ => return Ok(false),
+    };
+    let mut values: Vec<String> = req
+        .query
+        .iter()
+        .filter(|(k, _)| k == "dryRun")
+        .map(|(_, v)| v.clone())
+        .collect();
+    if req.method == Method::DELETE
+        && !req.body.is_empty()
+        && !req.header(header::CONTENT_TYPE).contains("protobuf")
+        && let Ok(body) = serde_json::from_slice::<Value>(&req.body)
+        && let Some(given) = body.get("dryRun").and_then(Value::as_array)
+    {
+        values.extend(given.iter().map(|v| match v {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        }));
+    }
+    if values.iter().any(|v| v != "All") {
+        return Err(ApiError::invalid(
+            "meta.k8s.io",
+            options_kind,
+            "",
+            vec![FieldCause::not_supported(
+                "dryRun",
+                &json!(values),
+                &[json!("All")],
+            )],
+        ));
+    }
+    Ok(!values.is_empty())
+}
+
+/// `[namespaces/<ns>/]<resource>[/<name>[/<subresource>]]`; a dry-run write runs the
+/// same verb with nothing stored.
 fn resource(
+    state: &SharedState,
+    group: &str,
+    version: &str,
+    rest: &[&str],
+    req: &ApiRequest,
+) -> Result<Response, ApiError> {
+    if dry_run_requested(req)? {
+        return super::store::dry_run(|| serve_resource(state, group, version, rest, req));
+    }
+    serve_resource(state, group, version, rest, req)
+}
+
+fn serve_resource(
     state: &SharedState,
     group: &str,
     version: &str,

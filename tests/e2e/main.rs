@@ -25,6 +25,7 @@ mod cli_location;
 mod conformance;
 mod conformance_apply;
 mod conformance_crd;
+mod conformance_dry_run;
 mod conformance_metadata;
 mod deploy;
 mod dev;
