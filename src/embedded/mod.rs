@@ -24,7 +24,9 @@
 //! # Ok(()) }
 //! ```
 
+mod aggregation;
 mod apply;
+mod bootstrap_rbac;
 mod builtin;
 mod crd;
 mod discovery;
@@ -158,6 +160,32 @@ async fn bind(
     bind(0).await
 }
 
+/// Creates kube-apiserver's bootstrap ClusterRoles and ClusterRoleBindings that are
+/// missing (a restart with a data directory keeps the stored ones as they are).
+fn bootstrap_rbac(state: &State) -> Result<(), EmbeddedError> {
+    let objects = [
+        ("clusterroles", bootstrap_rbac::cluster_roles()),
+        (
+            "clusterrolebindings",
+            bootstrap_rbac::cluster_role_bindings(),
+        ),
+    ];
+    for (plural, bodies) in objects {
+        let info = state
+            .registry
+            .lookup("rbac.authorization.k8s.io", "v1", plural)
+            .ok_or_else(|| EmbeddedError::Bootstrap(format!("{plural} are not served")))?;
+        for body in bodies {
+            match state.create(&info, None, body, state::Tracking::None) {
+                Ok(_) => {}
+                Err(e) if e.reason == "AlreadyExists" => {}
+                Err(e) => return Err(EmbeddedError::Bootstrap(e.to_string())),
+            }
+        }
+    }
+    Ok(())
+}
+
 impl EmbeddedServer {
     /// Starts a server with the real clock.
     pub async fn start(opts: EmbeddedOptions) -> Result<Self, EmbeddedError> {
@@ -213,6 +241,8 @@ impl EmbeddedServer {
                 Err(e) => return Err(EmbeddedError::Bootstrap(e.to_string())),
             }
         }
+        bootstrap_rbac(&state)?;
+        state.aggregate_cluster_roles();
         state.store.compact_history();
         let router = server::router(state.clone());
         let cancel = state.shutdown.clone();

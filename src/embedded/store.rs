@@ -476,7 +476,8 @@ impl Store {
             || flags_of(&object) != 0
             || old.as_ref().is_some_and(|r| r.flags != 0)
             || gr.resource == "namespaces"
-            || gr.resource == "customresourcedefinitions";
+            || gr.resource == "customresourcedefinitions"
+            || gr.resource == "clusterroles";
         let event = Arc::new(StoreEvent {
             rv: next_rv,
             gr: gr.clone(),
