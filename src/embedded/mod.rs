@@ -31,6 +31,7 @@ mod builtin;
 mod crd;
 mod discovery;
 mod errors;
+mod events;
 mod fieldset;
 mod gc;
 mod identity;

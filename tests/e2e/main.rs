@@ -26,6 +26,7 @@ mod conformance;
 mod conformance_apply;
 mod conformance_crd;
 mod conformance_dry_run;
+mod conformance_events;
 mod conformance_metadata;
 mod conformance_rbac;
 mod deploy;
