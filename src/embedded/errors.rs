@@ -199,6 +199,10 @@ impl ApiError {
         Self::new(410, "Expired", message)
     }
 
+    pub(crate) fn not_acceptable(message: impl Into<String>) -> Self {
+        Self::new(406, "NotAcceptable", message)
+    }
+
     pub(crate) fn unauthorized() -> Self {
         Self::new(401, "Unauthorized", "Unauthorized")
     }

@@ -41,6 +41,7 @@ mod managed;
 mod merge;
 mod metadata;
 mod names;
+mod negotiation;
 mod objects;
 mod openapi;
 mod partial;

@@ -102,6 +102,13 @@ async fn handle(AxumState(state): AxumState<SharedState>, req: Request) -> Respo
         query,
         body,
     };
+    // API answers are JSON only (the OpenAPI documents negotiate their own forms): a
+    // client that takes no JSON gets 406, never a body it cannot read.
+    if !path.starts_with("/openapi")
+        && !super::negotiation::accepts_json(req.header(header::ACCEPT))
+    {
+        return error_response(&super::negotiation::not_acceptable());
+    }
     match route(&state, &path, &req) {
         Ok(r) => r,
         Err(e) => error_response(&e),

@@ -28,6 +28,7 @@ mod conformance_crd;
 mod conformance_dry_run;
 mod conformance_events;
 mod conformance_metadata;
+mod conformance_negotiation;
 mod conformance_rbac;
 mod deploy;
 mod dev;
