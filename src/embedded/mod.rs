@@ -26,6 +26,7 @@
 
 mod aggregation;
 mod apply;
+mod authn;
 mod bootstrap_rbac;
 mod builtin;
 mod crd;
@@ -49,6 +50,7 @@ mod patch;
 mod payload;
 mod persist;
 mod protobuf;
+mod rbac;
 mod recorder;
 mod registry;
 mod schema;
@@ -110,6 +112,8 @@ pub enum EmbeddedError {
     Tls(String),
     #[error("bootstrapping: {0}")]
     Bootstrap(String),
+    #[error("token file {path}: {why}")]
+    TokenFile { path: PathBuf, why: String },
 }
 
 /// A running embedded API server. Dropping it stops serving (use
@@ -194,10 +198,37 @@ impl EmbeddedServer {
         Self::start_with_clock(opts, Clock::system()).await
     }
 
+    /// Starts a server that also knows the users of a kube-apiserver static token file
+    /// (`--token-auth-file`: CSV lines `token,user,uid,"group1,group2"`). Their requests
+    /// are authorized with RBAC (`system:masters` members may do anything) and refused
+    /// with kube-apiserver's 403; the server's own token keeps full access.
+    pub async fn start_with_token_file(
+        opts: EmbeddedOptions,
+        token_file: &Path,
+    ) -> Result<Self, EmbeddedError> {
+        let text = std::fs::read_to_string(token_file).map_err(|e| EmbeddedError::TokenFile {
+            path: token_file.to_path_buf(),
+            why: e.to_string(),
+        })?;
+        let users = authn::parse_token_file(&text).map_err(|why| EmbeddedError::TokenFile {
+            path: token_file.to_path_buf(),
+            why,
+        })?;
+        Self::start_inner(opts, Clock::system(), users).await
+    }
+
     /// Starts a server whose timestamps come from `clock`.
     pub async fn start_with_clock(
         opts: EmbeddedOptions,
         clock: Clock,
+    ) -> Result<Self, EmbeddedError> {
+        Self::start_inner(opts, clock, Vec::new()).await
+    }
+
+    async fn start_inner(
+        opts: EmbeddedOptions,
+        clock: Clock,
+        users: Vec<(String, authn::UserInfo)>,
     ) -> Result<Self, EmbeddedError> {
         let listener = bind(opts.port, opts.data_dir.as_deref()).await?;
         let port = opts.port.unwrap_or(0);
@@ -223,6 +254,7 @@ impl EmbeddedServer {
         let state = Arc::new(State {
             store,
             registry: registry::Registry::new(),
+            authn: authn::Authenticator::new(identity.token.clone(), users),
             token: identity.token,
             clock,
             bookmark_interval: Duration::from_secs(5),

@@ -25,6 +25,8 @@ pub(crate) struct State {
     pub store: Store,
     pub registry: Registry,
     pub token: String,
+    /// Maps bearer tokens to identities (the admin token and the token file's users).
+    pub authn: super::authn::Authenticator,
     pub clock: Clock,
     pub bookmark_interval: Duration,
     pub shutdown: tokio_util::sync::CancellationToken,

@@ -27,6 +27,7 @@ mod conformance_apply;
 mod conformance_crd;
 mod conformance_dry_run;
 mod conformance_events;
+mod conformance_identities;
 mod conformance_metadata;
 mod conformance_negotiation;
 mod conformance_rbac;
