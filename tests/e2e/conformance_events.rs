@@ -321,8 +321,19 @@ async fn kubectl_shows_events_written_as_events_k8s_io() {
             String::from_utf8_lossy(&out.stdout).to_string()
         }
     };
+    // kube-apiserver's Event columns: LAST SEEN, TYPE, REASON, OBJECT, MESSAGE.
     let listed = kubectl(&["get", "events"]).await;
-    assert!(listed.contains("described.1"), "{listed}");
+    let line = listed
+        .lines()
+        .find(|l| l.contains("noted-by-the-new-api"))
+        .unwrap_or_else(|| panic!("the event is listed: {listed}"));
+    for cell in ["Normal", "Checked", "configmap/described"] {
+        assert!(line.contains(cell), "{listed}");
+    }
+    let wide = kubectl(&["get", "events", "-o", "wide"]).await;
+    assert!(wide.contains("described.1"), "{wide}");
+    let listed = kubectl(&["get", "events.events.k8s.io"]).await;
+    assert!(listed.contains("noted-by-the-new-api"), "{listed}");
     let described = kubectl(&["describe", "configmap", "described"]).await;
     assert!(described.contains("noted-by-the-new-api"), "{described}");
 }
