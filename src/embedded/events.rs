@@ -11,6 +11,8 @@
 
 use serde_json::{Map, Value};
 
+use super::store::{GroupResource, Mutation, Store};
+
 /// (core v1 field, events.k8s.io/v1 field).
 const RENAMED: &[(&str, &str)] = &[
     ("involvedObject", "regarding"),
@@ -94,10 +96,74 @@ pub(crate) const EVENTS_V1_FIELDS: &[&str] = &[
     "reportingController",
 ];
 
+/// Moves events.k8s.io/v1 Events that a data directory kept in a store of their own
+/// (before the two APIs shared one) into the core store, so they are served again; a
+/// core Event of the same name wins.
+pub(crate) fn fold_separate_events_v1(store: &Store) {
+    let old_gr = GroupResource::new("events.k8s.io", "events");
+    let core_gr = GroupResource::new("", "events");
+    let (old, _) = store.list(&old_gr, None, None);
+    for ((ns, name), data) in old {
+        let Ok(obj) = serde_json::from_slice::<Value>(&data) else {
+            continue;
+        };
+        let core = events_v1_to_core(&obj);
+        let _ = store.mutate(&core_gr, &ns, &name, |cur, _| match cur {
+            Some(c) => Ok(Mutation::Unchanged(c)),
+            None => Ok(Mutation::Put(core)),
+        });
+        let _ = store.mutate(&old_gr, &ns, &name, |cur, _| match cur {
+            Some(c) => Ok(Mutation::Remove(c)),
+            None => Err(super::errors::ApiError::not_found(
+                "events.k8s.io",
+                "events",
+                &name,
+            )),
+        });
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn events_kept_apart_by_an_older_data_directory_are_folded_in() {
+        let store = Store::new(10, 10);
+        let old_gr = GroupResource::new("events.k8s.io", "events");
+        let core_gr = GroupResource::new("", "events");
+        for (gr, name, obj) in [
+            (
+                &old_gr,
+                "e1",
+                json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
+                "metadata": {"name": "e1", "namespace": "ns"}, "note": "kept apart"}),
+            ),
+            (
+                &old_gr,
+                "e2",
+                json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
+                "metadata": {"name": "e2", "namespace": "ns"}, "note": "loses"}),
+            ),
+            (
+                &core_gr,
+                "e2",
+                json!({"apiVersion": "v1", "kind": "Event",
+                "metadata": {"name": "e2", "namespace": "ns"}, "message": "wins"}),
+            ),
+        ] {
+            store
+                .mutate(gr, "ns", name, |_, _| Ok(Mutation::Put(obj)))
+                .unwrap();
+        }
+        fold_separate_events_v1(&store);
+        assert!(store.list(&old_gr, None, None).0.is_empty());
+        let e1 = store.get(&core_gr, "ns", "e1").expect("folded in");
+        assert_eq!(e1["message"], "kept apart");
+        assert_eq!(e1["apiVersion"], "v1");
+        assert_eq!(store.get(&core_gr, "ns", "e2").unwrap()["message"], "wins");
+    }
 
     #[test]
     fn fields_map_both_ways_as_kube_apiserver_converts_them() {

@@ -245,6 +245,7 @@ impl EmbeddedServer {
                 let (journal, rv, objects) = persist::open(dir).map_err(data_err)?;
                 store.restore(rv, objects);
                 store.set_journal(Box::new(journal));
+                events::fold_separate_events_v1(&store);
                 let identity = identity::load_or_create(dir, clock.now()).map_err(data_err)?;
                 identity::record_port(dir, addr.port()).map_err(data_err)?;
                 identity
