@@ -293,4 +293,28 @@ async fn kubectl_server_dry_run_persists_nothing() {
     let api: Api<ConfigMap> = Api::namespaced(cluster.client(), &ns);
     assert_eq!(api_error(api.get("k1").await).code, 404);
     assert_eq!(api_error(api.get("k2").await).code, 404);
+    // delete, and client-side apply (a patch), of an existing object.
+    let kept = api
+        .create(&PostParams::default(), &cm("k3", &[]))
+        .await
+        .expect("create");
+    kubectl(&["delete", "configmap", "k3", "--dry-run=server"]).await;
+    std::fs::write(
+        &manifest,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: k3}\ndata: {k: changed}\n",
+    )
+    .unwrap();
+    kubectl(&[
+        "apply",
+        "--dry-run=server",
+        "-f",
+        manifest.to_str().unwrap(),
+    ])
+    .await;
+    let now = api.get("k3").await.expect("still there");
+    assert_eq!(
+        now.metadata.resource_version,
+        kept.metadata.resource_version
+    );
+    assert_eq!(data(&now)["k"], "v");
 }
