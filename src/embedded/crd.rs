@@ -157,6 +157,7 @@ pub(crate) fn resource_infos(crd: &Value) -> Vec<ResourceInfo> {
                     .cloned()
                     .unwrap_or_default(),
                 openapi_name: format!("{}.{version}.{kind}", reverse_group(&group)),
+                stored_as: None,
             }
         })
         .collect()

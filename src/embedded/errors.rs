@@ -30,6 +30,14 @@ impl FieldCause {
         }
     }
     /// `field.TooLong` with a byte limit (kube-apiserver omits the value).
+    /// `field.Required` with kube-apiserver's detail text.
+    pub(crate) fn required_message(field: impl Into<String>, detail: &str) -> Self {
+        FieldCause {
+            reason: "FieldValueRequired",
+            field: field.into(),
+            message: format!("Required value: {detail}"),
+        }
+    }
     pub(crate) fn too_long(field: impl Into<String>, max_bytes: usize) -> Self {
         FieldCause {
             reason: "FieldValueTooLong",
@@ -197,6 +205,10 @@ impl ApiError {
     /// A resourceVersion or continue token older than the retained history.
     pub(crate) fn expired(message: impl Into<String>) -> Self {
         Self::new(410, "Expired", message)
+    }
+
+    pub(crate) fn not_acceptable(message: impl Into<String>) -> Self {
+        Self::new(406, "NotAcceptable", message)
     }
 
     pub(crate) fn unauthorized() -> Self {

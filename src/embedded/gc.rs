@@ -1,6 +1,7 @@
 //! Background controllers of the embedded server: ownerReference garbage collection
-//! (background, foreground and orphan propagation) and namespace deletion. They run in
-//! one task, woken after writes that may concern them (and once a second).
+//! (background, foreground and orphan propagation), namespace deletion and ClusterRole
+//! aggregation. They run in one task, woken after writes that may concern them (and
+//! once a second).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -270,6 +271,7 @@ pub(crate) async fn run_controllers(state: Arc<State>) {
         state.reconcile_crds();
         state.collect_garbage();
         state.finalize_namespaces();
+        state.aggregate_cluster_roles();
         tokio::select! {
             _ = state.shutdown.cancelled() => return,
             _ = tokio::time::sleep(MIN_PASS_INTERVAL) => {}

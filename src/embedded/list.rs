@@ -111,7 +111,7 @@ impl State {
                 "The resourceVersion for the provided list is too old (requested {want}, current {rv})"
             )));
         }
-        let convert = info.version != info.storage_version;
+        let convert = info.converts();
         let needs_parse = convert || q.has_selectors();
         let mut items = Vec::new();
         let mut last_key = None;
@@ -121,13 +121,14 @@ impl State {
             let selected = if needs_parse {
                 let obj: Value = serde_json::from_slice(&data)
                     .map_err(|e| ApiError::internal(format!("corrupt stored object: {e}")))?;
+                // Selectors name the served form's fields.
+                let obj = if convert { to_served(info, obj) } else { obj };
                 if !q.selects(&obj) {
                     continue;
                 }
                 if convert {
                     Bytes::from(
-                        serde_json::to_vec(&to_served(info, obj))
-                            .map_err(|e| ApiError::internal(e.to_string()))?,
+                        serde_json::to_vec(&obj).map_err(|e| ApiError::internal(e.to_string()))?,
                     )
                 } else {
                     data

@@ -24,11 +24,15 @@
 //! # Ok(()) }
 //! ```
 
+mod aggregation;
 mod apply;
+mod authn;
+mod bootstrap_rbac;
 mod builtin;
 mod crd;
 mod discovery;
 mod errors;
+mod events;
 mod fieldset;
 mod gc;
 mod identity;
@@ -38,6 +42,7 @@ mod managed;
 mod merge;
 mod metadata;
 mod names;
+mod negotiation;
 mod objects;
 mod openapi;
 mod partial;
@@ -45,6 +50,7 @@ mod patch;
 mod payload;
 mod persist;
 mod protobuf;
+mod rbac;
 mod recorder;
 mod registry;
 mod schema;
@@ -106,6 +112,8 @@ pub enum EmbeddedError {
     Tls(String),
     #[error("bootstrapping: {0}")]
     Bootstrap(String),
+    #[error("token file {path}: {why}")]
+    TokenFile { path: PathBuf, why: String },
 }
 
 /// A running embedded API server. Dropping it stops serving (use
@@ -158,16 +166,69 @@ async fn bind(
     bind(0).await
 }
 
+/// Creates kube-apiserver's bootstrap ClusterRoles and ClusterRoleBindings that are
+/// missing (a restart with a data directory keeps the stored ones as they are).
+fn bootstrap_rbac(state: &State) -> Result<(), EmbeddedError> {
+    let objects = [
+        ("clusterroles", bootstrap_rbac::cluster_roles()),
+        (
+            "clusterrolebindings",
+            bootstrap_rbac::cluster_role_bindings(),
+        ),
+    ];
+    for (plural, bodies) in objects {
+        let info = state
+            .registry
+            .lookup("rbac.authorization.k8s.io", "v1", plural)
+            .ok_or_else(|| EmbeddedError::Bootstrap(format!("{plural} are not served")))?;
+        for body in bodies {
+            match state.create(&info, None, body, state::Tracking::None) {
+                Ok(_) => {}
+                Err(e) if e.reason == "AlreadyExists" => {}
+                Err(e) => return Err(EmbeddedError::Bootstrap(e.to_string())),
+            }
+        }
+    }
+    Ok(())
+}
+
 impl EmbeddedServer {
     /// Starts a server with the real clock.
     pub async fn start(opts: EmbeddedOptions) -> Result<Self, EmbeddedError> {
         Self::start_with_clock(opts, Clock::system()).await
     }
 
+    /// Starts a server that also knows the users of a kube-apiserver static token file
+    /// (`--token-auth-file`: CSV lines `token,user,uid,"group1,group2"`). Their requests
+    /// are authorized with RBAC (`system:masters` members may do anything) and refused
+    /// with kube-apiserver's 403; the server's own token keeps full access.
+    pub async fn start_with_token_file(
+        opts: EmbeddedOptions,
+        token_file: &Path,
+    ) -> Result<Self, EmbeddedError> {
+        let text = std::fs::read_to_string(token_file).map_err(|e| EmbeddedError::TokenFile {
+            path: token_file.to_path_buf(),
+            why: e.to_string(),
+        })?;
+        let users = authn::parse_token_file(&text).map_err(|why| EmbeddedError::TokenFile {
+            path: token_file.to_path_buf(),
+            why,
+        })?;
+        Self::start_inner(opts, Clock::system(), users).await
+    }
+
     /// Starts a server whose timestamps come from `clock`.
     pub async fn start_with_clock(
         opts: EmbeddedOptions,
         clock: Clock,
+    ) -> Result<Self, EmbeddedError> {
+        Self::start_inner(opts, clock, Vec::new()).await
+    }
+
+    async fn start_inner(
+        opts: EmbeddedOptions,
+        clock: Clock,
+        users: Vec<(String, authn::UserInfo)>,
     ) -> Result<Self, EmbeddedError> {
         let listener = bind(opts.port, opts.data_dir.as_deref()).await?;
         let port = opts.port.unwrap_or(0);
@@ -184,6 +245,7 @@ impl EmbeddedServer {
                 let (journal, rv, objects) = persist::open(dir).map_err(data_err)?;
                 store.restore(rv, objects);
                 store.set_journal(Box::new(journal));
+                events::fold_separate_events_v1(&store);
                 let identity = identity::load_or_create(dir, clock.now()).map_err(data_err)?;
                 identity::record_port(dir, addr.port()).map_err(data_err)?;
                 identity
@@ -193,6 +255,7 @@ impl EmbeddedServer {
         let state = Arc::new(State {
             store,
             registry: registry::Registry::new(),
+            authn: authn::Authenticator::new(identity.token.clone(), users),
             token: identity.token,
             clock,
             bookmark_interval: Duration::from_secs(5),
@@ -213,6 +276,8 @@ impl EmbeddedServer {
                 Err(e) => return Err(EmbeddedError::Bootstrap(e.to_string())),
             }
         }
+        bootstrap_rbac(&state)?;
+        state.aggregate_cluster_roles();
         state.store.compact_history();
         let router = server::router(state.clone());
         let cancel = state.shutdown.clone();

@@ -113,12 +113,39 @@ pub(crate) fn v2(registry: &Registry) -> Value {
             definition(&info, &meta_ref, true),
         );
     }
+    let mut paths = Map::new();
+    for info in sorted(registry) {
+        paths.insert(
+            object_path(&info),
+            json!({"patch": {
+                "operationId": format!("patch{}", info.kind),
+                "parameters": [{"name": "dryRun", "in": "query", "type": "string", "uniqueItems": true}],
+                "x-kubernetes-action": "patch",
+                "x-kubernetes-group-version-kind": {"group": info.group, "version": info.version, "kind": info.kind},
+            }}),
+        );
+    }
     json!({
         "swagger": "2.0",
         "info": {"title": "Kubernetes", "version": "v1.33.0"},
-        "paths": {},
+        "paths": paths,
         "definitions": defs,
     })
+}
+
+/// `/api[s/<group>]/<version>/[namespaces/{namespace}/]<plural>/{name}`.
+fn object_path(info: &ResourceInfo) -> String {
+    let prefix = if info.group.is_empty() {
+        "/api".to_string()
+    } else {
+        format!("/apis/{}", info.group)
+    };
+    let scope = if info.namespaced {
+        "namespaces/{namespace}/"
+    } else {
+        ""
+    };
+    format!("{prefix}/{}/{scope}{}/{{name}}", info.version, info.plural)
 }
 
 /// `/openapi/v3`: one entry per group-version.
@@ -235,6 +262,43 @@ impl Pb {
     }
 }
 
+/// gnostic `Operation`: operationId (5), query parameters (8, as
+/// `ParametersItem.parameter.non_body_parameter.query_parameter_sub_schema`) and vendor
+/// extensions (13, `NamedAny` with a YAML value).
+fn encode_operation(pb: &mut Pb, op: &Value) {
+    if let Some(id) = op.get("operationId").and_then(Value::as_str) {
+        pb.string(5, id);
+    }
+    for p in op
+        .get("parameters")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        pb.message(8, |item| {
+            item.message(1, |param| {
+                param.message(2, |non_body| {
+                    non_body.message(3, |q| {
+                        q.string(2, "query");
+                        if let Some(name) = p.get("name").and_then(Value::as_str) {
+                            q.string(4, name);
+                        }
+                        q.string(6, "string");
+                    });
+                });
+            });
+        });
+    }
+    if let Some(map) = op.as_object() {
+        for (k, v) in map.iter().filter(|(k, _)| k.starts_with("x-")) {
+            pb.message(13, |named| {
+                named.string(1, k);
+                named.any(2, v);
+            });
+        }
+    }
+}
+
 fn encode_schema(pb: &mut Pb, s: &Value) {
     let Some(map) = s.as_object() else { return };
     let str_field = |pb: &mut Pb, k: &str, f: u32| {
@@ -315,7 +379,22 @@ pub(crate) fn v2_protobuf(registry: &Registry) -> Vec<u8> {
         m.string(1, "Kubernetes");
         m.string(2, "v1.33.0");
     });
-    pb.message(8, |_| {});
+    // Paths: each object path's patch operation, whose dryRun query parameter is how
+    // kubectl (before 1.26) learns that a kind supports server-side dry run.
+    pb.message(8, |paths| {
+        let Some(all) = doc.get("paths").and_then(Value::as_object) else {
+            return;
+        };
+        for (path, item) in all {
+            let Some(op) = item.get("patch") else {
+                continue;
+            };
+            paths.message(2, |named| {
+                named.string(1, path);
+                named.message(2, |item| item.message(8, |o| encode_operation(o, op)));
+            });
+        }
+    });
     if let Some(defs) = doc.get("definitions").and_then(Value::as_object) {
         pb.message(9, |m| {
             for (name, schema) in defs {

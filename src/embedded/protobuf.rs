@@ -2,7 +2,8 @@
 //! imperative `create` subcommands send that way. Newer kubectl versions encode
 //! built-in objects as `application/vnd.kubernetes.protobuf` (`kubectl create
 //! namespace|configmap|secret|serviceaccount|role|rolebinding|clusterrole|
-//! clusterrolebinding`); kube-apiserver accepts that, so the embedded server must too.
+//! clusterrolebinding`, and `kubectl auth can-i`'s SelfSubjectAccessReview);
+//! kube-apiserver accepts that, so the embedded server must too.
 //!
 //! The envelope is the 4-byte magic `k8s\0` followed by a `runtime.Unknown` message
 //! (type meta, the raw object, its encoding and content type). The object is decoded with
@@ -187,6 +188,37 @@ const ROLE_BINDING: &[Field] = &[
     f(3, "roleRef", Ty::Msg(ROLE_REF)),
 ];
 
+const RESOURCE_ATTRIBUTES: &[Field] = &[
+    f(1, "namespace", Ty::Str),
+    f(2, "verb", Ty::Str),
+    f(3, "group", Ty::Str),
+    f(4, "version", Ty::Str),
+    f(5, "resource", Ty::Str),
+    f(6, "subresource", Ty::Str),
+    f(7, "name", Ty::Str),
+];
+
+const NON_RESOURCE_ATTRIBUTES: &[Field] = &[f(1, "path", Ty::Str), f(2, "verb", Ty::Str)];
+
+const SELF_SUBJECT_ACCESS_REVIEW_SPEC: &[Field] = &[
+    f(1, "resourceAttributes", Ty::Msg(RESOURCE_ATTRIBUTES)),
+    f(2, "nonResourceAttributes", Ty::Msg(NON_RESOURCE_ATTRIBUTES)),
+];
+
+const SUBJECT_ACCESS_REVIEW_STATUS: &[Field] = &[
+    f(1, "allowed", Ty::Bool),
+    f(2, "reason", Ty::Str),
+    f(3, "evaluationError", Ty::Str),
+    f(4, "denied", Ty::Bool),
+];
+
+/// What `kubectl auth can-i` sends (its status, empty, is the server's to fill).
+const SELF_SUBJECT_ACCESS_REVIEW: &[Field] = &[
+    f(1, "metadata", Ty::Msg(OBJECT_META)),
+    f(2, "spec", Ty::Msg(SELF_SUBJECT_ACCESS_REVIEW_SPEC)),
+    f(3, "status", Ty::Msg(SUBJECT_ACCESS_REVIEW_STATUS)),
+];
+
 const RBAC: &str = "rbac.authorization.k8s.io/v1";
 
 /// The kinds whose protobuf bodies are understood.
@@ -199,6 +231,11 @@ const KINDS: &[(&str, &str, &[Field])] = &[
     (RBAC, "ClusterRole", CLUSTER_ROLE),
     (RBAC, "RoleBinding", ROLE_BINDING),
     (RBAC, "ClusterRoleBinding", ROLE_BINDING),
+    (
+        "authorization.k8s.io/v1",
+        "SelfSubjectAccessReview",
+        SELF_SUBJECT_ACCESS_REVIEW,
+    ),
 ];
 
 const UNKNOWN_TYPE_META: &[Field] = &[f(1, "apiVersion", Ty::Str), f(2, "kind", Ty::Str)];

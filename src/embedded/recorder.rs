@@ -49,47 +49,56 @@ impl Recorder {
     }
 
     /// Records a request (when enabled).
-    pub(crate) fn record(
-        &self,
-        method: &Method,
-        path: &str,
-        query: &[(String, String)],
-        headers: &HeaderMap,
-    ) {
+    pub(crate) fn record(&self, call: &ApiCall) {
         if !self.enabled.load(Ordering::Relaxed) {
             return;
-        }
-        let user = headers
-            .get("impersonate-user")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or(ADMIN_USER)
-            .to_string();
-        let watch = query
-            .iter()
-            .any(|(k, v)| k == "watch" && matches!(v.as_str(), "true" | "1"));
-        let mut call = describe(user, method, path, watch);
-        // As kube-apiserver's RequestInfo: a list or watch selecting one object by
-        // `metadata.name` is about that object.
-        if call.name.is_empty() && matches!(call.verb.as_str(), "list" | "watch") {
-            let by_name = query
-                .iter()
-                .filter(|(k, _)| k == "fieldSelector")
-                .find_map(|(_, v)| v.strip_prefix("metadata.name="))
-                .filter(|n| !n.is_empty() && !n.contains(','));
-            if let Some(name) = by_name {
-                call.name = name.to_string();
-            }
         }
         self.calls
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push(call);
+            .push(call.clone());
     }
 
     /// Everything recorded so far, in arrival order.
     pub(crate) fn calls(&self) -> Vec<ApiCall> {
         self.calls.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
+}
+
+/// The user a request of the server's own token acts as: the `Impersonate-User` header
+/// when sent, else [`ADMIN_USER`].
+pub(crate) fn admin_user(headers: &HeaderMap) -> String {
+    headers
+        .get("impersonate-user")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or(ADMIN_USER)
+        .to_string()
+}
+
+/// A request of `user` in the terms RBAC authorizes.
+pub(crate) fn attributes(
+    user: String,
+    method: &Method,
+    path: &str,
+    query: &[(String, String)],
+) -> ApiCall {
+    let watch = query
+        .iter()
+        .any(|(k, v)| k == "watch" && matches!(v.as_str(), "true" | "1"));
+    let mut call = describe(user, method, path, watch);
+    // As kube-apiserver's RequestInfo: a list or watch selecting one object by
+    // `metadata.name` is about that object.
+    if call.name.is_empty() && matches!(call.verb.as_str(), "list" | "watch") {
+        let by_name = query
+            .iter()
+            .filter(|(k, _)| k == "fieldSelector")
+            .find_map(|(_, v)| v.strip_prefix("metadata.name="))
+            .filter(|n| !n.is_empty() && !n.contains(','));
+        if let Some(name) = by_name {
+            call.name = name.to_string();
+        }
+    }
+    call
 }
 
 /// Maps a request to its RBAC attributes, following kube-apiserver's URL layout:
@@ -255,20 +264,18 @@ mod tests {
     fn disabled_records_nothing_and_the_user_comes_from_impersonation() {
         let r = Recorder::default();
         let mut headers = HeaderMap::new();
-        r.record(&Method::GET, "/api/v1/secrets", &[], &headers);
+        let secrets = |headers: &HeaderMap, query: &[(String, String)]| {
+            attributes(admin_user(headers), &Method::GET, "/api/v1/secrets", query)
+        };
+        r.record(&secrets(&headers, &[]));
         assert!(r.calls().is_empty());
         r.enable();
-        r.record(&Method::GET, "/api/v1/secrets", &[], &headers);
+        r.record(&secrets(&headers, &[]));
         headers.insert(
             "impersonate-user",
             "system:serviceaccount:a:b".parse().expect("valid header"),
         );
-        r.record(
-            &Method::GET,
-            "/api/v1/secrets",
-            &[("watch".into(), "1".into())],
-            &headers,
-        );
+        r.record(&secrets(&headers, &[("watch".into(), "1".into())]));
         let calls = r.calls();
         assert_eq!(calls.len(), 2);
         assert_eq!(calls[0].user, ADMIN_USER);

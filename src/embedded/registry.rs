@@ -43,11 +43,30 @@ pub(crate) struct ResourceInfo {
     pub printer_columns: Vec<Value>,
     /// OpenAPI definition name.
     pub openapi_name: String,
+    /// Set when objects are kept in another resource's store and converted on the way
+    /// in and out.
+    pub stored_as: Option<StoredAs>,
+}
+
+/// A resource served from another resource's store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StoredAs {
+    /// `events.k8s.io/v1` Events, stored as core `v1` Events (see `events.rs`).
+    CoreEvent,
 }
 
 impl ResourceInfo {
+    /// The resource whose store holds these objects.
     pub(crate) fn gr(&self) -> GroupResource {
-        GroupResource::new(&self.group, &self.plural)
+        match self.stored_as {
+            Some(StoredAs::CoreEvent) => GroupResource::new("", "events"),
+            None => GroupResource::new(&self.group, &self.plural),
+        }
+    }
+
+    /// Whether stored objects differ from what this entry serves.
+    pub(crate) fn converts(&self) -> bool {
+        self.version != self.storage_version || self.stored_as.is_some()
     }
 
     pub(crate) fn api_version(&self) -> String {
@@ -93,6 +112,8 @@ impl ResourceInfo {
             crd: None,
             printer_columns: Vec::new(),
             openapi_name: k.openapi_name.into(),
+            stored_as: (k.group == "events.k8s.io" && k.plural == "events")
+                .then_some(StoredAs::CoreEvent),
         }
     }
 }

@@ -13,12 +13,14 @@ use futures::StreamExt;
 use http::{HeaderMap, Method, StatusCode, header};
 use serde_json::{Value, json};
 
+use super::authn::{Identity, UserInfo};
 use super::discovery;
-use super::errors::ApiError;
+use super::errors::{ApiError, FieldCause};
 use super::list::{ListQuery, list_body};
 use super::objects::Endpoint;
 use super::openapi;
 use super::patch::{PatchKind, apply_patch, parse_body};
+use super::recorder::ApiCall;
 use super::registry::ResourceInfo;
 use super::state::{DeleteOptions, SharedState, Tracking};
 use super::table;
@@ -78,20 +80,30 @@ async fn handle(AxumState(state): AxumState<SharedState>, req: Request) -> Respo
     if matches!(path.as_str(), "/healthz" | "/livez" | "/readyz") {
         return Response::new(Body::from("ok"));
     }
-    let authorized = req
+    let identity = req
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| bearer_token(v.as_bytes()))
-        .is_some_and(|presented| token_matches(presented, state.token.as_bytes()));
-    if !authorized {
+        .and_then(|presented| state.authn.authenticate(presented));
+    let Some(identity) = identity else {
         return error_response(&ApiError::unauthorized());
-    }
+    };
     let query: Vec<(String, String)> = Query::<Vec<(String, String)>>::try_from_uri(req.uri())
         .map(|q| q.0)
         .unwrap_or_default();
     let method = req.method().clone();
     let headers = req.headers().clone();
-    state.recorder.record(&method, &path, &query, &headers);
+    let user = match &identity {
+        Identity::Admin => super::recorder::admin_user(&headers),
+        Identity::User(u) => u.name.clone(),
+    };
+    let call = super::recorder::attributes(user, &method, &path, &query);
+    state.recorder.record(&call);
+    if let Identity::User(u) = &identity
+        && let Err(e) = authorize(&state, u, &call, &headers)
+    {
+        return error_response(&e);
+    }
     let body = match read_body(req.into_body(), MAX_BODY).await {
         Ok(b) => b,
         Err(e) => return error_response(&e),
@@ -102,10 +114,91 @@ async fn handle(AxumState(state): AxumState<SharedState>, req: Request) -> Respo
         query,
         body,
     };
+    // API answers are JSON only (the OpenAPI documents negotiate their own forms): a
+    // client that takes no JSON gets 406, never a body it cannot read.
+    if !path.starts_with("/openapi")
+        && !super::negotiation::accepts_json(req.header(header::ACCEPT))
+    {
+        return error_response(&super::negotiation::not_acceptable());
+    }
+    if req.method == Method::POST && path == SELF_SUBJECT_ACCESS_REVIEWS {
+        return match req
+            .json_body()
+            .and_then(|review| self_subject_access_review(&state, &identity, &call.user, review))
+        {
+            Ok(review) => json_response(StatusCode::CREATED, &review),
+            Err(e) => error_response(&e),
+        };
+    }
     match route(&state, &path, &req) {
         Ok(r) => r,
         Err(e) => error_response(&e),
     }
+}
+
+/// Where `kubectl auth can-i` asks what it may do.
+const SELF_SUBJECT_ACCESS_REVIEWS: &str = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews";
+
+/// Authorizes a token-file user's request with RBAC. Such users cannot impersonate
+/// (only the server's own token can).
+fn authorize(
+    state: &SharedState,
+    user: &UserInfo,
+    call: &ApiCall,
+    headers: &HeaderMap,
+) -> Result<(), ApiError> {
+    let policy = state.rbac_policy();
+    if let Some(target) = headers
+        .get("impersonate-user")
+        .and_then(|v| v.to_str().ok())
+    {
+        let impersonate = ApiCall {
+            verb: "impersonate".into(),
+            group: String::new(),
+            resource: "users".into(),
+            subresource: String::new(),
+            namespace: String::new(),
+            name: target.to_string(),
+            non_resource_path: String::new(),
+            user: user.name.clone(),
+        };
+        return Err(super::rbac::forbidden(&impersonate));
+    }
+    if policy.allows(user, call) {
+        Ok(())
+    } else {
+        Err(super::rbac::forbidden(call))
+    }
+}
+
+/// `POST .../selfsubjectaccessreviews`: whether the requesting user may do what the
+/// review's spec describes; the review comes back with its status filled in.
+fn self_subject_access_review(
+    state: &SharedState,
+    identity: &Identity,
+    user_name: &str,
+    mut review: Value,
+) -> Result<Value, ApiError> {
+    let spec = review.get("spec").cloned().unwrap_or(Value::Null);
+    let Some(call) = super::rbac::review_attributes(user_name, &spec) else {
+        return Err(ApiError::invalid(
+            "authorization.k8s.io",
+            "SelfSubjectAccessReview",
+            "",
+            vec![FieldCause::required_message(
+                "spec.resourceAttributes",
+                "exactly one of nonResourceAttributes or resourceAttributes must be specified",
+            )],
+        ));
+    };
+    let allowed = match identity {
+        Identity::Admin => true,
+        Identity::User(u) => state.rbac_policy().allows(u, &call),
+    };
+    review["apiVersion"] = json!("authorization.k8s.io/v1");
+    review["kind"] = json!("SelfSubjectAccessReview");
+    review["status"] = json!({"allowed": allowed});
+    Ok(review)
 }
 
 /// The token of an `Authorization: Bearer <token>` header (the scheme is
@@ -113,14 +206,6 @@ async fn handle(AxumState(state): AxumState<SharedState>, req: Request) -> Respo
 fn bearer_token(header: &[u8]) -> Option<&[u8]> {
     let (scheme, token) = header.split_at_checked(7)?;
     scheme.eq_ignore_ascii_case(b"bearer ").then_some(token)
-}
-
-/// Compares a presented bearer token with the server's in time that depends only on
-/// their lengths (the token's length is no secret: every token this server makes has the
-/// same length), so response timing does not reveal how much of a guess was right.
-fn token_matches(presented: &[u8], token: &[u8]) -> bool {
-    use subtle::ConstantTimeEq;
-    bool::from(presented.ct_eq(token))
 }
 
 struct ApiRequest {
@@ -220,8 +305,65 @@ fn route(state: &SharedState, path: &str, req: &ApiRequest) -> Result<Response, 
     }
 }
 
-/// `[namespaces/<ns>/]<resource>[/<name>[/<subresource>]]`
+/// Whether a write asks for kube-apiserver's `dryRun=All` (in the query, or for a delete
+/// also in its `DeleteOptions` body). Any other value is refused before anything else,
+/// as kube-apiserver's options validation does.
+fn dry_run_requested(req: &ApiRequest) -> Result<bool, ApiError> {
+    let options_kind = match req.method {
+        Method::POST => "CreateOptions",
+        Method::PUT => "UpdateOptions",
+        Method::PATCH => "PatchOptions",
+        Method::DELETE => "DeleteOptions",
+        _ => return Ok(false),
+    };
+    let mut values: Vec<String> = req
+        .query
+        .iter()
+        .filter(|(k, _)| k == "dryRun")
+        .map(|(_, v)| v.clone())
+        .collect();
+    if req.method == Method::DELETE
+        && !req.body.is_empty()
+        && !req.header(header::CONTENT_TYPE).contains("protobuf")
+        && let Ok(body) = serde_json::from_slice::<Value>(&req.body)
+        && let Some(given) = body.get("dryRun").and_then(Value::as_array)
+    {
+        values.extend(given.iter().map(|v| match v {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        }));
+    }
+    if values.iter().any(|v| v != "All") {
+        return Err(ApiError::invalid(
+            "meta.k8s.io",
+            options_kind,
+            "",
+            vec![FieldCause::not_supported(
+                "dryRun",
+                &json!(values),
+                &[json!("All")],
+            )],
+        ));
+    }
+    Ok(!values.is_empty())
+}
+
+/// `[namespaces/<ns>/]<resource>[/<name>[/<subresource>]]`; a dry-run write runs the
+/// same verb with nothing stored.
 fn resource(
+    state: &SharedState,
+    group: &str,
+    version: &str,
+    rest: &[&str],
+    req: &ApiRequest,
+) -> Result<Response, ApiError> {
+    if dry_run_requested(req)? {
+        return super::store::dry_run(|| serve_resource(state, group, version, rest, req));
+    }
+    serve_resource(state, group, version, rest, req)
+}
+
+fn serve_resource(
     state: &SharedState,
     group: &str,
     version: &str,
@@ -458,7 +600,7 @@ fn finalize_namespace(
 
 #[cfg(test)]
 mod tests {
-    use super::{bearer_token, token_matches};
+    use super::bearer_token;
 
     #[tokio::test]
     async fn bodies_over_the_limit_are_413() {
@@ -471,17 +613,7 @@ mod tests {
     }
 
     #[test]
-    fn token_must_match_exactly() {
-        let token = b"abcdef0123456789";
-        assert!(token_matches(b"abcdef0123456789", token));
-        assert!(!token_matches(b"abcdef0123456788", token));
-        assert!(!token_matches(b"bbcdef0123456789", token));
-        assert!(
-            !token_matches(b"abcdef012345678", token),
-            "a prefix is not the token"
-        );
-        assert!(!token_matches(b"abcdef01234567890", token));
-        assert!(!token_matches(b"", token));
+    fn bearer_tokens_are_read_from_the_header() {
         assert_eq!(bearer_token(b"bearer abc"), Some(&b"abc"[..]));
         assert_eq!(bearer_token(b"Basic abc"), None);
         assert_eq!(bearer_token(b"Bearer"), None);

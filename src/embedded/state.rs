@@ -16,7 +16,7 @@ use super::objects::{
     decide_delete, meta_str, prepare_create, prepare_update,
 };
 use super::patch::{PatchKind, apply_patch};
-use super::registry::{Registry, ResourceInfo};
+use super::registry::{Registry, ResourceInfo, StoredAs};
 use super::schema::validate_and_prune;
 use super::shape::Shape;
 use super::store::{Mutation, Store};
@@ -25,6 +25,8 @@ pub(crate) struct State {
     pub store: Store,
     pub registry: Registry,
     pub token: String,
+    /// Maps bearer tokens to identities (the admin token and the token file's users).
+    pub authn: super::authn::Authenticator,
     pub clock: Clock,
     pub bookmark_interval: Duration,
     pub shutdown: tokio_util::sync::CancellationToken,
@@ -108,8 +110,12 @@ fn track_update(
     );
 }
 
-/// Relabels a stored object to the version `info` serves (CRD conversion `None`).
+/// Turns a stored object into what `info` serves: relabelled to the served version
+/// (CRD conversion `None`), or converted when another resource's store holds it.
 pub(crate) fn to_served(info: &ResourceInfo, mut obj: Value) -> Value {
+    if info.stored_as == Some(StoredAs::CoreEvent) {
+        return super::events::core_to_events_v1(&obj);
+    }
     if info.version != info.storage_version
         && let Some(m) = obj.as_object_mut()
     {
@@ -119,6 +125,9 @@ pub(crate) fn to_served(info: &ResourceInfo, mut obj: Value) -> Value {
 }
 
 fn to_storage(info: &ResourceInfo, mut obj: Value) -> Value {
+    if info.stored_as == Some(StoredAs::CoreEvent) {
+        return super::events::events_v1_to_core(&obj);
+    }
     if info.version != info.storage_version
         && let Some(m) = obj.as_object_mut()
     {

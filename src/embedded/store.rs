@@ -232,10 +232,60 @@ pub(crate) fn stored_json(obj: &Value) -> Result<Bytes, ApiError> {
     Ok(Bytes::from(data.into_boxed_slice()))
 }
 
+thread_local! {
+    /// Set while a dry-run request runs (see [`dry_run`]).
+    static DRY_RUN: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `write` as kube-apiserver's `dryRun=All`: every [`Store::mutate`] inside it
+/// decides as usual (validation, conflicts and errors all happen) and answers what it
+/// would have stored, but nothing is stored, journalled or sent to watchers, and the
+/// resourceVersion does not move. `write` is synchronous, so the flag cannot leak into
+/// another request sharing the thread.
+pub(crate) fn dry_run<R>(write: impl FnOnce() -> R) -> R {
+    struct Reset(bool);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            DRY_RUN.with(|d| d.set(self.0));
+        }
+    }
+    let _reset = Reset(DRY_RUN.with(|d| d.replace(true)));
+    write()
+}
+
 fn set_rv(obj: &mut Value, rv: u64) {
     if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
         meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
     }
+}
+
+/// What a dry-run write answers: the object as the write would have left it, with the
+/// stored resourceVersion (none for a create, as kube-apiserver's dry-run storage
+/// answers), after the same size check a real write makes.
+fn dry_outcome(
+    gr: &GroupResource,
+    key: &ObjectKey,
+    decision: Mutation,
+    current_rv: Option<Value>,
+) -> Result<Outcome, ApiError> {
+    let mut object = match decision {
+        Mutation::Unchanged(v) => return Ok(Outcome { object: v }),
+        Mutation::Put(v) => {
+            let data = stored_json(&v)?;
+            if !fits_etcd(gr, key, data.len()) {
+                return Err(ApiError::etcd_request_too_large());
+            }
+            v
+        }
+        Mutation::Remove(v) => v,
+    };
+    if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        match current_rv {
+            Some(rv) => meta.insert("resourceVersion".into(), rv),
+            None => meta.remove("resourceVersion"),
+        };
+    }
+    Ok(Outcome { object })
 }
 
 impl Store {
@@ -369,7 +419,15 @@ impl Store {
             None => None,
         };
         let next_rv = inner.rv + 1;
-        let (object, kind, data) = match decide(current, next_rv)? {
+        let current_rv = current
+            .as_ref()
+            .and_then(|c| c.pointer("/metadata/resourceVersion"))
+            .cloned();
+        let decision = decide(current, next_rv)?;
+        if DRY_RUN.with(std::cell::Cell::get) {
+            return dry_outcome(gr, &key, decision, current_rv);
+        }
+        let (object, kind, data) = match decision {
             Mutation::Unchanged(v) => {
                 return Ok(Outcome { object: v });
             }
@@ -418,7 +476,8 @@ impl Store {
             || flags_of(&object) != 0
             || old.as_ref().is_some_and(|r| r.flags != 0)
             || gr.resource == "namespaces"
-            || gr.resource == "customresourcedefinitions";
+            || gr.resource == "customresourcedefinitions"
+            || gr.resource == "clusterroles";
         let event = Arc::new(StoreEvent {
             rv: next_rv,
             gr: gr.clone(),

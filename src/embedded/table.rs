@@ -79,7 +79,95 @@ pub(crate) fn json_path<'a>(obj: &'a Value, path: &str) -> Option<&'a Value> {
     Some(cur)
 }
 
+/// Events print as kube-apiserver prints them (its Event printer, all columns; kubectl
+/// shows those of priority 0 unless asked for `-o wide`).
+fn is_event(info: &ResourceInfo) -> bool {
+    info.kind == "Event" && matches!(info.group.as_str(), "" | "events.k8s.io")
+}
+
+fn event_columns() -> Vec<Value> {
+    [
+        ("Last Seen", 0, ""),
+        ("Type", 0, ""),
+        ("Reason", 0, ""),
+        ("Object", 0, ""),
+        ("Subobject", 1, ""),
+        ("Source", 1, ""),
+        ("Message", 0, ""),
+        ("First Seen", 1, ""),
+        ("Count", 1, ""),
+        ("Name", 1, "name"),
+    ]
+    .iter()
+    .map(|(name, priority, format)| {
+        json!({"name": name, "type": "string", "format": format, "description": "", "priority": priority})
+    })
+    .collect()
+}
+
+/// `<age>` of an RFC 3339 time, `<unknown>` when unset.
+fn since(t: Option<&Value>, now: &DateTime<Utc>) -> String {
+    t.and_then(Value::as_str)
+        .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+        .map(|t| human_age((*now - t.with_timezone(&Utc)).num_seconds()))
+        .unwrap_or_else(|| "<unknown>".into())
+}
+
+/// The cells of a (core form) Event.
+fn event_cells(e: &Value, now: &DateTime<Utc>) -> Vec<Value> {
+    let s = |p: &str| e.pointer(p).and_then(Value::as_str).unwrap_or_default();
+    let first = match e.get("firstTimestamp").filter(|v| !v.is_null()) {
+        Some(t) => since(Some(t), now),
+        None => since(e.get("eventTime"), now),
+    };
+    let mut last = match e.get("lastTimestamp").filter(|v| !v.is_null()) {
+        Some(t) => since(Some(t), now),
+        None => first.clone(),
+    };
+    let mut count = e.get("count").and_then(Value::as_i64).unwrap_or(0);
+    if let Some(series) = e.get("series").filter(|v| v.is_object()) {
+        last = since(series.get("lastObservedTime"), now);
+        count = series.get("count").and_then(Value::as_i64).unwrap_or(0);
+    } else if count == 0 {
+        count = 1;
+    }
+    let kind = s("/involvedObject/kind").to_lowercase();
+    let target = match s("/involvedObject/name") {
+        "" => kind,
+        name => format!("{kind}/{name}"),
+    };
+    let or = |a: &str, b: &str| {
+        if a.is_empty() {
+            b.to_string()
+        } else {
+            a.to_string()
+        }
+    };
+    let component = or(s("/source/component"), s("/reportingComponent"));
+    let instance = or(s("/source/host"), s("/reportingInstance"));
+    let source = match (component.is_empty(), instance.is_empty()) {
+        (true, _) => String::new(),
+        (false, true) => component,
+        (false, false) => format!("{component}, {instance}"),
+    };
+    vec![
+        json!(last),
+        json!(s("/type")),
+        json!(s("/reason")),
+        json!(target),
+        json!(s("/involvedObject/fieldPath")),
+        json!(source),
+        json!(s("/message").trim()),
+        json!(first),
+        json!(count),
+        json!(s("/metadata/name")),
+    ]
+}
+
 fn columns(info: &ResourceInfo) -> Vec<Value> {
+    if is_event(info) {
+        return event_columns();
+    }
     let mut cols = vec![
         json!({"name": "Name", "type": "string", "format": "name", "description": "Name must be unique within a namespace.", "priority": 0}),
     ];
@@ -107,8 +195,18 @@ fn age_of(obj: &Value, now: &DateTime<Utc>) -> String {
 }
 
 fn row(info: &ResourceInfo, obj: &Value, now: &DateTime<Utc>) -> Value {
-    let mut cells = vec![obj.pointer("/metadata/name").cloned().unwrap_or(json!(""))];
-    if info.printer_columns.is_empty() {
+    let mut cells = Vec::new();
+    if is_event(info) {
+        let core = if info.group.is_empty() {
+            obj.clone()
+        } else {
+            super::events::events_v1_to_core(obj)
+        };
+        cells = event_cells(&core, now);
+    } else {
+        cells.push(obj.pointer("/metadata/name").cloned().unwrap_or(json!("")));
+    }
+    if info.printer_columns.is_empty() && !is_event(info) {
         cells.push(json!(age_of(obj, now)));
     }
     for c in &info.printer_columns {
@@ -194,6 +292,48 @@ mod tests {
         assert_eq!(human_age(200), "3m20s");
         assert_eq!(human_age(3600 * 5), "5h");
         assert_eq!(human_age(86400 * 3 + 3600), "3d1h");
+    }
+
+    #[test]
+    fn events_print_like_kube_apiserver_prints_them() {
+        let now: DateTime<Utc> = "2026-01-02T03:10:00Z".parse().unwrap();
+        let e = json!({
+            "metadata": {"name": "p.1"},
+            "involvedObject": {"kind": "Pod", "name": "p", "fieldPath": "spec.containers{c}"},
+            "reason": "Pulled", "type": "Normal", "message": " pulled \n",
+            "firstTimestamp": "2026-01-02T03:00:00Z", "lastTimestamp": "2026-01-02T03:09:00Z",
+            "count": 3, "source": {"component": "kubelet", "host": "n1"},
+        });
+        assert_eq!(
+            event_cells(&e, &now),
+            vec![
+                json!("60s"),
+                json!("Normal"),
+                json!("Pulled"),
+                json!("pod/p"),
+                json!("spec.containers{c}"),
+                json!("kubelet, n1"),
+                json!("pulled"),
+                json!("10m"),
+                json!(3),
+                json!("p.1"),
+            ]
+        );
+        // The new API's shape: eventTime, a series, the reporting controller.
+        let e = json!({
+            "metadata": {"name": "x"}, "involvedObject": {"kind": "ConfigMap"},
+            "eventTime": "2026-01-02T03:05:00.000000Z", "reportingComponent": "ctl",
+            "series": {"count": 7, "lastObservedTime": "2026-01-02T03:09:30.000000Z"},
+        });
+        let cells = event_cells(&e, &now);
+        assert_eq!(cells[0], json!("30s"));
+        assert_eq!(cells[3], json!("configmap"));
+        assert_eq!(cells[5], json!("ctl"));
+        assert_eq!(cells[7], json!("5m"));
+        assert_eq!(cells[8], json!(7));
+        let single = json!({"metadata": {"name": "y"}, "involvedObject": {}});
+        assert_eq!(event_cells(&single, &now)[8], json!(1));
+        assert_eq!(event_cells(&single, &now)[0], json!("<unknown>"));
     }
 
     #[test]

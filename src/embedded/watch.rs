@@ -71,7 +71,7 @@ struct Filter {
 
 impl Filter {
     fn render(&self, data: &Bytes) -> Option<Bytes> {
-        if self.info.version == self.info.storage_version {
+        if !self.info.converts() {
             return Some(data.clone());
         }
         let obj: Value = serde_json::from_slice(data).ok()?;
@@ -80,11 +80,19 @@ impl Filter {
             .map(Bytes::from)
     }
 
+    /// Selectors name the served form's fields.
     fn selects(&self, data: &Bytes) -> bool {
         if !self.query.has_selectors() {
             return true;
         }
-        serde_json::from_slice::<Value>(data).is_ok_and(|o| self.query.selects(&o))
+        serde_json::from_slice::<Value>(data).is_ok_and(|o| {
+            let o = if self.info.converts() {
+                to_served(&self.info, o)
+            } else {
+                o
+            };
+            self.query.selects(&o)
+        })
     }
 
     fn event(&self, e: &StoreEvent) -> Option<Bytes> {
