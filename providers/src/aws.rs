@@ -222,6 +222,30 @@ impl ObjectStore for S3Store {
         .boxed())
     }
 
+    async fn presign_get(
+        &self,
+        bucket: &str,
+        key: &str,
+        ttl: std::time::Duration,
+    ) -> Result<String> {
+        // SigV4 query signing is local: the SDK signs with the static key, no request.
+        let config = aws_sdk_s3::presigning::PresigningConfig::expires_in(ttl).map_err(|e| {
+            Error::new(
+                ErrorKind::Invalid,
+                format!("download URL lifetime {ttl:?}: {e}"),
+            )
+        })?;
+        let req = self
+            .client
+            .get_object()
+            .bucket(bucket)
+            .key(key)
+            .presigned(config)
+            .await
+            .map_err(|e| self.err(e, format_args!("sign a download URL for {bucket}/{key}")))?;
+        Ok(req.uri().to_string())
+    }
+
     async fn head(&self, bucket: &str, key: &str) -> Result<ObjectMeta> {
         let out = self
             .retrier
