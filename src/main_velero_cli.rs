@@ -44,6 +44,13 @@ impl From<Output> for OutputFormat {
     }
 }
 
+/// A Go duration (`1m`, `30s`, `1h30m`), as velero's `--timeout` takes it.
+fn go_duration(s: &str) -> Result<std::time::Duration, String> {
+    granary::api::velero::Duration::parse(s)
+        .and_then(|d| d.to_std())
+        .map_err(|e| e.to_string())
+}
+
 /// Print the object instead of creating it (`-o json|yaml`), as velero does.
 fn print_only(o: Option<Output>) -> Option<OutputFormat> {
     o.filter(|o| *o != Output::Table).map(Into::into)
@@ -71,8 +78,28 @@ pub enum BackupCommand {
         #[arg(long)]
         details: bool,
     },
-    /// Print the backup's log (read from its storage location).
-    Logs { name: String },
+    /// Print the backup's log (through a DownloadRequest the server answers; with
+    /// --data-dir, read from the storage location directly).
+    Logs {
+        name: String,
+        /// How long to wait for the server to answer the DownloadRequest.
+        #[arg(long, default_value = "1m", value_parser = go_duration)]
+        timeout: std::time::Duration,
+    },
+    /// Download the backup tarball (through a DownloadRequest the server answers; with
+    /// --data-dir, read from the storage location directly).
+    Download {
+        name: String,
+        /// The file to write (default `<name>-data.tar.gz`).
+        #[arg(short = 'o', long, value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// Overwrite the file if it exists.
+        #[arg(long)]
+        force: bool,
+        /// How long to wait for the server to answer the DownloadRequest.
+        #[arg(long, default_value = "1m", value_parser = go_duration)]
+        timeout: std::time::Duration,
+    },
     /// Ask the server to delete backups and their data (a DeleteBackupRequest each).
     Delete {
         #[arg(required = true)]
@@ -272,7 +299,18 @@ pub fn backup(t: VeleroTarget, command: BackupCommand) -> anyhow::Result<()> {
             output: output.into(),
         },
         BackupCommand::Describe { names, details } => Backup::Describe { names, details },
-        BackupCommand::Logs { name } => Backup::Logs { name },
+        BackupCommand::Logs { name, timeout } => Backup::Logs { name, timeout },
+        BackupCommand::Download {
+            name,
+            output,
+            force,
+            timeout,
+        } => Backup::Download {
+            name,
+            output,
+            force,
+            timeout,
+        },
         BackupCommand::Delete { names, confirm } => Backup::Delete { names, confirm },
     };
     let t = target(t);

@@ -14,6 +14,8 @@
 //! - [`backup_sync`]: backups in object storage brought into the cluster (`backup-sync`);
 //! - [`gc`]: expired backups get a DeleteBackupRequest (the `gc` controller);
 //! - [`schedules`]: backups taken on a schedule (the `schedule` controller);
+//! - [`download`] (pure), [`download_controller`] and [`download_server`]: download
+//!   URLs for DownloadRequests (the `download-request` controller);
 //! - [`server`]: running the controllers, and `granary server`.
 
 pub mod backup;
@@ -22,6 +24,9 @@ pub mod backup_deletion;
 pub mod backup_prepare;
 pub mod backup_sync;
 pub mod context;
+pub mod download;
+pub mod download_controller;
+pub mod download_server;
 pub mod gc;
 pub mod location;
 pub mod locations;

@@ -19,6 +19,7 @@ pub const CONTROLLER_BACKUP_DELETION: &str = "backup-deletion";
 pub const CONTROLLER_GC: &str = "gc";
 pub const CONTROLLER_BACKUP_SYNC: &str = "backup-sync";
 pub const CONTROLLER_SCHEDULE: &str = "schedule";
+pub const CONTROLLER_DOWNLOAD_REQUEST: &str = "download-request";
 /// Granary's: keeps the seed's default location (only in `granary seed`).
 pub const CONTROLLER_DEFAULT_LOCATION: &str = "default-backup-storage-location";
 
@@ -31,6 +32,7 @@ pub const CONTROLLERS: &[&str] = &[
     CONTROLLER_GC,
     CONTROLLER_BACKUP_SYNC,
     CONTROLLER_SCHEDULE,
+    CONTROLLER_DOWNLOAD_REQUEST,
     CONTROLLER_DEFAULT_LOCATION,
 ];
 
@@ -67,6 +69,14 @@ pub struct VeleroSettings {
     /// The seed's own default location (`granary seed` only; `granary server` has no
     /// backup pool to put one in and ignores it).
     pub default_location: DefaultLocation,
+    /// Where the `download-request` controller serves the download URLs of `local`
+    /// locations, which cannot sign URLs (`127.0.0.1:0`: loopback, a free port).
+    pub download_bind_address: String,
+    /// What those URLs start with when clients reach the endpoint some other way than
+    /// the bound address (a Service, a port-forward), e.g. `https://granary.example`.
+    /// Unset: `http://<bound address>`.
+    #[serde(rename = "downloadURLBase", skip_serializing_if = "Option::is_none")]
+    pub download_url_base: Option<String>,
 }
 
 impl Default for VeleroSettings {
@@ -84,6 +94,8 @@ impl Default for VeleroSettings {
             garbage_collection_frequency: ConfigDuration(Duration::from_secs(3600)),
             backup_sync_period: ConfigDuration(Duration::from_secs(60)),
             default_location: DefaultLocation::default(),
+            download_bind_address: "127.0.0.1:0".to_string(),
+            download_url_base: None,
         }
     }
 }
@@ -133,6 +145,24 @@ impl VeleroSettings {
             errors.push(FieldError::new(
                 at("garbageCollectionFrequency"),
                 "must be positive",
+            ));
+        }
+        if self
+            .download_bind_address
+            .parse::<std::net::SocketAddr>()
+            .is_err()
+        {
+            errors.push(FieldError::new(
+                at("downloadBindAddress"),
+                "must be an address and port, e.g. 127.0.0.1:8086",
+            ));
+        }
+        if let Some(base) = &self.download_url_base
+            && !(base.starts_with("http://") || base.starts_with("https://"))
+        {
+            errors.push(FieldError::new(
+                at("downloadURLBase"),
+                "must be an http:// or https:// URL",
             ));
         }
         if self.default_location.enabled && self.default_location.name.is_empty() {
