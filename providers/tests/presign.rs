@@ -61,6 +61,23 @@ async fn s3_urls_fetch_the_object() {
         "{url}"
     );
     assert_eq!(fetch(&url).await, (200, Bytes::from_static(BODY)));
+
+    // Velero's `publicUrl`: URLs name the address clients use (here `localhost` for
+    // moto's 127.0.0.1) while Granary talks to the endpoint.
+    let endpoint = support::endpoint(Backend::S3).expect("running");
+    let public = endpoint.replace("127.0.0.1", "localhost");
+    let (_, mut secret) = support::secret_for(Backend::S3, &endpoint);
+    secret.insert("publicEndpoint".into(), public.clone().into_bytes());
+    let public_store =
+        granary_providers::open("aws", Some("us-east-1"), &secret, &support::options())
+            .await
+            .expect("store");
+    let url = public_store
+        .presign_get(&b, KEY, Duration::from_secs(600))
+        .await
+        .expect("sign");
+    assert!(url.starts_with(&format!("{public}/{b}/")), "{url}");
+    assert_eq!(fetch(&url).await, (200, Bytes::from_static(BODY)));
     store.delete_bucket(&b, true).await.expect("cleanup");
 }
 
