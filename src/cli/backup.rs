@@ -52,14 +52,14 @@ pub enum BackupCommand {
     /// from the location directly when `--data-dir` is given.
     Logs {
         name: String,
-        timeout: Duration,
+        fetch: download::FetchOptions,
     },
     /// The backup tarball into `output` (default `<name>-data.tar.gz`), likewise.
     Download {
         name: String,
         output: Option<std::path::PathBuf>,
         force: bool,
-        timeout: Duration,
+        fetch: download::FetchOptions,
     },
     Delete {
         names: Vec<String>,
@@ -124,13 +124,13 @@ pub async fn run(target: &Target, command: BackupCommand) -> anyhow::Result<()> 
             }
             Ok(())
         }
-        BackupCommand::Logs { name, timeout } => logs(&client, target, &name, timeout).await,
+        BackupCommand::Logs { name, fetch } => logs(&client, target, &name, &fetch).await,
         BackupCommand::Download {
             name,
             output,
             force,
-            timeout,
-        } => download(&client, target, &name, output, force, timeout).await,
+            fetch,
+        } => download(&client, target, &name, output, force, &fetch).await,
         BackupCommand::Delete { names, confirm } => delete(&client, ns, &names, confirm).await,
     }
 }
@@ -472,7 +472,7 @@ async fn logs(
     client: &Client,
     target: &Target,
     name: &str,
-    timeout: Duration,
+    fetch: &download::FetchOptions,
 ) -> anyhow::Result<()> {
     let ns = target.namespace.as_str();
     let api: Api<Backup> = Api::namespaced(client.clone(), ns);
@@ -498,7 +498,7 @@ async fn logs(
         let key = loc.layout.backup(name)?.logs();
         download::direct(&loc, kind, &key, &mut out).await?;
     } else {
-        download::through_server(client, ns, kind, name, timeout, &mut out).await?;
+        download::through_server(client, ns, kind, name, fetch, &mut out).await?;
     }
     Ok(())
 }
@@ -512,7 +512,7 @@ async fn download(
     name: &str,
     output: Option<std::path::PathBuf>,
     force: bool,
-    timeout: Duration,
+    fetch: &download::FetchOptions,
 ) -> anyhow::Result<()> {
     let ns = target.namespace.as_str();
     let path = output.unwrap_or_else(|| format!("{name}-data.tar.gz").into());
@@ -540,7 +540,7 @@ async fn download(
         }
         .await
     } else {
-        download::through_server(client, ns, kind, name, timeout, &mut file).await
+        download::through_server(client, ns, kind, name, fetch, &mut file).await
     };
     let done = fetched.and_then(|_| {
         file.sync_all()

@@ -29,6 +29,49 @@ use crate::velero_server::download::gunzipped_by_clients;
 /// velero's default `--timeout` for `logs` and `download`.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// velero's flags for fetching a download URL.
+#[derive(Clone, Debug)]
+pub struct FetchOptions {
+    /// `--timeout`: how long to wait for the server to answer the request.
+    pub timeout: Duration,
+    /// `--insecure-skip-tls-verify`: accept any certificate of the store.
+    pub insecure_skip_tls_verify: bool,
+    /// `--cacert`: a PEM file of CAs to trust for the store besides the system's.
+    pub cacert: Option<std::path::PathBuf>,
+}
+
+impl Default for FetchOptions {
+    fn default() -> Self {
+        FetchOptions {
+            timeout: DEFAULT_TIMEOUT,
+            insecure_skip_tls_verify: false,
+            cacert: None,
+        }
+    }
+}
+
+impl FetchOptions {
+    fn http_client(&self) -> anyhow::Result<reqwest::Client> {
+        let mut b = reqwest::Client::builder().connect_timeout(Duration::from_secs(30));
+        if self.insecure_skip_tls_verify {
+            b = b.danger_accept_invalid_certs(true);
+        }
+        if let Some(path) = &self.cacert {
+            let pem = std::fs::read(path)
+                .with_context(|| format!("--cacert: reading {}", path.display()))?;
+            let certs = reqwest::Certificate::from_pem_bundle(&pem)
+                .map_err(|e| anyhow::anyhow!("--cacert {}: {e}", path.display()))?;
+            if certs.is_empty() {
+                bail!("--cacert {}: no PEM certificate in it", path.display());
+            }
+            for c in certs {
+                b = b.add_root_certificate(c);
+            }
+        }
+        b.build().context("building the HTTP client")
+    }
+}
+
 /// How often the request is looked at while waiting.
 const POLL: Duration = Duration::from_millis(250);
 
@@ -70,12 +113,23 @@ pub async fn through_server(
     ns: &str,
     kind: DownloadTargetKind,
     name: &str,
-    timeout: Duration,
+    options: &FetchOptions,
     out: &mut (dyn Write + Send),
 ) -> anyhow::Result<u64> {
+    let http = options.http_client()?;
     let api: Api<DownloadRequest> = Api::namespaced(client.clone(), ns);
     let request = create(&api, kind, name).await?;
-    let result = wait_and_fetch(client, &api, ns, &request, kind, name, timeout, out).await;
+    let result = wait_and_fetch(
+        client,
+        &api,
+        ns,
+        &request,
+        (kind, name),
+        options.timeout,
+        &http,
+        out,
+    )
+    .await;
     match api.delete(&request, &DeleteParams::default()).await {
         Ok(_) => {}
         Err(e) if is_not_found(&e) => {}
@@ -120,9 +174,9 @@ async fn wait_and_fetch(
     api: &Api<DownloadRequest>,
     ns: &str,
     request: &str,
-    kind: DownloadTargetKind,
-    name: &str,
+    (kind, name): (DownloadTargetKind, &str),
     timeout: Duration,
+    http: &reqwest::Client,
     out: &mut (dyn Write + Send),
 ) -> anyhow::Result<u64> {
     let deadline = tokio::time::Instant::now() + timeout;
@@ -149,7 +203,9 @@ async fn wait_and_fetch(
         tokio::time::sleep(POLL).await;
     };
     let what = format!("{kind:?} of {name}");
-    let response = reqwest::get(&url)
+    let response = http
+        .get(&url)
+        .send()
         .await
         .map_err(|e| anyhow::anyhow!("downloading {what}: {}", e.without_url()))?;
     let status = response.status();

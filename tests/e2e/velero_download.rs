@@ -152,6 +152,39 @@ async fn logs_and_download_work(w: &World) {
         .collect();
     assert_eq!(names.len(), 2, "no partial files left: {names:?}");
 
+    // A bad --cacert is named before any request is made.
+    failed(
+        &granary(
+            w,
+            &["backup", "logs", "nightly", "--cacert", "no-such.pem"],
+            dir.path(),
+        )
+        .await,
+        "--cacert: reading no-such.pem",
+    );
+    std::fs::write(dir.path().join("empty.pem"), b"not a certificate").expect("write");
+    failed(
+        &granary(
+            w,
+            &["backup", "logs", "nightly", "--cacert", "empty.pem"],
+            dir.path(),
+        )
+        .await,
+        "--cacert empty.pem",
+    );
+    std::fs::remove_file(dir.path().join("empty.pem")).expect("remove");
+    no_requests_left(w, "nightly").await;
+    // --insecure-skip-tls-verify is accepted (the URLs here are plain http).
+    assert_eq!(
+        ok(&granary(
+            w,
+            &["backup", "logs", "nightly", "--insecure-skip-tls-verify"],
+            dir.path()
+        )
+        .await),
+        logs
+    );
+
     // A backup that does not exist is named before any request is made.
     failed(
         &granary(w, &["backup", "logs", "nope"], dir.path()).await,
