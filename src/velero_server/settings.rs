@@ -318,6 +318,38 @@ mod tests {
     }
 
     #[test]
+    fn download_endpoint_settings() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("server.yaml");
+        std::fs::write(
+            &path,
+            "kind: ServerConfiguration\nvelero:\n  downloadBindAddress: 0.0.0.0:8086\n  downloadURLBase: https://granary.example/\n",
+        )
+        .expect("write");
+        let c: ServerConfiguration = load(Some(&path), &[]).expect("valid");
+        assert_eq!(c.velero.download_bind_address, "0.0.0.0:8086");
+        assert_eq!(
+            c.velero.download_url_base.as_deref(),
+            Some("https://granary.example/")
+        );
+        assert_eq!(
+            VeleroSettings::default().download_bind_address,
+            "127.0.0.1:0"
+        );
+        std::fs::write(
+            &path,
+            "kind: ServerConfiguration\nvelero:\n  downloadBindAddress: nowhere\n  downloadURLBase: granary.example\n",
+        )
+        .expect("write");
+        let e = load::<ServerConfiguration>(Some(&path), &[])
+            .expect_err("invalid")
+            .to_string();
+        assert!(e.contains("velero.downloadBindAddress"), "{e}");
+        assert!(e.contains("velero.downloadURLBase"), "{e}");
+        assert!(CONTROLLERS.contains(&"download-request"));
+    }
+
+    #[test]
     fn disable_controllers_names() {
         let names = vec!["backup".to_string(), "bakcup".to_string()];
         assert_eq!(
