@@ -2,8 +2,9 @@
 //! cannot sign a URL, so the `download-request` controller hands out
 //! `<base>/downloads/<id>?token=<token>` and this endpoint streams the object for a
 //! token that is valid ([`super::download::Tokens`]: once, until the request expires).
-//! Anything else is a 404 that says nothing about why. Requests are not logged (the
-//! token is in the URL).
+//! A token that is unknown, used or expired gets a 403 that does not say which; an
+//! object that is not in the store a 404. Requests are not logged (the token is in the
+//! URL).
 
 use super::download::Tokens;
 use super::settings::VeleroSettings;
@@ -75,10 +76,14 @@ async fn download(
     Path(id): Path<String>,
     Query(q): Query<TokenQuery>,
 ) -> Response {
-    let not_found = || (StatusCode::NOT_FOUND, "no such download\n").into_response();
     let Some(served) = state.tokens.redeem(&id, &q.token, state.clock.now()) else {
-        return not_found();
+        return (
+            StatusCode::FORBIDDEN,
+            "this download URL is not valid: unknown, already used or expired\n",
+        )
+            .into_response();
     };
+    let not_found = || (StatusCode::NOT_FOUND, "the object is not in the store\n").into_response();
     match served.store.get(&served.bucket, &served.key).await {
         Ok(stream) => (
             [(header::CONTENT_TYPE, "application/octet-stream")],

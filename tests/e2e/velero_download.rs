@@ -225,7 +225,7 @@ async fn logs_and_download_on_s3() {
 }
 
 /// A local URL is the controller's own endpoint with a one-time token: it serves the
-/// object once, then 404; the request expires 10 minutes out.
+/// object once, then 403; the request expires 10 minutes out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_local_download_url_works_once() {
     let w = World::start().await;
@@ -256,10 +256,39 @@ async fn a_local_download_url_works_once() {
         object(&w, &key).await
     );
     let again = reqwest::get(&url).await.expect("get");
-    assert_eq!(again.status(), 404, "one time");
+    assert_eq!(again.status(), 403, "one time");
     // A guessed token is no better.
+    request(&w, "twice", DownloadTargetKind::BackupResults, "b1").await;
+    let url = processed_url(&w, "twice")
+        .await
+        .status
+        .and_then(|s| s.download_url)
+        .expect("url");
     let guessed = format!("{}{}", &url[..url.len() - 4], "0000");
-    assert_eq!(reqwest::get(&guessed).await.expect("get").status(), 404);
+    assert_ne!(guessed, url);
+    assert_eq!(reqwest::get(&guessed).await.expect("get").status(), 403);
+    // A request for a file the backup does not have: the URL is made (as Velero's
+    // signed URLs are), the fetch says the object is missing.
+    request(&w, "absent", DownloadTargetKind::RestoreLog, "b1").await;
+    w.api::<granary::api::velero::Restore>()
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "velero.io/v1", "kind": "Restore",
+                "metadata": {"name": "b1"},
+                "spec": {"backupName": "b1"},
+                "status": {"phase": "Completed"},
+            }))
+            .expect("restore"),
+        )
+        .await
+        .expect("create restore");
+    let url = processed_url(&w, "absent")
+        .await
+        .status
+        .and_then(|s| s.download_url)
+        .expect("url");
+    assert_eq!(reqwest::get(&url).await.expect("get").status(), 404);
     controllers.abort();
 }
 
