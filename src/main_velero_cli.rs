@@ -46,6 +46,37 @@ impl From<Output> for OutputFormat {
     }
 }
 
+/// velero's flags of `backup logs|download` for fetching the download URL.
+#[derive(clap::Args, Debug)]
+pub struct FetchArgs {
+    /// How long to wait for the server to answer the DownloadRequest.
+    #[arg(long, default_value = "1m", value_parser = go_duration)]
+    timeout: std::time::Duration,
+    /// Do not verify the object store's TLS certificate (insecure).
+    #[arg(long)]
+    insecure_skip_tls_verify: bool,
+    /// A PEM file of CA certificates to trust for the object store.
+    #[arg(long, value_name = "FILE")]
+    cacert: Option<PathBuf>,
+}
+
+impl From<FetchArgs> for granary::cli::download::FetchOptions {
+    fn from(a: FetchArgs) -> Self {
+        granary::cli::download::FetchOptions {
+            timeout: a.timeout,
+            insecure_skip_tls_verify: a.insecure_skip_tls_verify,
+            cacert: a.cacert,
+        }
+    }
+}
+
+/// A Go duration (`1m`, `30s`, `1h30m`), as velero's `--timeout` takes it.
+fn go_duration(s: &str) -> Result<std::time::Duration, String> {
+    granary::api::velero::Duration::parse(s)
+        .and_then(|d| d.to_std())
+        .map_err(|e| e.to_string())
+}
+
 /// Print the object instead of creating it (`-o json|yaml`), as velero does.
 fn print_only(o: Option<Output>) -> Option<OutputFormat> {
     o.filter(|o| *o != Output::Table).map(Into::into)
@@ -73,8 +104,26 @@ pub enum BackupCommand {
         #[arg(long)]
         details: bool,
     },
-    /// Print the backup's log (read from its storage location).
-    Logs { name: String },
+    /// Print the backup's log (through a DownloadRequest the server answers; with
+    /// --data-dir, read from the storage location directly).
+    Logs {
+        name: String,
+        #[command(flatten)]
+        fetch: FetchArgs,
+    },
+    /// Download the backup tarball (through a DownloadRequest the server answers; with
+    /// --data-dir, read from the storage location directly).
+    Download {
+        name: String,
+        /// The file to write (default `<name>-data.tar.gz`).
+        #[arg(short = 'o', long, value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// Overwrite the file if it exists.
+        #[arg(long)]
+        force: bool,
+        #[command(flatten)]
+        fetch: FetchArgs,
+    },
     /// Ask the server to delete backups and their data (a DeleteBackupRequest each).
     Delete {
         #[arg(required = true)]
@@ -286,7 +335,21 @@ pub fn backup(t: VeleroTarget, command: BackupCommand) -> anyhow::Result<()> {
             output: output.into(),
         },
         BackupCommand::Describe { names, details } => Backup::Describe { names, details },
-        BackupCommand::Logs { name } => Backup::Logs { name },
+        BackupCommand::Logs { name, fetch } => Backup::Logs {
+            name,
+            fetch: fetch.into(),
+        },
+        BackupCommand::Download {
+            name,
+            output,
+            force,
+            fetch,
+        } => Backup::Download {
+            name,
+            output,
+            force,
+            fetch: fetch.into(),
+        },
         BackupCommand::Delete { names, confirm } => Backup::Delete { names, confirm },
     };
     let t = target(t);

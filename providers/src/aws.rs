@@ -33,6 +33,9 @@ use crate::store::{
 #[derive(Debug)]
 pub(crate) struct S3Store {
     client: Client,
+    /// Signs download URLs: `client`, or one for the public endpoint (Velero's
+    /// `publicUrl`) when clients reach the store by another address.
+    presigner: Client,
     region: String,
     retrier: Retrier,
     stats: Arc<RetryStats>,
@@ -74,12 +77,18 @@ impl S3Store {
             .timeout_config(timeouts)
             .stalled_stream_protection(StalledStreamProtectionConfig::disabled())
             .force_path_style(creds.force_path_style);
+        let public = creds
+            .public_endpoint
+            .as_ref()
+            .map(|p| b.clone().endpoint_url(p.trim_end_matches('/')).build());
         if let Some(e) = &creds.endpoint {
             b = b.endpoint_url(e.trim_end_matches('/'));
         }
         let retrier = Retrier::new(opts.retry.clone());
+        let client = Client::from_conf(b.build());
         Ok(S3Store {
-            client: Client::from_conf(b.build()),
+            presigner: public.map_or_else(|| client.clone(), Client::from_conf),
+            client,
             region,
             stats: retrier.stats(),
             retrier,
@@ -220,6 +229,30 @@ impl ObjectStore for S3Store {
             }
         })
         .boxed())
+    }
+
+    async fn presign_get(
+        &self,
+        bucket: &str,
+        key: &str,
+        ttl: std::time::Duration,
+    ) -> Result<String> {
+        // SigV4 query signing is local: the SDK signs with the static key, no request.
+        let config = aws_sdk_s3::presigning::PresigningConfig::expires_in(ttl).map_err(|e| {
+            Error::new(
+                ErrorKind::Invalid,
+                format!("download URL lifetime {ttl:?}: {e}"),
+            )
+        })?;
+        let req = self
+            .presigner
+            .get_object()
+            .bucket(bucket)
+            .key(key)
+            .presigned(config)
+            .await
+            .map_err(|e| self.err(e, format_args!("sign a download URL for {bucket}/{key}")))?;
+        Ok(req.uri().to_string())
     }
 
     async fn head(&self, bucket: &str, key: &str) -> Result<ObjectMeta> {

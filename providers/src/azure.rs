@@ -20,7 +20,7 @@ use bytes::Bytes;
 use chrono::{DateTime, Duration, Utc};
 use futures::stream::{self, BoxStream, FuturesUnordered, StreamExt, TryStreamExt};
 
-use crate::azure_sas::AccountSas;
+use crate::azure_sas::{AccountSas, BlobReadSas};
 use crate::credentials::AzureCredentials;
 use crate::error::{Error, ErrorKind, Result, kind_for_status};
 use crate::options::StoreOptions;
@@ -381,6 +381,39 @@ impl ObjectStore for AzureStore {
             .body
             .map_err(move |e| az_error(&e).context(format_args!("reading {key}")))
             .boxed())
+    }
+
+    async fn presign_get(
+        &self,
+        bucket: &str,
+        key: &str,
+        ttl: std::time::Duration,
+    ) -> Result<String> {
+        let mut url = Url::parse(&self.creds.service_url()).map_err(|_| {
+            Error::new(
+                ErrorKind::Invalid,
+                "secret key `endpoint` is not a valid blob service URL",
+            )
+        })?;
+        let now = Utc::now();
+        let ttl = Duration::from_std(ttl)
+            .map_err(|_| Error::new(ErrorKind::Invalid, "download URL lifetime out of range"))?;
+        let sas = BlobReadSas {
+            account: self.creds.storage_account.clone(),
+            container: bucket.to_string(),
+            blob: key.to_string(),
+            // Tolerate clock skew between us and the service.
+            start: now - Duration::minutes(15),
+            expiry: now + ttl,
+            https_only: url.scheme() == "https",
+        };
+        url.path_segments_mut()
+            .map_err(|_| Error::new(ErrorKind::Invalid, "blob service URL cannot have a path"))?
+            .pop_if_empty()
+            .push(bucket)
+            .extend(key.split('/'));
+        url.set_query(Some(&sas.query(&self.creds.storage_key)?));
+        Ok(url.to_string())
     }
 
     async fn head(&self, bucket: &str, key: &str) -> Result<ObjectMeta> {

@@ -25,6 +25,10 @@ pub struct AwsCredentials {
     pub region: Option<String>,
     pub endpoint: Option<String>,
     pub force_path_style: bool,
+    /// The endpoint download URLs are signed for, when clients reach the store by
+    /// another address than Granary does (Velero's `publicUrl`; secret key
+    /// `publicEndpoint`).
+    pub public_endpoint: Option<String>,
 }
 
 #[derive(Clone, PartialEq, Eq)]
@@ -73,6 +77,7 @@ impl fmt::Debug for Credentials {
                 .field("region", &c.region)
                 .field("endpoint", &c.endpoint)
                 .field("force_path_style", &c.force_path_style)
+                .field("public_endpoint", &c.public_endpoint)
                 .finish_non_exhaustive(),
             Credentials::Azure(c) => f
                 .debug_struct("Azure")
@@ -104,6 +109,7 @@ impl Credentials {
                 region: optional(data, "region")?,
                 endpoint: optional_url(data, "endpoint")?,
                 force_path_style: optional_bool(data, "s3ForcePathStyle")?,
+                public_endpoint: optional_url(data, "publicEndpoint")?,
             })),
             ProviderKind::Azure => {
                 let storage_key = required(data, "storageKey")?;
@@ -147,7 +153,8 @@ impl Credentials {
 /// Converts Velero's `cloud` credentials file (AWS shared-credentials format) plus the
 /// BackupStorageLocation `config` into Secret data with Gardener's keys:
 /// `aws_access_key_id`→`accessKeyID`, `aws_secret_access_key`→`secretAccessKey`,
-/// config `region`→`region`, `s3Url`→`endpoint`, `s3ForcePathStyle`→`s3ForcePathStyle`.
+/// config `region`→`region`, `s3Url`→`endpoint`, `s3ForcePathStyle`→`s3ForcePathStyle`,
+/// `publicUrl`→`publicEndpoint`.
 /// `profile` defaults to `default`.
 pub fn velero_aws_secret(
     cloud_file: &[u8],
@@ -199,6 +206,7 @@ pub fn velero_aws_secret(
         ("region", "region"),
         ("s3Url", "endpoint"),
         ("s3ForcePathStyle", "s3ForcePathStyle"),
+        ("publicUrl", "publicEndpoint"),
     ] {
         if let Some(v) = bsl_config.get(from) {
             out.insert(to.to_string(), v.as_bytes().to_vec());
@@ -385,6 +393,10 @@ mod tests {
             ("region".to_string(), "eu-west-1".to_string()),
             ("s3Url".to_string(), "http://127.0.0.1:9000".to_string()),
             ("s3ForcePathStyle".to_string(), "true".to_string()),
+            (
+                "publicUrl".to_string(),
+                "https://s3.example.com".to_string(),
+            ),
         ]);
         let d = velero_aws_secret(file, None, &cfg).unwrap();
         assert_eq!(d["accessKeyID"], b"AKIA2");
@@ -394,6 +406,7 @@ mod tests {
         let Credentials::Aws(a) = c else { panic!() };
         assert_eq!(a.region.as_deref(), Some("eu-west-1"));
         assert!(a.force_path_style);
+        assert_eq!(a.public_endpoint.as_deref(), Some("https://s3.example.com"));
 
         let e = velero_aws_secret(
             b"[default]\naws_access_key_id=AKIA3\n",

@@ -30,6 +30,7 @@ use gcloud_storage::http::resumable_upload_client::ChunkSize;
 
 use crate::credentials::GcpCredentials;
 use crate::error::{Error, ErrorKind, Result, kind_for_status};
+use crate::gcs_sign::GcsUrlSigner;
 use crate::options::StoreOptions;
 use crate::retry::{Retrier, RetryStats};
 use crate::store::{
@@ -42,6 +43,8 @@ const GCS_CHUNK_QUANTUM: usize = 256 * 1024;
 
 pub(crate) struct GcsStore {
     client: Client,
+    /// Signs download URLs, or why it cannot (no key, no private key).
+    signer: std::result::Result<GcsUrlSigner, String>,
     project: String,
     location: String,
     retrier: Retrier,
@@ -79,6 +82,13 @@ impl GcsStore {
         if let Some(e) = &creds.endpoint {
             config.storage_endpoint = e.trim_end_matches('/').to_string();
         }
+        let signer = match &creds.service_account_json {
+            None => Err(
+                "signed download URLs need a service account key with a private key; this location's GCS credential has none (anonymous access)".to_string(),
+            ),
+            Some(json) => GcsUrlSigner::from_service_account_json(json, creds.endpoint.as_deref())
+                .map_err(|e| e.message().to_string()),
+        };
         let mut project = opts.gcp_project.clone();
         let config = match &creds.service_account_json {
             None => config.anonymous(),
@@ -121,6 +131,7 @@ impl GcsStore {
             (opts.part_size.max(GCS_CHUNK_QUANTUM) / GCS_CHUNK_QUANTUM) * GCS_CHUNK_QUANTUM;
         Ok(GcsStore {
             client: Client::new(config),
+            signer,
             project,
             location: region.unwrap_or("US").to_string(),
             stats: retrier.stats(),
@@ -445,6 +456,18 @@ impl ObjectStore for GcsStore {
             s.map_err(|e| object_error(e).context("reading object body"))
                 .boxed(),
         )
+    }
+
+    async fn presign_get(
+        &self,
+        bucket: &str,
+        key: &str,
+        ttl: std::time::Duration,
+    ) -> Result<String> {
+        match &self.signer {
+            Ok(signer) => signer.sign_get(bucket, key, ttl, None).await,
+            Err(why) => Err(Error::new(ErrorKind::Invalid, why.clone())),
+        }
     }
 
     async fn head(&self, bucket: &str, key: &str) -> Result<ObjectMeta> {

@@ -25,6 +25,10 @@
 //!   (warning when asked). The HTTP client has no per-request timeout. Emulators
 //!   (endpoint without `serviceaccount.json`) use anonymous access and project
 //!   `granary`.
+//! - Download URLs ([`ObjectStore::presign_get`]): S3 SigV4 query signing, Azure
+//!   service SAS (read, one blob), GCS V4 signing with the service account's private
+//!   key (a credential without one cannot sign: an error says so). `local` cannot sign;
+//!   its caller serves the object itself.
 //! - `local`: keys with empty, `.` or `..` segments are refused; listing reads the
 //!   whole matching subtree into memory before streaming it.
 
@@ -59,6 +63,8 @@ pub mod azure_sas;
 
 #[cfg(feature = "gcp")]
 mod gcp;
+#[cfg(feature = "gcp")]
+pub mod gcs_sign;
 
 use std::sync::Arc;
 

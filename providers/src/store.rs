@@ -202,6 +202,24 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
     fn delete_batch_size(&self) -> usize {
         1000
     }
+
+    /// A URL anyone holding it can GET `key` with, for `ttl`, signed with this store's
+    /// credentials and granting nothing else: S3 SigV4 query signing, an Azure service
+    /// SAS (read, this one blob), a GCS V4 signed URL. The URL is a bearer secret: never
+    /// log it. Stores that cannot sign (`local`, GCS without a private key) return
+    /// [`crate::ErrorKind::Invalid`] saying why; nothing is contacted either way.
+    async fn presign_get(
+        &self,
+        bucket: &str,
+        key: &str,
+        ttl: std::time::Duration,
+    ) -> Result<String> {
+        let _ = (bucket, key, ttl);
+        Err(crate::error::Error::new(
+            crate::error::ErrorKind::Invalid,
+            format!("the {} provider cannot sign download URLs", self.kind()),
+        ))
+    }
 }
 
 /// Reads a whole object into memory (tests and small metadata objects only).

@@ -1,5 +1,5 @@
-//! `granary backup create|get|describe|logs|delete`: the requests velero's CLI makes,
-//! against the same objects.
+//! `granary backup create|get|describe|logs|download|delete`: the requests velero's CLI
+//! makes, against the same objects.
 
 use std::time::Duration;
 
@@ -14,14 +14,14 @@ use super::describe::{
     DescribeContext, Details, EventLine, backups_table, describe_backup, waiting_for,
 };
 use super::output::{self, OutputFormat};
-use super::{Target, confirmed, is_conflict, is_not_found, store, wait};
+use super::{Target, confirmed, download, is_conflict, is_not_found, store, wait};
 use crate::api::velero::{
     BACKUP_NAME_LABEL, BACKUP_UID_LABEL, Backup, BackupPhase, BackupStorageLocation,
     BackupStorageLocationAccessMode, BackupStorageLocationPhase, DeleteBackupRequest,
-    DeleteBackupRequestSpec, STORAGE_LOCATION_LABEL,
+    DeleteBackupRequestSpec, DownloadTargetKind, STORAGE_LOCATION_LABEL,
 };
 use crate::runtime::clock::from_k8s;
-use crate::velero::files::{self, ResourceList, Results};
+use crate::velero::files::{ResourceList, Results};
 use crate::velero::label::valid_label_value;
 use crate::velero::manifest::Manifest;
 
@@ -48,8 +48,18 @@ pub enum BackupCommand {
         names: Vec<String>,
         details: bool,
     },
+    /// The backup's log, through a DownloadRequest ([`super::download`]), or read
+    /// from the location directly when `--data-dir` is given.
     Logs {
         name: String,
+        fetch: download::FetchOptions,
+    },
+    /// The backup tarball into `output` (default `<name>-data.tar.gz`), likewise.
+    Download {
+        name: String,
+        output: Option<std::path::PathBuf>,
+        force: bool,
+        fetch: download::FetchOptions,
     },
     Delete {
         names: Vec<String>,
@@ -114,7 +124,13 @@ pub async fn run(target: &Target, command: BackupCommand) -> anyhow::Result<()> 
             }
             Ok(())
         }
-        BackupCommand::Logs { name } => logs(&client, target, &name).await,
+        BackupCommand::Logs { name, fetch } => logs(&client, target, &name, &fetch).await,
+        BackupCommand::Download {
+            name,
+            output,
+            force,
+            fetch,
+        } => download(&client, target, &name, output, force, &fetch).await,
         BackupCommand::Delete { names, confirm } => delete(&client, ns, &names, confirm).await,
     }
 }
@@ -452,7 +468,12 @@ async fn describe(
     Ok(())
 }
 
-async fn logs(client: &Client, target: &Target, name: &str) -> anyhow::Result<()> {
+async fn logs(
+    client: &Client,
+    target: &Target,
+    name: &str,
+    fetch: &download::FetchOptions,
+) -> anyhow::Result<()> {
     let ns = target.namespace.as_str();
     let api: Api<Backup> = Api::namespaced(client.clone(), ns);
     let b = api
@@ -469,15 +490,81 @@ async fn logs(client: &Client, target: &Target, name: &str) -> anyhow::Result<()
             "logs for backup {name:?} are not available until it has finished processing (it is {phase}); wait until it is Completed, PartiallyFailed or Failed and try again"
         );
     }
-    let bsl = location_of(client, ns, &b).await?;
-    let loc = store::open(client, ns, &bsl, target.data_dir.as_deref()).await?;
-    let key = loc.layout.backup(name)?.logs();
-    let gz = loc.get(&key).await?;
-    let text = files::gunzip_limited(&gz[..], store::MAX_FILE_BYTES)
-        .with_context(|| format!("{key} is not a gzip file"))?;
-    use std::io::Write;
-    std::io::stdout().write_all(&text)?;
+    let mut out = std::io::stdout();
+    let kind = DownloadTargetKind::BackupLog;
+    if target.data_dir.is_some() {
+        let bsl = location_of(client, ns, &b).await?;
+        let loc = store::open(client, ns, &bsl, target.data_dir.as_deref()).await?;
+        let key = loc.layout.backup(name)?.logs();
+        download::direct(&loc, kind, &key, &mut out).await?;
+    } else {
+        download::through_server(client, ns, kind, name, fetch, &mut out).await?;
+    }
     Ok(())
+}
+
+/// velero's `backup download`: the tarball into a file, never over an existing one
+/// without `--force`, and never left half-written (a temporary file beside it is
+/// renamed into place once complete).
+async fn download(
+    client: &Client,
+    target: &Target,
+    name: &str,
+    output: Option<std::path::PathBuf>,
+    force: bool,
+    fetch: &download::FetchOptions,
+) -> anyhow::Result<()> {
+    let ns = target.namespace.as_str();
+    let path = output.unwrap_or_else(|| format!("{name}-data.tar.gz").into());
+    if !force && path.exists() {
+        bail!(
+            "{} already exists: remove it, choose another file with -o, or pass --force to overwrite it",
+            path.display()
+        );
+    }
+    let api: Api<Backup> = Api::namespaced(client.clone(), ns);
+    let b = api
+        .get_opt(name)
+        .await?
+        .with_context(|| format!("backup {name:?} not found in namespace {ns}"))?;
+    let partial = partial_path(&path);
+    let mut file = std::fs::File::create(&partial)
+        .with_context(|| format!("creating {}", partial.display()))?;
+    let kind = DownloadTargetKind::BackupContents;
+    let fetched = if target.data_dir.is_some() {
+        async {
+            let bsl = location_of(client, ns, &b).await?;
+            let loc = store::open(client, ns, &bsl, target.data_dir.as_deref()).await?;
+            let key = loc.layout.backup(name)?.contents();
+            download::direct(&loc, kind, &key, &mut file).await
+        }
+        .await
+    } else {
+        download::through_server(client, ns, kind, name, fetch, &mut file).await
+    };
+    let done = fetched.and_then(|_| {
+        file.sync_all()
+            .with_context(|| format!("writing {}", partial.display()))?;
+        drop(file);
+        std::fs::rename(&partial, &path)
+            .with_context(|| format!("moving the download to {}", path.display()))
+    });
+    if let Err(e) = done {
+        let _ = std::fs::remove_file(&partial);
+        return Err(e);
+    }
+    println!(
+        "Backup {name} has been successfully downloaded to {}",
+        path.display()
+    );
+    Ok(())
+}
+
+/// `<file>.partial-<pid>` beside `path`.
+fn partial_path(path: &std::path::Path) -> std::path::PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".partial-{}", std::process::id()));
+    path.with_file_name(name)
 }
 
 /// The DeleteBackupRequest velero's `NewDeleteBackupRequest` builds.

@@ -12,6 +12,7 @@
 pub mod backup;
 pub mod backup_spec;
 pub mod describe;
+pub mod download;
 pub mod dry_run;
 pub mod flags;
 pub mod location;

@@ -190,3 +190,62 @@ impl VeleroMetrics {
         m
     }
 }
+
+impl VeleroMetrics {
+    /// Velero's `InitSchedule`: the per-schedule backup series exist at 0 from the moment
+    /// a schedule is seen (`""` for backups of no schedule, at start), so a schedule that
+    /// has never run shows up in queries and alerts instead of being absent.
+    pub fn init_schedule(&self, schedule: &str) {
+        for c in [
+            &self.backup_attempt,
+            &self.backup_success,
+            &self.backup_partial_failure,
+            &self.backup_failure,
+            &self.backup_validation_failure,
+            &self.deletion_attempt,
+            &self.deletion_success,
+            &self.deletion_failure,
+            &self.backup_warning,
+        ] {
+            c.with_label_values(&[schedule]).inc_by(0);
+        }
+        for g in [
+            &self.backup_items,
+            &self.backup_items_errors,
+            &self.backup_last_status,
+        ] {
+            g.with_label_values(&[schedule]).add(0);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn init_schedule_creates_velero_s_series_at_zero() {
+        let registry = crate::runtime::metrics::Metrics::new();
+        let m = VeleroMetrics::new(&registry);
+        m.init_schedule("nightly");
+        m.backup_attempt.with_label_values(&["nightly"]).inc();
+        m.init_schedule("nightly");
+        let text = registry.render();
+        for series in [
+            "velero_backup_attempt_total{schedule=\"nightly\"} 1",
+            "velero_backup_success_total{schedule=\"nightly\"} 0",
+            "velero_backup_partial_failure_total{schedule=\"nightly\"} 0",
+            "velero_backup_failure_total{schedule=\"nightly\"} 0",
+            "velero_backup_validation_failure_total{schedule=\"nightly\"} 0",
+            "velero_backup_deletion_attempt_total{schedule=\"nightly\"} 0",
+            "velero_backup_deletion_success_total{schedule=\"nightly\"} 0",
+            "velero_backup_deletion_failure_total{schedule=\"nightly\"} 0",
+            "velero_backup_warning_total{schedule=\"nightly\"} 0",
+            "velero_backup_items_total{schedule=\"nightly\"} 0",
+            "velero_backup_items_errors{schedule=\"nightly\"} 0",
+            "velero_backup_last_status{schedule=\"nightly\"} 0",
+        ] {
+            assert!(text.contains(series), "{series} missing from\n{text}");
+        }
+    }
+}

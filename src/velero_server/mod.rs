@@ -15,6 +15,8 @@
 //! - [`gc`]: expired backups get a DeleteBackupRequest (the `gc` controller);
 //! - [`schedules`]: backups taken on a schedule (the `schedule` controller);
 //! - [`restore`] (the runner and its pure decisions) and [`restore_controller`]: restores;
+//! - [`download`] (pure), [`download_controller`] and [`download_server`]: download
+//!   URLs for DownloadRequests (the `download-request` controller);
 //! - [`server`]: running the controllers, and `granary server`.
 
 pub mod backup;
@@ -23,6 +25,9 @@ pub mod backup_deletion;
 pub mod backup_prepare;
 pub mod backup_sync;
 pub mod context;
+pub mod download;
+pub mod download_controller;
+pub mod download_server;
 pub mod gc;
 pub mod location;
 pub mod locations;

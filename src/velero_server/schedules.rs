@@ -6,8 +6,12 @@
 //! `skipImmediately` skips the backup that is due now and records `lastSkipped`.
 //!
 //! Cron times come from croner (5 fields, Velero's descriptors mapped to them) and
-//! Velero's `@every <duration>` is handled on top; times are UTC (a `CRON_TZ=`/`TZ=`
-//! prefix naming another zone is refused with a validation error).
+//! Velero's `@every <duration>` is handled on top. Times are UTC unless a `CRON_TZ=` or
+//! `TZ=` prefix names a zone (robfig/cron's, which Velero parses with): the pattern is
+//! then wall-clock time in that zone, from the system tz database as Go's
+//! `time.LoadLocation` reads it; an unknown zone fails validation. Across DST changes
+//! croner's rules hold: a fixed time that falls into the spring-forward gap runs at
+//! the first minute after it that day, one in the repeated fall-back hour runs once.
 //!
 //! Beyond Velero:
 //! - A tick is never served twice: the next run counts from the newest backup the
@@ -48,8 +52,8 @@ const WAITING_RECHECK: Duration = Duration::from_secs(1);
 pub enum Cadence {
     /// `@every <duration>`.
     Every(Duration),
-    /// A cron pattern (UTC).
-    Cron(Box<Cron>),
+    /// A cron pattern, in UTC or (with `CRON_TZ=`/`TZ=`) in a zone's wall-clock time.
+    Cron(Box<Cron>, Option<jiff::tz::TimeZone>),
 }
 
 impl Cadence {
@@ -58,12 +62,11 @@ impl Cadence {
     pub fn parse(expr: &str) -> Result<Cadence, String> {
         check_cron(expr)?;
         let mut rest = expr.trim();
+        let mut tz = None;
         for prefix in ["CRON_TZ=", "TZ="] {
             if let Some(after) = rest.strip_prefix(prefix) {
                 let (zone, pattern) = after.split_once(' ').unwrap_or((after, ""));
-                if !matches!(zone, "UTC" | "Etc/UTC") {
-                    return Err(format!("time zone {zone} is not supported yet (only UTC)"));
-                }
+                tz = time_zone(zone)?;
                 rest = pattern.trim();
             }
         }
@@ -92,7 +95,7 @@ impl Cadence {
             .sloppy_ranges(true)
             .build()
             .parse(pattern)
-            .map(|c| Cadence::Cron(Box::new(c)))
+            .map(|c| Cadence::Cron(Box::new(c), tz))
             .map_err(|e| e.to_string())
     }
 
@@ -100,9 +103,26 @@ impl Cadence {
     pub fn next_after(&self, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
         match self {
             Cadence::Every(d) => chrono::Duration::from_std(*d).ok().map(|d| t + d),
-            Cadence::Cron(c) => c.find_next_occurrence(&t, false).ok(),
+            Cadence::Cron(c, None) => c.find_next_occurrence(&t, false).ok(),
+            Cadence::Cron(c, Some(tz)) => {
+                let at = jiff::Timestamp::new(t.timestamp(), t.timestamp_subsec_nanos() as i32)
+                    .ok()?
+                    .to_zoned(tz.clone());
+                let next = c.find_next_occurrence(&at, false).ok()?.timestamp();
+                DateTime::from_timestamp(next.as_second(), next.subsec_nanosecond() as u32)
+            }
         }
     }
+}
+
+/// The zone of a `CRON_TZ=`/`TZ=` prefix; `None` for UTC. The message is robfig/cron's.
+fn time_zone(zone: &str) -> Result<Option<jiff::tz::TimeZone>, String> {
+    if matches!(zone, "UTC" | "Etc/UTC") {
+        return Ok(None);
+    }
+    jiff::tz::TimeZone::get(zone)
+        .map(Some)
+        .map_err(|_| format!("provided bad location {zone}: unknown time zone {zone}"))
 }
 
 /// When the schedule runs next: after the latest of `lastBackup`, `lastSkipped` and the
@@ -198,6 +218,8 @@ pub fn validation_errors(schedule: &Schedule) -> (Option<Cadence>, Vec<String>) 
 
 /// Runs the controller until dropped.
 pub async fn run(ctx: Arc<VeleroContext>) {
+    // Velero initialises the series of backups of no schedule when its server starts.
+    ctx.metrics.init_schedule("");
     let queue: WorkQueue<String> = WorkQueue::new();
     let feed = {
         let queue = queue.clone();
@@ -244,6 +266,7 @@ async fn reconcile(ctx: &VeleroContext, name: &str) -> Result<Next, kube::Error>
     if schedule.metadata.deletion_timestamp.is_some() {
         return Ok(Next::Done);
     }
+    ctx.metrics.init_schedule(name);
     let status = schedule.status.clone().unwrap_or_default();
     let (cadence, errors) = validation_errors(&schedule);
     let phase = if errors.is_empty() {
@@ -425,11 +448,59 @@ mod tests {
             next("CRON_TZ=UTC 30 1 * * *", "2026-01-01T03:00:00Z"),
             t("2026-01-02T01:30:00Z")
         );
-        assert!(Cadence::parse("CRON_TZ=Europe/Berlin 0 1 * * *").is_err());
+        assert_eq!(
+            Cadence::parse("CRON_TZ=Europe/Berlinx 0 1 * * *").unwrap_err(),
+            "provided bad location Europe/Berlinx: unknown time zone Europe/Berlinx"
+        );
         assert!(Cadence::parse("0 0 * *").is_err());
         assert!(Cadence::parse("0 0 * * * *").is_err(), "no seconds field");
         assert!(Cadence::parse("@every 0s").is_err());
         assert!(Cadence::parse("61 * * * *").is_err());
+    }
+
+    /// Wall-clock schedules in a zone, across both DST changes of 2026 in Berlin
+    /// (29 March 02:00 CET → 03:00 CEST, 25 October 03:00 CEST → 02:00 CET).
+    #[test]
+    fn time_zones_across_dst_changes() {
+        // 03:00 Berlin: 02:00Z in winter, 01:00Z in summer.
+        for prefix in ["CRON_TZ=Europe/Berlin", "TZ=Europe/Berlin"] {
+            let daily = format!("{prefix} 0 3 * * *");
+            assert_eq!(
+                next(&daily, "2026-03-28T02:00:00Z"),
+                t("2026-03-29T01:00:00Z")
+            );
+            assert_eq!(
+                next(&daily, "2026-03-29T01:00:00Z"),
+                t("2026-03-30T01:00:00Z")
+            );
+            assert_eq!(
+                next(&daily, "2026-10-24T01:00:00Z"),
+                t("2026-10-25T02:00:00Z")
+            );
+        }
+        // 02:30 does not exist on 29 March: it runs at the first minute after the gap,
+        // 03:00 CEST, once; the day after at 02:30 CEST again.
+        let gap = "CRON_TZ=Europe/Berlin 30 2 * * *";
+        assert_eq!(next(gap, "2026-03-28T01:30:00Z"), t("2026-03-29T01:00:00Z"));
+        assert_eq!(next(gap, "2026-03-29T01:00:00Z"), t("2026-03-30T00:30:00Z"));
+        // 02:30 happens twice on 25 October: it runs once, at the first (CEST).
+        assert_eq!(next(gap, "2026-10-24T00:30:00Z"), t("2026-10-25T00:30:00Z"));
+        assert_eq!(next(gap, "2026-10-25T00:30:00Z"), t("2026-10-26T01:30:00Z"));
+        // Hourly in a zone is still every hour of real time across the change.
+        let hourly = "CRON_TZ=Europe/Berlin 0 * * * *";
+        assert_eq!(
+            next(hourly, "2026-10-25T00:00:00Z"),
+            t("2026-10-25T01:00:00Z")
+        );
+        assert_eq!(
+            next(hourly, "2026-10-25T01:00:00Z"),
+            t("2026-10-25T02:00:00Z")
+        );
+        // UTC names stay UTC.
+        assert_eq!(
+            next("TZ=Etc/UTC 0 3 * * *", "2026-03-28T02:00:00Z"),
+            t("2026-03-28T03:00:00Z")
+        );
     }
 
     #[test]

@@ -6,12 +6,13 @@ use super::context::VeleroContext;
 use super::metrics::VeleroMetrics;
 use super::settings::{
     CONTROLLER_BACKUP, CONTROLLER_BACKUP_DELETION, CONTROLLER_BACKUP_QUEUE,
-    CONTROLLER_BACKUP_STORAGE_LOCATION, CONTROLLER_BACKUP_SYNC, CONTROLLER_GC, CONTROLLER_RESTORE,
-    CONTROLLER_SCHEDULE, ServerConfiguration, VeleroFlags, unknown_controllers,
+    CONTROLLER_BACKUP_STORAGE_LOCATION, CONTROLLER_BACKUP_SYNC, CONTROLLER_DOWNLOAD_REQUEST,
+    CONTROLLER_GC, CONTROLLER_RESTORE, CONTROLLER_SCHEDULE, ServerConfiguration, VeleroFlags,
+    unknown_controllers,
 };
 use super::{
-    backup_controller, backup_deletion, backup_sync, gc, locations, queue_controller,
-    restore_controller, schedules,
+    backup_controller, backup_deletion, backup_sync, download_controller, gc, locations,
+    queue_controller, restore_controller, schedules,
 };
 use crate::runtime::clock::Clock;
 use crate::runtime::config::{ConfigError, Override, load};
@@ -57,6 +58,9 @@ pub async fn run_controllers(ctx: Arc<VeleroContext>, disabled: Vec<String>) {
     }
     if enabled(CONTROLLER_GC) {
         tasks.spawn(gc::run(ctx.clone()));
+    }
+    if enabled(CONTROLLER_DOWNLOAD_REQUEST) {
+        tasks.spawn(download_controller::run(ctx.clone()));
     }
     while let Some(result) = tasks.join_next().await {
         if let Err(e) = result {

@@ -20,6 +20,7 @@ pub const CONTROLLER_GC: &str = "gc";
 pub const CONTROLLER_BACKUP_SYNC: &str = "backup-sync";
 pub const CONTROLLER_SCHEDULE: &str = "schedule";
 pub const CONTROLLER_RESTORE: &str = "restore";
+pub const CONTROLLER_DOWNLOAD_REQUEST: &str = "download-request";
 /// Granary's: keeps the seed's default location (only in `granary seed`).
 pub const CONTROLLER_DEFAULT_LOCATION: &str = "default-backup-storage-location";
 
@@ -33,6 +34,7 @@ pub const CONTROLLERS: &[&str] = &[
     CONTROLLER_BACKUP_SYNC,
     CONTROLLER_SCHEDULE,
     CONTROLLER_RESTORE,
+    CONTROLLER_DOWNLOAD_REQUEST,
     CONTROLLER_DEFAULT_LOCATION,
 ];
 
@@ -79,6 +81,14 @@ pub struct VeleroSettings {
     /// The seed's own default location (`granary seed` only; `granary server` has no
     /// backup pool to put one in and ignores it).
     pub default_location: DefaultLocation,
+    /// Where the `download-request` controller serves the download URLs of `local`
+    /// locations, which cannot sign URLs (`127.0.0.1:0`: loopback, a free port).
+    pub download_bind_address: String,
+    /// What those URLs start with when clients reach the endpoint some other way than
+    /// the bound address (a Service, a port-forward), e.g. `https://granary.example`.
+    /// Unset: `http://<bound address>`.
+    #[serde(rename = "downloadURLBase", skip_serializing_if = "Option::is_none")]
+    pub download_url_base: Option<String>,
 }
 
 impl Default for VeleroSettings {
@@ -99,6 +109,8 @@ impl Default for VeleroSettings {
             resource_timeout: ConfigDuration(Duration::from_secs(600)),
             restore_resource_priorities: String::new(),
             default_location: DefaultLocation::default(),
+            download_bind_address: "127.0.0.1:0".to_string(),
+            download_url_base: None,
         }
     }
 }
@@ -153,6 +165,24 @@ impl VeleroSettings {
         }
         if let Err(e) = self.priorities() {
             errors.push(FieldError::new(at("restoreResourcePriorities"), e));
+        }
+        if self
+            .download_bind_address
+            .parse::<std::net::SocketAddr>()
+            .is_err()
+        {
+            errors.push(FieldError::new(
+                at("downloadBindAddress"),
+                "must be an address and port, e.g. 127.0.0.1:8086",
+            ));
+        }
+        if let Some(base) = &self.download_url_base
+            && !(base.starts_with("http://") || base.starts_with("https://"))
+        {
+            errors.push(FieldError::new(
+                at("downloadURLBase"),
+                "must be an http:// or https:// URL",
+            ));
         }
         if self.default_location.enabled && self.default_location.name.is_empty() {
             errors.push(FieldError::new(at("defaultLocation.name"), "required"));
@@ -330,6 +360,38 @@ mod tests {
         .expect("write");
         let e = load::<ServerConfiguration>(Some(&path), &[]).expect_err("typo");
         assert!(e.to_string().contains("concurentBackups"), "{e}");
+    }
+
+    #[test]
+    fn download_endpoint_settings() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("server.yaml");
+        std::fs::write(
+            &path,
+            "kind: ServerConfiguration\nvelero:\n  downloadBindAddress: 0.0.0.0:8086\n  downloadURLBase: https://granary.example/\n",
+        )
+        .expect("write");
+        let c: ServerConfiguration = load(Some(&path), &[]).expect("valid");
+        assert_eq!(c.velero.download_bind_address, "0.0.0.0:8086");
+        assert_eq!(
+            c.velero.download_url_base.as_deref(),
+            Some("https://granary.example/")
+        );
+        assert_eq!(
+            VeleroSettings::default().download_bind_address,
+            "127.0.0.1:0"
+        );
+        std::fs::write(
+            &path,
+            "kind: ServerConfiguration\nvelero:\n  downloadBindAddress: nowhere\n  downloadURLBase: granary.example\n",
+        )
+        .expect("write");
+        let e = load::<ServerConfiguration>(Some(&path), &[])
+            .expect_err("invalid")
+            .to_string();
+        assert!(e.contains("velero.downloadBindAddress"), "{e}");
+        assert!(e.contains("velero.downloadURLBase"), "{e}");
+        assert!(CONTROLLERS.contains(&"download-request"));
     }
 
     #[test]

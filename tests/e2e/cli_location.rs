@@ -389,9 +389,13 @@ async fn details_and_logs_are_read_from_the_location() {
         "level=info msg=\"backup started\"\nlevel=info msg=\"backup done\"\n"
     );
 
-    // The local provider needs the data directory; an unreachable store is named.
-    cli.fails(&["backup", "logs", "nightly"], "--data-dir")
-        .await;
+    // Without --data-dir the CLI asks a server through a DownloadRequest (none runs
+    // here): it gives up at --timeout and says how to read the location directly.
+    cli.fails(
+        &["backup", "logs", "nightly", "--timeout", "1s"],
+        "--data-dir",
+    )
+    .await;
     let empty = tempfile::tempdir().expect("empty dir");
     let empty = empty.path().to_str().expect("utf-8");
     let out = cli
@@ -439,5 +443,9 @@ async fn details_and_logs_are_read_from_the_location() {
     cli.ok(&["backup", "create", "on-s3", "--storage-location", "s3"])
         .await;
     cli.set_status("on-s3", json!({"phase": "Completed"})).await;
-    cli.fails(&["backup", "logs", "on-s3"], "s3-creds").await;
+    cli.fails(
+        &["backup", "logs", "on-s3", "--data-dir", &data_dir],
+        "s3-creds",
+    )
+    .await;
 }

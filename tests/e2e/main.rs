@@ -53,6 +53,7 @@ mod seed_data_safety;
 mod seed_grace;
 mod seed_handover;
 mod seed_outage;
+mod velero_download;
 mod velero_lifecycle;
 mod velero_restore;
 mod velero_schedules;

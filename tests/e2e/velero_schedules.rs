@@ -297,3 +297,66 @@ async fn the_schedule_commands() {
     );
     controllers.abort();
 }
+
+/// `CRON_TZ=`/`TZ=` zones are accepted (an unknown one fails validation with robfig's
+/// message), and Velero's per-schedule metrics: every schedule's series exist at 0 as
+/// soon as it is seen, and its backups count under its name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn time_zones_and_per_schedule_metrics() {
+    let w = World::start().await;
+    let controllers = w.controllers(w.settings());
+    w.location("default", false).await;
+    let template = json!({"includedNamespaces": [w.app], "storageLocation": "default"});
+    w.schedule(
+        "berlin",
+        json!({"schedule": "CRON_TZ=Europe/Berlin 0 3 * * *", "template": template, "skipImmediately": true}),
+    )
+    .await;
+    w.schedule(
+        "nowhere",
+        json!({"schedule": "TZ=Mars/Olympus 0 3 * * *", "template": template}),
+    )
+    .await;
+    w.schedule(
+        "often",
+        json!({"schedule": "@every 1h", "template": template}),
+    )
+    .await;
+    poll_until("schedules validated", || async {
+        w.schedule_status("berlin").await.phase == Some(SchedulePhase::Enabled)
+            && w.schedule_status("nowhere").await.phase == Some(SchedulePhase::FailedValidation)
+    })
+    .await;
+    assert_eq!(
+        w.schedule_status("nowhere").await.validation_errors,
+        Some(vec![
+            "invalid schedule: provided bad location Mars/Olympus: unknown time zone Mars/Olympus"
+                .to_string()
+        ])
+    );
+    assert!(
+        w.backups_of("berlin").await.is_empty(),
+        "skipped, next at 03:00 Berlin"
+    );
+    poll_until("often's first backup completes", || async {
+        w.backups_of("often")
+            .await
+            .iter()
+            .any(|b| b.status.as_ref().and_then(|s| s.phase) == Some(BackupPhase::Completed))
+    })
+    .await;
+    let text = w.metrics.render();
+    for series in [
+        "velero_backup_attempt_total{schedule=\"berlin\"} 0",
+        "velero_backup_success_total{schedule=\"berlin\"} 0",
+        "velero_backup_failure_total{schedule=\"nowhere\"} 0",
+        "velero_backup_attempt_total{schedule=\"\"} 0",
+        "velero_backup_attempt_total{schedule=\"often\"} 1",
+        "velero_backup_success_total{schedule=\"often\"} 1",
+        "velero_backup_last_status{schedule=\"often\"} 1",
+        "velero_backup_last_successful_timestamp{schedule=\"often\"}",
+    ] {
+        assert!(text.contains(series), "{series} missing from\n{text}");
+    }
+    controllers.abort();
+}
