@@ -346,6 +346,29 @@ async fn delete_backup(
             Err(e) => errors.push(format!("error deleting restore {restore}: {e}")),
         }
     }
+    // As Velero: wait up to a minute for the restores to be gone (the restore
+    // controller's finalizer removes their files first).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    for restore in &restores {
+        loop {
+            match ctx.api::<Restore>().get_opt(restore).await {
+                Ok(None) => break,
+                Ok(Some(_)) if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+                Ok(Some(_)) => {
+                    errors.push(format!(
+                        "restore {restore} is still there a minute after its deletion"
+                    ));
+                    break;
+                }
+                Err(e) => {
+                    errors.push(format!("error reading restore {restore}: {e}"));
+                    break;
+                }
+            }
+        }
+    }
     if errors.is_empty() {
         match ctx
             .api::<Backup>()

@@ -941,30 +941,53 @@ async fn the_cli_dry_run_prints_the_plan_and_creates_nothing() {
     w.location("default", false).await;
     w.take_backup("b", None).await;
     let cms: Api<ConfigMap> = Api::namespaced(w.client.clone(), &w.app);
-    cms.delete("cm-1", &DeleteParams::default()).await.expect("delete");
+    cms.delete("cm-1", &DeleteParams::default())
+        .await
+        .expect("delete");
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_granary"));
-    cmd.args(["restore", "create", "preview", "--from-backup", "b", "--dry-run"])
-        .arg("--include-resources=configmaps")
-        .arg("--data-dir")
-        .arg(w.data.path())
-        .arg("--kubeconfig")
-        .arg(&w.cluster.garden.kubeconfig_path)
-        .args(["-n", &w.namespace])
-        .env_remove("KUBECONFIG");
+    cmd.args([
+        "restore",
+        "create",
+        "preview",
+        "--from-backup",
+        "b",
+        "--dry-run",
+    ])
+    .arg("--include-resources=configmaps")
+    .arg("--data-dir")
+    .arg(w.data.path())
+    .arg("--kubeconfig")
+    .arg(&w.cluster.garden.kubeconfig_path)
+    .args(["-n", &w.namespace])
+    .env_remove("KUBECONFIG");
     let out = tokio::task::spawn_blocking(move || cmd.output().expect("granary runs"))
         .await
         .expect("task");
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let line = |verb: &str, name: &str| {
         stdout.lines().any(|l| {
             let words: Vec<&str> = l.split_whitespace().collect();
-            words.first() == Some(&verb) && words.last() == Some(&format!("{}/{name}", w.app).as_str())
+            words.first() == Some(&verb)
+                && words.last() == Some(&format!("{}/{name}", w.app).as_str())
         })
     };
     assert!(line("create", "cm-1"), "{stdout}");
     assert!(line("skip", "cm-0"), "{stdout}");
-    assert!(stdout.contains("1 to create, 0 to update, 3 to skip"), "{stdout}");
+    assert!(
+        stdout.contains("1 to create, 0 to update, 3 to skip"),
+        "{stdout}"
+    );
     assert!(cms.get_opt("cm-1").await.expect("get").is_none());
-    assert!(w.api::<Restore>().get_opt("preview").await.expect("get").is_none());
+    assert!(
+        w.api::<Restore>()
+            .get_opt("preview")
+            .await
+            .expect("get")
+            .is_none()
+    );
 }

@@ -247,7 +247,11 @@ mod tests {
         assert!(e[0].contains("not found"), "{e:?}");
         let mut spec = from_backup("b");
         spec.existing_resource_policy = Some("replace".into());
-        spec.resource_modifier = Some(Default::default());
+        spec.resource_modifier = Some(k8s_openapi::api::core::v1::TypedLocalObjectReference {
+            api_group: None,
+            kind: "ConfigMap".into(),
+            name: "modifiers".into(),
+        });
         spec.hooks = Some(crate::api::velero::RestoreHooks {
             resources: Some(vec![crate::api::velero::RestoreResourceHookSpec {
                 name: "h".into(),
