@@ -42,30 +42,6 @@ const ALLOWED_UNUSED: &[(&str, &str, &str, &str)] = &[
         "the restore controller writes a restore's phase, finalizer and queue annotations; the run makes no restore",
     ),
     (
-        "ClusterRole/granary-seed-velero",
-        "*",
-        "get",
-        "backups read and restores compare objects of any resource; the run takes no Velero backup",
-    ),
-    (
-        "ClusterRole/granary-seed-velero",
-        "*",
-        "list",
-        "backups list objects of any resource; the run takes no Velero backup",
-    ),
-    (
-        "ClusterRole/granary-seed-velero",
-        "*",
-        "create",
-        "restores create objects of any resource; the run makes no restore",
-    ),
-    (
-        "ClusterRole/granary-seed-velero",
-        "*",
-        "patch",
-        "restores update existing objects (existingResourcePolicy: update); the run makes no restore",
-    ),
-    (
         "ClusterRole/granary-seed",
         "backups",
         "patch",
