@@ -558,9 +558,8 @@ pub enum RestoreCommand {
     /// Print the restore's log (through a DownloadRequest, as velero does).
     Logs {
         name: String,
-        /// How long to wait for the server to provide the log (Go duration).
-        #[arg(long, default_value = "1m")]
-        timeout: String,
+        #[command(flatten)]
+        fetch: FetchArgs,
     },
     /// Delete restores; the server then removes their data in object storage.
     Delete {
@@ -657,14 +656,10 @@ pub fn restore(t: VeleroTarget, command: RestoreCommand) -> anyhow::Result<()> {
             output: output.into(),
         },
         RestoreCommand::Describe { names } => Restore::Describe { names },
-        RestoreCommand::Logs { name, timeout } => {
-            let timeout = granary::cli::flags::parse_go_duration("--timeout", &timeout)?
-                .to_delta()
-                .ok()
-                .and_then(|d| d.to_std().ok())
-                .unwrap_or(granary::cli::restore::DOWNLOAD_TIMEOUT);
-            Restore::Logs { name, timeout }
-        }
+        RestoreCommand::Logs { name, fetch } => Restore::Logs {
+            name,
+            fetch: fetch.into(),
+        },
         RestoreCommand::Delete {
             names,
             all,

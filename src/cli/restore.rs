@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::api::{DeleteParams, ListParams};
 use kube::{Api, Client, ResourceExt};
 
 use super::backup_spec::describe_errors;
@@ -15,14 +15,7 @@ use super::output::{self, OutputFormat};
 use super::restore_describe::{describe_restore, phase, restore_waiting_for, restores_table};
 use super::restore_spec::{RestoreFlags, build_restore};
 use super::{Target, confirmed, create_in_velero_namespace, is_not_found};
-use crate::api::velero::{
-    Backup, DownloadRequest, DownloadRequestSpec, DownloadTarget, DownloadTargetKind, Restore,
-    RestorePhase, SCHEDULE_NAME_LABEL,
-};
-
-/// How long `logs` waits for the server to answer its DownloadRequest (velero's
-/// `--timeout` default).
-pub const DOWNLOAD_TIMEOUT: Duration = Duration::from_secs(60);
+use crate::api::velero::{Backup, DownloadTargetKind, Restore, RestorePhase, SCHEDULE_NAME_LABEL};
 
 /// A `granary restore` subcommand with its flags.
 #[derive(Clone, Debug)]
@@ -47,7 +40,7 @@ pub enum RestoreCommand {
     },
     Logs {
         name: String,
-        timeout: Duration,
+        fetch: super::download::FetchOptions,
     },
     Delete {
         names: Vec<String>,
@@ -110,7 +103,7 @@ pub async fn run(target: &Target, command: RestoreCommand) -> anyhow::Result<()>
             print!("{}", texts.join("\n"));
             Ok(())
         }
-        RestoreCommand::Logs { name, timeout } => logs(&client, ns, &name, timeout).await,
+        RestoreCommand::Logs { name, fetch } => logs(&client, ns, &name, &fetch).await,
         RestoreCommand::Delete {
             names,
             confirm,
@@ -378,25 +371,15 @@ fn log_written(phase: RestorePhase) -> bool {
     )
 }
 
-/// The DownloadRequest velero's `downloadrequest.Stream` creates for one file of a
-/// Restore: named `<restore>-<random UUID>`.
-pub fn download_request(ns: &str, restore: &str, kind: DownloadTargetKind) -> DownloadRequest {
-    let mut req = DownloadRequest::new(
-        &format!("{restore}-{}", uuid::Uuid::new_v4()),
-        DownloadRequestSpec {
-            target: DownloadTarget {
-                kind,
-                name: restore.to_string(),
-            },
-        },
-    );
-    req.metadata.namespace = Some(ns.to_string());
-    req
-}
-
-/// `restore logs`: a DownloadRequest of kind RestoreLog, its URL once the server has
-/// signed it, the log gunzipped to stdout. The URL is a credential: it is never printed.
-async fn logs(client: &Client, ns: &str, name: &str, timeout: Duration) -> anyhow::Result<()> {
+/// `restore logs`: a DownloadRequest of kind RestoreLog answered by the server, the
+/// log gunzipped to stdout ([`super::download::through_server`], as `backup logs`).
+/// The URL is a credential: it is never printed.
+async fn logs(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    fetch: &super::download::FetchOptions,
+) -> anyhow::Result<()> {
     let api: Api<Restore> = Api::namespaced(client.clone(), ns);
     let r = api
         .get_opt(name)
@@ -408,88 +391,22 @@ async fn logs(client: &Client, ns: &str, name: &str, timeout: Duration) -> anyho
             "logs for restore {name:?} are not available until it has finished processing (it is {ph}); try again when it is Completed, PartiallyFailed or Failed"
         );
     }
-    let requests: Api<DownloadRequest> = Api::namespaced(client.clone(), ns);
-    let req = requests
-        .create(
-            &PostParams::default(),
-            &download_request(ns, name, DownloadTargetKind::RestoreLog),
-        )
-        .await
-        .with_context(|| format!("creating a DownloadRequest for the log of restore {name}"))?;
-    let req_name = req.name_any();
-    let deadline = tokio::time::Instant::now() + timeout;
-    let url = loop {
-        let current = requests.get_opt(&req_name).await.ok().flatten();
-        if let Some(url) = current
-            .and_then(|r| r.status)
-            .and_then(|s| s.download_url)
-            .filter(|u| !u.is_empty())
-        {
-            break url;
-        }
-        if tokio::time::Instant::now() >= deadline {
-            bail!(
-                "download request download url timeout, check the server's logs for errors (is `granary seed` or `granary server` running for namespace {ns}?); the backup storage location may not be available"
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    };
-    let body = fetch_url(&url, timeout).await?;
-    // Stores that set Content-Encoding have the body decompressed on the way already.
-    let text = if body.starts_with(&[0x1f, 0x8b]) {
-        crate::velero::files::gunzip_limited(&body[..], super::store::MAX_FILE_BYTES)
-            .context("the restore log is not a valid gzip file")?
-    } else {
-        body
-    };
-    use std::io::Write;
-    std::io::stdout().write_all(&text)?;
+    let mut out = std::io::stdout();
+    super::download::through_server(
+        client,
+        ns,
+        DownloadTargetKind::RestoreLog,
+        name,
+        fetch,
+        &mut out,
+    )
+    .await?;
     Ok(())
-}
-
-/// GETs a signed download URL; errors never carry the URL (its signature is a secret).
-async fn fetch_url(url: &str, timeout: Duration) -> anyhow::Result<Vec<u8>> {
-    let http = reqwest::Client::builder()
-        .timeout(timeout)
-        .build()
-        .map_err(|e| anyhow::anyhow!("HTTP client: {}", e.without_url()))?;
-    let resp = http
-        .get(url)
-        .send()
-        .await
-        .map_err(|e| anyhow::anyhow!("downloading the restore log: {}", e.without_url()))?;
-    let status = resp.status();
-    if status == reqwest::StatusCode::NOT_FOUND {
-        bail!("downloading the restore log: file not found in the backup storage location");
-    }
-    if !status.is_success() {
-        bail!("downloading the restore log: the storage answered {status}");
-    }
-    Ok(resp
-        .bytes()
-        .await
-        .map_err(|e| anyhow::anyhow!("downloading the restore log: {}", e.without_url()))?
-        .to_vec())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn download_requests_as_velero_names_them() {
-        let req = download_request("velero", "r1", DownloadTargetKind::RestoreLog);
-        let w = serde_json::to_value(&req).unwrap();
-        assert_eq!(
-            w["spec"],
-            json!({"target": {"kind": "RestoreLog", "name": "r1"}})
-        );
-        assert_eq!(w["metadata"]["namespace"], "velero");
-        let name = req.name_any();
-        let uuid = name.strip_prefix("r1-").expect("restore name first");
-        assert!(uuid::Uuid::parse_str(uuid).is_ok(), "{name}");
-    }
 
     #[test]
     fn logs_are_there_once_the_restore_has_finished() {

@@ -991,3 +991,41 @@ async fn the_cli_dry_run_prints_the_plan_and_creates_nothing() {
             .is_none()
     );
 }
+
+/// `granary restore logs` through the download-request controller (a one-time URL of
+/// the controller's own endpoint on the local provider).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restore_logs_come_through_the_download_request_controller() {
+    let w = World::start().await;
+    let _controllers = controllers(&w, w.settings(), None);
+    w.location("default", false).await;
+    w.take_backup("b", None).await;
+    let target = w.cluster.namespace("logged").await;
+    let mut spec = from_backup("b");
+    spec.namespace_mapping = Some([(w.app.clone(), target)].into());
+    restore(&w, "r-logs", spec).await;
+    wait_restore(&w, "r-logs", &[RestorePhase::Completed]).await;
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_granary"));
+    cmd.args(["restore", "logs", "r-logs"])
+        .arg("--kubeconfig")
+        .arg(&w.cluster.garden.kubeconfig_path)
+        .args(["-n", &w.namespace])
+        .env_remove("KUBECONFIG");
+    let out = tokio::task::spawn_blocking(move || cmd.output().expect("granary runs"))
+        .await
+        .expect("task");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("msg=\"Starting restore of backup b\""),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("restore={}/r-logs", w.namespace)),
+        "{stdout}"
+    );
+}
