@@ -16,7 +16,7 @@
 
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use futures::StreamExt;
 use granary::api::velero::{Backup, BackupPhase, BackupSpec, BackupStatus};
@@ -99,17 +99,7 @@ fn kubectl_peer(kubectl: &str, kubeconfig: &Path, out: &Path) -> Result<Value, S
         .stdout(file)
         .spawn()
         .map_err(|e| format!("gzip does not run: {e}"))?;
-    let pid = k.id().to_string();
-    let mut peak_kib = 0;
-    let status = loop {
-        if let Some(hwm) = status_kib(&pid, "VmHWM:") {
-            peak_kib = peak_kib.max(hwm);
-        }
-        match k.try_wait().map_err(|e| e.to_string())? {
-            Some(s) => break s,
-            None => std::thread::sleep(Duration::from_millis(10)),
-        }
-    };
+    let (status, peak_kib) = support::wait_sampling_peak(&mut k)?;
     let gz_status = gz.wait().map_err(|e| e.to_string())?;
     let secs = start.elapsed().as_secs_f64();
     if !status.success() || !gz_status.success() {

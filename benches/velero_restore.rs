@@ -57,17 +57,7 @@ fn kubectl_apply(
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| format!("{kubectl} does not run: {e}"))?;
-    let pid = k.id().to_string();
-    let mut peak_kib = 0;
-    let status = loop {
-        if let Some(hwm) = status_kib(&pid, "VmHWM:") {
-            peak_kib = peak_kib.max(hwm);
-        }
-        match k.try_wait().map_err(|e| e.to_string())? {
-            Some(s) => break s,
-            None => std::thread::sleep(Duration::from_millis(10)),
-        }
-    };
+    let (status, peak_kib) = support::wait_sampling_peak(&mut k)?;
     let secs = start.elapsed().as_secs_f64();
     if !status.success() {
         let mut err = String::new();

@@ -70,3 +70,20 @@ pub fn write_results(name: &str, result: &serde_json::Value) -> PathBuf {
     .expect("results written");
     path
 }
+
+/// Waits for `child`, sampling its peak RSS (`VmHWM`) every 10 ms: (status, peak KiB).
+pub fn wait_sampling_peak(
+    child: &mut std::process::Child,
+) -> Result<(std::process::ExitStatus, u64), String> {
+    let pid = child.id().to_string();
+    let mut peak_kib = 0;
+    loop {
+        if let Some(hwm) = status_kib(&pid, "VmHWM:") {
+            peak_kib = peak_kib.max(hwm);
+        }
+        match child.try_wait().map_err(|e| e.to_string())? {
+            Some(s) => return Ok((s, peak_kib)),
+            None => std::thread::sleep(std::time::Duration::from_millis(10)),
+        }
+    }
+}

@@ -203,42 +203,22 @@ async fn process(ctx: &VeleroContext, name: &str) -> Result<(), kube::Error> {
         // The runner's future borrows across its worker pool in ways that are not Send
         // for every lifetime, so it runs on a thread of its own with a runtime of its own
         // (one per running backup, at most concurrentBackups).
-        let (done_tx, done_rx) = tokio::sync::oneshot::channel();
-        let spawned = std::thread::Builder::new()
-            .name(format!("backup-{name}"))
-            .spawn(move || {
-                let runtime = match tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                {
-                    Ok(r) => r,
-                    Err(e) => {
-                        let _ =
-                            done_tx.send(Err(format!("cannot start the backup's runtime: {e}")));
-                        return;
-                    }
-                };
-                let report = move |p: BackupProgress| {
-                    let _ = tx.send(p);
-                };
-                let result = runtime.block_on(backup::run(BackupRequest {
-                    client,
-                    backup: &running,
-                    store: store.as_ref(),
-                    layout: &layout,
-                    page_size,
-                    workers,
-                    now,
-                    progress: &report,
-                }));
-                let _ = done_tx.send(Ok(result));
-            });
-        match spawned {
-            Ok(_) => done_rx
-                .await
-                .unwrap_or_else(|_| Err("the backup's thread stopped".to_string())),
-            Err(e) => Err(format!("cannot start the backup's thread: {e}")),
-        }
+        super::thread::on_own_thread(format!("backup-{name}"), move |runtime| {
+            let report = move |p: BackupProgress| {
+                let _ = tx.send(p);
+            };
+            runtime.block_on(backup::run(BackupRequest {
+                client,
+                backup: &running,
+                store: store.as_ref(),
+                layout: &layout,
+                page_size,
+                workers,
+                now,
+                progress: &report,
+            }))
+        })
+        .await
     };
     let result = match result {
         Ok(r) => r,

@@ -40,4 +40,5 @@ pub mod restore_controller;
 pub mod schedules;
 pub mod server;
 pub mod settings;
+pub mod thread;
 pub mod watch;

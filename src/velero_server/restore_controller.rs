@@ -467,48 +467,28 @@ async fn start(shared: &Arc<Shared>, r: Restore, source: Source) -> Result<(), k
         let actions = shared.actions.clone();
         let backup = source.backup.clone();
         let timeout = ctx.settings.resource_timeout.0;
-        let (done_tx, done_rx) = tokio::sync::oneshot::channel();
         // The runner's future is not Send (its recursion over additional items holds
         // local futures), so it runs on a thread of its own, like a backup.
-        let spawned = std::thread::Builder::new()
-            .name(format!("restore-{name}"))
-            .spawn(move || {
-                let runtime = match tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                {
-                    Ok(rt) => rt,
-                    Err(e) => {
-                        let _ =
-                            done_tx.send(Err(format!("cannot start the restore's runtime: {e}")));
-                        return;
-                    }
-                };
-                let report = move |p: RestoreProgress| {
-                    let _ = tx.send(p);
-                };
-                let outcome = runtime.block_on(run::run(RestoreRequest {
-                    client,
-                    restore: &running,
-                    backup: &backup,
-                    store: store.as_ref(),
-                    layout: &layout,
-                    actions: &actions,
-                    priorities: &priorities,
-                    resource_timeout: timeout,
-                    limits: &ArchiveLimits::default(),
-                    now,
-                    progress: &report,
-                    dry_run: false,
-                }));
-                let _ = done_tx.send(Ok(outcome));
-            });
-        match spawned {
-            Ok(_) => done_rx
-                .await
-                .unwrap_or_else(|_| Err("the restore's thread stopped".to_string())),
-            Err(e) => Err(format!("cannot start the restore's thread: {e}")),
-        }
+        super::thread::on_own_thread(format!("restore-{name}"), move |runtime| {
+            let report = move |p: RestoreProgress| {
+                let _ = tx.send(p);
+            };
+            runtime.block_on(run::run(RestoreRequest {
+                client,
+                restore: &running,
+                backup: &backup,
+                store: store.as_ref(),
+                layout: &layout,
+                actions: &actions,
+                priorities: &priorities,
+                resource_timeout: timeout,
+                limits: &ArchiveLimits::default(),
+                now,
+                progress: &report,
+                dry_run: false,
+            }))
+        })
+        .await
     };
     let _ = progress_writer.await;
     let outcome = match outcome {
