@@ -170,6 +170,7 @@ pub async fn run(req: RestoreRequest<'_>) -> RestoreOutcome {
         req.restore.metadata.name.as_deref().unwrap_or_default()
     );
     let log = Logbook::named("restore", name, req.now);
+    let (req_client, req_restore) = (req.client.clone(), req.restore.clone());
     let mut run = Run {
         log,
         req,
@@ -182,6 +183,13 @@ pub async fn run(req: RestoreRequest<'_>) -> RestoreOutcome {
         total: 0,
         restored: 0,
         catalog: Catalog::default(),
+        action_ctx: std::sync::Arc::new(RestoreActionContext {
+            client: req_client,
+            catalog: Catalog::default(),
+            restore: req_restore,
+        }),
+        wave: Vec::new(),
+        batching: false,
     };
     let failure = run.run_all().await.err();
     if let Some(f) = &failure {
@@ -231,7 +239,24 @@ struct Run<'a> {
     total: u64,
     restored: u64,
     catalog: Catalog,
+    /// What actions see; rebuilt when discovery is read again.
+    action_ctx: std::sync::Arc<RestoreActionContext>,
+    /// Items prepared and waiting to be created together (see [`Run::flush`]); only
+    /// used while `batching`.
+    wave: Vec<Prepared>,
+    batching: bool,
 }
+
+/// An item ready to be created.
+struct Prepared {
+    selected: Selected,
+    item: BackupItem,
+    obj: Value,
+    resource_key: String,
+}
+
+/// How many independent items are created at once.
+const WAVE: usize = 16;
 
 fn api_resource(r: &DiscoveredResource) -> ApiResource {
     ApiResource::from_gvk_with_plural(
@@ -313,7 +338,8 @@ impl<'a> Run<'a> {
                 self.by_uid.insert(it.uid().to_owned(), i);
             }
         }
-        self.catalog = self.discover().await?;
+        let catalog = self.discover().await?;
+        self.set_catalog(catalog);
 
         // Pass 1: CustomResourceDefinitions, waited on until Established.
         let crds = plan(
@@ -338,10 +364,11 @@ impl<'a> Run<'a> {
                 for s in &crds.items {
                     all.extend(super::plan::resources_of_crd(&self.items[s.index].object));
                 }
-                self.catalog = Catalog::new(all);
+                self.set_catalog(Catalog::new(all));
             } else {
                 self.wait_established(&restored_crds).await;
-                self.catalog = self.discover().await?;
+                let catalog = self.discover().await?;
+                self.set_catalog(catalog);
             }
         }
 
@@ -359,14 +386,51 @@ impl<'a> Run<'a> {
         self.total += (rest.namespaces.len() + rest.items.len()) as u64;
         self.report();
         self.ensure_namespaces(&rest).await;
+        // Independent items are created WAVE at a time (a dry run writes nothing and
+        // reads one at a time).
+        self.batching = !self.req.dry_run;
         for s in rest.items.clone() {
             if self.done.contains(&s.index) {
                 continue;
             }
             self.restore_selected(&s).await;
         }
+        self.flush().await;
+        self.batching = false;
         self.log.info(Subject::Backup, "restore completed");
         Ok(())
+    }
+
+    fn set_catalog(&mut self, catalog: Catalog) {
+        self.catalog = catalog.clone();
+        self.action_ctx = std::sync::Arc::new(RestoreActionContext {
+            client: self.req.client.clone(),
+            catalog,
+            restore: self.req.restore.clone(),
+        });
+    }
+
+    /// Creates the items of the wave together, then settles each in order.
+    async fn flush(&mut self) {
+        let wave = std::mem::take(&mut self.wave);
+        if wave.is_empty() {
+            return;
+        }
+        let posts = wave.iter().map(|p| {
+            let api = self.api(&p.selected.resource, &p.selected.target_namespace);
+            let obj = p.obj.clone();
+            async move { post(&api, obj).await }
+        });
+        let results = futures::future::join_all(posts).await;
+        for (p, result) in wave.into_iter().zip(results) {
+            let action = self.settle(&p.selected, &p.item, p.obj, result).await;
+            self.record(
+                &p.resource_key,
+                &p.selected.target_namespace,
+                &p.item.name,
+                action,
+            );
+        }
     }
 
     async fn discover(&self) -> Result<Catalog, String> {
@@ -565,6 +629,14 @@ impl<'a> Run<'a> {
                 return None;
             }
             let item = self.items[s.index].clone();
+            // Its owners must exist (with their new UIDs) before it is prepared.
+            let owners_pending = item
+                .owner_uids()
+                .iter()
+                .any(|o| self.wave.iter().any(|p| p.item.uid() == o));
+            if owners_pending {
+                self.flush().await;
+            }
             let gr_name = item.group_resource.to_string();
             let ns = s.target_namespace.clone();
             let backup = self.req.backup.metadata.name.clone().unwrap_or_default();
@@ -586,11 +658,7 @@ impl<'a> Run<'a> {
             let resource_key = format!("{}/{}", s.resource.api_version(), s.resource.kind);
 
             // Restore item actions.
-            let ctx = RestoreActionContext {
-                client: self.req.client.clone(),
-                catalog: self.catalog.clone(),
-                restore: self.req.restore.clone(),
-            };
+            let ctx = self.action_ctx.clone();
             for action in self.req.actions {
                 if !action.applies_to(&item.group_resource) {
                     continue;
@@ -672,6 +740,18 @@ impl<'a> Run<'a> {
                     }
                 }
             }
+            if self.batching {
+                self.wave.push(Prepared {
+                    selected: s.clone(),
+                    item: item.clone(),
+                    obj,
+                    resource_key,
+                });
+                if self.wave.len() >= WAVE {
+                    self.flush().await;
+                }
+                return None;
+            }
             let action = self.create(s, &item, obj).await;
             self.record(&resource_key, &ns, &item.name, action);
             (action != ItemAction::Failed).then(|| item.name.clone())
@@ -681,6 +761,14 @@ impl<'a> Run<'a> {
     /// Restores the additional items an action named (those in the backup, not yet
     /// handled, of a resource the cluster serves).
     async fn restore_additional(&mut self, ids: &[ResourceIdentifier]) {
+        // Additional items exist before the item that named them is created (and
+        // before its action checks them).
+        self.flush().await;
+        self.restore_each_additional(ids).await;
+        self.flush().await;
+    }
+
+    async fn restore_each_additional(&mut self, ids: &[ResourceIdentifier]) {
         for id in ids {
             let key = (
                 id.group_resource.to_string(),
@@ -747,18 +835,42 @@ impl<'a> Run<'a> {
                 }
             };
         }
+        let result = post(&api, obj.clone()).await;
+        self.settle(s, item, obj, result).await
+    }
+
+    /// What a create's answer means: the new UID recorded (status restored on
+    /// request), or an existing object kept or updated, or the failure logged.
+    async fn settle(
+        &mut self,
+        s: &Selected,
+        item: &BackupItem,
+        obj: Value,
+        result: Result<DynamicObject, PostError>,
+    ) -> ItemAction {
+        let gr_name = item.group_resource.to_string();
+        let ns = &s.target_namespace;
+        let subject = Subject::Item(&gr_name, ns, &item.name);
+        let api = self.api(&s.resource, ns);
+        let old_uid = item.uid().to_owned();
+        let name = obj
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or(&item.name)
+            .to_owned();
         let status = obj.get("status").cloned();
-        let dynamic: DynamicObject = match serde_json::from_value(obj.clone()) {
-            Ok(d) => d,
-            Err(e) => {
+        let result = match result {
+            Ok(created) => Ok(created),
+            Err(PostError::Decode(e)) => {
                 self.log.error(
                     subject,
                     &format!("the backed-up object cannot be decoded: {e}"),
                 );
                 return ItemAction::Failed;
             }
+            Err(PostError::Kube(e)) => Err(e),
         };
-        match api.create(&PostParams::default(), &dynamic).await {
+        match result {
             Ok(created) => {
                 self.uid_map.insert(old_uid, created.metadata.uid.clone());
                 if let (true, Some(status)) = (s.restore_status, status) {
@@ -864,6 +976,22 @@ impl<'a> Run<'a> {
         );
         ItemAction::Skipped
     }
+}
+
+/// Why a create did not happen.
+enum PostError {
+    /// The object does not decode as a Kubernetes object.
+    Decode(String),
+    Kube(kube::Error),
+}
+
+/// Creates `obj` (the HTTP request only).
+async fn post(api: &Api<DynamicObject>, obj: Value) -> Result<DynamicObject, PostError> {
+    let dynamic: DynamicObject =
+        serde_json::from_value(obj).map_err(|e| PostError::Decode(e.to_string()))?;
+    api.create(&PostParams::default(), &dynamic)
+        .await
+        .map_err(PostError::Kube)
 }
 
 /// Whether a CustomResourceDefinition (as JSON data) has `Established=True`.
