@@ -473,6 +473,16 @@ async fn an_action_waits_for_its_additional_items_and_gives_up_after_its_timeout
     restore(&w, "r-wait", spec).await;
     let r = wait_restore(&w, "r-wait", &[RestorePhase::Completed]).await;
     assert!(r.status.as_ref().and_then(|s| s.warnings).unwrap_or(0) >= 1);
+    // Additional items the plan holds anyway are counted once.
+    let progress = r
+        .status
+        .as_ref()
+        .and_then(|s| s.progress.clone())
+        .expect("progress");
+    assert_eq!(
+        progress.total_items, progress.items_restored,
+        "{progress:?}"
+    );
 
     let restored: Api<ConfigMap> = Api::namespaced(w.client.clone(), &target);
     let get = |n: &'static str| {

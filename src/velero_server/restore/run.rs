@@ -176,7 +176,7 @@ pub async fn run(req: RestoreRequest<'_>) -> RestoreOutcome {
         req,
         items: Vec::new(),
         by_key: HashMap::new(),
-        by_uid: HashMap::new(),
+        planned: HashSet::new(),
         uid_map: HashMap::new(),
         done: HashSet::new(),
         handled: Vec::new(),
@@ -230,7 +230,8 @@ struct Run<'a> {
     items: Vec<BackupItem>,
     /// (resource.group, namespace, name) → index.
     by_key: HashMap<(String, String, String), usize>,
-    by_uid: HashMap<String, usize>,
+    /// Items the current pass's plan counts in `total`.
+    planned: HashSet<usize>,
     /// Backed-up UID → the UID in the cluster (restored or found).
     uid_map: HashMap<String, Option<String>>,
     /// Items handled (or being handled: additional items never loop).
@@ -334,9 +335,6 @@ impl<'a> Run<'a> {
                 ),
                 i,
             );
-            if !it.uid().is_empty() {
-                self.by_uid.insert(it.uid().to_owned(), i);
-            }
         }
         let catalog = self.discover().await?;
         self.set_catalog(catalog);
@@ -350,6 +348,7 @@ impl<'a> Run<'a> {
             Pass::Crds,
         );
         self.total = crds.items.len() as u64;
+        self.planned = crds.items.iter().map(|s| s.index).collect();
         self.report();
         let mut restored_crds = Vec::new();
         for s in crds.items.clone() {
@@ -384,6 +383,7 @@ impl<'a> Run<'a> {
             self.log.warn(Subject::Backup, w);
         }
         self.total += (rest.namespaces.len() + rest.items.len()) as u64;
+        self.planned = rest.items.iter().map(|s| s.index).collect();
         self.report();
         self.ensure_namespaces(&rest).await;
         // Independent items are created WAVE at a time (a dry run writes nothing and
@@ -795,7 +795,10 @@ impl<'a> Run<'a> {
                 resource,
                 restore_status: false,
             };
-            self.total += 1;
+            // Counted once: an additional item the plan holds anyway is in `total`.
+            if !self.planned.contains(&index) {
+                self.total += 1;
+            }
             self.restore_selected(&s).await;
         }
     }
