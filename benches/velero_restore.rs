@@ -163,6 +163,7 @@ async fn main() {
         now: chrono::Utc::now(),
         progress: &|_| {},
         dry_run: false,
+        stop: None,
     })
     .await;
     let restore_secs = start.elapsed().as_secs_f64();

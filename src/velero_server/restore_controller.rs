@@ -56,6 +56,17 @@ struct Shared {
     /// Footprints of validated, waiting restores, by UID.
     footprints: Mutex<HashMap<String, Footprint>>,
     wake: Notify,
+    /// Set when the controller is dropped: running restores stop between two items.
+    stop: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// Sets the stop flag when the controller's future is dropped.
+struct StopOnDrop(Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// Runs the controller with the built-in restore item actions until dropped.
@@ -72,7 +83,9 @@ pub async fn run_with_actions(ctx: Arc<VeleroContext>, actions: Vec<Box<dyn Rest
         running: Mutex::new(HashMap::new()),
         footprints: Mutex::new(HashMap::new()),
         wake: Notify::new(),
+        stop: Arc::new(std::sync::atomic::AtomicBool::new(false)),
     });
+    let _stop = StopOnDrop(shared.stop.clone());
     let feed = {
         let shared = shared.clone();
         each_event(ctx.api::<Restore>(), "Restores", move |event| match event {
@@ -467,6 +480,7 @@ async fn start(shared: &Arc<Shared>, r: Restore, source: Source) -> Result<(), k
         let actions = shared.actions.clone();
         let backup = source.backup.clone();
         let timeout = ctx.settings.resource_timeout.0;
+        let stop = shared.stop.clone();
         // The runner's future is not Send (its recursion over additional items holds
         // local futures), so it runs on a thread of its own, like a backup.
         super::thread::on_own_thread(format!("restore-{name}"), move |runtime| {
@@ -486,6 +500,7 @@ async fn start(shared: &Arc<Shared>, r: Restore, source: Source) -> Result<(), k
                 now,
                 progress: &report,
                 dry_run: false,
+                stop: Some(&stop),
             }))
         })
         .await
@@ -592,6 +607,7 @@ pub async fn dry_run(
         now: ctx.clock.now(),
         progress: &|_| {},
         dry_run: true,
+        stop: None,
     })
     .await)
 }

@@ -54,6 +54,9 @@ pub struct RestoreRequest<'a> {
     pub now: DateTime<Utc>,
     pub progress: &'a dyn Fn(RestoreProgress),
     pub dry_run: bool,
+    /// Set when the restore must stop between two items (its controller was stopped,
+    /// e.g. on a lost leadership): it then ends Failed.
+    pub stop: Option<&'a std::sync::atomic::AtomicBool>,
 }
 
 /// How a restore ended.
@@ -397,6 +400,9 @@ impl<'a> Run<'a> {
         }
         self.flush().await;
         self.batching = false;
+        if self.stopped() {
+            return Err("the restore was stopped before its end (its controller stopped)".into());
+        }
         self.log.info(Subject::Backup, "restore completed");
         Ok(())
     }
@@ -623,9 +629,15 @@ impl<'a> Run<'a> {
 
     /// Restores one planned item (and, first, the additional items its actions name).
     /// Returns the item's name when it exists in the cluster afterwards.
+    fn stopped(&self) -> bool {
+        self.req
+            .stop
+            .is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
     fn restore_selected<'s>(&'s mut self, s: &'s Selected) -> LocalBoxFuture<'s, Option<String>> {
         Box::pin(async move {
-            if !self.done.insert(s.index) {
+            if self.stopped() || !self.done.insert(s.index) {
                 return None;
             }
             let item = self.items[s.index].clone();
