@@ -554,6 +554,12 @@ pub enum RestoreCommand {
     Describe {
         #[arg(required = true)]
         names: Vec<String>,
+        /// Also list the restored items with what happened to each, and the warning and
+        /// error messages (through DownloadRequests the server answers).
+        #[arg(long)]
+        details: bool,
+        #[command(flatten)]
+        fetch: FetchArgs,
     },
     /// Print the restore's log (through a DownloadRequest, as velero does).
     Logs {
@@ -655,7 +661,14 @@ pub fn restore(t: VeleroTarget, command: RestoreCommand) -> anyhow::Result<()> {
             selector,
             output: output.into(),
         },
-        RestoreCommand::Describe { names } => Restore::Describe { names },
+        RestoreCommand::Describe {
+            names,
+            details,
+            fetch,
+        } => Restore::Describe {
+            names,
+            details: details.then(|| fetch.into()),
+        },
         RestoreCommand::Logs { name, fetch } => Restore::Logs {
             name,
             fetch: fetch.into(),

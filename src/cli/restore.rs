@@ -37,6 +37,8 @@ pub enum RestoreCommand {
     },
     Describe {
         names: Vec<String>,
+        /// `--details`: the results and resource list, fetched with these options.
+        details: Option<super::download::FetchOptions>,
     },
     Logs {
         name: String,
@@ -96,10 +98,17 @@ pub async fn run(target: &Target, command: RestoreCommand) -> anyhow::Result<()>
             }
             all_found(ns, &missing)
         }
-        RestoreCommand::Describe { names } => {
+        RestoreCommand::Describe { names, details } => {
             let (found, missing) = fetch(&api, &names, None).await?;
             all_found(ns, &missing)?;
-            let texts: Vec<String> = found.iter().map(describe_restore).collect();
+            let mut texts = Vec::new();
+            for r in &found {
+                let mut text = describe_restore(r);
+                if let Some(options) = &details {
+                    text.push_str(&describe_details(&client, ns, r, options).await);
+                }
+                texts.push(text);
+            }
             print!("{}", texts.join("\n"));
             Ok(())
         }
@@ -369,6 +378,90 @@ fn log_written(phase: RestorePhase) -> bool {
             | RestorePhase::Finalizing
             | RestorePhase::FinalizingPartiallyFailed
     )
+}
+
+/// `describe --details`: the restore's results (every warning and error, by where it
+/// belongs) and its resource list (each item with what happened to it), fetched through
+/// DownloadRequests as velero's `describe --details` does. A file that cannot be had is
+/// said, not fatal.
+async fn describe_details(
+    client: &Client,
+    ns: &str,
+    r: &Restore,
+    options: &super::download::FetchOptions,
+) -> String {
+    use std::fmt::Write as _;
+    let name = r.name_any();
+    let mut o = String::new();
+    if !log_written(phase(r)) {
+        let _ = writeln!(
+            o,
+            "\nDetails: not available until the restore has finished."
+        );
+        return o;
+    }
+    let fetch = async |kind| -> anyhow::Result<Vec<u8>> {
+        let mut buf = Vec::new();
+        super::download::through_server(client, ns, kind, &name, options, &mut buf).await?;
+        Ok(buf)
+    };
+    match fetch(DownloadTargetKind::RestoreResults)
+        .await
+        .and_then(|b| {
+            serde_json::from_slice::<crate::velero::files::Results>(&b).map_err(Into::into)
+        }) {
+        Ok(results) => {
+            for (title, set) in [("Warnings", &results.warnings), ("Errors", &results.errors)] {
+                let _ = writeln!(o, "\n{title}:");
+                if set.is_empty() {
+                    let _ = writeln!(o, "  <none>");
+                }
+                for (scope, list) in [("Velero", &set.velero), ("Cluster", &set.cluster)] {
+                    if !list.is_empty() {
+                        let _ = writeln!(o, "  {scope}:");
+                        for m in list {
+                            let _ = writeln!(o, "    {m}");
+                        }
+                    }
+                }
+                if !set.namespaces.is_empty() {
+                    let _ = writeln!(o, "  Namespaces:");
+                    for (n, list) in &set.namespaces {
+                        let _ = writeln!(o, "    {n}:");
+                        for m in list {
+                            let _ = writeln!(o, "      {m}");
+                        }
+                    }
+                }
+            }
+        }
+        Err(e) => {
+            let _ = writeln!(o, "\nWarnings and errors: not available ({e:#})");
+        }
+    }
+    match fetch(DownloadTargetKind::RestoreResourceList)
+        .await
+        .and_then(|b| {
+            serde_json::from_slice::<std::collections::BTreeMap<String, Vec<String>>>(&b)
+                .map_err(Into::into)
+        }) {
+        Ok(list) => {
+            let _ = writeln!(o, "\nResource List:");
+            if list.is_empty() {
+                let _ = writeln!(o, "  <none>");
+            }
+            for (kind, items) in list {
+                let _ = writeln!(o, "  {kind}:");
+                for i in items {
+                    let _ = writeln!(o, "    - {i}");
+                }
+            }
+        }
+        Err(e) => {
+            let _ = writeln!(o, "\nResource List: not available ({e:#})");
+        }
+    }
+    o
 }
 
 /// `restore logs`: a DownloadRequest of kind RestoreLog answered by the server, the

@@ -1038,4 +1038,25 @@ async fn restore_logs_come_through_the_download_request_controller() {
         stdout.contains(&format!("restore={}/r-logs", w.namespace)),
         "{stdout}"
     );
+
+    // describe --details: the resource list and the (empty) results, the same way.
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_granary"));
+    cmd.args(["restore", "describe", "r-logs", "--details"])
+        .arg("--kubeconfig")
+        .arg(&w.cluster.garden.kubeconfig_path)
+        .args(["-n", &w.namespace])
+        .env_remove("KUBECONFIG");
+    let out = tokio::task::spawn_blocking(move || cmd.output().expect("granary runs"))
+        .await
+        .expect("task");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("Resource List:\n"), "{stdout}");
+    assert!(stdout.contains("  v1/ConfigMap:\n"), "{stdout}");
+    assert!(stdout.contains("/cm-0(created)"), "{stdout}");
+    assert!(stdout.contains("Errors:\n  <none>"), "{stdout}");
 }
