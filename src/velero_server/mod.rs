@@ -15,6 +15,7 @@
 //! - [`gc`]: expired backups get a DeleteBackupRequest (the `gc` controller);
 //! - [`schedules`]: backups taken on a schedule (the `schedule` controller);
 //! - [`restore`] (the runner and its pure decisions) and [`restore_controller`]: restores;
+//! - [`nonadmin`]: OADP's NonAdminBackup and NonAdminRestore for namespace owners;
 //! - [`server`]: running the controllers, and `granary server`.
 
 pub mod backup;
@@ -28,6 +29,7 @@ pub mod location;
 pub mod locations;
 pub mod metrics;
 pub mod namespaces;
+pub mod nonadmin;
 pub mod queue;
 pub mod queue_controller;
 pub mod restore;

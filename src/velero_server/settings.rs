@@ -20,6 +20,9 @@ pub const CONTROLLER_GC: &str = "gc";
 pub const CONTROLLER_BACKUP_SYNC: &str = "backup-sync";
 pub const CONTROLLER_SCHEDULE: &str = "schedule";
 pub const CONTROLLER_RESTORE: &str = "restore";
+/// OADP's non-admin controllers (NonAdminBackup, NonAdminRestore); they run only when
+/// `velero.nonAdmin.enable` is on.
+pub const CONTROLLER_NON_ADMIN: &str = "non-admin";
 /// Granary's: keeps the seed's default location (only in `granary seed`).
 pub const CONTROLLER_DEFAULT_LOCATION: &str = "default-backup-storage-location";
 
@@ -33,6 +36,7 @@ pub const CONTROLLERS: &[&str] = &[
     CONTROLLER_BACKUP_SYNC,
     CONTROLLER_SCHEDULE,
     CONTROLLER_RESTORE,
+    CONTROLLER_NON_ADMIN,
     CONTROLLER_DEFAULT_LOCATION,
 ];
 
@@ -79,6 +83,21 @@ pub struct VeleroSettings {
     /// The seed's own default location (`granary seed` only; `granary server` has no
     /// backup pool to put one in and ignores it).
     pub default_location: DefaultLocation,
+    /// OADP's non-admin API for namespace owners (the DPA's `spec.nonAdmin`).
+    pub non_admin: NonAdminSettings,
+}
+
+/// `velero.nonAdmin`: shaped like OADP's DPA `spec.nonAdmin` (the fields built so far).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct NonAdminSettings {
+    /// Runs the non-admin controllers (off by default, as OADP).
+    pub enable: bool,
+    /// Fields of every non-admin backup the administrator decides: an empty user field
+    /// is filled from here, a different user value is refused.
+    pub enforce_backup_spec: crate::api::velero::BackupSpec,
+    /// The same for non-admin restores.
+    pub enforce_restore_spec: crate::api::velero::RestoreSpec,
 }
 
 impl Default for VeleroSettings {
@@ -99,6 +118,7 @@ impl Default for VeleroSettings {
             resource_timeout: ConfigDuration(Duration::from_secs(600)),
             restore_resource_priorities: String::new(),
             default_location: DefaultLocation::default(),
+            non_admin: NonAdminSettings::default(),
         }
     }
 }
@@ -156,6 +176,34 @@ impl VeleroSettings {
         }
         if self.default_location.enabled && self.default_location.name.is_empty() {
             errors.push(FieldError::new(at("defaultLocation.name"), "required"));
+        }
+        let enforced = &self.non_admin.enforce_backup_spec;
+        errors.extend(enforced.validate_at(&at("nonAdmin.enforceBackupSpec")));
+        for (field, set) in [
+            ("includedNamespaces", enforced.included_namespaces.is_some()),
+            ("excludedNamespaces", enforced.excluded_namespaces.is_some()),
+            ("storageLocation", enforced.storage_location.is_some()),
+        ] {
+            if set {
+                errors.push(FieldError::new(
+                    at(&format!("nonAdmin.enforceBackupSpec.{field}")),
+                    "cannot be enforced: the non-admin controller decides it",
+                ));
+            }
+        }
+        let restore = &self.non_admin.enforce_restore_spec;
+        for (field, set) in [
+            ("includedNamespaces", restore.included_namespaces.is_some()),
+            ("namespaceMapping", restore.namespace_mapping.is_some()),
+            ("backupName", restore.backup_name.is_some()),
+            ("scheduleName", restore.schedule_name.is_some()),
+        ] {
+            if set {
+                errors.push(FieldError::new(
+                    at(&format!("nonAdmin.enforceRestoreSpec.{field}")),
+                    "cannot be enforced: the non-admin controller decides it",
+                ));
+            }
         }
     }
 }
@@ -330,6 +378,39 @@ mod tests {
         .expect("write");
         let e = load::<ServerConfiguration>(Some(&path), &[]).expect_err("typo");
         assert!(e.to_string().contains("concurentBackups"), "{e}");
+    }
+
+    #[test]
+    fn non_admin_section_is_off_by_default_and_checked() {
+        assert!(!VeleroSettings::default().non_admin.enable);
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("server.yaml");
+        std::fs::write(
+            &path,
+            "kind: ServerConfiguration\nvelero:\n  nonAdmin:\n    enable: true\n    \
+             enforceBackupSpec:\n      ttl: 24h\n",
+        )
+        .expect("write");
+        let c: ServerConfiguration = load(Some(&path), &[]).expect("loads");
+        assert!(c.velero.non_admin.enable);
+        assert!(c.velero.non_admin.enforce_backup_spec.ttl.is_some());
+        std::fs::write(
+            &path,
+            "kind: ServerConfiguration\nvelero:\n  nonAdmin:\n    enforceBackupSpec:\n      \
+             includedNamespaces: [other]\n    enforceRestoreSpec:\n      \
+             namespaceMapping: {a: b}\n",
+        )
+        .expect("write");
+        let e = load::<ServerConfiguration>(Some(&path), &[]).expect_err("refused");
+        let e = e.to_string();
+        assert!(
+            e.contains("velero.nonAdmin.enforceBackupSpec.includedNamespaces"),
+            "{e}"
+        );
+        assert!(
+            e.contains("velero.nonAdmin.enforceRestoreSpec.namespaceMapping"),
+            "{e}"
+        );
     }
 
     #[test]
