@@ -193,6 +193,8 @@ async fn start() -> Tenancy {
         ..VeleroSettings::default()
     };
     settings.non_admin.enable = true;
+    // The administrator decides every non-admin backup's TTL.
+    settings.non_admin.enforce_backup_spec.ttl = Some("24h".parse().expect("ttl"));
     let ctx = Arc::new(VeleroContext::new(
         server.client().await.expect("controller client"),
         settings,
@@ -453,6 +455,14 @@ async fn a_namespace_owner_backs_up_and_restores_only_their_own_namespace() {
             },
             "spec.backupSpec.storageLocation",
         ),
+        (
+            "own-ttl",
+            BackupSpec {
+                ttl: Some("48h".parse().expect("ttl")),
+                ..Default::default()
+            },
+            "spec.backupSpec.ttl: the administrator has restricted spec.backupSpec.ttl field value to 24h",
+        ),
     ];
     for (name, spec, _) in &tricks {
         nabs_a
@@ -651,7 +661,22 @@ async fn a_namespace_owner_backs_up_and_restores_only_their_own_namespace() {
         "data kept"
     );
 
-    // deleteBackup: a DeleteBackupRequest removes the data, then the NAB goes.
+    // deleteBackup: a DeleteBackupRequest removes the data, the NAB's restores go, then
+    // the NAB goes.
+    nars_a
+        .create(&pp, &nar("r2", from("b1")))
+        .await
+        .expect("nar");
+    poll_until("r2 created", || async {
+        nars_a
+            .get("r2")
+            .await
+            .ok()
+            .and_then(|r| r.status)
+            .and_then(|s| s.phase)
+            == Some(NonAdminPhase::Created)
+    })
+    .await;
     nabs_a
         .patch(
             "b1",
@@ -663,6 +688,7 @@ async fn a_namespace_owner_backs_up_and_restores_only_their_own_namespace() {
     poll_until("b1 deleted with its data", || async {
         matches!(nabs_a.get_opt("b1").await, Ok(None))
             && matches!(t.velero::<Backup>().get_opt(&vb_name).await, Ok(None))
+            && matches!(nars_a.get_opt("r2").await, Ok(None))
     })
     .await;
     assert!(
