@@ -88,7 +88,7 @@ pub struct VeleroSettings {
 }
 
 /// `velero.nonAdmin`: shaped like OADP's DPA `spec.nonAdmin` (the fields built so far).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct NonAdminSettings {
     /// Runs the non-admin controllers (off by default, as OADP).
@@ -98,6 +98,22 @@ pub struct NonAdminSettings {
     pub enforce_backup_spec: crate::api::velero::BackupSpec,
     /// The same for non-admin restores.
     pub enforce_restore_spec: crate::api::velero::RestoreSpec,
+    /// How often NonAdminBackups are recreated from Velero backups made for them whose
+    /// NonAdminBackup is gone (2m, as OADP); 0 turns that off.
+    pub backup_sync_period: ConfigDuration,
+}
+
+impl Default for NonAdminSettings {
+    fn default() -> Self {
+        NonAdminSettings {
+            enable: false,
+            enforce_backup_spec: Default::default(),
+            enforce_restore_spec: Default::default(),
+            backup_sync_period: ConfigDuration(Duration::from_secs(
+                crate::api::oadp::DEFAULT_BACKUP_SYNC_PERIOD_SECS as u64,
+            )),
+        }
+    }
 }
 
 impl Default for VeleroSettings {
@@ -383,6 +399,10 @@ mod tests {
     #[test]
     fn non_admin_section_is_off_by_default_and_checked() {
         assert!(!VeleroSettings::default().non_admin.enable);
+        assert_eq!(
+            VeleroSettings::default().non_admin.backup_sync_period.0,
+            Duration::from_secs(120)
+        );
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("server.yaml");
         std::fs::write(

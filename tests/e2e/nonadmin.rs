@@ -17,6 +17,7 @@ use granary::api::velero::{
 };
 use granary::embedded::{EmbeddedOptions, EmbeddedServer};
 use granary::runtime::clock::Clock;
+use granary::runtime::config::ConfigDuration;
 use granary::runtime::metrics::Metrics;
 use granary::runtime::selector::ObjectSelector;
 use granary::velero_server::context::VeleroContext;
@@ -31,6 +32,7 @@ use kube::{Client, ResourceExt};
 use serde_json::json;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 const TOKENS: &str = "owner-a-token-0123456789,owner-a,uid-owner-a\n\
                       owner-b-token-0123456789,owner-b,uid-owner-b\n\
@@ -117,6 +119,10 @@ async fn bind(admin: &Client, ns: &str, user: &str, cluster_role: &str) {
 }
 
 async fn start() -> Tenancy {
+    start_with(|_| {}).await
+}
+
+async fn start_with(adjust: impl FnOnce(&mut VeleroSettings)) -> Tenancy {
     let dir = tempfile::tempdir().expect("tempdir");
     let tokens = dir.path().join("tokens.csv");
     std::fs::write(&tokens, TOKENS).expect("token file");
@@ -195,6 +201,7 @@ async fn start() -> Tenancy {
     settings.non_admin.enable = true;
     // The administrator decides every non-admin backup's TTL.
     settings.non_admin.enforce_backup_spec.ttl = Some("24h".parse().expect("ttl"));
+    adjust(&mut settings);
     let ctx = Arc::new(VeleroContext::new(
         server.client().await.expect("controller client"),
         settings,
@@ -700,5 +707,60 @@ async fn a_namespace_owner_backs_up_and_restores_only_their_own_namespace() {
     assert_eq!(
         bb.status.and_then(|s| s.phase),
         Some(NonAdminPhase::Created)
+    );
+}
+
+#[tokio::test]
+async fn a_plain_delete_keeps_the_data_and_the_sync_brings_the_backup_back() {
+    let t = start_with(|s| {
+        s.backup_sync_period = ConfigDuration(Duration::from_secs(1));
+        s.non_admin.backup_sync_period = ConfigDuration(Duration::from_secs(1));
+    })
+    .await;
+    let nabs_a: Api<NonAdminBackup> = Api::namespaced(t.owner_a.clone(), "ns-a");
+    nabs_a
+        .create(&PostParams::default(), &nab("keep", BackupSpec::default()))
+        .await
+        .expect("create nab");
+    let first = wait_backed_up(&nabs_a, "keep").await;
+    let vb = first.velero_backup_name().expect("velero name").to_string();
+    let keys = t.keys(&format!("backups/{vb}/")).await;
+    assert!(!keys.is_empty());
+    nabs_a
+        .delete("keep", &DeleteParams::default())
+        .await
+        .expect("plain delete");
+    // Velero's sync brings the Backup back from object storage, NAC's sync the NAB,
+    // which takes over the same Velero Backup.
+    let old_uid = first.uid();
+    poll_until("keep recreated by the sync", || async {
+        nabs_a
+            .get_opt("keep")
+            .await
+            .ok()
+            .flatten()
+            .is_some_and(|n| {
+                n.uid() != old_uid
+                    && n.status.as_ref().and_then(|s| s.phase) == Some(NonAdminPhase::Created)
+            })
+    })
+    .await;
+    let synced = nabs_a.get("keep").await.expect("nab");
+    assert_eq!(
+        synced.labels()["openshift.io/oadp-nab-synced-from-nacuuid"],
+        vb
+    );
+    assert_eq!(synced.velero_backup_name(), Some(vb.as_str()));
+    assert!(
+        synced
+            .finalizers()
+            .iter()
+            .any(|f| f == "nonadminbackup.oadp.openshift.io/finalizer")
+    );
+    assert_eq!(t.keys(&format!("backups/{vb}/")).await, keys, "data kept");
+    assert_eq!(
+        t.velero_backups().await.len(),
+        1,
+        "no second Velero Backup was made"
     );
 }

@@ -13,8 +13,8 @@ use kube::{Resource, ResourceExt};
 use tokio::sync::Notify;
 
 use super::plan::{
-    backup_problems, message, nab_annotations, nab_labels, origin_matches, queue_position,
-    refused_at, set_condition, velero_backup, was_queued,
+    adopted_nacuuid, backup_problems, message, nab_annotations, nab_labels, origin_matches,
+    queue_position, refused_at, set_condition, velero_backup, was_queued,
 };
 use super::{is_conflict, is_not_found, list_params, now, poke, set_finalizer, write_status};
 use crate::api::common::FieldError;
@@ -96,7 +96,8 @@ async fn reconcile(
     let ns = nab.namespace().unwrap_or_default();
     let old = nab.status.clone();
     let mut status = old.clone().unwrap_or_default();
-    let uuid = nacuuid(&status);
+    // A NAB the sync recreated takes over its Velero Backup.
+    let uuid = nacuuid(&status).or_else(|| adopted_nacuuid(nab, backups));
     // Only a Velero Backup made for this namespace counts as this NAB's.
     let velero = uuid.as_ref().and_then(|u| {
         backups.iter().find(|b| {
@@ -245,8 +246,10 @@ async fn reconcile(
                 .map(|b| (b.meta().creation_timestamp.clone(), completed(b))),
         ),
     });
-    // Re-read so the status write does not race the finalizer patch's version.
+    // Re-read so the status write does not race the finalizer patch's version; a NAB
+    // that took over a synced Velero Backup gets its finalizer here.
     let current = super::namespaced(ctx, nab).get(&nab.name_any()).await?;
+    set_finalizer(ctx, &current, NAB_FINALIZER, true).await?;
     write_status(ctx, &current, current.status.as_ref(), &status).await
 }
 

@@ -6,11 +6,13 @@
 //!
 //! - [`plan`] (pure): validation, the Velero objects, the queue estimate, conditions;
 //! - [`backups`]: the NonAdminBackup controller (deletion through DeleteBackupRequest);
-//! - [`restores`]: the NonAdminRestore controller.
+//! - [`restores`]: the NonAdminRestore controller;
+//! - [`sync`]: NonAdminBackups recreated for their Velero Backups.
 
 pub mod backups;
 pub mod plan;
 pub mod restores;
+pub mod sync;
 
 use std::sync::Arc;
 
@@ -23,9 +25,13 @@ use serde_json::json;
 
 use super::context::VeleroContext;
 
-/// Runs the NonAdminBackup and NonAdminRestore controllers until dropped.
+/// Runs the NonAdminBackup, NonAdminRestore and sync controllers until dropped.
 pub async fn run(ctx: Arc<VeleroContext>) {
-    tokio::join!(backups::run(ctx.clone()), restores::run(ctx));
+    tokio::join!(
+        backups::run(ctx.clone()),
+        restores::run(ctx.clone()),
+        sync::run(ctx)
+    );
 }
 
 /// A watch callback that wakes a pass on every change (not on the initial listing).

@@ -297,6 +297,97 @@ pub fn refused_at(conditions: Option<&Vec<Condition>>, generation: Option<i64>) 
     })
 }
 
+/// The NonAdminBackups NAC's sync recreates: one for every finished Velero Backup made
+/// for a NonAdminBackup (NAC labels, a valid origin label and origin annotations) on a
+/// watched location, whose origin namespace exists and has no NonAdminBackup of that
+/// name or NACUUID. The NAB carries `openshift.io/oadp-nab-synced-from-nacuuid` and the
+/// Velero spec, its storage location cleared (the default location).
+pub fn nabs_to_sync(
+    backups: &[Backup],
+    watched_locations: &std::collections::BTreeSet<String>,
+    namespaces: &std::collections::BTreeSet<String>,
+    existing: &[NonAdminBackup],
+) -> Vec<NonAdminBackup> {
+    use crate::api::oadp::{NAB_SYNCED_FROM_NACUUID_LABEL, is_valid_label_or_annotation_value};
+    let mut out: Vec<NonAdminBackup> = Vec::new();
+    for b in backups {
+        let labels = b.labels();
+        let annotations = b.annotations();
+        let is_nac = labels.get(OADP_LABEL).map(String::as_str) == Some(OADP_LABEL_VALUE)
+            && labels.get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY_LABEL_VALUE);
+        let Some(uuid) = labels.get(NAB_ORIGIN_NACUUID_LABEL) else {
+            continue;
+        };
+        let (Some(name), Some(ns)) = (
+            annotations.get(NAB_ORIGIN_NAME_ANNOTATION),
+            annotations.get(NAB_ORIGIN_NAMESPACE_ANNOTATION),
+        ) else {
+            continue;
+        };
+        let valid = is_nac
+            && uuid.len() <= crate::api::oadp::MAXIMUM_NAC_OBJECT_NAME_LENGTH
+            && is_valid_label_or_annotation_value(uuid)
+            && is_valid_label_or_annotation_value(name)
+            && is_valid_label_or_annotation_value(ns)
+            && *uuid == b.name_any();
+        let finished = b
+            .status
+            .as_ref()
+            .is_some_and(|s| s.completion_timestamp.is_some());
+        let watched = b
+            .spec
+            .storage_location
+            .as_ref()
+            .is_some_and(|l| watched_locations.contains(l));
+        if !valid || !finished || !watched || !namespaces.contains(ns) {
+            continue;
+        }
+        let taken = existing.iter().chain(out.iter()).any(|n| {
+            n.namespace().as_deref() == Some(ns.as_str())
+                && (n.name_any() == *name
+                    || n.status
+                        .as_ref()
+                        .and_then(|s| s.velero_backup.as_ref())
+                        .and_then(|v| v.nacuuid.as_ref())
+                        == Some(uuid))
+        });
+        if taken {
+            continue;
+        }
+        let mut spec = b.spec.clone();
+        spec.storage_location = None;
+        let mut nab = NonAdminBackup::new(
+            name,
+            crate::api::oadp::NonAdminBackupSpec {
+                backup_spec: spec,
+                delete_backup: None,
+            },
+        );
+        nab.metadata.namespace = Some(ns.clone());
+        nab.metadata.labels =
+            Some([(NAB_SYNCED_FROM_NACUUID_LABEL.to_string(), uuid.clone())].into());
+        out.push(nab);
+    }
+    out
+}
+
+/// The NACUUID a NonAdminBackup recreated by the sync takes over: its synced-from label,
+/// when that Velero Backup exists and was made for this NAB's namespace and name.
+pub fn adopted_nacuuid(nab: &NonAdminBackup, backups: &[Backup]) -> Option<String> {
+    let uuid = nab
+        .labels()
+        .get(crate::api::oadp::NAB_SYNCED_FROM_NACUUID_LABEL)?;
+    let ns = nab.namespace().unwrap_or_default();
+    backups
+        .iter()
+        .find(|b| {
+            b.name_any() == *uuid
+                && origin_matches(b.annotations(), NAB_ORIGIN_NAMESPACE_ANNOTATION, &ns)
+                && b.annotations().get(NAB_ORIGIN_NAME_ANNOTATION) == Some(&nab.name_any())
+        })
+        .map(|b| b.name_any())
+}
+
 /// True once the Velero object was created for this object (condition `Queued` set).
 pub fn was_queued(conditions: Option<&Vec<Condition>>) -> bool {
     conditions

@@ -315,3 +315,68 @@ fn conditions_keep_their_transition_time_until_status_changes() {
     );
     assert!(was_queued(Some(&c)));
 }
+
+fn finished(origin_ns: &str, uuid: &str, location: &str) -> Backup {
+    let n = nab(origin_ns, BackupSpec::default());
+    let mut b = velero_backup(
+        &n,
+        &BackupSpec::default(),
+        "velero",
+        uuid,
+        Some(location.into()),
+    );
+    b.status = Some(BackupStatus {
+        phase: Some(BackupPhase::Completed),
+        completion_timestamp: Some("2026-01-01T00:00:00Z".parse().unwrap()),
+        ..Default::default()
+    });
+    b
+}
+
+#[test]
+fn sync_recreates_only_missing_nabs_of_existing_namespaces() {
+    let watched: std::collections::BTreeSet<String> = ["default".to_string()].into();
+    let namespaces: std::collections::BTreeSet<String> = ["ns-a".to_string()].into();
+    let backups = vec![
+        finished("ns-a", "ns-a-b1-u1", "default"),
+        // Its namespace is gone.
+        finished("ns-gone", "ns-gone-b1-u2", "default"),
+        // Not on a watched location.
+        finished("ns-a", "ns-a-b1-u3", "elsewhere"),
+    ];
+    let mut unfinished = finished("ns-a", "ns-a-b1-u4", "default");
+    unfinished.status.as_mut().unwrap().completion_timestamp = None;
+    let mut foreign = finished("ns-a", "ns-a-b1-u5", "default");
+    foreign.labels_mut().remove("openshift.io/oadp");
+    let all: Vec<Backup> = backups.into_iter().chain([unfinished, foreign]).collect();
+    let out = nabs_to_sync(&all, &watched, &namespaces, &[]);
+    assert_eq!(out.len(), 1, "{out:?}");
+    let n = &out[0];
+    assert_eq!(n.name_any(), "b1");
+    assert_eq!(n.namespace().as_deref(), Some("ns-a"));
+    assert_eq!(
+        n.labels()["openshift.io/oadp-nab-synced-from-nacuuid"],
+        "ns-a-b1-u1"
+    );
+    assert_eq!(n.spec.backup_spec.storage_location, None);
+    assert!(backup_problems(n, &BackupSpec::default()).is_empty());
+    // An existing NAB of that name is left alone.
+    assert!(
+        nabs_to_sync(
+            &all,
+            &watched,
+            &namespaces,
+            &[nab("ns-a", BackupSpec::default())]
+        )
+        .is_empty()
+    );
+    // The recreated NAB takes the Velero Backup over, and only that one.
+    assert_eq!(adopted_nacuuid(n, &all), Some("ns-a-b1-u1".to_string()));
+    let mut elsewhere = n.clone();
+    elsewhere.metadata.namespace = Some("ns-b".into());
+    assert_eq!(adopted_nacuuid(&elsewhere, &all), None);
+    assert_eq!(
+        adopted_nacuuid(&nab("ns-a", BackupSpec::default()), &all),
+        None
+    );
+}
