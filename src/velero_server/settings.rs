@@ -101,6 +101,9 @@ pub struct NonAdminSettings {
     /// How often NonAdminBackups are recreated from Velero backups made for them whose
     /// NonAdminBackup is gone (2m, as OADP); 0 turns that off.
     pub backup_sync_period: ConfigDuration,
+    /// How often Velero Backups and Restores made for NonAdminBackups and
+    /// NonAdminRestores that are gone are deleted (24h, as OADP); 0 turns that off.
+    pub garbage_collection_period: ConfigDuration,
 }
 
 impl Default for NonAdminSettings {
@@ -111,6 +114,9 @@ impl Default for NonAdminSettings {
             enforce_restore_spec: Default::default(),
             backup_sync_period: ConfigDuration(Duration::from_secs(
                 crate::api::oadp::DEFAULT_BACKUP_SYNC_PERIOD_SECS as u64,
+            )),
+            garbage_collection_period: ConfigDuration(Duration::from_secs(
+                crate::api::oadp::DEFAULT_GARBAGE_COLLECTION_PERIOD_SECS as u64,
             )),
         }
     }
@@ -402,6 +408,13 @@ mod tests {
         assert_eq!(
             VeleroSettings::default().non_admin.backup_sync_period.0,
             Duration::from_secs(120)
+        );
+        assert_eq!(
+            VeleroSettings::default()
+                .non_admin
+                .garbage_collection_period
+                .0,
+            Duration::from_secs(24 * 3600)
         );
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("server.yaml");

@@ -764,3 +764,98 @@ async fn a_plain_delete_keeps_the_data_and_the_sync_brings_the_backup_back() {
         "no second Velero Backup was made"
     );
 }
+
+#[tokio::test]
+async fn velero_objects_of_gone_non_admin_objects_are_garbage_collected() {
+    let t = start_with(|s| {
+        s.non_admin.garbage_collection_period = ConfigDuration(Duration::from_secs(1));
+    })
+    .await;
+    let pp = PostParams::default();
+    // The administrator's own backup, not NAC's: never touched.
+    t.velero::<Backup>()
+        .create(
+            &pp,
+            &Backup::new(
+                "admins-own",
+                BackupSpec {
+                    included_namespaces: Some(vec!["ns-b".into()]),
+                    ..Default::default()
+                },
+            ),
+        )
+        .await
+        .expect("admin backup");
+    let nabs_a: Api<NonAdminBackup> = Api::namespaced(t.owner_a.clone(), "ns-a");
+    nabs_a
+        .create(&pp, &nab("live", BackupSpec::default()))
+        .await
+        .expect("nab");
+    let live = wait_backed_up(&nabs_a, "live").await;
+    let live_vb = live.velero_backup_name().expect("name").to_string();
+    let nac = |origin: &str, uuid: &str, ns: &str, name: &str| {
+        let mut m = kube::api::ObjectMeta {
+            name: Some(uuid.into()),
+            ..Default::default()
+        };
+        m.labels = Some(
+            [
+                ("openshift.io/oadp", "True"),
+                ("app.kubernetes.io/managed-by", "oadp-nac-controller"),
+                (&*format!("openshift.io/oadp-{origin}-origin-nacuuid"), uuid),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        );
+        m.annotations = Some(
+            [
+                (format!("openshift.io/oadp-{origin}-origin-name"), name),
+                (format!("openshift.io/oadp-{origin}-origin-namespace"), ns),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k, v.to_string()))
+            .collect(),
+        );
+        m
+    };
+    let mut orphan_backup = Backup::new(
+        "",
+        BackupSpec {
+            included_namespaces: Some(vec!["ns-gone".into()]),
+            ..Default::default()
+        },
+    );
+    orphan_backup.metadata = nac("nab", "ns-gone-x-1", "ns-gone", "x");
+    t.velero::<Backup>()
+        .create(&pp, &orphan_backup)
+        .await
+        .expect("orphan backup");
+    let mut orphan_restore = Restore::new(
+        "",
+        RestoreSpec {
+            backup_name: Some(live_vb.clone()),
+            ..Default::default()
+        },
+    );
+    orphan_restore.metadata = nac("nar", "ns-a-gone-1", "ns-a", "gone");
+    t.velero::<Restore>()
+        .create(&pp, &orphan_restore)
+        .await
+        .expect("orphan restore");
+    poll_until("orphans collected", || async {
+        matches!(t.velero::<Backup>().get_opt("ns-gone-x-1").await, Ok(None))
+            && matches!(t.velero::<Restore>().get_opt("ns-a-gone-1").await, Ok(None))
+    })
+    .await;
+    for name in ["admins-own", live_vb.as_str()] {
+        assert!(
+            t.velero::<Backup>()
+                .get_opt(name)
+                .await
+                .expect("get")
+                .is_some(),
+            "{name} kept"
+        );
+    }
+}

@@ -7,9 +7,11 @@
 //! - [`plan`] (pure): validation, the Velero objects, the queue estimate, conditions;
 //! - [`backups`]: the NonAdminBackup controller (deletion through DeleteBackupRequest);
 //! - [`restores`]: the NonAdminRestore controller;
-//! - [`sync`]: NonAdminBackups recreated for their Velero Backups.
+//! - [`sync`]: NonAdminBackups recreated for their Velero Backups;
+//! - [`gc`]: Velero objects whose non-admin origin is gone deleted.
 
 pub mod backups;
+pub mod gc;
 pub mod plan;
 pub mod restores;
 pub mod sync;
@@ -25,12 +27,14 @@ use serde_json::json;
 
 use super::context::VeleroContext;
 
-/// Runs the NonAdminBackup, NonAdminRestore and sync controllers until dropped.
+/// Runs the NonAdminBackup, NonAdminRestore, sync and garbage-collection controllers
+/// until dropped.
 pub async fn run(ctx: Arc<VeleroContext>) {
     tokio::join!(
         backups::run(ctx.clone()),
         restores::run(ctx.clone()),
-        sync::run(ctx)
+        sync::run(ctx.clone()),
+        gc::run(ctx)
     );
 }
 

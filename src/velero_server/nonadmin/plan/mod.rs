@@ -388,6 +388,42 @@ pub fn adopted_nacuuid(nab: &NonAdminBackup, backups: &[Backup]) -> Option<Strin
         .map(|b| b.name_any())
 }
 
+/// Which origin a Velero object of the garbage collector points at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    Backup,
+    Restore,
+}
+
+/// NAC's garbage collection: the origin (namespace, name) of a Velero object made by
+/// NAC (its labels and origin annotations), `None` for any other object, which the
+/// collector never touches.
+pub fn nac_origin(
+    kind: Origin,
+    labels: &BTreeMap<String, String>,
+    annotations: &BTreeMap<String, String>,
+) -> Option<(String, String)> {
+    let (label, name, ns) = match kind {
+        Origin::Backup => (
+            NAB_ORIGIN_NACUUID_LABEL,
+            NAB_ORIGIN_NAME_ANNOTATION,
+            NAB_ORIGIN_NAMESPACE_ANNOTATION,
+        ),
+        Origin::Restore => (
+            NAR_ORIGIN_NACUUID_LABEL,
+            NAR_ORIGIN_NAME_ANNOTATION,
+            NAR_ORIGIN_NAMESPACE_ANNOTATION,
+        ),
+    };
+    let is_nac = labels.get(OADP_LABEL).map(String::as_str) == Some(OADP_LABEL_VALUE)
+        && labels.get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY_LABEL_VALUE)
+        && labels.get(label).is_some_and(|v| !v.is_empty());
+    if !is_nac {
+        return None;
+    }
+    Some((annotations.get(ns)?.clone(), annotations.get(name)?.clone()))
+}
+
 /// True once the Velero object was created for this object (condition `Queued` set).
 pub fn was_queued(conditions: Option<&Vec<Condition>>) -> bool {
     conditions

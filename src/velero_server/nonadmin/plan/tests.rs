@@ -380,3 +380,39 @@ fn sync_recreates_only_missing_nabs_of_existing_namespaces() {
         None
     );
 }
+
+#[test]
+fn garbage_collection_looks_only_at_nac_objects() {
+    let b = finished("ns-a", "ns-a-b1-u1", "default");
+    assert_eq!(
+        nac_origin(Origin::Backup, b.labels(), b.annotations()),
+        Some(("ns-a".to_string(), "b1".to_string()))
+    );
+    assert_eq!(
+        nac_origin(Origin::Restore, b.labels(), b.annotations()),
+        None
+    );
+    let mut plain = b.clone();
+    plain.labels_mut().remove("app.kubernetes.io/managed-by");
+    assert_eq!(
+        nac_origin(Origin::Backup, plain.labels(), plain.annotations()),
+        None
+    );
+    let r = velero_restore(
+        &nar(
+            "ns-a",
+            RestoreSpec {
+                backup_name: Some("b1".into()),
+                ..Default::default()
+            },
+        ),
+        &RestoreSpec::default(),
+        "velero",
+        "ns-a-r1-u",
+        "vb",
+    );
+    assert_eq!(
+        nac_origin(Origin::Restore, r.labels(), r.annotations()),
+        Some(("ns-a".to_string(), "r1".to_string()))
+    );
+}
