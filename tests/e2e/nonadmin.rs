@@ -487,6 +487,14 @@ async fn a_namespace_owner_backs_up_and_restores_only_their_own_namespace() {
         );
         assert!(n.status.and_then(|s| s.velero_backup).is_none());
     }
+    // Even one who may write in the Velero namespace gets no non-admin backup of it.
+    let nabs_velero: Api<NonAdminBackup> = Api::namespaced(t.admin.clone(), VELERO);
+    nabs_velero
+        .create(&pp, &nab("of-velero", BackupSpec::default()))
+        .await
+        .expect("create");
+    let m = wait_refused(&nabs_velero, "of-velero", "InvalidBackupSpec").await;
+    assert!(m.contains("metadata.namespace"), "{m}");
     assert_eq!(t.velero_backups().await.len(), before, "nothing created");
 
     // Long names that collide after truncation get distinct Velero backups in ns-a.

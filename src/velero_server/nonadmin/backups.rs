@@ -154,7 +154,11 @@ async fn reconcile(
             if refused_at(status.conditions.as_ref(), generation) {
                 return Ok(());
             }
-            let mut problems = backup_problems(nab, &ctx.settings.non_admin.enforce_backup_spec);
+            let mut problems = backup_problems(
+                nab,
+                &ctx.settings.non_admin.enforce_backup_spec,
+                ctx.namespace(),
+            );
             let location = match storage_location(ctx, nab).await? {
                 Ok(l) => l,
                 Err(e) => {

@@ -147,7 +147,7 @@ async fn reconcile(
                 return Ok(());
             }
             let enforced = &ctx.settings.non_admin.enforce_restore_spec;
-            let mut problems = restore_problems(nar, enforced);
+            let mut problems = restore_problems(nar, enforced, ctx.namespace());
             let mut velero_backup = None;
             if let Some(name) = nar.non_admin_backup_name().filter(|_| problems.is_empty()) {
                 let nabs: Api<NonAdminBackup> = Api::namespaced(ctx.client.clone(), &ns);

@@ -19,10 +19,27 @@ use crate::api::oadp::{
 };
 use crate::api::velero::{Backup, BackupPhase, BackupSpec, Restore, RestoreSpec};
 
-/// Every problem with a NonAdminBackup: NAC's rules, Velero's own, and the
-/// administrator's enforced spec; paths from the object (`spec.backupSpec.…`).
-pub fn backup_problems(nab: &NonAdminBackup, enforced: &BackupSpec) -> FieldErrors {
-    let mut errs = nab.validate();
+/// A non-admin object in the Velero namespace is refused: backing up or restoring into
+/// that namespace would reach the credentials and objects of every user.
+fn in_velero_namespace(namespace: Option<String>, velero_namespace: &str) -> FieldErrors {
+    match namespace {
+        Some(ns) if ns == velero_namespace => vec![FieldError::new(
+            "metadata.namespace",
+            format!("non-admin objects are not allowed in the Velero namespace {ns}"),
+        )],
+        _ => FieldErrors::new(),
+    }
+}
+
+/// Every problem with a NonAdminBackup: its namespace, NAC's rules, Velero's own, and
+/// the administrator's enforced spec; paths from the object (`spec.backupSpec.…`).
+pub fn backup_problems(
+    nab: &NonAdminBackup,
+    enforced: &BackupSpec,
+    velero_namespace: &str,
+) -> FieldErrors {
+    let mut errs = in_velero_namespace(nab.namespace(), velero_namespace);
+    errs.extend(nab.validate());
     errs.extend(enforced_spec_errors(
         &nab.spec.backup_spec,
         enforced,
@@ -31,10 +48,15 @@ pub fn backup_problems(nab: &NonAdminBackup, enforced: &BackupSpec) -> FieldErro
     errs
 }
 
-/// Every problem with a NonAdminRestore's own spec (the NAB it names is checked by
-/// [`restorable_backup`]).
-pub fn restore_problems(nar: &NonAdminRestore, enforced: &RestoreSpec) -> FieldErrors {
-    let mut errs = nar.validate();
+/// Every problem with a NonAdminRestore's namespace and own spec (the NAB it names is
+/// checked by [`restorable_backup`]).
+pub fn restore_problems(
+    nar: &NonAdminRestore,
+    enforced: &RestoreSpec,
+    velero_namespace: &str,
+) -> FieldErrors {
+    let mut errs = in_velero_namespace(nar.namespace(), velero_namespace);
+    errs.extend(nar.validate());
     errs.extend(enforced_spec_errors(
         &nar.spec.restore_spec,
         enforced,

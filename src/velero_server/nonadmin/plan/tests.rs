@@ -33,7 +33,7 @@ fn only_the_own_namespace_may_be_included() {
             ..Default::default()
         },
     );
-    assert!(backup_problems(&ok, &BackupSpec::default()).is_empty());
+    assert!(backup_problems(&ok, &BackupSpec::default(), "velero").is_empty());
     for bad in [vec!["*"], vec!["ns-b"], vec!["ns-a", "velero"]] {
         let n = nab(
             "ns-a",
@@ -42,7 +42,7 @@ fn only_the_own_namespace_may_be_included() {
                 ..Default::default()
             },
         );
-        let errs = backup_problems(&n, &BackupSpec::default());
+        let errs = backup_problems(&n, &BackupSpec::default(), "velero");
         assert!(
             paths(&errs)
                 .iter()
@@ -58,7 +58,7 @@ fn only_the_own_namespace_may_be_included() {
             ..Default::default()
         },
     );
-    let errs = backup_problems(&n, &BackupSpec::default());
+    let errs = backup_problems(&n, &BackupSpec::default(), "velero");
     assert!(paths(&errs).contains(&"spec.backupSpec.includeClusterResources"));
     assert!(paths(&errs).contains(&"spec.backupSpec.excludedNamespaces"));
 }
@@ -77,14 +77,14 @@ fn enforced_backup_spec_fills_and_refuses() {
             ..Default::default()
         },
     );
-    let errs = backup_problems(&n, &enforced);
+    let errs = backup_problems(&n, &enforced, "velero");
     assert_eq!(paths(&errs), vec!["spec.backupSpec.ttl"]);
     assert_eq!(
         errs[0].message,
         "the administrator has restricted spec.backupSpec.ttl field value to 24h"
     );
     let n = nab("ns-a", BackupSpec::default());
-    assert!(backup_problems(&n, &enforced).is_empty());
+    assert!(backup_problems(&n, &enforced, "velero").is_empty());
     let b = velero_backup(&n, &enforced, "velero", "ns-a-b1-u", None);
     assert_eq!(b.spec.ttl, enforced.ttl);
     assert_eq!(b.spec.snapshot_volumes, Some(false));
@@ -171,12 +171,12 @@ fn restore_fields_that_reach_elsewhere_are_refused() {
             ..Default::default()
         },
     );
-    let errs = restore_problems(&r, &RestoreSpec::default());
+    let errs = restore_problems(&r, &RestoreSpec::default(), "velero");
     assert!(paths(&errs).contains(&"spec.restoreSpec.namespaceMapping"));
     assert!(paths(&errs).contains(&"spec.restoreSpec.includedNamespaces"));
     let r = nar("ns-a", RestoreSpec::default());
     assert_eq!(
-        paths(&restore_problems(&r, &RestoreSpec::default())),
+        paths(&restore_problems(&r, &RestoreSpec::default(), "velero")),
         vec!["spec.restoreSpec.backupName"]
     );
 }
@@ -359,7 +359,7 @@ fn sync_recreates_only_missing_nabs_of_existing_namespaces() {
         "ns-a-b1-u1"
     );
     assert_eq!(n.spec.backup_spec.storage_location, None);
-    assert!(backup_problems(n, &BackupSpec::default()).is_empty());
+    assert!(backup_problems(n, &BackupSpec::default(), "velero").is_empty());
     // An existing NAB of that name is left alone.
     assert!(
         nabs_to_sync(
@@ -415,4 +415,20 @@ fn garbage_collection_looks_only_at_nac_objects() {
         nac_origin(Origin::Restore, r.labels(), r.annotations()),
         Some(("ns-a".to_string(), "r1".to_string()))
     );
+}
+
+#[test]
+fn nothing_non_admin_in_the_velero_namespace() {
+    let n = nab("velero", BackupSpec::default());
+    let errs = backup_problems(&n, &BackupSpec::default(), "velero");
+    assert_eq!(paths(&errs), vec!["metadata.namespace"]);
+    let r = nar(
+        "velero",
+        RestoreSpec {
+            backup_name: Some("b1".into()),
+            ..Default::default()
+        },
+    );
+    let errs = restore_problems(&r, &RestoreSpec::default(), "velero");
+    assert_eq!(paths(&errs), vec!["metadata.namespace"]);
 }
