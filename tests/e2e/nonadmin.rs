@@ -500,11 +500,17 @@ async fn a_namespace_owner_backs_up_and_restores_only_their_own_namespace() {
     // Long names that collide after truncation get distinct Velero backups in ns-a.
     let long1 = format!("{}-one", "x".repeat(55));
     let long2 = format!("{}-two", "x".repeat(55));
-    for n in [&long1, &long2] {
-        nabs_a
-            .create(&pp, &nab(n, BackupSpec::default()))
-            .await
-            .expect("long");
+    // The second also selects by a label ns-b's objects could carry: still ns-a only.
+    let selector = k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector {
+        match_labels: Some([("team".to_string(), "b".to_string())].into()),
+        ..Default::default()
+    };
+    for (n, label_selector) in [(&long1, None), (&long2, Some(selector))] {
+        let spec = BackupSpec {
+            label_selector,
+            ..Default::default()
+        };
+        nabs_a.create(&pp, &nab(n, spec)).await.expect("long");
     }
     let l1 = wait_backed_up(&nabs_a, &long1)
         .await
