@@ -17,6 +17,7 @@
 //! - [`restore`] (the runner and its pure decisions) and [`restore_controller`]: restores;
 //! - [`download`] (pure), [`download_controller`] and [`download_server`]: download
 //!   URLs for DownloadRequests (the `download-request` controller);
+//! - [`nonadmin`]: OADP's NonAdminBackup and NonAdminRestore for namespace owners;
 //! - [`server`]: running the controllers, and `granary server`.
 
 pub mod backup;
@@ -33,6 +34,7 @@ pub mod location;
 pub mod locations;
 pub mod metrics;
 pub mod namespaces;
+pub mod nonadmin;
 pub mod queue;
 pub mod queue_controller;
 pub mod restore;

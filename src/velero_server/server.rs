@@ -7,11 +7,11 @@ use super::metrics::VeleroMetrics;
 use super::settings::{
     CONTROLLER_BACKUP, CONTROLLER_BACKUP_DELETION, CONTROLLER_BACKUP_QUEUE,
     CONTROLLER_BACKUP_STORAGE_LOCATION, CONTROLLER_BACKUP_SYNC, CONTROLLER_DOWNLOAD_REQUEST,
-    CONTROLLER_GC, CONTROLLER_RESTORE, CONTROLLER_SCHEDULE, ServerConfiguration, VeleroFlags,
-    unknown_controllers,
+    CONTROLLER_GC, CONTROLLER_NON_ADMIN, CONTROLLER_RESTORE, CONTROLLER_SCHEDULE,
+    ServerConfiguration, VeleroFlags, unknown_controllers,
 };
 use super::{
-    backup_controller, backup_deletion, backup_sync, download_controller, gc, locations,
+    backup_controller, backup_deletion, backup_sync, download_controller, gc, locations, nonadmin,
     queue_controller, restore_controller, schedules,
 };
 use crate::runtime::clock::Clock;
@@ -31,7 +31,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-/// Runs every enabled Velero-compatible controller until the future is dropped.
+/// Runs every enabled Velero-compatible controller until the future is dropped (the
+/// non-admin ones only when `nonAdmin.enable` is on).
 pub async fn run_controllers(ctx: Arc<VeleroContext>, disabled: Vec<String>) {
     let enabled = |name: &str| !disabled.iter().any(|d| d == name);
     let mut tasks = tokio::task::JoinSet::new();
@@ -61,6 +62,9 @@ pub async fn run_controllers(ctx: Arc<VeleroContext>, disabled: Vec<String>) {
     }
     if enabled(CONTROLLER_DOWNLOAD_REQUEST) {
         tasks.spawn(download_controller::run(ctx.clone()));
+    }
+    if ctx.settings.non_admin.enable && enabled(CONTROLLER_NON_ADMIN) {
+        tasks.spawn(nonadmin::run(ctx.clone()));
     }
     while let Some(result) = tasks.join_next().await {
         if let Err(e) = result {

@@ -20,6 +20,9 @@ pub const CONTROLLER_GC: &str = "gc";
 pub const CONTROLLER_BACKUP_SYNC: &str = "backup-sync";
 pub const CONTROLLER_SCHEDULE: &str = "schedule";
 pub const CONTROLLER_RESTORE: &str = "restore";
+/// OADP's non-admin controllers (NonAdminBackup, NonAdminRestore); they run only when
+/// `velero.nonAdmin.enable` is on.
+pub const CONTROLLER_NON_ADMIN: &str = "non-admin";
 pub const CONTROLLER_DOWNLOAD_REQUEST: &str = "download-request";
 /// Granary's: keeps the seed's default location (only in `granary seed`).
 pub const CONTROLLER_DEFAULT_LOCATION: &str = "default-backup-storage-location";
@@ -34,6 +37,7 @@ pub const CONTROLLERS: &[&str] = &[
     CONTROLLER_BACKUP_SYNC,
     CONTROLLER_SCHEDULE,
     CONTROLLER_RESTORE,
+    CONTROLLER_NON_ADMIN,
     CONTROLLER_DOWNLOAD_REQUEST,
     CONTROLLER_DEFAULT_LOCATION,
 ];
@@ -89,6 +93,8 @@ pub struct VeleroSettings {
     /// Unset: `http://<bound address>`.
     #[serde(rename = "downloadURLBase", skip_serializing_if = "Option::is_none")]
     pub download_url_base: Option<String>,
+    /// OADP's non-admin API for namespace owners (the DPA's `spec.nonAdmin`).
+    pub non_admin: NonAdminSettings,
 }
 
 impl Default for VeleroSettings {
@@ -111,6 +117,42 @@ impl Default for VeleroSettings {
             default_location: DefaultLocation::default(),
             download_bind_address: "127.0.0.1:0".to_string(),
             download_url_base: None,
+            non_admin: NonAdminSettings::default(),
+        }
+    }
+}
+
+/// `velero.nonAdmin`: shaped like OADP's DPA `spec.nonAdmin` (the fields built so far).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct NonAdminSettings {
+    /// Runs the non-admin controllers (off by default, as OADP).
+    pub enable: bool,
+    /// Fields of every non-admin backup the administrator decides: an empty user field
+    /// is filled from here, a different user value is refused.
+    pub enforce_backup_spec: crate::api::velero::BackupSpec,
+    /// The same for non-admin restores.
+    pub enforce_restore_spec: crate::api::velero::RestoreSpec,
+    /// How often NonAdminBackups are recreated from Velero backups made for them whose
+    /// NonAdminBackup is gone (2m, as OADP); 0 turns that off.
+    pub backup_sync_period: ConfigDuration,
+    /// How often Velero Backups and Restores made for NonAdminBackups and
+    /// NonAdminRestores that are gone are deleted (24h, as OADP); 0 turns that off.
+    pub garbage_collection_period: ConfigDuration,
+}
+
+impl Default for NonAdminSettings {
+    fn default() -> Self {
+        NonAdminSettings {
+            enable: false,
+            enforce_backup_spec: Default::default(),
+            enforce_restore_spec: Default::default(),
+            backup_sync_period: ConfigDuration(Duration::from_secs(
+                crate::api::oadp::DEFAULT_BACKUP_SYNC_PERIOD_SECS as u64,
+            )),
+            garbage_collection_period: ConfigDuration(Duration::from_secs(
+                crate::api::oadp::DEFAULT_GARBAGE_COLLECTION_PERIOD_SECS as u64,
+            )),
         }
     }
 }
@@ -183,6 +225,34 @@ impl VeleroSettings {
                 at("downloadURLBase"),
                 "must be an http:// or https:// URL",
             ));
+        }
+        let enforced = &self.non_admin.enforce_backup_spec;
+        errors.extend(enforced.validate_at(&at("nonAdmin.enforceBackupSpec")));
+        for (field, set) in [
+            ("includedNamespaces", enforced.included_namespaces.is_some()),
+            ("excludedNamespaces", enforced.excluded_namespaces.is_some()),
+            ("storageLocation", enforced.storage_location.is_some()),
+        ] {
+            if set {
+                errors.push(FieldError::new(
+                    at(&format!("nonAdmin.enforceBackupSpec.{field}")),
+                    "cannot be enforced: the non-admin controller decides it",
+                ));
+            }
+        }
+        let restore = &self.non_admin.enforce_restore_spec;
+        for (field, set) in [
+            ("includedNamespaces", restore.included_namespaces.is_some()),
+            ("namespaceMapping", restore.namespace_mapping.is_some()),
+            ("backupName", restore.backup_name.is_some()),
+            ("scheduleName", restore.schedule_name.is_some()),
+        ] {
+            if set {
+                errors.push(FieldError::new(
+                    at(&format!("nonAdmin.enforceRestoreSpec.{field}")),
+                    "cannot be enforced: the non-admin controller decides it",
+                ));
+            }
         }
         if self.default_location.enabled && self.default_location.name.is_empty() {
             errors.push(FieldError::new(at("defaultLocation.name"), "required"));
@@ -400,6 +470,50 @@ mod tests {
         assert_eq!(
             unknown_controllers(&names, &["backupentry"]),
             vec!["bakcup"]
+        );
+    }
+
+    #[test]
+    fn non_admin_section_is_off_by_default_and_checked() {
+        assert!(!VeleroSettings::default().non_admin.enable);
+        assert_eq!(
+            VeleroSettings::default().non_admin.backup_sync_period.0,
+            Duration::from_secs(120)
+        );
+        assert_eq!(
+            VeleroSettings::default()
+                .non_admin
+                .garbage_collection_period
+                .0,
+            Duration::from_secs(24 * 3600)
+        );
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("server.yaml");
+        std::fs::write(
+            &path,
+            "kind: ServerConfiguration\nvelero:\n  nonAdmin:\n    enable: true\n    \
+             enforceBackupSpec:\n      ttl: 24h\n",
+        )
+        .expect("write");
+        let c: ServerConfiguration = load(Some(&path), &[]).expect("loads");
+        assert!(c.velero.non_admin.enable);
+        assert!(c.velero.non_admin.enforce_backup_spec.ttl.is_some());
+        std::fs::write(
+            &path,
+            "kind: ServerConfiguration\nvelero:\n  nonAdmin:\n    enforceBackupSpec:\n      \
+             includedNamespaces: [other]\n    enforceRestoreSpec:\n      \
+             namespaceMapping: {a: b}\n",
+        )
+        .expect("write");
+        let e = load::<ServerConfiguration>(Some(&path), &[]).expect_err("refused");
+        let e = e.to_string();
+        assert!(
+            e.contains("velero.nonAdmin.enforceBackupSpec.includedNamespaces"),
+            "{e}"
+        );
+        assert!(
+            e.contains("velero.nonAdmin.enforceRestoreSpec.namespaceMapping"),
+            "{e}"
         );
     }
 }

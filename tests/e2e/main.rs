@@ -43,6 +43,7 @@ mod leader;
 mod migrate;
 mod migrate_garden;
 mod migrate_world;
+mod nonadmin;
 mod restore_actions;
 mod secret_hygiene;
 mod seed;

@@ -57,10 +57,13 @@ pub const REASON_VELERO_BACKUP_NOT_FOUND: &str = "VeleroBackupNotFound";
 pub const REASON_INVALID_RESTORE_SPEC: &str = "InvalidRestoreSpec";
 pub const REASON_RESTORE_ACCEPTED: &str = "RestoreAccepted";
 pub const REASON_RESTORE_SCHEDULED: &str = "RestoreScheduled";
+pub const REASON_VELERO_RESTORE_NOT_FOUND: &str = "VeleroRestoreNotFound";
 
 /// Condition messages NAC writes verbatim.
 pub const MESSAGE_BACKUP_ACCEPTED: &str = "backup accepted";
 pub const MESSAGE_BACKUP_SCHEDULED: &str = "Created Velero Backup object";
+pub const MESSAGE_RESTORE_ACCEPTED: &str = "restore accepted";
+pub const MESSAGE_RESTORE_SCHEDULED: &str = "Created Velero Restore object";
 pub const MESSAGE_BACKUP_DELETION_ACCEPTED: &str = "backup accepted for deletion";
 pub const MESSAGE_PERMANENT_DELETION_REQUIRED: &str =
     "permanent backup deletion requires setting spec.deleteBackup to true";

@@ -263,8 +263,13 @@ fn enforced_specs_restrict_and_fill() {
         "spec.backupSpec.ttl",
         "the administrator has restricted spec.backupSpec.ttl field value to 48h",
     );
-    // false is Go's zero value: not a conflicting user choice.
-    assert_eq!(errs.len(), 1, "{errs:#?}");
+    // Velero's spec booleans are pointers: a set false is a choice, and it conflicts.
+    assert_error(
+        &errs,
+        "spec.backupSpec.snapshotMoveData",
+        "the administrator has restricted spec.backupSpec.snapshotMoveData field value to true",
+    );
+    assert_eq!(errs.len(), 2, "{errs:#?}");
 
     let zero_ttl = BackupSpec {
         ttl: Some(Duration::parse("0s").unwrap()),

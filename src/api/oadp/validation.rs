@@ -252,12 +252,13 @@ const DURATION_FIELDS: [&str; 5] = [
     "validationFrequency",
 ];
 
-/// Go's "zero value" on the JSON form: null, false, 0, "", empty list or map, an
-/// object of zero fields, or a zero duration in a duration field.
+/// Go's "zero value" on the JSON form: null, 0, "", empty list or map, an object of
+/// zero fields, or a zero duration in a duration field. Velero's spec booleans are
+/// pointers, so a set `false` is not zero; only the plain `default` of a BSL is.
 fn is_zero(field: &str, v: &Value) -> bool {
     match v {
         Value::Null => true,
-        Value::Bool(b) => !b,
+        Value::Bool(b) => field == "default" && !b,
         Value::Number(n) => n.as_f64() == Some(0.0),
         Value::String(s) => {
             s.is_empty()
