@@ -1,48 +1,48 @@
-//! Benchmark of `granary garden` placement (issue 6): N shoots (default 10,000; set
-//! `GRANARY_BENCH_SHOOTS`) with quota 100 against the embedded garden → entries placed
-//! and created per second, write requests per entry (from the garden's own metrics:
-//! count compare-and-swaps, conflicts, bucket and entry creates), and the process' peak
-//! RSS (embedded API server and controllers together, as they share the process).
-//! Prints one JSON object. Not a test: run with `cargo bench --bench garden`.
+//! Benchmark of `granary garden` placement (issues 6, 19), side by side with a bare client
+//! on the same embedded API server in the same run:
+//!
+//! - cold start: N shoots (`--size N`, default 10,000; or `GRANARY_BENCH_SHOOTS`) exist
+//!   with quota 100 before the garden starts; Granary's time until all N BackupEntries
+//!   exist, against a bare client creating N BackupEntries (32 at a time, as the shoots
+//!   are created) on the same server. Goal: ≤ 1.5×.
+//! - API writes per entry: every create/update/patch/delete the server recorded during
+//!   the cold start (events included), divided by N. Goal: ≤ 3.
+//! - restart with N placed entries: a new garden's time until ready and until the entry
+//!   of one new shoot exists, against a bare list of the N entries. Goal: ≤ 2×.
+//! - peak RSS of the process during the cold start (the in-process API server included:
+//!   both share the process here).
+//!
+//! Prints the side-by-side table and one JSON object, and writes
+//! `<target>/bench/garden.json`. Not a test: run with `cargo bench --bench garden`.
+
+mod support;
 
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use granary::api::common::ObjectReference;
 use granary::api::core::{
-    BackupEntry, BackupSpec, CloudProfile, CloudProfileReference, CloudProfileSpec, Seed,
-    SeedProvider, SeedSpec, Shoot, ShootSpec,
+    BackupEntry, BackupEntrySpec, BackupSpec, CloudProfile, CloudProfileReference,
+    CloudProfileSpec, Seed, SeedProvider, SeedSpec, Shoot, ShootSpec,
 };
 use granary::api::crds::{self, Side};
 use granary::embedded::{EmbeddedOptions, EmbeddedServer};
-use granary::garden::GardenController;
+use granary::garden::{GardenController, RunningGarden};
 use granary::runtime::config::{GardenConfiguration, ProviderQuota};
 use granary::runtime::metrics::Metrics;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use serde_json::json;
+use support::{arg, mib, reset_peak_rss, status_kib};
 
-fn peak_rss_bytes() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|kb| kb.parse::<u64>().ok())
-        })
-        .map(|kb| kb * 1024)
-        .unwrap_or(0)
-}
-
-fn metric(text: &str, prefix: &str) -> f64 {
-    text.lines()
-        .filter(|l| l.starts_with(prefix))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
-}
+const CONCURRENCY: usize = 32;
+const GOAL_PLACEMENT_RATIO: f64 = 1.5;
+const GOAL_WRITES_PER_ENTRY: f64 = 3.0;
+const GOAL_RESTART_RATIO: f64 = 2.0;
+const DEADLINE: Duration = Duration::from_secs(1800);
 
 async fn create<K>(api: &Api<K>, obj: &K)
 where
@@ -55,12 +55,74 @@ where
     }
 }
 
+fn shoot(name: &str, namespace: &str) -> Shoot {
+    let mut s = Shoot::new(
+        name,
+        ShootSpec {
+            cloud_profile: Some(CloudProfileReference {
+                kind: "CloudProfile".into(),
+                name: "aws".into(),
+                ..CloudProfileReference::default()
+            }),
+            seed_name: Some("seed-1".into()),
+            ..ShootSpec::default()
+        },
+    );
+    s.metadata.namespace = Some(namespace.into());
+    s
+}
+
+/// The number of BackupEntries in the namespace (`None`: all namespaces).
+async fn entry_count(client: &kube::Client, namespace: Option<&str>) -> usize {
+    let api: Api<BackupEntry> = match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    api.list_metadata(&ListParams::default())
+        .await
+        .expect("entries listed")
+        .items
+        .len()
+}
+
+/// Polls `check` until it holds, panicking after [`DEADLINE`].
+async fn until<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = Instant::now();
+    while !check().await {
+        assert!(start.elapsed() < DEADLINE, "{what} did not happen in time");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn start_garden(
+    client: &kube::Client,
+    config: &GardenConfiguration,
+    metrics: &Metrics,
+) -> RunningGarden {
+    GardenController::new(client.clone(), config.clone())
+        .metrics(metrics.clone())
+        .start()
+        .expect("garden starts")
+}
+
+fn metric(text: &str, prefix: &str) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with(prefix))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let n: usize = std::env::var("GRANARY_BENCH_SHOOTS")
+    let default = std::env::var("GRANARY_BENCH_SHOOTS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(10_000);
+    let n = arg("--size", default);
     let limit = 100;
     let server = EmbeddedServer::start(EmbeddedOptions::default())
         .await
@@ -70,7 +132,7 @@ async fn main() {
     for crd in crds::crds(Some(Side::Garden)) {
         create(&crd_api, &crd).await;
     }
-    for name in ["garden", "garden-bench"] {
+    for name in ["garden", "garden-bench", "garden-bare"] {
         let mut ns = Namespace::default();
         ns.metadata.name = Some(name.into());
         create(&Api::<Namespace>::all(client.clone()), &ns).await;
@@ -134,92 +196,189 @@ async fn main() {
         provider: "aws".into(),
         limit,
     }];
-    let metrics = Metrics::new();
-    let garden = GardenController::new(client.clone(), config)
-        .metrics(metrics.clone())
-        .start()
-        .expect("garden starts");
+    let profile_name = if cfg!(debug_assertions) {
+        "debug"
+    } else {
+        "release"
+    };
 
+    // Peer: a bare client creating N BackupEntries, then listing them, on this server.
+    let bare: Api<BackupEntry> = Api::namespaced(client.clone(), "garden-bare");
     let start = Instant::now();
-    let shoots: Api<Shoot> = Api::namespaced(client.clone(), "garden-bench");
     futures::stream::iter(0..n)
-        .for_each_concurrent(32, |i| {
-            let shoots = shoots.clone();
+        .for_each_concurrent(CONCURRENCY, |i| {
+            let bare = bare.clone();
             async move {
-                let mut s = Shoot::new(
-                    &format!("s{i:06}"),
-                    ShootSpec {
-                        cloud_profile: Some(CloudProfileReference {
-                            kind: "CloudProfile".into(),
-                            name: "aws".into(),
-                            ..CloudProfileReference::default()
-                        }),
+                let mut e = BackupEntry::new(
+                    &format!("e{i:06}"),
+                    BackupEntrySpec {
+                        bucket_name: "bare-bucket".into(),
                         seed_name: Some("seed-1".into()),
-                        ..ShootSpec::default()
+                        ..BackupEntrySpec::default()
                     },
                 );
-                s.metadata.namespace = Some("garden-bench".into());
-                create(&shoots, &s).await;
+                e.metadata.namespace = Some("garden-bare".into());
+                create(&bare, &e).await;
             }
         })
         .await;
-    let created_shoots = start.elapsed();
-    loop {
-        let text = metrics.render();
-        if metric(
-            &text,
+    let bare_create = start.elapsed().as_secs_f64();
+    let start = Instant::now();
+    let listed = entry_count(&client, Some("garden-bare")).await;
+    let bare_list = start.elapsed().as_secs_f64();
+    assert_eq!(listed, n, "bare entries listed");
+    // Gone before the garden starts (a delete-collection may take one page at a time).
+    until("bare entries gone", || async {
+        let _ = bare
+            .delete_collection(&DeleteParams::default(), &ListParams::default())
+            .await;
+        entry_count(&client, Some("garden-bare")).await == 0
+    })
+    .await;
+
+    // The shoots exist before the garden starts (cold start).
+    let shoots: Api<Shoot> = Api::namespaced(client.clone(), "garden-bench");
+    let start = Instant::now();
+    futures::stream::iter(0..n)
+        .for_each_concurrent(CONCURRENCY, |i| {
+            let shoots = shoots.clone();
+            async move { create(&shoots, &shoot(&format!("s{i:06}"), "garden-bench")).await }
+        })
+        .await;
+    let shoot_create = start.elapsed().as_secs_f64();
+
+    // Granary: cold start until every entry exists.
+    let metrics = Metrics::new();
+    reset_peak_rss();
+    let rss_before = status_kib("self", "VmRSS:").unwrap_or(0);
+    server.record_requests();
+    let start = Instant::now();
+    let garden = start_garden(&client, &config, &metrics);
+    until("placement", || async {
+        let placed = metric(
+            &metrics.render(),
             "granary_garden_placements_total{outcome=\"existing\"}",
-        ) as usize
-            >= n
-        {
-            break;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(1800),
-            "placement did not finish"
         );
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        placed as usize >= n && entry_count(&client, None).await >= n
+    })
+    .await;
+    let cold = start.elapsed().as_secs_f64();
+    let peak_kib = status_kib("self", "VmHWM:").unwrap_or(0);
+    let calls = server.recorded_requests();
+    let mut writes_by_resource = std::collections::BTreeMap::<String, usize>::new();
+    for c in calls.iter().filter(|c| {
+        matches!(
+            c.verb.as_str(),
+            "create" | "update" | "patch" | "delete" | "deletecollection"
+        )
+    }) {
+        let key = if c.subresource.is_empty() {
+            format!("{} {}", c.verb, c.resource)
+        } else {
+            format!("{} {}/{}", c.verb, c.resource, c.subresource)
+        };
+        *writes_by_resource.entry(key).or_default() += 1;
     }
-    let entries: Api<BackupEntry> = Api::all(client.clone());
-    loop {
-        let listed = entries
-            .list_metadata(&ListParams::default())
-            .await
-            .expect("entries listed")
-            .items
-            .len();
-        if listed >= n {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let elapsed = start.elapsed();
+    let writes: usize = writes_by_resource.values().sum();
     let text = metrics.render();
-    let placed = metric(
-        &text,
-        "granary_garden_placements_total{outcome=\"existing\"}",
-    );
-    let new_shards = metric(
+    let shards = metric(
         &text,
         "granary_garden_placements_total{outcome=\"new_shard\"}",
     );
-    let conflicts = metric(&text, "granary_garden_placement_conflicts_total").max(0.0);
-    let writes = placed + new_shards + conflicts + n as f64;
-    println!(
-        "{}",
-        serde_json::json!({
-            "benchmark": "garden_placement",
-            "shoots": n,
-            "quota": limit,
-            "shards": new_shards,
-            "seconds_to_create_shoots": created_shoots.as_secs_f64(),
-            "seconds_until_all_entries_exist": elapsed.as_secs_f64(),
-            "entries_per_second": n as f64 / elapsed.as_secs_f64(),
-            "placement_conflicts": conflicts,
-            "write_requests_per_entry": writes / n as f64,
-            "peak_rss_bytes": peak_rss_bytes(),
-        })
-    );
+    let conflicts = metric(&text, "granary_garden_placement_conflicts_total");
+    // Let the controllers settle (bucket recounts, labels) before the restart.
+    tokio::time::sleep(Duration::from_secs(2)).await;
     garden.stop().await;
+
+    // Restart with N placed entries: ready, and the first new shoot's entry placed.
+    let metrics = Metrics::new();
+    let start = Instant::now();
+    let garden = start_garden(&client, &config, &metrics);
+    let readiness = garden.readiness();
+    create(&shoots, &shoot("s-new", "garden-bench")).await;
+    until("ready after restart", || {
+        let r = readiness.is_ready();
+        async move { r }
+    })
+    .await;
+    let restart_ready = start.elapsed().as_secs_f64();
+    let entries: Api<BackupEntry> = Api::namespaced(client.clone(), "garden-bench");
+    until("first placement after restart", || {
+        entry_count_of_new(&shoots, &entries)
+    })
+    .await;
+    let restart_place = start.elapsed().as_secs_f64();
+    garden.stop().await;
+
+    let ratio = cold / bare_create;
+    let writes_per_entry = writes as f64 / n as f64;
+    let restart_ratio = restart_place / bare_list;
+    println!(
+        "garden placement, {n} shoots, quota 100, {profile_name} build, one embedded API server"
+    );
+    println!(
+        "{:<44} {:>12} {:>12} {:>8}  goal",
+        "measure", "granary", "bare client", "ratio"
+    );
+    println!(
+        "{:<44} {:>11.2}s {:>11.2}s {:>8.2}  <= {GOAL_PLACEMENT_RATIO}",
+        format!("cold start: {n} entries placed / created"),
+        cold,
+        bare_create,
+        ratio
+    );
+    println!(
+        "{:<44} {:>12.2} {:>12} {:>8}  <= {GOAL_WRITES_PER_ENTRY}",
+        "API writes per entry (events included)", writes_per_entry, "1", ""
+    );
+    println!(
+        "{:<44} {:>11.2}s {:>11.2}s {:>8.2}",
+        format!("restart: ready / list {n} entries"),
+        restart_ready,
+        bare_list,
+        restart_ready / bare_list
+    );
+    println!(
+        "{:<44} {:>11.2}s {:>11.2}s {:>8.2}  <= {GOAL_RESTART_RATIO}",
+        "restart: first new placement / list", restart_place, bare_list, restart_ratio
+    );
+    println!(
+        "{:<44} {:>10.0}MiB  (peak during cold start; API server in the same process)",
+        "process peak RSS",
+        mib(peak_kib)
+    );
+    let result = json!({
+        "bench": "garden",
+        "workload": {"shoots": n, "quota": 100, "concurrency": CONCURRENCY,
+                     "profile": profile_name, "nproc": std::thread::available_parallelism().map(|p| p.get()).unwrap_or(0)},
+        "cold_start": {"granary_seconds": cold, "bare_create_seconds": bare_create,
+                       "ratio": ratio, "entries_per_second": n as f64 / cold,
+                       "bare_creates_per_second": n as f64 / bare_create,
+                       "shards": shards, "placement_conflicts": conflicts,
+                       "api_writes": writes, "api_writes_per_entry": writes_per_entry,
+                       "api_writes_by_kind": writes_by_resource,
+                       "shoot_create_seconds": shoot_create},
+        "restart": {"ready_seconds": restart_ready, "first_placement_seconds": restart_place,
+                    "bare_list_seconds": bare_list, "ratio": restart_ratio},
+        "memory": {"process_peak_rss_mib": mib(peak_kib), "rss_before_garden_mib": mib(rss_before),
+                   "includes_api_server": true},
+        "goal": {"placement_ratio_max": GOAL_PLACEMENT_RATIO, "placement_met": ratio <= GOAL_PLACEMENT_RATIO,
+                 "writes_per_entry_max": GOAL_WRITES_PER_ENTRY, "writes_met": writes_per_entry <= GOAL_WRITES_PER_ENTRY,
+                 "restart_ratio_max": GOAL_RESTART_RATIO, "restart_met": restart_ratio <= GOAL_RESTART_RATIO},
+    });
+    let path = support::write_results("garden", &result);
+    println!("{result}");
+    eprintln!("garden: results in {}", path.display());
     server.shutdown().await;
+}
+
+/// Whether the entry of shoot `s-new` exists.
+async fn entry_count_of_new(shoots: &Api<Shoot>, entries: &Api<BackupEntry>) -> bool {
+    let Ok(Some(s)) = shoots.get_opt("s-new").await else {
+        return false;
+    };
+    let Some(name) = s.backup_entry_name() else {
+        return false;
+    };
+    matches!(entries.get_opt(&name).await, Ok(Some(_)))
 }

@@ -58,6 +58,8 @@ pub struct Stores {
     pub shoots: Store<Shoot>,
     pub buckets: Store<BackupBucket>,
     pub entries: Store<BackupEntry>,
+    /// Which entries count in which bucket, from the same watch as `entries`.
+    pub entry_index: Arc<crate::garden::entry_index::EntryIndex>,
     pub leases: Store<Lease>,
     pub ready: Vec<tokio::sync::watch::Receiver<bool>>,
 }
@@ -109,12 +111,14 @@ impl Stores {
     /// Names (`namespace/name`) of the entries that reference `bucket`, including those
     /// being deleted (their data is still in the bucket).
     pub fn entries_in(&self, bucket: &str) -> Vec<String> {
-        self.entries
-            .state()
-            .iter()
-            .filter(|e| crate::garden::moves::counts_in(e, bucket))
-            .map(|e| format!("{}/{}", e.namespace().unwrap_or_default(), e.name_any()))
-            .collect()
+        let mut names: Vec<String> = self.entry_index.read(|index| {
+            index
+                .in_bucket(bucket)
+                .map(|(ns, name)| format!("{ns}/{name}"))
+                .collect()
+        });
+        names.sort();
+        names
     }
 }
 

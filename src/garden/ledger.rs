@@ -9,8 +9,9 @@
 //! A moving entry's place in its migration target is held the same way
 //! ([`Ledger::reserve`], [`crate::garden::moves`]).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
@@ -22,7 +23,6 @@ use crate::api::core::BackupBucket;
 use crate::garden::assignment::{Assignment, SeedCandidate, assign_bucket};
 use crate::garden::buckets::{PoolSource, new_shard_bucket, pool_of, recorded_count, shard_of};
 use crate::garden::context::{Context, GardenError};
-use crate::garden::moves::{counts_in, reserved_bucket};
 use crate::garden::placement::{Placement, ShardFill, place_entry};
 use crate::garden::pools::{PoolKey, PoolKind};
 
@@ -34,6 +34,26 @@ const MAX_ATTEMPTS: u32 = 64;
 /// How long an entry this process placed may stay unseen by the cache before recounts
 /// stop counting it (its create failed in a way this process did not see).
 const PENDING_TTL: Duration = Duration::from_secs(120);
+/// The most places one compare-and-swap reserves for a burst of new entries.
+const MAX_BATCH: u32 = 32;
+/// How long places reserved ahead stay held for the entries waiting for them; once
+/// expired they are no longer handed out nor counted, so the next recount gives them
+/// back.
+const SPARE_TTL: Duration = Duration::from_secs(10);
+
+/// Places in one bucket reserved ahead (counted in its `status.entryCount`) and not
+/// handed to an entry yet.
+struct Spare {
+    shard: u32,
+    places: u32,
+    since: Instant,
+}
+
+impl Spare {
+    fn live(&self) -> bool {
+        self.places > 0 && self.since.elapsed() < SPARE_TTL
+    }
+}
 
 struct Pending {
     bucket: String,
@@ -50,6 +70,9 @@ struct Book {
     /// Moving entries whose held place was given back here while the cache may still
     /// show them marked as holding it.
     released: HashMap<EntryKey, Pending>,
+    /// Places reserved ahead by one compare-and-swap for a burst of placements, by
+    /// bucket name (issue 19: one write per burst instead of one per entry).
+    spare: HashMap<String, Spare>,
 }
 
 /// The garden's answer to a moving entry's request for a place.
@@ -61,17 +84,22 @@ pub enum Reservation {
     Refused(String),
 }
 
-/// Borrowed `(namespace, name) → bucket` lookups of a book's entry map.
-fn by_key(map: &HashMap<EntryKey, Pending>) -> HashMap<(&str, &str), &str> {
-    map.iter()
-        .map(|((ns, name), p)| ((ns.as_str(), name.as_str()), p.bucket.as_str()))
-        .collect()
-}
-
 /// Per-pool books behind per-pool locks.
 #[derive(Default)]
 pub struct Ledger {
     books: std::sync::Mutex<HashMap<PoolKey, Arc<tokio::sync::Mutex<Book>>>>,
+    /// Per pool, how many placements wait for its book: a placement reserves places
+    /// for them too.
+    waiting: std::sync::Mutex<HashMap<PoolKey, Arc<AtomicU32>>>,
+}
+
+/// Leaves the waiting count when dropped (also when the placement is cancelled).
+struct Waiting(Arc<AtomicU32>);
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 fn is_status(e: &kube::Error, code: u16) -> bool {
@@ -82,6 +110,34 @@ impl Ledger {
     fn book(&self, key: &PoolKey) -> Arc<tokio::sync::Mutex<Book>> {
         let mut books = self.books.lock().unwrap_or_else(|p| p.into_inner());
         books.entry(key.clone()).or_default().clone()
+    }
+
+    fn waiting(&self, key: &PoolKey) -> Waiting {
+        let mut waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
+        let counter = waiting.entry(key.clone()).or_default().clone();
+        counter.fetch_add(1, Ordering::SeqCst);
+        Waiting(counter)
+    }
+
+    /// Hands out a place reserved ahead, lowest shard first; forgets expired ones and
+    /// those of buckets being deleted.
+    fn take_spare(ctx: &Context, book: &mut Book) -> Option<String> {
+        book.spare.retain(|name, spare| {
+            spare.live()
+                && book
+                    .latest
+                    .get(name)
+                    .cloned()
+                    .or_else(|| ctx.stores.buckets.get(&ObjectRef::new(name)))
+                    .is_some_and(|b| b.meta().deletion_timestamp.is_none())
+        });
+        let (name, spare) = book.spare.iter_mut().min_by_key(|(_, s)| s.shard)?;
+        spare.places -= 1;
+        let name = name.clone();
+        if spare.places == 0 {
+            book.spare.remove(&name);
+        }
+        Some(name)
     }
 
     fn api(ctx: &Context) -> Api<BackupBucket> {
@@ -171,7 +227,21 @@ impl Ledger {
     ) -> Result<String, GardenError> {
         let limit = ctx.config.quota_for(&source.provider);
         let book = self.book(&source.key);
+        let waiting = self.waiting(&source.key);
         let mut book = book.lock().await;
+        drop(waiting);
+        let pending = |name: &str| Pending {
+            bucket: name.to_string(),
+            since: Instant::now(),
+        };
+        if let Some(name) = Self::take_spare(ctx, &mut book) {
+            book.pending.insert(entry.clone(), pending(&name));
+            ctx.garden_metrics
+                .placements
+                .with_label_values(&["existing"])
+                .inc();
+            return Ok(name);
+        }
         for _ in 0..MAX_ATTEMPTS {
             let shards = Self::shards(ctx, &source.key, &book);
             let fills: Vec<ShardFill> = shards
@@ -197,16 +267,29 @@ impl Ledger {
                         continue;
                     };
                     let name = bucket.name_any();
-                    match Self::swap_count(ctx, bucket, recorded_count(bucket) + 1).await {
+                    let count = recorded_count(bucket);
+                    // Room for this entry and for those waiting behind it, in one write.
+                    let waiters = self
+                        .waiting
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .get(&source.key)
+                        .map_or(0, |w| w.load(Ordering::SeqCst));
+                    let places = batch_size(count, limit, waiters);
+                    match Self::swap_count(ctx, bucket, count + places).await {
                         Ok(updated) => {
                             book.latest.insert(name.clone(), Arc::new(updated));
-                            book.pending.insert(
-                                entry.clone(),
-                                Pending {
-                                    bucket: name.clone(),
-                                    since: Instant::now(),
-                                },
-                            );
+                            book.pending.insert(entry.clone(), pending(&name));
+                            if places > 1 {
+                                book.spare.insert(
+                                    name.clone(),
+                                    Spare {
+                                        shard,
+                                        places: places - 1,
+                                        since: Instant::now(),
+                                    },
+                                );
+                            }
                             ctx.garden_metrics
                                 .placements
                                 .with_label_values(&["existing"])
@@ -457,45 +540,51 @@ impl Ledger {
     }
 
     fn derive_count(ctx: &Context, book: &mut Book, bucket: &str) -> u32 {
-        // One snapshot for both steps: an entry appearing in the cache between them
-        // would otherwise be counted twice (as pending and as cached). Pending and
-        // released entries are few; the snapshot is scanned once, without copying
-        // anything out of it. A pending entry is shown once the cache has it counting in
-        // the bucket it was given a place in (a new entry naming it, or a moving entry
-        // marked as holding a place there); a released one once the cache has its mark
-        // gone.
-        let snapshot = ctx.stores.entries.state();
-        let (pending_keys, released_keys) = (by_key(&book.pending), by_key(&book.released));
-        let mut cached_pending = std::collections::HashSet::new();
-        let mut still_marked = std::collections::HashSet::new();
-        let mut in_bucket = 0usize;
-        for e in &snapshot {
-            let key = (
-                e.metadata.namespace.as_deref().unwrap_or(""),
-                e.metadata.name.as_deref().unwrap_or(""),
-            );
-            let owned = || (key.0.to_string(), key.1.to_string());
-            let mut released_here = false;
-            if !released_keys.is_empty()
-                && let Some(b) = released_keys.get(&key).copied()
-                && reserved_bucket(e) == Some(b)
-            {
-                still_marked.insert(owned());
-                released_here = b == bucket;
-            }
-            if counts_in(e, bucket) && !(released_here && e.spec.bucket_name != bucket) {
-                in_bucket += 1;
-            }
-            if !pending_keys.is_empty() && pending_keys.get(&key).is_some_and(|b| counts_in(e, b)) {
-                cached_pending.insert(owned());
-            }
-        }
+        // One view of the entry index for every step: an entry appearing between them
+        // would otherwise be counted twice (as pending and as cached). The cost is the
+        // bucket's own entries plus the few pending and released ones, never a scan of
+        // every entry (issue 19). A pending entry is shown once the index has it
+        // counting in the bucket it was given a place in (a new entry naming it, or a
+        // moving entry marked as holding a place there); a released one once the index
+        // has its mark gone.
+        let (in_bucket, cached_pending, still_marked) = ctx.stores.entry_index.read(|index| {
+            let still_marked: HashSet<EntryKey> = book
+                .released
+                .iter()
+                .filter(|(key, p)| {
+                    index
+                        .places(key)
+                        .is_some_and(|e| e.reserved.as_deref() == Some(p.bucket.as_str()))
+                })
+                .map(|(key, _)| key.clone())
+                .collect();
+            // A moving entry whose place here was given back no longer counts here while
+            // the index still shows its mark (unless it names this bucket).
+            let given_back = still_marked
+                .iter()
+                .filter(|key| book.released.get(*key).is_some_and(|p| p.bucket == bucket))
+                .filter(|key| index.places(key).is_some_and(|e| e.bucket != bucket))
+                .count();
+            let cached_pending: HashSet<EntryKey> = book
+                .pending
+                .iter()
+                .filter(|(key, p)| index.places(key).is_some_and(|e| e.counts_in(&p.bucket)))
+                .map(|(key, _)| key.clone())
+                .collect();
+            (
+                index.count_in(bucket) - given_back,
+                cached_pending,
+                still_marked,
+            )
+        });
         book.pending
             .retain(|key, p| !cached_pending.contains(key) && p.since.elapsed() < PENDING_TTL);
         book.released
             .retain(|key, p| still_marked.contains(key) && p.since.elapsed() < PENDING_TTL);
+        book.spare.retain(|_, s| s.live());
         let pending = book.pending.values().filter(|p| p.bucket == bucket).count();
-        u32::try_from(in_bucket + pending).unwrap_or(u32::MAX)
+        let spare = book.spare.get(bucket).map_or(0, |s| s.places as usize);
+        u32::try_from(in_bucket + pending + spare).unwrap_or(u32::MAX)
     }
 
     /// Deletes `bucket` if it still holds no entry, in the version that was counted
@@ -575,5 +664,30 @@ pub fn choose_seed(ctx: &Context, key: &PoolKey) -> Option<String> {
     ) {
         Assignment::Assign(seed) => Some(seed),
         _ => None,
+    }
+}
+
+/// How many places one compare-and-swap takes on a bucket holding `count` entries: one
+/// for the entry being placed and one for each placement waiting behind it, at most
+/// [`MAX_BATCH`], never past the limit (and at least one: the caller only asks for a
+/// bucket with room).
+pub fn batch_size(count: u32, limit: Option<u32>, waiting: u32) -> u32 {
+    let room = limit.map_or(u32::MAX, |l| l.saturating_sub(count)).max(1);
+    waiting.saturating_add(1).min(MAX_BATCH).min(room)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_covers_the_waiters_within_the_room_and_the_cap() {
+        assert_eq!(batch_size(0, Some(100), 0), 1);
+        assert_eq!(batch_size(0, Some(100), 9), 10);
+        assert_eq!(batch_size(95, Some(100), 9), 5);
+        assert_eq!(batch_size(99, Some(100), 9), 1);
+        assert_eq!(batch_size(0, Some(100), 500), MAX_BATCH);
+        assert_eq!(batch_size(7, None, 500), MAX_BATCH);
+        assert_eq!(batch_size(7, None, 2), 3);
     }
 }

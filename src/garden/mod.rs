@@ -16,6 +16,7 @@ pub mod conditions;
 pub mod context;
 pub mod entries;
 pub mod entry_controllers;
+pub mod entry_index;
 pub mod guards;
 pub mod ledger;
 pub mod metrics;

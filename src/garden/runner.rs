@@ -393,35 +393,43 @@ async fn term(shared: Arc<Shared>, token: CancellationToken) {
         .trigger_backoff(WatchBackoff::default());
     let entries = Controller::new(Api::<BackupEntry>::all(client.clone()), wc())
         .trigger_backoff(WatchBackoff::default());
+    let entry_index = Arc::new(crate::garden::entry_index::EntryIndex::default());
     // The caches the reconciles read, and the triggers between kinds, come from the same
     // watches: a trigger is sent only after its cache has the change, so a reconcile
     // never reads an older state than the event that woke it.
     let (profile_store, profile_cache, profiles_ready, []) =
-        cache::<CloudProfile, 0>(Api::all(client.clone()), wc());
+        cache::<CloudProfile, 0>(Api::all(client.clone()), wc(), |_| {});
     let (
         seed_store,
         seed_cache,
         seeds_ready,
         [seeds_for_profiles, seeds_for_buckets, seeds_for_entries],
-    ) = cache::<Seed, 3>(Api::all(client.clone()), wc());
+    ) = cache::<Seed, 3>(Api::all(client.clone()), wc(), |_| {});
     let (shoot_store, shoot_cache, shoots_ready, [shoots_for_profiles]) =
-        cache::<Shoot, 1>(Api::all(client.clone()), wc());
+        cache::<Shoot, 1>(Api::all(client.clone()), wc(), |_| {});
     let (bucket_store, bucket_cache, buckets_ready, [buckets_for_profiles, buckets_for_seeds]) =
-        cache::<BackupBucket, 2>(Api::all(client.clone()), wc());
+        cache::<BackupBucket, 2>(Api::all(client.clone()), wc(), |_| {});
     let (
         entry_store,
         entry_cache,
         entries_ready,
         [entries_for_buckets, entries_for_shoots, entries_for_seeds],
-    ) = cache::<BackupEntry, 3>(Api::all(client.clone()), wc());
-    let (lease_store, lease_cache, leases_ready, [lease_events]) =
-        cache::<Lease, 1>(Api::namespaced(client.clone(), GARDEN_NAMESPACE), wc());
+    ) = {
+        let index = entry_index.clone();
+        cache::<BackupEntry, 3>(Api::all(client.clone()), wc(), move |e| index.observe(e))
+    };
+    let (lease_store, lease_cache, leases_ready, [lease_events]) = cache::<Lease, 1>(
+        Api::namespaced(client.clone(), GARDEN_NAMESPACE),
+        wc(),
+        |_| {},
+    );
     let stores = Stores {
         profiles: profile_store,
         seeds: seed_store,
         shoots: shoot_store,
         buckets: bucket_store,
         entries: entry_store,
+        entry_index,
         leases: lease_store,
         ready: vec![
             profiles_ready,
@@ -626,6 +634,7 @@ where
 fn cache<K, const N: usize>(
     api: Api<K>,
     config: watcher::Config,
+    observe: impl Fn(&watcher::Event<K>) + Send + 'static,
 ) -> (
     reflector::Store<K>,
     impl std::future::Future<Output = ()>,
@@ -653,6 +662,9 @@ where
     let fill = reflector::reflector(writer, watcher(api, config))
         .backoff(WatchBackoff::default())
         .for_each(move |event| {
+            if let Ok(event) = &event {
+                observe(event);
+            }
             let touched: Vec<K> = match event {
                 Ok(watcher::Event::InitDone) => {
                     tx.send_replace(true);
