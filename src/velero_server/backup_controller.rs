@@ -177,23 +177,13 @@ async fn process(ctx: &VeleroContext, name: &str) -> Result<(), kube::Error> {
     };
 
     // Progress: the runner reports synchronously; a task writes the latest value.
-    let (tx, mut rx) = tokio::sync::watch::channel(BackupProgress::default());
-    let progress_writer = {
-        let api = ctx.api::<Backup>();
-        let name = name.to_string();
-        tokio::spawn(async move {
-            while rx.changed().await.is_ok() {
-                let p = rx.borrow_and_update().clone();
-                let body = json!({"status": {"progress": p}});
-                if let Err(e) = api
-                    .patch(&name, &PatchParams::default(), &Patch::Merge(&body))
-                    .await
-                {
-                    tracing::debug!(backup = %name, error = %e, "progress not written");
-                }
-            }
-        })
-    };
+    let (tx, rx) = tokio::sync::watch::channel(BackupProgress::default());
+    let progress_writer = super::context::spawn_progress_writer(
+        ctx.api::<Backup>(),
+        name.to_string(),
+        rx,
+        std::time::Duration::ZERO,
+    );
     let result = {
         let client = ctx.client.clone();
         let store = open.store.clone();

@@ -192,3 +192,38 @@ pub async fn read_credential(
 pub fn k8s_time(t: chrono::DateTime<chrono::Utc>) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
+
+/// Writes the latest value of `rx` into `status.progress` of object `name` until the
+/// sender is dropped (intermediate values are skipped, as the channel keeps only the
+/// newest), at most once per `every` (zero: as fast as the values come). Failures are
+/// logged at debug: the final status write carries the final progress anyway.
+pub fn spawn_progress_writer<K, P>(
+    api: Api<K>,
+    name: String,
+    mut rx: tokio::sync::watch::Receiver<P>,
+    every: std::time::Duration,
+) -> tokio::task::JoinHandle<()>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    P: serde::Serialize + Clone + Send + Sync + 'static,
+{
+    tokio::spawn(async move {
+        while rx.changed().await.is_ok() {
+            let p = rx.borrow_and_update().clone();
+            let body = serde_json::json!({"status": {"progress": p}});
+            if let Err(e) = api
+                .patch(
+                    &name,
+                    &kube::api::PatchParams::default(),
+                    &kube::api::Patch::Merge(&body),
+                )
+                .await
+            {
+                tracing::debug!(object = %name, error = %e, "progress not written");
+            }
+            if !every.is_zero() {
+                tokio::time::sleep(every).await;
+            }
+        }
+    })
+}

@@ -451,26 +451,15 @@ async fn start(shared: &Arc<Shared>, r: Restore, source: Source) -> Result<(), k
         }
     };
     let priorities = ctx.settings.priorities().unwrap_or_default();
-    let (tx, mut rx) = tokio::sync::watch::channel(RestoreProgress::default());
-    let progress_writer = {
-        let api = ctx.api::<Restore>();
-        let name = name.clone();
-        tokio::spawn(async move {
-            while rx.changed().await.is_ok() {
-                let p = rx.borrow_and_update().clone();
-                let body = json!({"status": {"progress": p}});
-                if let Err(e) = api
-                    .patch(&name, &PatchParams::default(), &Patch::Merge(&body))
-                    .await
-                {
-                    tracing::debug!(restore = %name, error = %e, "progress not written");
-                }
-                // At most one progress write a second: a restore of many small items
-                // would otherwise write its Restore once per item.
-                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-            }
-        })
-    };
+    let (tx, rx) = tokio::sync::watch::channel(RestoreProgress::default());
+    // At most one progress write a second: a restore of many small items would
+    // otherwise write its Restore once per item.
+    let progress_writer = super::context::spawn_progress_writer(
+        ctx.api::<Restore>(),
+        name.to_string(),
+        rx,
+        std::time::Duration::from_secs(1),
+    );
     let mut running = r.clone();
     running.spec.backup_name = Some(backup_name.clone());
     let outcome = {
