@@ -11,6 +11,8 @@
 //! <data-dir>/garden.kubeconfig     kubeconfigs, rewritten on every start (the same
 //!                                  unless a port was taken meanwhile)
 //! <data-dir>/seed-<name>.kubeconfig
+//! <data-dir>/team-a.kubeconfig     the sample namespace owner's (see [`crate::dev::owner`])
+//! <data-dir>/owner-tokens.csv      the owner's token, for the owner's seed's API server
 //! <data-dir>/granary.log           the logs while the live view owns the terminal
 //! ```
 //!
@@ -43,7 +45,13 @@ use crate::velero_server::settings::VeleroSettings;
 
 /// The entries of the data directory `--reset` removes (and nothing else, so a data
 /// directory pointed at a folder with other files loses only what `granary dev` made).
-const OWNED: [&str; 4] = ["garden", "seeds", "buckets", "granary.log"];
+const OWNED: [&str; 5] = [
+    "garden",
+    "seeds",
+    "buckets",
+    "granary.log",
+    crate::dev::owner::TOKEN_FILE,
+];
 
 /// How long shutting down may take before the rest is abandoned.
 const SHUTDOWN_LIMIT: Duration = Duration::from_secs(8);
@@ -83,6 +91,12 @@ impl Plan {
     pub fn buckets_dir(&self) -> PathBuf {
         self.data_dir.join("buckets")
     }
+
+    /// The sample namespace owner's kubeconfig.
+    pub fn owner_kubeconfig(&self) -> PathBuf {
+        self.data_dir
+            .join(format!("{}.kubeconfig", crate::dev::owner::OWNER_NAMESPACE))
+    }
 }
 
 /// One seed of the running landscape.
@@ -104,6 +118,8 @@ pub struct Running {
     pub created: bool,
     /// The Velero settings every seed runs with (namespace, default location).
     pub velero: VeleroSettings,
+    /// The seed where the sample namespace owner owns `team-a`.
+    pub owner_seed: String,
     pub health: HealthServer,
     controllers: RunningGarden,
     readiness: tokio::task::JoinHandle<()>,
@@ -253,12 +269,20 @@ pub(crate) fn private_file(path: &Path, append: bool) -> Result<std::fs::File, D
 /// Starts an embedded server on `data` and (re)writes its kubeconfig. The server keeps
 /// its CA, token and port in `data` (the port when it is still free), so a kubeconfig
 /// from an earlier run keeps working across restarts.
-async fn api_server(data: PathBuf, kubeconfig: &Path) -> Result<EmbeddedServer, DevError> {
-    let server = EmbeddedServer::start(EmbeddedOptions {
+/// With `token_file`, the server also knows that file's users (authorized with RBAC).
+async fn api_server(
+    data: PathBuf,
+    kubeconfig: &Path,
+    token_file: Option<&Path>,
+) -> Result<EmbeddedServer, DevError> {
+    let opts = EmbeddedOptions {
         port: None,
         data_dir: Some(data),
-    })
-    .await?;
+    };
+    let server = match token_file {
+        Some(tokens) => EmbeddedServer::start_with_token_file(opts, tokens).await?,
+        None => EmbeddedServer::start(opts).await?,
+    };
     // Created 0600 here (an older run's file tightened) before the server writes the
     // token into it, so it is never readable by others.
     drop(private_file(kubeconfig, false)?);
@@ -368,6 +392,8 @@ fn seed_configuration(plan: &Plan, seed: &str) -> SeedConfiguration {
     };
     config.leader_election.enabled = false;
     config.controllers.backup_entry.deletion_grace_period = Some(ConfigDuration(plan.grace_period));
+    // Namespace owners back up their own namespaces with OADP's non-admin API.
+    config.velero.non_admin.enable = true;
     config
 }
 
@@ -375,7 +401,12 @@ fn seed_configuration(plan: &Plan, seed: &str) -> SeedConfiguration {
 pub async fn start(plan: &Plan) -> Result<Running, DevError> {
     private_dir(&plan.data_dir)?;
     let fresh = !plan.data_dir.join("garden").exists();
-    let garden = api_server(plan.data_dir.join("garden"), &plan.garden_kubeconfig()).await?;
+    let garden = api_server(
+        plan.data_dir.join("garden"),
+        &plan.garden_kubeconfig(),
+        None,
+    )
+    .await?;
     let garden_client = garden.client().await?;
     install_crds(&garden_client, Side::Garden).await?;
 
@@ -402,15 +433,20 @@ pub async fn start(plan: &Plan) -> Result<Running, DevError> {
         .map(|s| s.name_any())
         .collect();
     seed_names.sort();
+    // The sample namespace owner lives on the first seed.
+    let owner_seed = seed_names
+        .first()
+        .cloned()
+        .ok_or_else(|| DevError::Start("the landscape has no seed".into()))?;
+    let owner = crate::dev::owner::ensure_token_file(&plan.data_dir)?;
 
     // The seeds come first, so that every seed has renewed its liveness Lease when the
     // garden assigns the buckets: a bucket then goes to a seed of its own region.
     let components = Components::default();
-    let seed_sides = futures::future::try_join_all(
-        seed_names
-            .into_iter()
-            .map(|name| start_seed(plan, garden_client.clone(), name)),
-    )
+    let seed_sides = futures::future::try_join_all(seed_names.into_iter().map(|name| {
+        let owner = (name == owner_seed).then_some(&owner);
+        start_seed(plan, garden_client.clone(), name, owner)
+    }))
     .await?;
     for side in &seed_sides {
         components.add(format!("seed-{}", side.name), side.metrics.clone());
@@ -457,6 +493,7 @@ pub async fn start(plan: &Plan) -> Result<Running, DevError> {
         seeds: seed_sides,
         created: fresh,
         velero: seed_configuration(plan, "").velero,
+        owner_seed,
         health,
         controllers,
         readiness,
@@ -465,11 +502,22 @@ pub async fn start(plan: &Plan) -> Result<Running, DevError> {
 }
 
 /// A seed's API server (with the seed CRDs) and its agent.
-async fn start_seed(plan: &Plan, garden: Client, name: String) -> Result<SeedSide, DevError> {
+/// `owner`: this seed is the sample namespace owner's (token file and token).
+async fn start_seed(
+    plan: &Plan,
+    garden: Client,
+    name: String,
+    owner: Option<&(PathBuf, crate::dev::owner::OwnerToken)>,
+) -> Result<SeedSide, DevError> {
     let data = plan.data_dir.join("seeds").join(&name);
-    let server = api_server(data, &plan.seed_kubeconfig(&name)).await?;
+    let tokens = owner.map(|(path, _)| path.as_path());
+    let server = api_server(data, &plan.seed_kubeconfig(&name), tokens).await?;
     let client = server.client().await?;
     install_crds(&client, Side::Seed).await?;
+    if let Some((_, token)) = owner {
+        crate::dev::owner::grant(&client).await?;
+        crate::dev::owner::write_kubeconfig(&server, token, &plan.owner_kubeconfig())?;
+    }
     let metrics = Metrics::new();
     let agent = SeedAgent::new(garden, client.clone(), seed_configuration(plan, &name))
         .store_options(granary_providers::StoreOptions {
@@ -634,6 +682,8 @@ mod tests {
         for f in [
             "garden.kubeconfig",
             "seed-a.kubeconfig",
+            "team-a.kubeconfig",
+            "owner-tokens.csv",
             "granary.log",
             "notes.txt",
         ] {

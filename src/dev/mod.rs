@@ -15,6 +15,7 @@ pub mod control_planes;
 pub mod landscape;
 pub mod live;
 pub mod metrics;
+pub mod owner;
 pub mod provider;
 pub mod view;
 
@@ -198,6 +199,15 @@ fn banner(plan: &Plan, running: &Running, log_file: Option<&std::path::Path>) ->
             plan.seed_kubeconfig(&seed.name).display()
         );
     }
+    let owner_kc = plan.owner_kubeconfig();
+    let _ = writeln!(
+        out,
+        "  namespace owner {} of {} on seed {} (self-service backups): {}",
+        owner::OWNER_USER,
+        owner::OWNER_NAMESPACE,
+        running.owner_seed,
+        owner_kc.display()
+    );
     let addr = running.health.local_addr;
     let _ = writeln!(
         out,
@@ -218,6 +228,11 @@ fn banner(plan: &Plan, running: &Running, log_file: Option<&std::path::Path>) ->
     let _ = writeln!(
         out,
         "  kubectl --kubeconfig {kc} -n garden-dev delete shoot try-me"
+    );
+    let _ = writeln!(
+        out,
+        "  kubectl --kubeconfig {} get nonadminbackups,nonadminrestores   (README: Self-service backups)",
+        owner_kc.display()
     );
     let _ = writeln!(
         out,

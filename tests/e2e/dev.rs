@@ -620,3 +620,120 @@ async fn granary_dev_keeps_buckets_at_an_s3_endpoint() {
     );
     assert!(dev.interrupt(), "exit code 0 after SIGINT");
 }
+
+/// #18: `granary dev` writes a kubeconfig for the sample namespace owner of `team-a`
+/// (printed in the banner, its token random and never logged); with it, a
+/// NonAdminBackup of team-a completes, and the owner is refused in other namespaces and
+/// in the Velero namespace.
+#[tokio::test]
+async fn granary_dev_gives_a_namespace_owner_self_service_backups() {
+    use granary::api::oadp::{NonAdminBackup, NonAdminBackupSpec, NonAdminPhase};
+    use granary::api::velero::{Backup, BackupPhase};
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data = dir.path().join("state");
+    let dev = Dev::start(&data, &["--seeds", "1", "--shoots", "1"], &[]);
+    dev.ready().await;
+    let kubeconfig = data.join("team-a.kubeconfig");
+    let out = dev.output();
+    assert!(
+        out.contains(&format!(
+            "namespace owner team-a-owner of team-a on seed europe-1 (self-service backups): {}",
+            kubeconfig.display()
+        )),
+        "{out}"
+    );
+    let tokens = std::fs::read_to_string(data.join("owner-tokens.csv")).expect("token file");
+    let token = tokens.split(',').next().expect("token").to_string();
+    assert!(token.len() >= 32, "a random token");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        for f in [&kubeconfig, &data.join("owner-tokens.csv")] {
+            let mode = std::fs::metadata(f).expect("file").permissions().mode() & 0o777;
+            assert_eq!(mode, 0o600, "{}", f.display());
+        }
+    }
+    let kc = Kubeconfig::read_from(&kubeconfig).expect("owner kubeconfig is written");
+    let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .expect("usable kubeconfig");
+    assert_eq!(config.default_namespace, "team-a");
+    let owner = Client::try_from(config).expect("client");
+
+    poll_until("europe-1's default location Available", || async {
+        dev.output()
+            .contains("location europe-1/default: Available")
+    })
+    .await;
+    let nabs: Api<NonAdminBackup> = Api::default_namespaced(owner.clone());
+    nabs.create(
+        &PostParams::default(),
+        &NonAdminBackup::new(
+            "first",
+            NonAdminBackupSpec {
+                backup_spec: Default::default(),
+                delete_backup: None,
+            },
+        ),
+    )
+    .await
+    .expect("the owner creates a NonAdminBackup in team-a");
+    poll_until("the NonAdminBackup Completed", || async {
+        let s = nabs
+            .get("first")
+            .await
+            .expect("the owner reads it")
+            .status
+            .unwrap_or_default();
+        assert_ne!(
+            s.phase,
+            Some(NonAdminPhase::BackingOff),
+            "refused: {:?}",
+            s.conditions
+        );
+        s.velero_backup.and_then(|v| v.status).and_then(|s| s.phase) == Some(BackupPhase::Completed)
+    })
+    .await;
+
+    // Refused everywhere else, with kube-apiserver's 403.
+    let forbidden = |r: Result<(), kube::Error>| match r {
+        Err(kube::Error::Api(s)) => assert_eq!((s.code, s.reason.as_str()), (403, "Forbidden")),
+        other => panic!("expected 403, got {other:?}"),
+    };
+    let other: Api<NonAdminBackup> = Api::namespaced(owner.clone(), "default");
+    forbidden(
+        other
+            .create(
+                &PostParams::default(),
+                &NonAdminBackup::new(
+                    "elsewhere",
+                    NonAdminBackupSpec {
+                        backup_spec: Default::default(),
+                        delete_backup: None,
+                    },
+                ),
+            )
+            .await
+            .map(|_| ()),
+    );
+    forbidden(
+        Api::<Backup>::namespaced(owner.clone(), "velero")
+            .list(&ListParams::default())
+            .await
+            .map(|_| ()),
+    );
+    forbidden(
+        Api::<ConfigMap>::namespaced(owner.clone(), "kube-system")
+            .list(&ListParams::default())
+            .await
+            .map(|_| ()),
+    );
+
+    let log = std::fs::read_to_string(log_path(&data)).unwrap_or_default();
+    assert!(
+        !dev.output().contains(&token) && !log.contains(&token),
+        "the owner's token is never printed or logged"
+    );
+}
