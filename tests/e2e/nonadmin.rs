@@ -920,6 +920,14 @@ async fn a_namespace_owner_backs_up_and_restores_only_their_own_namespace() {
         ("get", "downloadrequests", v, Some("steal"), velero),
     );
     t.assert_forbidden(
+        downloads_v.delete("steal", &DeleteParams::default()).await,
+        ("delete", "downloadrequests", v, Some("steal"), velero),
+    );
+    t.assert_forbidden(
+        dbrs_v.list(&ListParams::default()).await,
+        ("list", "deletebackuprequests", v, None, velero),
+    );
+    t.assert_forbidden(
         dbrs_v
             .create(
                 &pp,
