@@ -118,8 +118,8 @@ pub struct Running {
     pub created: bool,
     /// The Velero settings every seed runs with (namespace, default location).
     pub velero: VeleroSettings,
-    /// The seed where the sample namespace owner owns `team-a`.
-    pub owner_seed: String,
+    /// The seed where the sample namespace owner owns `team-a` (none without seeds).
+    pub owner_seed: Option<String>,
     pub health: HealthServer,
     controllers: RunningGarden,
     readiness: tokio::task::JoinHandle<()>,
@@ -433,18 +433,15 @@ pub async fn start(plan: &Plan) -> Result<Running, DevError> {
         .map(|s| s.name_any())
         .collect();
     seed_names.sort();
-    // The sample namespace owner lives on the first seed.
-    let owner_seed = seed_names
-        .first()
-        .cloned()
-        .ok_or_else(|| DevError::Start("the landscape has no seed".into()))?;
+    // The sample namespace owner lives on the first seed (none without seeds).
+    let owner_seed = seed_names.first().cloned();
     let owner = crate::dev::owner::ensure_token_file(&plan.data_dir)?;
 
     // The seeds come first, so that every seed has renewed its liveness Lease when the
     // garden assigns the buckets: a bucket then goes to a seed of its own region.
     let components = Components::default();
     let seed_sides = futures::future::try_join_all(seed_names.into_iter().map(|name| {
-        let owner = (name == owner_seed).then_some(&owner);
+        let owner = (Some(&name) == owner_seed.as_ref()).then_some(&owner);
         start_seed(plan, garden_client.clone(), name, owner)
     }))
     .await?;

@@ -200,14 +200,15 @@ fn banner(plan: &Plan, running: &Running, log_file: Option<&std::path::Path>) ->
         );
     }
     let owner_kc = plan.owner_kubeconfig();
-    let _ = writeln!(
-        out,
-        "  namespace owner {} of {} on seed {} (self-service backups): {}",
-        owner::OWNER_USER,
-        owner::OWNER_NAMESPACE,
-        running.owner_seed,
-        owner_kc.display()
-    );
+    if let Some(seed) = &running.owner_seed {
+        let _ = writeln!(
+            out,
+            "  namespace owner {} of {} on seed {seed} (self-service backups): {}",
+            owner::OWNER_USER,
+            owner::OWNER_NAMESPACE,
+            owner_kc.display()
+        );
+    }
     let addr = running.health.local_addr;
     let _ = writeln!(
         out,
@@ -229,11 +230,13 @@ fn banner(plan: &Plan, running: &Running, log_file: Option<&std::path::Path>) ->
         out,
         "  kubectl --kubeconfig {kc} -n garden-dev delete shoot try-me"
     );
-    let _ = writeln!(
-        out,
-        "  kubectl --kubeconfig {} get nonadminbackups,nonadminrestores   (README: Self-service backups)",
-        owner_kc.display()
-    );
+    if running.owner_seed.is_some() {
+        let _ = writeln!(
+            out,
+            "  kubectl --kubeconfig {} get nonadminbackups,nonadminrestores   (README: Self-service backups)",
+            owner_kc.display()
+        );
+    }
     let _ = writeln!(
         out,
         "Ctrl-C stops; the state stays in {}.",

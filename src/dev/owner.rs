@@ -157,25 +157,25 @@ fn nonadmin_cluster_role() -> Result<ClusterRole, DevError> {
 /// RoleBindings on the seed (server-side apply: a restart changes nothing).
 pub async fn grant(seed: &Client) -> Result<(), DevError> {
     let params = PatchParams::apply("granary-dev").force();
-    let kube = |what: String| move |source| DevError::Kube { what, source };
+    let failed = |what: String| move |source| DevError::Kube { what, source };
     let mut ns = Namespace::default();
     ns.metadata.name = Some(OWNER_NAMESPACE.to_string());
     Api::<Namespace>::all(seed.clone())
         .patch(OWNER_NAMESPACE, &params, &Patch::Apply(&ns))
         .await
-        .map_err(kube(format!("creating namespace {OWNER_NAMESPACE}")))?;
+        .map_err(failed(format!("creating namespace {OWNER_NAMESPACE}")))?;
     let role = nonadmin_cluster_role()?;
     Api::<ClusterRole>::all(seed.clone())
         .patch(&role.name_any(), &params, &Patch::Apply(&role))
         .await
-        .map_err(kube(format!("applying ClusterRole {}", role.name_any())))?;
+        .map_err(failed(format!("applying ClusterRole {}", role.name_any())))?;
     let bindings: Api<RoleBinding> = Api::namespaced(seed.clone(), OWNER_NAMESPACE);
     for role in OWNER_ROLES {
         let b = binding(role);
         bindings
             .patch(&b.name_any(), &params, &Patch::Apply(&b))
             .await
-            .map_err(kube(format!("binding {OWNER_USER} to {role}")))?;
+            .map_err(failed(format!("binding {OWNER_USER} to {role}")))?;
     }
     Ok(())
 }
