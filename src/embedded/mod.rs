@@ -42,6 +42,8 @@ mod managed;
 mod merge;
 mod metadata;
 mod names;
+/// kube-apiserver's rules for label keys and values, for the API types' own validation.
+pub(crate) use names::{label_value_errors, qualified_name_errors};
 mod negotiation;
 mod objects;
 mod openapi;

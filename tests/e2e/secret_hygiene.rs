@@ -161,7 +161,11 @@ async fn no_credential_reaches_a_log_line_and_the_state_is_private() {
         .expect("rotate the credentials");
     let seed_kubeconfig = kubeconfigs(&data)
         .into_iter()
-        .find(|p| p.file_name().is_some_and(|n| n != "garden.kubeconfig"))
+        .find(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("seed-"))
+        })
         .expect("a seed kubeconfig");
     let seed_secrets: Api<Secret> =
         Api::namespaced(client_of(&seed_kubeconfig).await, GARDEN_NAMESPACE);

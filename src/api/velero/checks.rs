@@ -36,13 +36,36 @@ pub(crate) fn includes_excludes(
     }
 }
 
-/// A label selector must convert to a selector: known operators, values only where
-/// the operator takes them.
+/// A label selector must convert to a selector (`metav1.LabelSelectorAsSelector`):
+/// qualified keys, valid label values, known operators, values only where the operator
+/// takes them.
 pub(crate) fn label_selector(errs: &mut FieldErrors, path: &str, selector: &LabelSelector) {
+    for (key, value) in selector.match_labels.iter().flatten() {
+        let at = format!("{path}.matchLabels[{key:?}]");
+        label_key(errs, &at, key);
+        for message in crate::embedded::label_value_errors(value) {
+            push(
+                errs,
+                at.clone(),
+                format!("invalid label value {value:?}: {message}"),
+            );
+        }
+    }
     for (i, req) in selector.match_expressions.iter().flatten().enumerate() {
         let at = format!("{path}.matchExpressions[{i}]");
         if req.key.is_empty() {
             push(errs, format!("{at}.key"), "required");
+        } else {
+            label_key(errs, &format!("{at}.key"), &req.key);
+        }
+        for (j, value) in req.values.iter().flatten().enumerate() {
+            for message in crate::embedded::label_value_errors(value) {
+                push(
+                    errs,
+                    format!("{at}.values[{j}]"),
+                    format!("invalid label value {value:?}: {message}"),
+                );
+            }
         }
         let has_values = req.values.as_ref().is_some_and(|v| !v.is_empty());
         match req.operator.as_str() {
@@ -153,5 +176,11 @@ pub(crate) fn hook_selection(errs: &mut FieldErrors, at: &str, hook: HookSelecti
     );
     if let Some(sel) = hook.label_selector {
         label_selector(errs, &format!("{at}.labelSelector"), sel);
+    }
+}
+
+fn label_key(errs: &mut FieldErrors, at: &str, key: &str) {
+    for message in crate::embedded::qualified_name_errors(key) {
+        push(errs, at, format!("invalid label key {key:?}: {message}"));
     }
 }

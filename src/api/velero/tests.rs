@@ -215,6 +215,37 @@ fn selector(
 }
 
 #[test]
+fn label_selectors_need_valid_keys_and_values_as_velero_parses_them() {
+    let mut spec: BackupSpec = serde_saphyr::from_str(
+        "
+labelSelector:
+  matchLabels: {app: \"café\", \"bad key!\": ok}
+  matchExpressions: [{key: tier, operator: In, values: [ok, \"-leading\"]}]
+",
+    )
+    .unwrap();
+    let errs = spec.validate_at("spec");
+    assert_error(
+        &errs,
+        "spec.labelSelector.matchLabels[\"app\"]",
+        "invalid label value",
+    );
+    assert_error(
+        &errs,
+        "spec.labelSelector.matchLabels[\"bad key!\"]",
+        "invalid label key",
+    );
+    assert_error(
+        &errs,
+        "spec.labelSelector.matchExpressions[0].values[1]",
+        "invalid label value",
+    );
+    assert_eq!(errs.len(), 3, "{errs:?}");
+    spec.label_selector = Some(selector("app.kubernetes.io/name", "web_1.x"));
+    assert!(spec.validate_at("spec").is_empty());
+}
+
+#[test]
 fn backup_validation_reports_every_problem_with_its_path() {
     let mut spec: BackupSpec = serde_saphyr::from_str(
         "

@@ -200,13 +200,15 @@ async fn reconcile(
             write_status(ctx, nab, old.as_ref(), &status).await?;
             let fresh = super::namespaced(ctx, nab).get(&nab.name_any()).await?;
             set_finalizer(ctx, &fresh, NAB_FINALIZER, true).await?;
-            let body = velero_backup(
+            let mut body = velero_backup(
                 nab,
                 &ctx.settings.non_admin.enforce_backup_spec,
                 ctx.namespace(),
                 &uuid,
                 location,
             );
+            ctx.selector
+                .label(body.metadata.labels.get_or_insert_default());
             match ctx
                 .api::<Backup>()
                 .create(&PostParams::default(), &body)
@@ -352,6 +354,7 @@ async fn finalize(
                     let mut labels = nab_labels(uuid);
                     labels.insert(BACKUP_NAME_LABEL.into(), velero.name_any());
                     labels.insert(BACKUP_UID_LABEL.into(), velero.uid().unwrap_or_default());
+                    ctx.selector.label(&mut labels);
                     let mut r = DeleteBackupRequest::new(
                         "",
                         DeleteBackupRequestSpec {

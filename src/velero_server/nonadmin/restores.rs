@@ -193,7 +193,9 @@ async fn reconcile(
             write_status(ctx, nar, old.as_ref(), &status).await?;
             let fresh = super::namespaced(ctx, nar).get(&nar.name_any()).await?;
             set_finalizer(ctx, &fresh, NAR_FINALIZER, true).await?;
-            let body = velero_restore(nar, enforced, ctx.namespace(), &uuid, &velero_backup);
+            let mut body = velero_restore(nar, enforced, ctx.namespace(), &uuid, &velero_backup);
+            ctx.selector
+                .label(body.metadata.labels.get_or_insert_default());
             match ctx
                 .api::<Restore>()
                 .create(&PostParams::default(), &body)
