@@ -5,7 +5,7 @@
 //!
 //! Runs plain `kubectl` from PATH (kubectl 1.32 on the development machines; the
 //! GRANARY_KUBECTL override of the other kubectl tests is Debian's 1.20, which sends
-//! JSON). Skipped (loudly) when there is no kubectl.
+//! JSON). Skipped (loudly) when there is no kubectl or it is older than 1.25.
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
@@ -23,7 +23,7 @@ use crate::support::TestCluster;
 #[tokio::test]
 async fn kubectl_create_sends_protobuf_and_every_generator_works() {
     let version = match std::process::Command::new("kubectl")
-        .args(["version", "--client"])
+        .args(["version", "--client", "-o", "json"])
         .output()
     {
         Ok(out) if out.status.success() => out,
@@ -32,13 +32,21 @@ async fn kubectl_create_sends_protobuf_and_every_generator_works() {
             return;
         }
     };
-    eprintln!(
-        "using kubectl: {}",
-        String::from_utf8_lossy(&version.stdout)
-            .lines()
-            .next()
-            .unwrap_or("")
-    );
+    let version: serde_json::Value = serde_json::from_slice(&version.stdout).expect("JSON");
+    let client_version = &version["clientVersion"];
+    eprintln!("using kubectl {}", client_version["gitVersion"]);
+    // Older kubectls generate beta versions (batch/v1beta1 CronJobs, policy/v1beta1
+    // PodDisruptionBudgets) the server does not serve, and send JSON anyway.
+    let minor: u32 = client_version["minor"]
+        .as_str()
+        .unwrap_or_default()
+        .trim_end_matches('+')
+        .parse()
+        .unwrap_or(0);
+    if minor < 25 {
+        eprintln!("SKIPPED: kubectl on PATH is older than 1.25");
+        return;
+    }
     let cluster = TestCluster::start().await;
     if !cluster.is_embedded() {
         return;
