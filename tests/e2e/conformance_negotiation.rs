@@ -51,8 +51,8 @@ async fn answers_are_json_or_not_acceptable() {
 /// against the server; the objects read back with what kubectl put in them.
 ///
 /// Runs with `$GRANARY_KUBECTL` only (scripts/test.sh sets it to kubectl 1.20, which
-/// sends these objects as JSON): kubectls that send them as protobuf fail on the
-/// Deployment, Job and Service, whose protobuf form the server does not decode yet.
+/// sends these objects as JSON); `kubectl_protobuf.rs` runs the kubectl on PATH, which
+/// (from 1.2x on) sends them as protobuf.
 #[tokio::test]
 async fn kubectl_create_generators_work() {
     let (bin, explicit) = crate::kubectl::kubectl_bin();

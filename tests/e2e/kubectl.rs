@@ -222,9 +222,8 @@ async fn kubectl_works_against_the_embedded_server() {
     assert!(explained.contains("How big the gizmo is"), "{explained}");
     let explained = k.ok(&["explain", "configmaps"]).await;
     assert!(explained.contains("ConfigMap"), "{explained}");
-    // Built-ins from manifests (apply/create -f send JSON). Newer kubectls send the
-    // objects of their own generators (`kubectl create configmap`) as protobuf, which
-    // the embedded server does not decode (1.20 sends JSON).
+    // Built-ins from manifests (apply/create -f send JSON); kubectl's own generators
+    // (which newer kubectls send as protobuf) are in kubectl_protobuf.rs.
     let cm_path = dir.path().join("cm.yaml");
     std::fs::write(
         &cm_path,

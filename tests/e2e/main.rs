@@ -38,6 +38,7 @@ mod durability;
 mod garden;
 mod garden_placement;
 mod kubectl;
+mod kubectl_protobuf;
 mod landscape_guards;
 mod leader;
 mod migrate;
