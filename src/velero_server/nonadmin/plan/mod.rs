@@ -19,9 +19,21 @@ use crate::api::oadp::{
 };
 use crate::api::velero::{Backup, BackupPhase, BackupSpec, Restore, RestoreSpec};
 
+mod downloads;
+mod locations;
+
+pub use downloads::{DownloadRefusal, expired, nadr_origin, velero_download_request};
+pub use locations::{
+    Approval, approval, credential_problem, location_problems, location_request, nabsl_labels,
+    request_status, secret_copy, velero_location,
+};
+
 /// A non-admin object in the Velero namespace is refused: backing up or restoring into
 /// that namespace would reach the credentials and objects of every user.
-fn in_velero_namespace(namespace: Option<String>, velero_namespace: &str) -> FieldErrors {
+pub(super) fn in_velero_namespace(
+    namespace: Option<String>,
+    velero_namespace: &str,
+) -> FieldErrors {
     match namespace {
         Some(ns) if ns == velero_namespace => vec![FieldError::new(
             "metadata.namespace",
@@ -74,7 +86,7 @@ pub fn message(errs: &[FieldError]) -> String {
 }
 
 /// The labels NAC puts on every Velero object it makes, plus the origin label.
-fn nac_labels(origin_label: &str, nacuuid: &str) -> BTreeMap<String, String> {
+pub(super) fn nac_labels(origin_label: &str, nacuuid: &str) -> BTreeMap<String, String> {
     [
         (OADP_LABEL, OADP_LABEL_VALUE),
         (MANAGED_BY_LABEL, MANAGED_BY_LABEL_VALUE),
