@@ -14,12 +14,13 @@ use chrono::Utc;
 use granary::api::oadp::{
     NonAdminBackup, NonAdminBackupSpec, NonAdminBackupStorageLocation,
     NonAdminBackupStorageLocationRequest, NonAdminBackupStorageLocationSpec,
-    NonAdminDownloadRequest, NonAdminDownloadRequestSpec, NonAdminPhase,
+    NonAdminDownloadRequest, NonAdminDownloadRequestSpec, NonAdminPhase, NonAdminRestore,
+    NonAdminRestoreSpec,
 };
 use granary::api::velero::{
     Backup, BackupPhase, BackupSpec, BackupStorageLocation, BackupStorageLocationPhase,
     BackupStorageLocationSpec, DownloadRequest, DownloadTarget, DownloadTargetKind,
-    ObjectStorageLocation,
+    ObjectStorageLocation, RestorePhase, RestoreSpec,
 };
 use granary::embedded::{EmbeddedOptions, EmbeddedServer};
 use granary::runtime::clock::Clock;
@@ -33,7 +34,7 @@ use granary::velero_server::server::run_controllers;
 use granary::velero_server::settings::VeleroSettings;
 use granary_providers::{BucketOptions, ListEntry, ObjectStore, StoreOptions};
 use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::{Namespace, Secret, SecretKeySelector};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, SecretKeySelector};
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
@@ -500,6 +501,11 @@ async fn an_owner_backs_up_into_their_own_location_and_downloads_from_it() {
     );
 
     // A backup into it lands under the namespace's prefix.
+    let cms_a: Api<ConfigMap> = Api::namespaced(w.owner_a.clone(), "ns-a");
+    let mut app = ConfigMap::default();
+    app.metadata.name = Some("app".into());
+    app.data = Some([("k".to_string(), "v".to_string())].into());
+    cms_a.create(&pp, &app).await.expect("configmap");
     nabs_a
         .create(&pp, &nab("b1", Some("mine")))
         .await
@@ -588,6 +594,91 @@ async fn an_owner_backs_up_into_their_own_location_and_downloads_from_it() {
             .to_vec()
     );
 
+    // A restore from it, and its log, downloaded the same way.
+    cms_a
+        .delete("app", &Default::default())
+        .await
+        .expect("delete configmap");
+    let nars_a: Api<NonAdminRestore> = Api::namespaced(w.owner_a.clone(), "ns-a");
+    nars_a
+        .create(
+            &pp,
+            &NonAdminRestore::new(
+                "r1",
+                NonAdminRestoreSpec {
+                    restore_spec: RestoreSpec {
+                        backup_name: Some("b1".into()),
+                        ..Default::default()
+                    },
+                },
+            ),
+        )
+        .await
+        .expect("nar");
+    poll_until("r1 restored", || async {
+        nars_a
+            .get("r1")
+            .await
+            .ok()
+            .and_then(|r| r.status)
+            .and_then(|s| s.velero_restore)
+            .and_then(|v| v.status)
+            .and_then(|s| s.phase)
+            == Some(RestorePhase::Completed)
+    })
+    .await;
+    assert!(cms_a.get_opt("app").await.expect("get").is_some());
+    let vr = nars_a
+        .get("r1")
+        .await
+        .expect("nar")
+        .velero_restore_name()
+        .expect("velero restore")
+        .to_string();
+    nadrs_a
+        .create(
+            &pp,
+            &nadr("restore-log", DownloadTargetKind::RestoreLog, "r1"),
+        )
+        .await
+        .expect("nadr");
+    poll_until("restore log URL", || async {
+        let s = nadrs_a
+            .get("restore-log")
+            .await
+            .expect("nadr")
+            .status
+            .unwrap_or_default();
+        if s.phase == Some(NonAdminPhase::BackingOff) {
+            panic!("restore log refused: {:?}", s.conditions);
+        }
+        s.phase == Some(NonAdminPhase::Created)
+    })
+    .await;
+    let url = nadrs_a
+        .get("restore-log")
+        .await
+        .expect("nadr")
+        .status
+        .and_then(|s| s.velero)
+        .and_then(|v| v.status)
+        .and_then(|s| s.download_url)
+        .expect("url");
+    let body = reqwest::get(&url).await.expect("get");
+    assert_eq!(body.status(), 200);
+    let key = StorageLayout::new(TENANTS, Some("ns-a/team"))
+        .expect("layout")
+        .restore(&vr)
+        .expect("keys")
+        .logs();
+    assert_eq!(
+        body.bytes().await.expect("body").to_vec(),
+        granary_providers::get_bytes(w.store.as_ref(), TENANTS, &key)
+            .await
+            .expect("object")
+            .to_vec()
+    );
+
     // Targets that are not this namespace's own location's backups are refused.
     let nabs_b: Api<NonAdminBackup> = Api::namespaced(w.owner_b.clone(), "ns-b");
     nabs_b
@@ -643,20 +734,18 @@ async fn an_owner_backs_up_into_their_own_location_and_downloads_from_it() {
     );
     let nadr_names: Vec<String> = w.velero_names::<DownloadRequest>().await;
     assert_eq!(
-        nadr_names,
-        vec![velero_name.clone()],
-        "only the served one exists"
+        nadr_names.len(),
+        2,
+        "only the served ones exist: {nadr_names:?}"
     );
+    assert!(nadr_names.contains(&velero_name));
 
-    // After the URL expires the request and its Velero DownloadRequest go.
+    // After the URLs expire the requests and their Velero DownloadRequests go.
     w.clock.advance(chrono::TimeDelta::minutes(11));
-    poll_until("expired download removed", || async {
+    poll_until("expired downloads removed", || async {
         nadrs_a.get_opt("contents").await.expect("get").is_none()
-            && w.velero::<DownloadRequest>()
-                .get_opt(&velero_name)
-                .await
-                .expect("get")
-                .is_none()
+            && nadrs_a.get_opt("restore-log").await.expect("get").is_none()
+            && w.velero_names::<DownloadRequest>().await.is_empty()
     })
     .await;
 
