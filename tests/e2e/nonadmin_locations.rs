@@ -803,6 +803,24 @@ async fn location_tricks_and_the_enforced_spec_are_refused_with_nothing_created(
         theirs_location.spec.config.expect("config")["region"],
         "tenant-region"
     );
+    // An administrator's location in the tenants' bucket, right where ns-a's "shared"
+    // prefix would put a location of ns-a.
+    let admins = BackupStorageLocation::new(
+        "admins-in-tenants",
+        BackupStorageLocationSpec {
+            provider: "local".into(),
+            object_storage: ObjectStorageLocation {
+                bucket: TENANTS.into(),
+                prefix: Some("ns-a/shared".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+    );
+    w.velero::<BackupStorageLocation>()
+        .create(&pp, &admins)
+        .await
+        .expect("admin location");
     let before_locations = w.velero_names::<BackupStorageLocation>().await;
     let before_secrets = w.velero_names::<Secret>().await;
 
@@ -820,6 +838,11 @@ async fn location_tricks_and_the_enforced_spec_are_refused_with_nothing_created(
         (
             "absolute",
             nabsl("absolute", TENANTS, Some("/ns-b"), "creds"),
+            "spec.backupStorageLocationSpec.objectStorage.prefix",
+        ),
+        (
+            "shared",
+            nabsl("shared", TENANTS, Some("shared"), "creds"),
             "spec.backupStorageLocationSpec.objectStorage.prefix",
         ),
         (

@@ -20,7 +20,7 @@ use tokio::sync::Notify;
 use super::location_requests;
 use super::plan::{
     Approval, approval, credential_problem, location_problems, message, origin_matches, refused_at,
-    secret_copy, set_condition, velero_location,
+    secret_copy, set_condition, shared_directory_problem, velero_location,
 };
 use super::{is_conflict, is_not_found, list_params, now, poke, set_finalizer, write_status};
 use crate::api::oadp::{
@@ -177,6 +177,24 @@ async fn reconcile(
     );
     if spec.credential.as_ref().is_some_and(|c| !c.name.is_empty())
         && let Some(p) = credential_problem(nabsl, source.as_ref())
+        && !problems.iter().any(|have| have.path == p.path)
+    {
+        problems.push(p);
+    }
+    // The location it would become must not share keys with any other location of the
+    // Velero namespace (an administrator's above all).
+    let draft = velero_location(
+        nabsl,
+        &ctx.settings.non_admin.enforce_bsl_spec,
+        ctx.namespace(),
+        uuid.as_deref().unwrap_or_default(),
+    );
+    let others: Vec<BackupStorageLocation> = locations
+        .iter()
+        .filter(|l| Some(l.name_any()) != uuid)
+        .cloned()
+        .collect();
+    if let Some(p) = shared_directory_problem(&draft, &others)
         && !problems.iter().any(|have| have.path == p.path)
     {
         problems.push(p);

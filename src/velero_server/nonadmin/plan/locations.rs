@@ -20,7 +20,7 @@ use crate::api::oadp::{
     fill_from_enforced, prefix_for_object_storage,
 };
 use crate::api::velero::{BackupStorageLocation, BackupStorageLocationSpec};
-use crate::velero::layout::StorageLayout;
+use crate::velero::layout::{StorageLayout, TopLevelDir};
 use crate::velero_server::location::provider_kind;
 
 const SPEC: &str = "spec.backupStorageLocationSpec";
@@ -196,6 +196,70 @@ pub fn velero_location(
         spec,
         status: None,
     }
+}
+
+/// True when a store's keys under `a` and under `b` can meet: the same root, or one root
+/// inside the other through one of Velero's top-level directories (`backups/`, ...).
+fn roots_overlap(a: &str, b: &str) -> bool {
+    let nested = |outer: &str, inner: &str| {
+        let rest = if outer.is_empty() {
+            Some(inner)
+        } else {
+            inner.strip_prefix(outer).and_then(|r| r.strip_prefix('/'))
+        };
+        rest.and_then(|r| r.split('/').next())
+            .is_some_and(|first| TopLevelDir::parse(first).is_some())
+    };
+    a == b || nested(a, b) || nested(b, a)
+}
+
+/// The store a location reaches: provider kind, bucket and the endpoint-like settings.
+fn store_of(spec: &BackupStorageLocationSpec) -> (Option<&'static str>, &str, Vec<Option<&str>>) {
+    let config = spec.config.as_ref();
+    let endpoint = ["s3Url", "endpoint", "storageAccount", "storageAccountURI"]
+        .iter()
+        .map(|k| config.and_then(|c| c.get(*k)).map(String::as_str))
+        .collect();
+    (
+        provider_kind(&spec.provider),
+        spec.object_storage.bucket.trim_matches('/'),
+        endpoint,
+    )
+}
+
+/// Why the Velero location `mine` would share its directory with another location of
+/// the Velero namespace (an administrator's, or one made for another
+/// NonAdminBackupStorageLocation): same store and bucket, and roots whose keys meet. The
+/// other location is not named (its name may carry another namespace's).
+pub fn shared_directory_problem(
+    mine: &BackupStorageLocation,
+    others: &[BackupStorageLocation],
+) -> Option<FieldError> {
+    let root = |l: &BackupStorageLocation| {
+        l.spec
+            .object_storage
+            .prefix
+            .as_deref()
+            .unwrap_or_default()
+            .trim_matches('/')
+            .to_string()
+    };
+    let (mine_root, mine_store) = (root(mine), store_of(&mine.spec));
+    let shared = others.iter().any(|o| {
+        o.name_any() != mine.name_any()
+            && store_of(&o.spec) == mine_store
+            && roots_overlap(&mine_root, &root(o))
+    });
+    shared.then(|| {
+        FieldError::new(
+            format!("{SPEC}.objectStorage.prefix"),
+            format!(
+                "the location's directory {mine_root:?} in bucket {:?} would share keys with \
+                 another backup storage location",
+                mine.spec.object_storage.bucket
+            ),
+        )
+    })
 }
 
 /// The approval request filed in the Velero namespace for a NonAdminBackupStorageLocation

@@ -224,3 +224,77 @@ fn a_decision_counts_only_for_the_spec_it_was_asked_about() {
     r.spec.approval_decision = Some(NonAdminBslRequestDecision::Pending);
     assert_eq!(approval(&changed, Some(&r)), Approval::Pending);
 }
+
+fn location(
+    name: &str,
+    provider: &str,
+    bucket: &str,
+    prefix: Option<&str>,
+) -> BackupStorageLocation {
+    BackupStorageLocation::new(
+        name,
+        BackupStorageLocationSpec {
+            provider: provider.into(),
+            object_storage: ObjectStorageLocation {
+                bucket: bucket.into(),
+                prefix: prefix.map(String::from),
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+    )
+}
+
+#[test]
+fn a_location_never_shares_keys_with_another() {
+    let mine = |prefix: &str| location("mine", "aws", "b", Some(prefix));
+    let admin_root = location("default", "velero.io/aws", "b", None);
+    let admin_velero = location("default", "aws", "b", Some("/velero/"));
+    let shared = |m: &BackupStorageLocation, o: &BackupStorageLocation| {
+        shared_directory_problem(m, std::slice::from_ref(o))
+    };
+    // The same directory.
+    let e = shared(&mine("velero"), &admin_velero).expect("same root");
+    assert_eq!(
+        e.path,
+        "spec.backupStorageLocationSpec.objectStorage.prefix"
+    );
+    assert!(!e.message.contains("default"), "{e:?}");
+    // Inside another's top-level directory, or the other inside mine's.
+    assert!(shared(&mine("backups"), &admin_root).is_some());
+    assert!(shared(&mine("velero/backups/x"), &admin_velero).is_some());
+    assert!(
+        shared(
+            &mine("ns-a"),
+            &location("o", "aws", "b", Some("ns-a/kopia"))
+        )
+        .is_some()
+    );
+    // Beside it, in another bucket, store or provider, or itself: fine.
+    assert!(shared(&mine("ns-a/team"), &admin_root).is_none());
+    assert!(shared(&mine("ns-a/team"), &admin_velero).is_none());
+    assert!(
+        shared(
+            &mine("velero"),
+            &location("default", "aws", "c", Some("velero"))
+        )
+        .is_none()
+    );
+    assert!(
+        shared(
+            &mine("velero"),
+            &location("default", "gcp", "b", Some("velero"))
+        )
+        .is_none()
+    );
+    let mut elsewhere = location("default", "aws", "b", Some("velero"));
+    elsewhere.spec.config = Some([("s3Url".to_string(), "http://other".to_string())].into());
+    assert!(shared(&mine("velero"), &elsewhere).is_none());
+    assert!(
+        shared(
+            &mine("velero"),
+            &location("mine", "aws", "b", Some("velero"))
+        )
+        .is_none()
+    );
+}

@@ -25,7 +25,7 @@ mod locations;
 pub use downloads::{DownloadRefusal, expired, nadr_origin, velero_download_request};
 pub use locations::{
     Approval, approval, credential_problem, location_problems, location_request, nabsl_labels,
-    request_status, secret_copy, velero_location,
+    request_status, secret_copy, shared_directory_problem, velero_location,
 };
 
 /// A non-admin object in the Velero namespace is refused: backing up or restoring into
