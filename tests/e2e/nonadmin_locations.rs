@@ -8,6 +8,9 @@
 //! namespace's Secret or location, or differ from the administrator's enforced spec are
 //! refused naming the field with nothing created; with approval required nothing is
 //! created until an administrator approves, and a changed spec waits for a new approval.
+//! The `local` provider is open to a tenant only when the administrator enforces it. The
+//! garbage collector removes the location objects of gone NABSLs, and the sync brings a
+//! NonAdminBackup on a tenant's own location back after a plain delete.
 
 use crate::support::poll_until;
 use chrono::Utc;
@@ -36,7 +39,7 @@ use granary_providers::{BucketOptions, ListEntry, ObjectStore, StoreOptions};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, SecretKeySelector};
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
-use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 use std::path::Path;
@@ -225,6 +228,9 @@ async fn start(adjust: impl FnOnce(&mut VeleroSettings)) -> World {
         ..VeleroSettings::default()
     };
     settings.non_admin.enable = true;
+    // The tenants' locations use the `local` provider (the server's own disk), which only
+    // the administrator may choose, as `granary dev` does: `enforceBSLSpec: {provider: local}`.
+    settings.non_admin.enforce_bsl_spec.provider = "local".into();
     adjust(&mut settings);
     // A clock the test moves, to reach a download URL's expiration.
     let clock = Clock::manual(Utc::now());
@@ -1064,4 +1070,216 @@ async fn with_approval_required_nothing_is_created_until_an_admin_approves() {
         json_of(&requests, &refused_uuid).await["status"]["phase"] == "Rejected"
     })
     .await;
+}
+
+/// Labels and annotations NAC puts on an object made for the NABSL `ns/name` under `uuid`.
+fn nac_location_meta(obj: &mut kube::api::ObjectMeta, ns: &str, name: &str, uuid: &str) {
+    obj.labels = Some(
+        [
+            ("openshift.io/oadp", "True"),
+            ("app.kubernetes.io/managed-by", "oadp-nac-controller"),
+            ("openshift.io/oadp-nabsl-origin-nacuuid", uuid),
+        ]
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .into(),
+    );
+    obj.annotations = Some(
+        [
+            ("openshift.io/oadp-nabsl-origin-name", name),
+            ("openshift.io/oadp-nabsl-origin-namespace", ns),
+        ]
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .into(),
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_picks_the_local_provider_only_when_the_admin_enforces_it() {
+    let w = start(|s| s.non_admin.enforce_bsl_spec.provider = String::new()).await;
+    let pp = PostParams::default();
+    let nabsls_a: Api<NonAdminBackupStorageLocation> = Api::namespaced(w.owner_a.clone(), "ns-a");
+    w.secret(&w.owner_a, "ns-a", "creds").await;
+    let before_locations = w.velero_names::<BackupStorageLocation>().await;
+    let before_secrets = w.velero_names::<Secret>().await;
+    nabsls_a
+        .create(&pp, &nabsl("on-server-disk", TENANTS, None, "creds"))
+        .await
+        .expect("create");
+    let m = wait_refused(&nabsls_a, "on-server-disk").await;
+    assert!(m.contains("spec.backupStorageLocationSpec.provider"), "{m}");
+    assert!(m.contains("nonAdmin.enforceBSLSpec.provider"), "{m}");
+    assert_eq!(
+        w.velero_names::<BackupStorageLocation>().await,
+        before_locations
+    );
+    assert_eq!(w.velero_names::<Secret>().await, before_secrets);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn location_objects_of_gone_locations_are_garbage_collected() {
+    let w = start(|s| {
+        s.non_admin.garbage_collection_period = ConfigDuration(Duration::from_secs(1));
+    })
+    .await;
+    let pp = PostParams::default();
+    let nabsls_a: Api<NonAdminBackupStorageLocation> = Api::namespaced(w.owner_a.clone(), "ns-a");
+    w.secret(&w.owner_a, "ns-a", "creds").await;
+    nabsls_a
+        .create(&pp, &nabsl("kept", TENANTS, None, "creds"))
+        .await
+        .expect("create nabsl");
+    let kept = uuid_of(&wait_available(&nabsls_a, "kept").await);
+    // What a NABSL removed while no controller ran (its finalizer dropped) leaves behind.
+    let orphan = "ns-a-gone-0123456789";
+    let mut location = BackupStorageLocation::new(
+        orphan,
+        BackupStorageLocationSpec {
+            provider: "local".into(),
+            object_storage: ObjectStorageLocation {
+                bucket: TENANTS.into(),
+                prefix: Some("ns-a/gone".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+    );
+    nac_location_meta(&mut location.metadata, "ns-a", "gone", orphan);
+    w.velero::<BackupStorageLocation>()
+        .create(&pp, &location)
+        .await
+        .expect("orphan location");
+    let mut secret = Secret::default();
+    secret.metadata.name = Some(orphan.into());
+    nac_location_meta(&mut secret.metadata, "ns-a", "gone", orphan);
+    w.velero::<Secret>()
+        .create(&pp, &secret)
+        .await
+        .expect("orphan secret");
+    let mut request = NonAdminBackupStorageLocationRequest::new(orphan, Default::default());
+    nac_location_meta(&mut request.metadata, "ns-a", "gone", orphan);
+    w.velero::<NonAdminBackupStorageLocationRequest>()
+        .create(&pp, &request)
+        .await
+        .expect("orphan request");
+    // The administrator's own Secret, named like NAC's but without its labels.
+    let mut admins = Secret::default();
+    admins.metadata.name = Some("ns-a-gone-admins".into());
+    admins.metadata.annotations = Some(
+        [(
+            "openshift.io/oadp-nabsl-origin-namespace".to_string(),
+            "ns-a".to_string(),
+        )]
+        .into(),
+    );
+    w.velero::<Secret>()
+        .create(&pp, &admins)
+        .await
+        .expect("admin secret");
+
+    poll_until("orphans collected", || async {
+        !w.velero_names::<BackupStorageLocation>()
+            .await
+            .contains(&orphan.to_string())
+            && !w
+                .velero_names::<Secret>()
+                .await
+                .contains(&orphan.to_string())
+            && !w
+                .velero_names::<NonAdminBackupStorageLocationRequest>()
+                .await
+                .contains(&orphan.to_string())
+    })
+    .await;
+    let locations = w.velero_names::<BackupStorageLocation>().await;
+    assert!(
+        locations.contains(&kept) && locations.contains(&"default".to_string()),
+        "{locations:?}"
+    );
+    let secrets = w.velero_names::<Secret>().await;
+    assert!(
+        secrets.contains(&kept) && secrets.contains(&"ns-a-gone-admins".to_string()),
+        "{secrets:?}"
+    );
+    wait_available(&nabsls_a, "kept").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_delete_on_an_own_location_and_the_sync_brings_the_backup_back() {
+    let w = start(|s| {
+        // Velero's sync notices a new location within the server's period; a location's
+        // own period must stay below NAC's.
+        s.backup_sync_period = ConfigDuration(Duration::from_secs(1));
+        s.non_admin.backup_sync_period = ConfigDuration(Duration::from_secs(2));
+    })
+    .await;
+    let pp = PostParams::default();
+    let nabsls_a: Api<NonAdminBackupStorageLocation> = Api::namespaced(w.owner_a.clone(), "ns-a");
+    let nabs_a: Api<NonAdminBackup> = Api::namespaced(w.owner_a.clone(), "ns-a");
+    w.secret(&w.owner_a, "ns-a", "creds").await;
+    let mut body = nabsl("mine", TENANTS, Some("team"), "creds");
+    body.spec.backup_storage_location_spec.backup_sync_period = Some("1s".parse().expect("1s"));
+    nabsls_a.create(&pp, &body).await.expect("create nabsl");
+    wait_available(&nabsls_a, "mine").await;
+    nabs_a
+        .create(&pp, &nab("keep", Some("mine")))
+        .await
+        .expect("nab");
+    poll_until("keep backed up", || async {
+        let s = nabs_a
+            .get("keep")
+            .await
+            .expect("nab")
+            .status
+            .unwrap_or_default();
+        if s.phase == Some(NonAdminPhase::BackingOff) {
+            panic!("keep refused: {:?}", s.conditions);
+        }
+        s.velero_backup.and_then(|v| v.status).and_then(|s| s.phase) == Some(BackupPhase::Completed)
+    })
+    .await;
+    let first = nabs_a.get("keep").await.expect("nab");
+    let vb = first.velero_backup_name().expect("velero name").to_string();
+    let keys = w.tenant_keys(&format!("ns-a/team/backups/{vb}/")).await;
+    assert!(!keys.is_empty());
+    nabs_a
+        .delete("keep", &DeleteParams::default())
+        .await
+        .expect("plain delete");
+    // Velero's sync brings the Backup back from ns-a's own location (due on the test's
+    // clock, moved on here), NAC's sync the NAB, naming that location again, which takes
+    // over the same Velero Backup.
+    let old_uid = first.uid();
+    poll_until("keep recreated by the sync", || async {
+        w.clock.advance(chrono::TimeDelta::seconds(2));
+        nabs_a
+            .get_opt("keep")
+            .await
+            .ok()
+            .flatten()
+            .is_some_and(|n| {
+                n.uid() != old_uid
+                    && n.status.as_ref().and_then(|s| s.phase) == Some(NonAdminPhase::Created)
+            })
+    })
+    .await;
+    let synced = nabs_a.get("keep").await.expect("nab");
+    assert_eq!(
+        synced.labels()["openshift.io/oadp-nab-synced-from-nacuuid"],
+        vb
+    );
+    assert_eq!(
+        synced.spec.backup_spec.storage_location.as_deref(),
+        Some("mine")
+    );
+    assert_eq!(synced.velero_backup_name(), Some(vb.as_str()));
+    assert_eq!(
+        w.tenant_keys(&format!("ns-a/team/backups/{vb}/")).await,
+        keys,
+        "data kept"
+    );
+    assert_eq!(
+        w.velero_names::<Backup>().await,
+        vec![vb],
+        "no second Velero Backup was made"
+    );
 }

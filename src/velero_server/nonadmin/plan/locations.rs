@@ -46,7 +46,7 @@ fn nabsl_annotations(nabsl: &NonAdminBackupStorageLocation) -> BTreeMap<String, 
 /// Every problem with a NonAdminBackupStorageLocation, paths from the object: its
 /// namespace; the administrator's enforced spec (against what the user wrote); and, on
 /// the spec the enforced one completes, NAC's and Velero's rules, a provider Granary
-/// serves, a bucket name that stays a bucket, and no `caCertRef` (it would name a Secret
+/// serves (`local` only when the enforced spec sets it), a bucket name that stays a bucket, and no `caCertRef` (it would name a Secret
 /// of the Velero namespace).
 pub fn location_problems(
     nabsl: &NonAdminBackupStorageLocation,
@@ -69,6 +69,17 @@ pub fn location_problems(
                  velero.io/gcp, local)",
                 spec.provider
             ),
+        ));
+    }
+    // `local` writes to the Granary server's own disk: the administrator's choice only.
+    if provider_kind(&spec.provider) == Some("local")
+        && provider_kind(&enforced.provider) != Some("local")
+    {
+        more.push(FieldError::new(
+            format!("{SPEC}.provider"),
+            "provider \"local\" writes to the Granary server's own disk and is not open to \
+             namespace owners; an administrator can allow it by setting \
+             nonAdmin.enforceBSLSpec.provider to local",
         ));
     }
     let bucket = &spec.object_storage.bucket;

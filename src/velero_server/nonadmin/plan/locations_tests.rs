@@ -118,6 +118,44 @@ fn unserved_providers_odd_buckets_ca_refs_and_the_velero_namespace_are_refused()
 }
 
 #[test]
+fn the_local_provider_is_the_administrators_choice_only() {
+    let mut n = nabsl("ns-a", None);
+    for provider in ["local", "granary.gardener.cloud/local"] {
+        n.spec.backup_storage_location_spec.provider = provider.into();
+        let errs = location_problems(&n, &Default::default(), "velero", None);
+        assert_eq!(
+            paths(&errs),
+            ["spec.backupStorageLocationSpec.provider"],
+            "{provider}"
+        );
+        assert!(
+            errs[0].message.contains("nonAdmin.enforceBSLSpec.provider"),
+            "{}",
+            errs[0].message
+        );
+    }
+    // The administrator enforces it: the user may name it or leave it empty.
+    let enforced = BackupStorageLocationSpec {
+        provider: "local".into(),
+        ..Default::default()
+    };
+    n.spec.backup_storage_location_spec.provider = "local".into();
+    assert!(location_problems(&n, &enforced, "velero", None).is_empty());
+    n.spec.backup_storage_location_spec.provider = String::new();
+    assert!(location_problems(&n, &enforced, "velero", None).is_empty());
+    // Enforcing another provider keeps local out, naming the same field once.
+    let aws = BackupStorageLocationSpec {
+        provider: "aws".into(),
+        ..Default::default()
+    };
+    n.spec.backup_storage_location_spec.provider = "local".into();
+    assert_eq!(
+        paths(&location_problems(&n, &aws, "velero", None)),
+        ["spec.backupStorageLocationSpec.provider"]
+    );
+}
+
+#[test]
 fn the_enforced_spec_fills_and_rejects() {
     let enforced = BackupStorageLocationSpec {
         config: Some([("region".to_string(), "eu-1".to_string())].into()),
