@@ -15,7 +15,7 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams};
 
 use super::is_not_found;
-use super::plan::{Origin, live_locations, location_orphaned, nac_origin};
+use super::plan::{Origin, live_locations, location_orphaned, nac_origin, secret_candidates};
 use crate::api::oadp::{
     MANAGED_BY_LABEL, MANAGED_BY_LABEL_VALUE, NonAdminBackup, NonAdminBackupStorageLocation,
     NonAdminBackupStorageLocationRequest, NonAdminRestore, OADP_LABEL, OADP_LABEL_VALUE,
@@ -78,34 +78,46 @@ async fn pass(ctx: &VeleroContext) -> Result<(), kube::Error> {
     locations_pass(ctx).await
 }
 
-/// The objects of NonAdminBackupStorageLocations that are gone. Only NAC-labelled Secrets
-/// are listed: the collector never reads the administrator's own.
+/// The objects of NonAdminBackupStorageLocations that are gone. The seed reads Secrets
+/// by name only (deploy/seed/rbac.yaml grants no `list` on them), so the Secret copies
+/// looked at are those named like a location or request made for a NABSL
+/// ([`secret_candidates`]); they go first, so a failed pass leaves the location and
+/// request that lead to them for the next one.
 async fn locations_pass(ctx: &VeleroContext) -> Result<(), kube::Error> {
     let nac = ListParams::default().labels(&format!(
         "{OADP_LABEL}={OADP_LABEL_VALUE},{MANAGED_BY_LABEL}={MANAGED_BY_LABEL_VALUE}"
     ));
     // The objects first, then their origins (as above).
     let locations = ctx.api::<BackupStorageLocation>().list(&nac).await?.items;
-    let secrets = ctx.api::<Secret>().list(&nac).await?.items;
     let requests = ctx
         .api::<NonAdminBackupStorageLocationRequest>()
         .list(&nac)
         .await?
         .items;
+    let mut secrets = Vec::new();
+    let metas = locations
+        .iter()
+        .map(|l| &l.metadata)
+        .chain(requests.iter().map(|r| &r.metadata));
+    for name in secret_candidates(metas) {
+        if let Some(s) = ctx.api::<Secret>().get_opt(&name).await? {
+            secrets.push(s);
+        }
+    }
     let live = live_locations(
         &Api::<NonAdminBackupStorageLocation>::all(ctx.client.clone())
             .list(&ListParams::default())
             .await?
             .items,
     );
-    for l in &locations {
-        if location_orphaned(l.labels(), l.annotations(), &live) {
-            delete(ctx, ctx.api::<BackupStorageLocation>(), &l.name_any()).await?;
-        }
-    }
     for s in &secrets {
         if location_orphaned(s.labels(), s.annotations(), &live) {
             delete(ctx, ctx.api::<Secret>(), &s.name_any()).await?;
+        }
+    }
+    for l in &locations {
+        if location_orphaned(l.labels(), l.annotations(), &live) {
+            delete(ctx, ctx.api::<BackupStorageLocation>(), &l.name_any()).await?;
         }
     }
     for r in &requests {

@@ -5,9 +5,10 @@
 //! NABSL of the same name that has taken another NACUUID is another object: the old
 //! objects are orphans too.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use kube::ResourceExt;
+use kube::api::ObjectMeta;
 
 use super::{Origin, nac_origin};
 use crate::api::oadp::{NABSL_ORIGIN_NACUUID_LABEL, NonAdminBackupStorageLocation};
@@ -52,6 +53,30 @@ pub fn location_orphaned(
         Some(None) => false,
         Some(Some(uuid)) => labels.get(NABSL_ORIGIN_NACUUID_LABEL) != Some(uuid),
     }
+}
+
+/// The names the Secret copy of a NABSL may have, from the metadata of the Velero
+/// locations and approval requests in the Velero namespace: the name and NABSL origin
+/// NACUUID of each one made for a NABSL (a copy is named by that NACUUID). Whether a
+/// Secret found under such a name is an orphan is still [`location_orphaned`] on its
+/// own labels and annotations.
+pub fn secret_candidates<'a>(
+    objects: impl IntoIterator<Item = &'a ObjectMeta>,
+) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    for meta in objects {
+        let (labels, annotations) = (
+            meta.labels.clone().unwrap_or_default(),
+            meta.annotations.clone().unwrap_or_default(),
+        );
+        if nac_origin(Origin::Location, &labels, &annotations).is_none() {
+            continue;
+        }
+        names.extend(meta.name.clone());
+        names.extend(labels.get(NABSL_ORIGIN_NACUUID_LABEL).cloned());
+    }
+    names.retain(|n| !n.is_empty());
+    names
 }
 
 #[cfg(test)]

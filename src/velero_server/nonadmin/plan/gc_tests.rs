@@ -1,3 +1,5 @@
+use std::collections::BTreeSet;
+
 use super::*;
 use crate::api::oadp::{
     NonAdminBackupStorageLocationSpec, NonAdminBackupStorageLocationStatus,
@@ -140,4 +142,17 @@ fn the_sync_watches_the_default_and_live_user_locations() {
     ]
     .into();
     assert_eq!(watched, want);
+}
+
+#[test]
+fn secret_copies_are_looked_for_under_the_names_of_nac_locations_and_requests() {
+    let gone = nabsl("ns-a", "gone", Some("u1"));
+    let location = velero_location(&gone, &Default::default(), "velero", "u1");
+    let mut request = location_request(&gone, "velero", "u2");
+    request.metadata.name = Some("renamed".into());
+    let mut admins = velero_location(&gone, &Default::default(), "velero", "admins");
+    admins.metadata.labels = None;
+    let names = secret_candidates([&location.metadata, &request.metadata, &admins.metadata]);
+    let want: BTreeSet<String> = ["u1", "u2", "renamed"].map(String::from).into();
+    assert_eq!(names, want);
 }

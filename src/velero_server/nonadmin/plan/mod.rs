@@ -25,7 +25,7 @@ mod locations;
 mod sync;
 
 pub use downloads::{DownloadRefusal, expired, nadr_origin, velero_download_request};
-pub use gc::{LiveLocations, live_locations, location_orphaned};
+pub use gc::{LiveLocations, live_locations, location_orphaned, secret_candidates};
 pub use locations::{
     Approval, approval, credential_problem, location_problems, location_request, nabsl_labels,
     request_status, secret_copy, shared_directory_problem, velero_location,
