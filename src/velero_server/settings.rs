@@ -20,7 +20,8 @@ pub const CONTROLLER_GC: &str = "gc";
 pub const CONTROLLER_BACKUP_SYNC: &str = "backup-sync";
 pub const CONTROLLER_SCHEDULE: &str = "schedule";
 pub const CONTROLLER_RESTORE: &str = "restore";
-/// OADP's non-admin controllers (NonAdminBackup, NonAdminRestore); they run only when
+/// OADP's non-admin controllers (NonAdminBackup, NonAdminRestore,
+/// NonAdminBackupStorageLocation, NonAdminDownloadRequest); they run only when
 /// `velero.nonAdmin.enable` is on.
 pub const CONTROLLER_NON_ADMIN: &str = "non-admin";
 pub const CONTROLLER_DOWNLOAD_REQUEST: &str = "download-request";
@@ -122,7 +123,7 @@ impl Default for VeleroSettings {
     }
 }
 
-/// `velero.nonAdmin`: shaped like OADP's DPA `spec.nonAdmin` (the fields built so far).
+/// `velero.nonAdmin`: shaped like OADP's DPA `spec.nonAdmin`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct NonAdminSettings {
@@ -133,6 +134,19 @@ pub struct NonAdminSettings {
     pub enforce_backup_spec: crate::api::velero::BackupSpec,
     /// The same for non-admin restores.
     pub enforce_restore_spec: crate::api::velero::RestoreSpec,
+    /// The same for NonAdminBackupStorageLocations (`objectStorage` compared on bucket,
+    /// prefix and caCert); any subset of the fields, `provider` and `objectStorage`
+    /// included, may be given.
+    #[serde(
+        rename = "enforceBSLSpec",
+        deserialize_with = "partial_bsl_spec",
+        skip_serializing_if = "is_default_bsl_spec"
+    )]
+    pub enforce_bsl_spec: crate::api::velero::BackupStorageLocationSpec,
+    /// A NonAdminBackupStorageLocation is created only once an administrator approves
+    /// its NonAdminBackupStorageLocationRequest (off by default, as OADP).
+    #[serde(rename = "requireApprovalForBSL")]
+    pub require_approval_for_bsl: bool,
     /// How often NonAdminBackups are recreated from Velero backups made for them whose
     /// NonAdminBackup is gone (2m, as OADP); 0 turns that off.
     pub backup_sync_period: ConfigDuration,
@@ -147,6 +161,8 @@ impl Default for NonAdminSettings {
             enable: false,
             enforce_backup_spec: Default::default(),
             enforce_restore_spec: Default::default(),
+            enforce_bsl_spec: Default::default(),
+            require_approval_for_bsl: false,
             backup_sync_period: ConfigDuration(Duration::from_secs(
                 crate::api::oadp::DEFAULT_BACKUP_SYNC_PERIOD_SECS as u64,
             )),
@@ -155,6 +171,32 @@ impl Default for NonAdminSettings {
             )),
         }
     }
+}
+
+fn is_default_bsl_spec(spec: &crate::api::velero::BackupStorageLocationSpec) -> bool {
+    *spec == Default::default()
+}
+
+/// `enforceBSLSpec` may leave out the fields a location requires (`provider`,
+/// `objectStorage.bucket`): an empty one enforces nothing.
+fn partial_bsl_spec<'de, D>(d: D) -> Result<crate::api::velero::BackupStorageLocationSpec, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    let mut value = serde_json::Value::deserialize(d)?;
+    if value.is_null() {
+        return Ok(Default::default());
+    }
+    if let Some(map) = value.as_object_mut() {
+        map.entry("provider").or_insert_with(|| "".into());
+        let storage = map
+            .entry("objectStorage")
+            .or_insert_with(|| serde_json::json!({}));
+        if let Some(storage) = storage.as_object_mut() {
+            storage.entry("bucket").or_insert_with(|| "".into());
+        }
+    }
+    serde_json::from_value(value).map_err(serde::de::Error::custom)
 }
 
 /// `velero.defaultLocation`: the BackupStorageLocation every seed keeps in a shared bucket
@@ -253,6 +295,27 @@ impl VeleroSettings {
                     "cannot be enforced: the non-admin controller decides it",
                 ));
             }
+        }
+        let bsl = &self.non_admin.enforce_bsl_spec;
+        for (field, set) in [
+            ("default", bsl.default == Some(true)),
+            ("credential", bsl.credential.is_some()),
+        ] {
+            if set {
+                errors.push(FieldError::new(
+                    at(&format!("nonAdmin.enforceBSLSpec.{field}")),
+                    "cannot be enforced: each namespace owner's location uses its own \
+                     credentials and is never the default",
+                ));
+            }
+        }
+        if let Some(problem) =
+            crate::api::oadp::user_prefix_problem(bsl.object_storage.prefix.as_deref())
+        {
+            errors.push(FieldError::new(
+                at("nonAdmin.enforceBSLSpec.objectStorage.prefix"),
+                problem,
+            ));
         }
         if self.default_location.enabled && self.default_location.name.is_empty() {
             errors.push(FieldError::new(at("defaultLocation.name"), "required"));
@@ -498,6 +561,33 @@ mod tests {
         let c: ServerConfiguration = load(Some(&path), &[]).expect("loads");
         assert!(c.velero.non_admin.enable);
         assert!(c.velero.non_admin.enforce_backup_spec.ttl.is_some());
+        assert!(!c.velero.non_admin.require_approval_for_bsl);
+        std::fs::write(
+            &path,
+            "kind: ServerConfiguration\nvelero:\n  nonAdmin:\n    requireApprovalForBSL: true\n    \
+             enforceBSLSpec:\n      config: {region: eu-1}\n",
+        )
+        .expect("write");
+        let c: ServerConfiguration = load(Some(&path), &[]).expect("a partial BSL spec loads");
+        assert!(c.velero.non_admin.require_approval_for_bsl);
+        let bsl = &c.velero.non_admin.enforce_bsl_spec;
+        assert_eq!(bsl.provider, "");
+        assert_eq!(bsl.object_storage.bucket, "");
+        assert_eq!(bsl.config.as_ref().expect("config")["region"], "eu-1");
+        std::fs::write(
+            &path,
+            "kind: ServerConfiguration\nvelero:\n  nonAdmin:\n    enforceBSLSpec:\n      \
+             default: true\n      objectStorage: {prefix: ../up}\n",
+        )
+        .expect("write");
+        let e = load::<ServerConfiguration>(Some(&path), &[])
+            .expect_err("refused")
+            .to_string();
+        assert!(e.contains("velero.nonAdmin.enforceBSLSpec.default"), "{e}");
+        assert!(
+            e.contains("velero.nonAdmin.enforceBSLSpec.objectStorage.prefix"),
+            "{e}"
+        );
         std::fs::write(
             &path,
             "kind: ServerConfiguration\nvelero:\n  nonAdmin:\n    enforceBackupSpec:\n      \

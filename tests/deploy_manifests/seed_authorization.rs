@@ -249,4 +249,47 @@ fn the_seed_agent_writes_only_its_own_secrets() {
     for name in ["bucket-", "entry-", "etcd-backup", "source-etcd-backup"] {
         assert!(validation.contains(name), "{name}: {validation}");
     }
+    // The non-admin location copies: only in the Velero namespace, and only a Secret that
+    // is NAC's copy (named by its NABSL origin label, managed by NAC) both before and after
+    // the write, so labelling another Secret does not bring it into reach.
+    let velero = granary::velero_server::settings::VeleroSettings::default().namespace;
+    assert!(
+        validation.contains(&format!("request.namespace == '{velero}'"))
+            && validation.contains("variables.newIsLocationCopy && variables.oldIsLocationCopy"),
+        "{validation}"
+    );
+    let variable = |name: &str| -> String {
+        spec["variables"]
+            .as_array()
+            .expect("variables")
+            .iter()
+            .find(|v| v["name"] == name)
+            .and_then(|v| v["expression"].as_str())
+            .unwrap_or_else(|| panic!("variable {name}"))
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    for (name, obj) in [
+        ("newIsLocationCopy", "object"),
+        ("oldIsLocationCopy", "oldObject"),
+    ] {
+        let e = variable(name);
+        assert!(e.starts_with(&format!("{obj} == null || (")), "{name}: {e}");
+        for want in [
+            format!(
+                "{obj}.metadata.labels.exists(k, k == '{}' && {obj}.metadata.labels[k] == variables.name)",
+                granary::api::oadp::NABSL_ORIGIN_NACUUID_LABEL
+            ),
+            format!(
+                "{obj}.metadata.labels.exists(k, k == '{}' && {obj}.metadata.labels[k] == '{}')",
+                granary::api::oadp::MANAGED_BY_LABEL,
+                granary::api::oadp::MANAGED_BY_LABEL_VALUE
+            ),
+        ] {
+            assert!(e.contains(&want), "{name}: {want} not in {e}");
+        }
+        // The null case (CREATE or DELETE) is the only way around the labels.
+        assert_eq!(e.matches("||").count(), 1, "{name}: {e}");
+    }
 }

@@ -45,6 +45,7 @@ mod migrate;
 mod migrate_garden;
 mod migrate_world;
 mod nonadmin;
+mod nonadmin_locations;
 mod restore_actions;
 mod secret_hygiene;
 mod seed;

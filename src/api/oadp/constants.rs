@@ -47,6 +47,11 @@ pub const CONDITION_SECRET_SYNCED: &str = "SecretSynced";
 pub const CONDITION_BACKUP_STORAGE_LOCATION_SYNCED: &str = "BackupStorageLocationSynced";
 pub const CONDITION_CLUSTER_ADMIN_APPROVED: &str = "ClusterAdminApproved";
 pub const CONDITION_SPEC_UPDATE_APPROVED: &str = "SpecUpdateApproved";
+/// NonAdminDownloadRequest condition types (status `True` says what is wrong).
+pub const CONDITION_NABSL_NOT_USED: &str = "NonAdminBackupStorageLocationNotUsed";
+pub const CONDITION_NAB_NOT_AVAILABLE: &str = "NonAdminBackupNotAvailable";
+pub const CONDITION_NAR_NOT_AVAILABLE: &str = "NonAdminRestoreNotAvailable";
+pub const CONDITION_PROCESSED: &str = "Processed";
 
 /// Condition reasons.
 pub const REASON_INVALID_BACKUP_SPEC: &str = "InvalidBackupSpec";
@@ -58,6 +63,19 @@ pub const REASON_INVALID_RESTORE_SPEC: &str = "InvalidRestoreSpec";
 pub const REASON_RESTORE_ACCEPTED: &str = "RestoreAccepted";
 pub const REASON_RESTORE_SCHEDULED: &str = "RestoreScheduled";
 pub const REASON_VELERO_RESTORE_NOT_FOUND: &str = "VeleroRestoreNotFound";
+pub const REASON_BSL_SPEC_VALIDATION: &str = "BslSpecValidation";
+pub const REASON_SECRET_CREATED: &str = "SecretCreated";
+pub const REASON_SECRET_UPDATED: &str = "SecretUpdated";
+pub const REASON_BSL_CREATED: &str = "BackupStorageLocationCreated";
+pub const REASON_BSL_UPDATED: &str = "BackupStorageLocationUpdated";
+pub const REASON_BSL_APPROVED: &str = "BslSpecApproved";
+pub const REASON_BSL_PENDING_APPROVAL: &str = "BslSpecPendingApproval";
+pub const REASON_BSL_REJECTED: &str = "BslSpecRejected";
+pub const REASON_BSL_UPDATE_APPROVED: &str = "BslSpecUpdateApproved";
+pub const REASON_BSL_UPDATE_PENDING: &str = "BslSpecUpdatePendingApproval";
+/// Reason of a NonAdminDownloadRequest condition that says what is wrong.
+pub const REASON_ERROR: &str = "Error";
+pub const REASON_DOWNLOAD_PROCESSED: &str = "DownloadRequestProcessed";
 
 /// Condition messages NAC writes verbatim.
 pub const MESSAGE_BACKUP_ACCEPTED: &str = "backup accepted";
@@ -65,6 +83,21 @@ pub const MESSAGE_BACKUP_SCHEDULED: &str = "Created Velero Backup object";
 pub const MESSAGE_RESTORE_ACCEPTED: &str = "restore accepted";
 pub const MESSAGE_RESTORE_SCHEDULED: &str = "Created Velero Restore object";
 pub const MESSAGE_BACKUP_DELETION_ACCEPTED: &str = "backup accepted for deletion";
+pub const MESSAGE_BSL_ACCEPTED: &str = "NonAdminBackupStorageLocation spec validation successful";
+pub const MESSAGE_SECRET_CREATED: &str = "Secret successfully created in the OADP namespace";
+pub const MESSAGE_SECRET_UPDATED: &str = "Secret successfully updated in the OADP namespace";
+pub const MESSAGE_BSL_CREATED: &str =
+    "BackupStorageLocation successfully created in the OADP namespace";
+pub const MESSAGE_BSL_UPDATED: &str =
+    "BackupStorageLocation successfully updated in the OADP namespace";
+pub const MESSAGE_BSL_APPROVED: &str =
+    "BackupStorageLocation approved by the cluster administrator";
+pub const MESSAGE_BSL_PENDING_APPROVAL: &str =
+    "BackupStorageLocation is waiting for approval by the cluster administrator";
+pub const MESSAGE_BSL_REJECTED: &str =
+    "BackupStorageLocation rejected by the cluster administrator";
+pub const MESSAGE_BSL_UPDATE_PENDING: &str = "the changed spec is waiting for approval by the cluster administrator; the approved spec stays in use";
+pub const MESSAGE_BSL_UPDATE_APPROVED: &str = "the changed spec was approved and applied";
 pub const MESSAGE_PERMANENT_DELETION_REQUIRED: &str =
     "permanent backup deletion requires setting spec.deleteBackup to true";
 

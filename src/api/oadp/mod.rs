@@ -1,11 +1,15 @@
 //! `oadp.openshift.io/v1alpha1`: the OADP non-admin kinds NonAdminBackup (`nab`),
-//! NonAdminRestore (`nar`) and NonAdminBackupStorageLocation (`nabsl`), which embed the
+//! NonAdminRestore (`nar`), NonAdminBackupStorageLocation (`nabsl`) with its approval
+//! object NonAdminBackupStorageLocationRequest (`nabslrequest`), and
+//! NonAdminDownloadRequest (`nadr`), which embed the
 //! Velero specs of [`crate::api::velero`], with the names NAC puts on objects, its
 //! NACUUID naming rule and its validation (seed 002, shared/reference/velero.md §7).
 //! Nothing here does I/O.
 
 mod backup;
 mod constants;
+mod download_request;
+mod location_request;
 mod naming;
 mod restore;
 mod storage_location;
@@ -22,6 +26,15 @@ pub use backup::{
     NonAdminBackupStatus, NonAdminPhase, QueueInfo, VeleroBackup, VeleroDeleteBackupRequest,
 };
 pub use constants::*;
+pub use download_request::{
+    NADR_PREFIX, NonAdminDownloadRequest, NonAdminDownloadRequestSpec,
+    NonAdminDownloadRequestStatus, VeleroDownloadRequest,
+};
+pub use location_request::{
+    NonAdminBackupStorageLocationRequest, NonAdminBackupStorageLocationRequestSpec,
+    NonAdminBackupStorageLocationRequestStatus, NonAdminBslRequestDecision,
+    NonAdminBslRequestPhase, SourceNonAdminBsl,
+};
 pub use naming::nac_object_name;
 pub use restore::{
     DataMoverDataDownloads, FileSystemPodVolumeRestores, NonAdminRestore, NonAdminRestoreSpec,
@@ -32,7 +45,7 @@ pub use storage_location::{
     NonAdminBackupStorageLocationStatus, VeleroBackupStorageLocation, prefix_for_object_storage,
 };
 pub use validation::{
-    enforced_spec_errors, fill_from_enforced, validate_non_admin_backup_spec,
+    enforced_spec_errors, fill_from_enforced, user_prefix_problem, validate_non_admin_backup_spec,
     validate_non_admin_bsl_spec, validate_non_admin_restore_spec,
 };
 
@@ -48,5 +61,7 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         tidy_crd(NonAdminBackup::crd()),
         tidy_crd(NonAdminRestore::crd()),
         tidy_crd(NonAdminBackupStorageLocation::crd()),
+        tidy_crd(NonAdminBackupStorageLocationRequest::crd()),
+        tidy_crd(NonAdminDownloadRequest::crd()),
     ]
 }

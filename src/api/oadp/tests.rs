@@ -307,6 +307,67 @@ fn enforced_specs_restrict_and_fill() {
 }
 
 #[test]
+fn user_prefixes_stay_under_the_namespace() {
+    for bad in ["..", "../b", "a/..", "/abs", "a//b", ".", "a\\b", "a\nb"] {
+        assert!(user_prefix_problem(Some(bad)).is_some(), "{bad:?}");
+    }
+    for good in [
+        None,
+        Some(""),
+        Some("a"),
+        Some("a/b/"),
+        Some("..a"),
+        Some("a.."),
+    ] {
+        assert_eq!(user_prefix_problem(good), None, "{good:?}");
+    }
+}
+
+#[test]
+fn new_kinds_round_trip_with_upstream_field_names() {
+    let nadr: NonAdminDownloadRequest = serde_json::from_value(serde_json::json!({
+        "apiVersion": "oadp.openshift.io/v1alpha1", "kind": "NonAdminDownloadRequest",
+        "metadata": {"name": "d", "namespace": "ns-a", "uid": "u-1"},
+        "spec": {"target": {"kind": "BackupLog", "name": "b1"}},
+        "status": {"phase": "Created", "velero": {"status": {
+            "phase": "Processed", "downloadURL": "http://x", "expiration": "2030-01-01T00:00:00Z"}}}
+    }))
+    .unwrap();
+    assert_eq!(
+        nadr.velero_download_request_name().as_deref(),
+        Some("nadr-u-1")
+    );
+    let url = nadr
+        .status
+        .as_ref()
+        .unwrap()
+        .velero
+        .as_ref()
+        .unwrap()
+        .status
+        .as_ref()
+        .unwrap();
+    assert_eq!(url.download_url.as_deref(), Some("http://x"));
+    let req: NonAdminBackupStorageLocationRequest = serde_json::from_value(serde_json::json!({
+        "apiVersion": "oadp.openshift.io/v1alpha1", "kind": "NonAdminBackupStorageLocationRequest",
+        "metadata": {"name": "r", "namespace": "velero"},
+        "spec": {"approvalDecision": "approve"},
+        "status": {"phase": "Approved", "nonAdminBackupStorageLocation": {
+            "nacuuid": "u", "name": "n", "namespace": "ns-a",
+            "requestedSpec": {"provider": "aws", "objectStorage": {"bucket": "b"}}}}
+    }))
+    .unwrap();
+    assert_eq!(
+        req.spec.approval_decision,
+        Some(NonAdminBslRequestDecision::Approve)
+    );
+    assert_eq!(req.requested_spec().unwrap().object_storage.bucket, "b");
+    let back = serde_json::to_value(&req).unwrap();
+    assert_eq!(back["spec"]["approvalDecision"], "approve");
+    assert_eq!(back["status"]["phase"], "Approved");
+}
+
+#[test]
 fn helpers() {
     assert_eq!(
         prefix_for_object_storage("team-a", Some("velero")),
@@ -342,13 +403,16 @@ fn crds_have_upstream_names_and_columns() {
             })
             .collect();
         assert!(columns.contains(&("Request-Phase".into(), ".status.phase".into())));
-        assert!(
+        // The kinds that mirror a Velero object with a phase show it.
+        let mirrors = ["nab", "nar", "nabsl"].contains(&short.last().unwrap().as_str());
+        assert_eq!(
             columns
                 .iter()
-                .any(|(n, p)| n == "Velero-Phase" && p.ends_with(".status.phase"))
+                .any(|(n, p)| n == "Velero-Phase" && p.ends_with(".status.phase")),
+            mirrors
         );
     }
-    assert_eq!(short, ["nab", "nar", "nabsl"]);
+    assert_eq!(short, ["nab", "nar", "nabsl", "nabslrequest", "nadr"]);
     let names: Vec<_> = crds
         .iter()
         .map(|c| c.metadata.name.clone().unwrap())
@@ -359,6 +423,8 @@ fn crds_have_upstream_names_and_columns() {
             "nonadminbackups.oadp.openshift.io",
             "nonadminrestores.oadp.openshift.io",
             "nonadminbackupstoragelocations.oadp.openshift.io",
+            "nonadminbackupstoragelocationrequests.oadp.openshift.io",
+            "nonadmindownloadrequests.oadp.openshift.io",
         ]
     );
     let nab = serde_json::to_value(&crds[0]).unwrap();

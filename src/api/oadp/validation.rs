@@ -166,6 +166,9 @@ pub fn validate_non_admin_bsl_spec(
             }
         }
     }
+    if let Some(problem) = user_prefix_problem(spec.object_storage.prefix.as_deref()) {
+        push(&mut errs, format!("{prefix}.objectStorage.prefix"), problem);
+    }
     if let Some(nac) = nac_backup_sync_period.filter(|p| *p > TimeDelta::zero()) {
         let own = match &spec.backup_sync_period {
             Some(d) => d.to_delta().ok(),
@@ -189,6 +192,33 @@ pub fn validate_non_admin_bsl_spec(
         }
     }
     errs
+}
+
+/// Why a NonAdminBackupStorageLocation's `objectStorage.prefix` cannot be put under the
+/// namespace's own directory (`<namespace>/<prefix>`), or `None` when it can: it must be
+/// a relative path of plain segments, with no `.` or `..` segment, no empty segment
+/// (`a//b`), no backslash and no control character, so that the location of one
+/// namespace can never reach the directory of another.
+pub fn user_prefix_problem(prefix: Option<&str>) -> Option<String> {
+    let prefix = prefix.filter(|p| !p.is_empty())?;
+    if prefix.starts_with('/') {
+        return Some(format!(
+            "must be a relative path under the namespace's directory (got the absolute {prefix:?})"
+        ));
+    }
+    if prefix.chars().any(|c| c.is_control() || c == '\\') {
+        return Some("must not contain a backslash or control character".to_string());
+    }
+    let trimmed = prefix.strip_suffix('/').unwrap_or(prefix);
+    if trimmed
+        .split('/')
+        .any(|seg| seg.is_empty() || seg == "." || seg == "..")
+    {
+        return Some(format!(
+            "must not contain `.`, `..` or empty path segments (got {prefix:?})"
+        ));
+    }
+    None
 }
 
 /// Appends `more`, leaving out problems at a path already reported.

@@ -22,8 +22,8 @@ use crate::api::oadp::{
     CONDITION_ACCEPTED, CONDITION_DELETING, CONDITION_QUEUED, MESSAGE_BACKUP_ACCEPTED,
     MESSAGE_BACKUP_DELETION_ACCEPTED, MESSAGE_BACKUP_SCHEDULED,
     MESSAGE_PERMANENT_DELETION_REQUIRED, NAB_FINALIZER, NAB_ORIGIN_NACUUID_LABEL,
-    NAB_ORIGIN_NAMESPACE_ANNOTATION, NonAdminBackup, NonAdminBackupStatus,
-    NonAdminBackupStorageLocation, NonAdminPhase, NonAdminRestore, QueueInfo,
+    NAB_ORIGIN_NAMESPACE_ANNOTATION, NABSL_ORIGIN_NAMESPACE_ANNOTATION, NonAdminBackup,
+    NonAdminBackupStatus, NonAdminBackupStorageLocation, NonAdminPhase, NonAdminRestore, QueueInfo,
     REASON_BACKUP_ACCEPTED, REASON_BACKUP_SCHEDULED, REASON_DELETION_PENDING,
     REASON_INVALID_BACKUP_SPEC, REASON_VELERO_BACKUP_NOT_FOUND, VeleroBackup,
     VeleroDeleteBackupRequest, nac_object_name,
@@ -294,10 +294,12 @@ async fn storage_location(
             "NonAdminBackupStorageLocation {name:?} is not ready (phase Created required)"
         ));
     };
+    // Only a Velero location made for a NABSL of this namespace counts.
     let available = ctx
         .api::<BackupStorageLocation>()
         .get_opt(&uuid)
         .await?
+        .filter(|l| origin_matches(l.annotations(), NABSL_ORIGIN_NAMESPACE_ANNOTATION, &ns))
         .and_then(|l| l.status)
         .and_then(|s| s.phase)
         == Some(BackupStorageLocationPhase::Available);

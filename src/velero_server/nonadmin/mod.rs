@@ -1,17 +1,25 @@
 //! OADP's non-admin API (`oadp.openshift.io/v1alpha1`) served by Granary's own
 //! controllers: a namespace owner backs up and restores their own namespace, and nothing
-//! else, with NonAdminBackup and NonAdminRestore (shared/reference/velero.md §7). The
+//! else, with NonAdminBackup and NonAdminRestore, in their own locations
+//! (NonAdminBackupStorageLocation) if they like, and download their files
+//! (NonAdminDownloadRequest) (shared/reference/velero.md §7). The
 //! Velero objects they make live in the Velero namespace, which namespace owners cannot
 //! reach themselves. Off unless `velero.nonAdmin.enable` is on.
 //!
 //! - [`plan`] (pure): validation, the Velero objects, the queue estimate, conditions;
 //! - [`backups`]: the NonAdminBackup controller (deletion through DeleteBackupRequest);
 //! - [`restores`]: the NonAdminRestore controller;
+//! - [`locations`]: the NonAdminBackupStorageLocation controller, with
+//!   [`location_requests`] for the administrator's approval;
+//! - [`downloads`]: the NonAdminDownloadRequest controller;
 //! - [`sync`]: NonAdminBackups recreated for their Velero Backups;
 //! - [`gc`]: Velero objects whose non-admin origin is gone deleted.
 
 pub mod backups;
+pub mod downloads;
 pub mod gc;
+pub mod location_requests;
+pub mod locations;
 pub mod plan;
 pub mod restores;
 pub mod sync;
@@ -27,12 +35,14 @@ use serde_json::json;
 
 use super::context::VeleroContext;
 
-/// Runs the NonAdminBackup, NonAdminRestore, sync and garbage-collection controllers
-/// until dropped.
+/// Runs the NonAdminBackup, NonAdminRestore, NonAdminBackupStorageLocation,
+/// NonAdminDownloadRequest, sync and garbage-collection controllers until dropped.
 pub async fn run(ctx: Arc<VeleroContext>) {
     tokio::join!(
         backups::run(ctx.clone()),
         restores::run(ctx.clone()),
+        locations::run(ctx.clone()),
+        downloads::run(ctx.clone()),
         sync::run(ctx.clone()),
         gc::run(ctx)
     );

@@ -1,11 +1,11 @@
 //! NAC's NonAdminBackup sync (`nonadminbackupsynchronizer`): every
 //! `nonAdmin.backupSyncPeriod`, NonAdminBackups are recreated for finished Velero
-//! Backups made for them ([`super::plan::nabs_to_sync`]) on the default location, when
-//! their namespace exists and their NAB is gone, e.g. after a plain `kubectl delete nab`
+//! Backups made for them ([`super::plan::nabs_to_sync`]) on the default location or on
+//! the location of a NonAdminBackupStorageLocation that still exists
+//! ([`super::plan::watched_locations`]; the NAB then names that NABSL), when their
+//! namespace exists and their NAB is gone, e.g. after a plain `kubectl delete nab`
 //! whose Velero Backup Velero's own sync brought back from object storage. The NAB
-//! controller then takes the Velero Backup over
-//! ([`super::plan::adopted_nacuuid`]). Locations of NonAdminBackupStorageLocations are
-//! not watched: Granary has no NABSL controller yet.
+//! controller then takes the Velero Backup over ([`super::plan::adopted_nacuuid`]).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -15,8 +15,8 @@ use kube::ResourceExt;
 use kube::api::{Api, ListParams, PostParams};
 
 use super::is_conflict;
-use super::plan::nabs_to_sync;
-use crate::api::oadp::NonAdminBackup;
+use super::plan::{live_locations, nabs_to_sync, watched_locations};
+use crate::api::oadp::{NonAdminBackup, NonAdminBackupStorageLocation};
 use crate::api::velero::{Backup, BackupStorageLocation};
 use crate::velero_server::context::VeleroContext;
 
@@ -43,7 +43,13 @@ async fn pass(ctx: &VeleroContext) -> Result<(), kube::Error> {
         .find(|l| l.spec.default == Some(true))
         .map(|l| l.name_any())
         .unwrap_or_else(|| ctx.settings.default_backup_storage_location.clone());
-    let watched: BTreeSet<String> = [default].into();
+    let live = live_locations(
+        &Api::<NonAdminBackupStorageLocation>::all(ctx.client.clone())
+            .list(&lp)
+            .await?
+            .items,
+    );
+    let watched = watched_locations(&default, &locations, &live);
     let backups = ctx.api::<Backup>().list(&lp).await?.items;
     let namespaces: BTreeSet<String> = Api::<Namespace>::all(ctx.client.clone())
         .list(&lp)

@@ -19,9 +19,25 @@ use crate::api::oadp::{
 };
 use crate::api::velero::{Backup, BackupPhase, BackupSpec, Restore, RestoreSpec};
 
+mod downloads;
+mod gc;
+mod locations;
+mod sync;
+
+pub use downloads::{DownloadRefusal, expired, nadr_origin, velero_download_request};
+pub use gc::{LiveLocations, live_locations, location_orphaned, secret_candidates};
+pub use locations::{
+    Approval, approval, credential_problem, location_problems, location_request, nabsl_labels,
+    request_status, secret_copy, shared_directory_problem, velero_location,
+};
+pub use sync::{WatchedLocations, watched_locations};
+
 /// A non-admin object in the Velero namespace is refused: backing up or restoring into
 /// that namespace would reach the credentials and objects of every user.
-fn in_velero_namespace(namespace: Option<String>, velero_namespace: &str) -> FieldErrors {
+pub(super) fn in_velero_namespace(
+    namespace: Option<String>,
+    velero_namespace: &str,
+) -> FieldErrors {
     match namespace {
         Some(ns) if ns == velero_namespace => vec![FieldError::new(
             "metadata.namespace",
@@ -74,7 +90,7 @@ pub fn message(errs: &[FieldError]) -> String {
 }
 
 /// The labels NAC puts on every Velero object it makes, plus the origin label.
-fn nac_labels(origin_label: &str, nacuuid: &str) -> BTreeMap<String, String> {
+pub(super) fn nac_labels(origin_label: &str, nacuuid: &str) -> BTreeMap<String, String> {
     [
         (OADP_LABEL, OADP_LABEL_VALUE),
         (MANAGED_BY_LABEL, MANAGED_BY_LABEL_VALUE),
@@ -323,10 +339,12 @@ pub fn refused_at(conditions: Option<&Vec<Condition>>, generation: Option<i64>) 
 /// for a NonAdminBackup (NAC labels, a valid origin label and origin annotations) on a
 /// watched location, whose origin namespace exists and has no NonAdminBackup of that
 /// name or NACUUID. The NAB carries `openshift.io/oadp-nab-synced-from-nacuuid` and the
-/// Velero spec, its storage location cleared (the default location).
+/// Velero spec, its storage location cleared (the default location) or mapped back to the
+/// NonAdminBackupStorageLocation's name; a backup on a NABSL's location is recreated only
+/// in that NABSL's namespace.
 pub fn nabs_to_sync(
     backups: &[Backup],
-    watched_locations: &std::collections::BTreeSet<String>,
+    watched_locations: &WatchedLocations,
     namespaces: &std::collections::BTreeSet<String>,
     existing: &[NonAdminBackup],
 ) -> Vec<NonAdminBackup> {
@@ -356,12 +374,18 @@ pub fn nabs_to_sync(
             .status
             .as_ref()
             .is_some_and(|s| s.completion_timestamp.is_some());
-        let watched = b
+        // A backup on a NonAdminBackupStorageLocation's location goes back only to that
+        // location's own namespace: the backup's metadata comes from the user's bucket.
+        let Some(location) = b
             .spec
             .storage_location
             .as_ref()
-            .is_some_and(|l| watched_locations.contains(l));
-        if !valid || !finished || !watched || !namespaces.contains(ns) {
+            .and_then(|l| watched_locations.get(l))
+        else {
+            continue;
+        };
+        let own = location.as_ref().is_none_or(|(nabsl_ns, _)| nabsl_ns == ns);
+        if !valid || !finished || !own || !namespaces.contains(ns) {
             continue;
         }
         let taken = existing.iter().chain(out.iter()).any(|n| {
@@ -377,7 +401,7 @@ pub fn nabs_to_sync(
             continue;
         }
         let mut spec = b.spec.clone();
-        spec.storage_location = None;
+        spec.storage_location = location.as_ref().map(|(_, nabsl)| nabsl.clone());
         let mut nab = NonAdminBackup::new(
             name,
             crate::api::oadp::NonAdminBackupSpec {
@@ -415,6 +439,9 @@ pub fn adopted_nacuuid(nab: &NonAdminBackup, backups: &[Backup]) -> Option<Strin
 pub enum Origin {
     Backup,
     Restore,
+    /// A BackupStorageLocation, Secret copy or approval request made for a
+    /// NonAdminBackupStorageLocation.
+    Location,
 }
 
 /// NAC's garbage collection: the origin (namespace, name) of a Velero object made by
@@ -435,6 +462,11 @@ pub fn nac_origin(
             NAR_ORIGIN_NACUUID_LABEL,
             NAR_ORIGIN_NAME_ANNOTATION,
             NAR_ORIGIN_NAMESPACE_ANNOTATION,
+        ),
+        Origin::Location => (
+            crate::api::oadp::NABSL_ORIGIN_NACUUID_LABEL,
+            crate::api::oadp::NABSL_ORIGIN_NAME_ANNOTATION,
+            crate::api::oadp::NABSL_ORIGIN_NAMESPACE_ANNOTATION,
         ),
     };
     let is_nac = labels.get(OADP_LABEL).map(String::as_str) == Some(OADP_LABEL_VALUE)

@@ -335,7 +335,7 @@ fn finished(origin_ns: &str, uuid: &str, location: &str) -> Backup {
 
 #[test]
 fn sync_recreates_only_missing_nabs_of_existing_namespaces() {
-    let watched: std::collections::BTreeSet<String> = ["default".to_string()].into();
+    let watched: WatchedLocations = [("default".to_string(), None)].into();
     let namespaces: std::collections::BTreeSet<String> = ["ns-a".to_string()].into();
     let backups = vec![
         finished("ns-a", "ns-a-b1-u1", "default"),
