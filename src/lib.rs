@@ -2,6 +2,8 @@
 //!
 //! The library holds everything; `main.rs` only parses the command line and calls in.
 //! See `shared/DESIGN.md` §2 for the layout:
+//! - [`bench`]: the benchmarks behind `granary bench` and `cargo bench`, side by side
+//!   with their peers;
 //! - [`api`]: the CRD types of every group Granary serves or reads, their defaults and
 //!   validation, and CRD generation;
 //! - [`runtime`]: plumbing every controller shares (clock, status builders, readiness,
@@ -17,6 +19,7 @@
 //!   far).
 
 pub mod api;
+pub mod bench;
 pub mod cli;
 pub mod dev;
 pub mod embedded;

@@ -90,6 +90,21 @@ enum Command {
         #[command(subcommand)]
         command: LocationCommand,
     },
+    /// Run a benchmark side by side with its peer (rclone, aws-cli, kubectl, a bare
+    /// client) and write <target dir>/bench/<name>.json; scripts/bench.sh installs the
+    /// peers and starts the S3 emulator.
+    Bench {
+        /// delete, copy, garden, embedded, velero_archive, velero_backup, velero_queue,
+        /// velero_restore, or all.
+        #[arg(required = true)]
+        names: Vec<String>,
+        /// The benchmark's main size (objects, shoots, items); its default otherwise.
+        #[arg(long)]
+        size: Option<usize>,
+        /// Print the results as JSON instead of the table.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// Flags of `granary seed`; each overrides the configuration file.
@@ -490,6 +505,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             | Command::BackupLocation { .. }
             | Command::Restore { .. }
             | Command::Schedule { .. }
+            | Command::Bench { .. }
     ) && cli.log_level == "info";
     let level = if quiet {
         "warn,kube_client=off"
@@ -531,6 +547,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 .context("granary seed")
         }
         Command::Migrate(args) => migrate(args),
+        Command::Bench { names, size, json } => granary::bench::main_blocking(
+            &names,
+            &granary::bench::BenchOptions {
+                size,
+                ..Default::default()
+            },
+            json,
+        ),
         Command::Server(args) => {
             let opts = granary::velero_server::server::ServerOptions {
                 kubeconfig: args.kubeconfig,

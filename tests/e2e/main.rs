@@ -18,6 +18,7 @@ mod provider_emulators;
 
 mod backup_runner;
 mod backup_runner_world;
+mod bench;
 mod cli;
 mod cli_backup;
 mod cli_dry_run;

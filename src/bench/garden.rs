@@ -1,0 +1,401 @@
+//! Benchmark of `granary garden` placement (issues 6, 19), side by side with a bare client
+//! on the same embedded API server in the same run:
+//!
+//! - cold start: N shoots (`--size N`, default 10,000; or `GRANARY_BENCH_SHOOTS`) exist
+//!   with quota 100 before the garden starts; Granary's time until all N BackupEntries
+//!   exist, against a bare client creating N BackupEntries (32 at a time, as the shoots
+//!   are created) on the same server. Goal: ≤ 1.5×.
+//! - API writes per entry: every create/update/patch/delete the server recorded during
+//!   the cold start (events included), divided by N. Goal: ≤ 3.
+//! - restart with N placed entries: a new garden's time until ready and until the entry
+//!   of one new shoot exists, against a bare list of the N entries. Goal: ≤ 2×.
+//! - peak RSS of the process during the cold start (the in-process API server included:
+//!   both share the process here).
+
+use std::time::{Duration, Instant};
+
+use crate::api::common::ObjectReference;
+use crate::api::core::{
+    BackupEntry, BackupEntrySpec, BackupSpec, CloudProfile, CloudProfileReference,
+    CloudProfileSpec, Seed, SeedProvider, SeedSpec, Shoot, ShootSpec,
+};
+use crate::api::crds::{self, Side};
+use crate::embedded::{EmbeddedOptions, EmbeddedServer};
+use crate::garden::{GardenController, RunningGarden};
+use crate::runtime::config::{GardenConfiguration, ProviderQuota};
+use crate::runtime::metrics::Metrics;
+use anyhow::{Context, bail};
+use futures::StreamExt;
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use serde_json::json;
+
+use super::support::{mib, reset_peak_rss, status_kib};
+use super::table::{Peer, Row, Unit};
+use super::{BenchOptions, Outcome};
+
+const CONCURRENCY: usize = 32;
+const GOAL_PLACEMENT_RATIO: f64 = 1.5;
+const GOAL_WRITES_PER_ENTRY: f64 = 3.0;
+const GOAL_RESTART_RATIO: f64 = 2.0;
+const DEADLINE: Duration = Duration::from_secs(1800);
+
+async fn create<K>(api: &Api<K>, obj: &K) -> anyhow::Result<()>
+where
+    K: kube::Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api.create(&PostParams::default(), obj).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(e) => bail!("create failed: {e}"),
+    }
+}
+
+fn shoot(name: &str, namespace: &str) -> Shoot {
+    let mut s = Shoot::new(
+        name,
+        ShootSpec {
+            cloud_profile: Some(CloudProfileReference {
+                kind: "CloudProfile".into(),
+                name: "aws".into(),
+                ..CloudProfileReference::default()
+            }),
+            seed_name: Some("seed-1".into()),
+            ..ShootSpec::default()
+        },
+    );
+    s.metadata.namespace = Some(namespace.into());
+    s
+}
+
+/// The number of BackupEntries in the namespace (`None`: all namespaces).
+async fn entry_count(client: &kube::Client, namespace: Option<&str>) -> usize {
+    let api: Api<BackupEntry> = match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    // A failed list counts nothing: the callers poll again until their deadline.
+    api.list_metadata(&ListParams::default())
+        .await
+        .map(|l| l.items.len())
+        .unwrap_or(0)
+}
+
+/// Polls `check` until it holds; an error after [`DEADLINE`].
+async fn until<F, Fut>(what: &str, mut check: F) -> anyhow::Result<()>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = Instant::now();
+    while !check().await {
+        if start.elapsed() >= DEADLINE {
+            bail!("{what} did not happen within {DEADLINE:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(())
+}
+
+fn start_garden(
+    client: &kube::Client,
+    config: &GardenConfiguration,
+    metrics: &Metrics,
+) -> anyhow::Result<RunningGarden> {
+    GardenController::new(client.clone(), config.clone())
+        .metrics(metrics.clone())
+        .start()
+        .context("garden starts")
+}
+
+fn metric(text: &str, prefix: &str) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with(prefix))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+pub(crate) async fn run(opts: &BenchOptions) -> anyhow::Result<Outcome> {
+    let default = std::env::var("GRANARY_BENCH_SHOOTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000);
+    let n = opts.size.unwrap_or(default);
+    let limit = 100;
+    let server = EmbeddedServer::start(EmbeddedOptions::default())
+        .await
+        .context("embedded server starts")?;
+    let client = server.client().await.context("client")?;
+    let crd_api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in crds::crds(Some(Side::Garden)) {
+        create(&crd_api, &crd).await?;
+    }
+    for name in ["garden", "garden-bench", "garden-bare"] {
+        let mut ns = Namespace::default();
+        ns.metadata.name = Some(name.into());
+        create(&Api::<Namespace>::all(client.clone()), &ns).await?;
+    }
+    // CRDs become served asynchronously: retry the first object until it is accepted.
+    let profile = CloudProfile::new(
+        "aws",
+        CloudProfileSpec {
+            type_: "aws".into(),
+            backup: Some(BackupSpec {
+                provider: "aws".into(),
+                credentials_ref: Some(ObjectReference {
+                    api_version: "v1".into(),
+                    kind: "Secret".into(),
+                    name: "backup".into(),
+                    namespace: "garden".into(),
+                    ..ObjectReference::default()
+                }),
+                ..BackupSpec::default()
+            }),
+            ..CloudProfileSpec::default()
+        },
+    );
+    let profiles: Api<CloudProfile> = Api::all(client.clone());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while profiles
+        .create(&PostParams::default(), &profile)
+        .await
+        .is_err()
+    {
+        if Instant::now() >= deadline {
+            bail!("the garden CRDs were not served within 30 s");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let seed = Seed::new(
+        "seed-1",
+        SeedSpec {
+            provider: SeedProvider {
+                type_: "aws".into(),
+                region: "eu-1".into(),
+                ..SeedProvider::default()
+            },
+            ..SeedSpec::default()
+        },
+    );
+    create(&Api::<Seed>::all(client.clone()), &seed).await?;
+    let mut lease = Lease::default();
+    lease.metadata.name = Some("seed-seed-1".into());
+    lease.spec = Some(LeaseSpec {
+        holder_identity: Some("seed-1".into()),
+        renew_time: Some(MicroTime(k8s_openapi::jiff::Timestamp::now())),
+        lease_duration_seconds: Some(40),
+        ..LeaseSpec::default()
+    });
+    create(&Api::<Lease>::namespaced(client.clone(), "garden"), &lease).await?;
+
+    let mut config = GardenConfiguration::default();
+    config.leader_election.enabled = false;
+    config.seed_liveness.ready_within =
+        crate::runtime::config::ConfigDuration(Duration::from_secs(3600));
+    config.controllers.backup_bucket.quota = vec![ProviderQuota {
+        provider: "aws".into(),
+        limit,
+    }];
+    let profile_name = if cfg!(debug_assertions) {
+        "debug"
+    } else {
+        "release"
+    };
+
+    // Peer: a bare client creating N BackupEntries, then listing them, on this server.
+    let bare: Api<BackupEntry> = Api::namespaced(client.clone(), "garden-bare");
+    let start = Instant::now();
+    futures::stream::iter(0..n)
+        .for_each_concurrent(CONCURRENCY, |i| {
+            let bare = bare.clone();
+            async move {
+                let mut e = BackupEntry::new(
+                    &format!("e{i:06}"),
+                    BackupEntrySpec {
+                        bucket_name: "bare-bucket".into(),
+                        seed_name: Some("seed-1".into()),
+                        ..BackupEntrySpec::default()
+                    },
+                );
+                e.metadata.namespace = Some("garden-bare".into());
+                if let Err(e) = create(&bare, &e).await {
+                    tracing::warn!("bare create: {e}");
+                }
+            }
+        })
+        .await;
+    let bare_create = start.elapsed().as_secs_f64();
+    let start = Instant::now();
+    let listed = entry_count(&client, Some("garden-bare")).await;
+    let bare_list = start.elapsed().as_secs_f64();
+    if listed != n {
+        bail!("the bare client listed {listed} entries, expected {n}");
+    }
+    // Gone before the garden starts (a delete-collection may take one page at a time).
+    until("bare entries gone", || async {
+        let _ = bare
+            .delete_collection(&DeleteParams::default(), &ListParams::default())
+            .await;
+        entry_count(&client, Some("garden-bare")).await == 0
+    })
+    .await?;
+
+    // The shoots exist before the garden starts (cold start).
+    let shoots: Api<Shoot> = Api::namespaced(client.clone(), "garden-bench");
+    let start = Instant::now();
+    futures::stream::iter(0..n)
+        .for_each_concurrent(CONCURRENCY, |i| {
+            let shoots = shoots.clone();
+            async move {
+                if let Err(e) = create(&shoots, &shoot(&format!("s{i:06}"), "garden-bench")).await {
+                    tracing::warn!("shoot create: {e}");
+                }
+            }
+        })
+        .await;
+    let shoot_create = start.elapsed().as_secs_f64();
+
+    // Granary: cold start until every entry exists.
+    let metrics = Metrics::new();
+    reset_peak_rss();
+    let rss_before = status_kib("self", "VmRSS:").unwrap_or(0);
+    server.record_requests();
+    let start = Instant::now();
+    let garden = start_garden(&client, &config, &metrics)?;
+    until("placement", || async {
+        let placed = metric(
+            &metrics.render(),
+            "granary_garden_placements_total{outcome=\"existing\"}",
+        );
+        placed as usize >= n && entry_count(&client, None).await >= n
+    })
+    .await?;
+    let cold = start.elapsed().as_secs_f64();
+    let peak_kib = status_kib("self", "VmHWM:").unwrap_or(0);
+    let calls = server.recorded_requests();
+    let mut writes_by_resource = std::collections::BTreeMap::<String, usize>::new();
+    for c in calls.iter().filter(|c| {
+        matches!(
+            c.verb.as_str(),
+            "create" | "update" | "patch" | "delete" | "deletecollection"
+        )
+    }) {
+        let key = if c.subresource.is_empty() {
+            format!("{} {}", c.verb, c.resource)
+        } else {
+            format!("{} {}/{}", c.verb, c.resource, c.subresource)
+        };
+        *writes_by_resource.entry(key).or_default() += 1;
+    }
+    let writes: usize = writes_by_resource.values().sum();
+    let text = metrics.render();
+    let shards = metric(
+        &text,
+        "granary_garden_placements_total{outcome=\"new_shard\"}",
+    );
+    let conflicts = metric(&text, "granary_garden_placement_conflicts_total");
+    // Let the controllers settle (bucket recounts, labels) before the restart.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    garden.stop().await;
+
+    // Restart with N placed entries: ready, and the first new shoot's entry placed.
+    let metrics = Metrics::new();
+    let start = Instant::now();
+    let garden = start_garden(&client, &config, &metrics)?;
+    let readiness = garden.readiness();
+    create(&shoots, &shoot("s-new", "garden-bench")).await?;
+    until("ready after restart", || {
+        let r = readiness.is_ready();
+        async move { r }
+    })
+    .await?;
+    let restart_ready = start.elapsed().as_secs_f64();
+    let entries: Api<BackupEntry> = Api::namespaced(client.clone(), "garden-bench");
+    until("first placement after restart", || {
+        entry_count_of_new(&shoots, &entries)
+    })
+    .await?;
+    let restart_place = start.elapsed().as_secs_f64();
+    garden.stop().await;
+
+    let ratio = cold / bare_create;
+    let writes_per_entry = writes as f64 / n as f64;
+    let restart_ratio = restart_place / bare_list;
+    let result = json!({
+        "workload": {"shoots": n, "quota": 100, "concurrency": CONCURRENCY,
+                     "profile": profile_name, "nproc": std::thread::available_parallelism().map(|p| p.get()).unwrap_or(0)},
+        "cold_start": {"granary_seconds": cold, "bare_create_seconds": bare_create,
+                       "ratio": ratio, "entries_per_second": n as f64 / cold,
+                       "bare_creates_per_second": n as f64 / bare_create,
+                       "shards": shards, "placement_conflicts": conflicts,
+                       "api_writes": writes, "api_writes_per_entry": writes_per_entry,
+                       "api_writes_by_kind": writes_by_resource,
+                       "shoot_create_seconds": shoot_create},
+        "restart": {"ready_seconds": restart_ready, "first_placement_seconds": restart_place,
+                    "bare_list_seconds": bare_list, "ratio": restart_ratio},
+        "memory": {"process_peak_rss_mib": mib(peak_kib), "rss_before_garden_mib": mib(rss_before),
+                   "includes_api_server": true},
+        "goal": {"placement_ratio_max": GOAL_PLACEMENT_RATIO, "placement_met": ratio <= GOAL_PLACEMENT_RATIO,
+                 "writes_per_entry_max": GOAL_WRITES_PER_ENTRY, "writes_met": writes_per_entry <= GOAL_WRITES_PER_ENTRY,
+                 "restart_ratio_max": GOAL_RESTART_RATIO, "restart_met": restart_ratio <= GOAL_RESTART_RATIO},
+    });
+    server.shutdown().await;
+    let rows = vec![
+        Row::versus(
+            format!("cold start: {n} entries placed / created"),
+            Unit::Seconds,
+            cold,
+            "bare client creates",
+            Peer::Measured(bare_create),
+        )
+        .goal(GOAL_PLACEMENT_RATIO),
+        Row::versus(
+            "API writes per entry (events included)",
+            Unit::PerObject,
+            writes_per_entry,
+            "one create per entry",
+            Peer::Reference(1.0),
+        )
+        .goal(GOAL_WRITES_PER_ENTRY),
+        Row::versus(
+            format!("restart: ready / list {n} entries"),
+            Unit::Seconds,
+            restart_ready,
+            "bare client list",
+            Peer::Measured(bare_list),
+        ),
+        Row::versus(
+            "restart: first new placement / list",
+            Unit::Seconds,
+            restart_place,
+            "bare client list",
+            Peer::Measured(bare_list),
+        )
+        .goal(GOAL_RESTART_RATIO),
+        Row::alone(
+            "process peak RSS (API server in the same process)",
+            Unit::MiB,
+            mib(peak_kib),
+        ),
+    ];
+    Ok(Outcome {
+        title: format!("garden placement, {n} shoots, quota {limit}, one embedded API server"),
+        sizes: json!({"shoots": n, "quota": limit}),
+        rows,
+        details: result,
+    })
+}
+
+/// Whether the entry of shoot `s-new` exists.
+async fn entry_count_of_new(shoots: &Api<Shoot>, entries: &Api<BackupEntry>) -> bool {
+    let Ok(Some(s)) = shoots.get_opt("s-new").await else {
+        return false;
+    };
+    let Some(name) = s.backup_entry_name() else {
+        return false;
+    };
+    matches!(entries.get_opt(&name).await, Ok(Some(_)))
+}

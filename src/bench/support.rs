@@ -1,0 +1,64 @@
+//! What the benchmarks share: /proc readings.
+
+/// A field of /proc/<pid>/status in KiB (`VmHWM:`, `VmRSS:`).
+pub fn status_kib(pid: &str, field: &str) -> Option<u64> {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()?
+        .lines()
+        .find(|l| l.starts_with(field))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+pub fn mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
+}
+
+/// Resets this process' peak RSS to its current RSS (Linux ≥ 4.0), so the peak read
+/// afterwards is the measured step's.
+pub fn reset_peak_rss() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
+/// Waits for `child`, sampling its peak RSS (`VmHWM`) every 10 ms: (status, peak KiB).
+pub fn wait_sampling_peak(
+    child: &mut std::process::Child,
+) -> Result<(std::process::ExitStatus, u64), String> {
+    let pid = child.id().to_string();
+    let mut peak_kib = 0;
+    loop {
+        if let Some(hwm) = status_kib(&pid, "VmHWM:") {
+            peak_kib = peak_kib.max(hwm);
+        }
+        match child.try_wait().map_err(|e| e.to_string())? {
+            Some(s) => return Ok((s, peak_kib)),
+            None => std::thread::sleep(std::time::Duration::from_millis(10)),
+        }
+    }
+}
+
+/// A scratch directory removed when dropped.
+pub struct Scratch(pub std::path::PathBuf);
+
+impl Scratch {
+    pub fn new(name: &str) -> std::io::Result<Scratch> {
+        let dir = std::env::temp_dir().join(format!(
+            "granary-bench-{name}-{}",
+            uuid::Uuid::new_v4().simple()
+        ));
+        std::fs::create_dir_all(&dir)?;
+        Ok(Scratch(dir))
+    }
+
+    pub fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}

@@ -1,0 +1,182 @@
+//! Every benchmark runs once at a tiny size (issue 19), so none can rot: the library
+//! entry behind `granary bench` and `cargo bench`, its JSON written and shaped as the
+//! README describes. No time is checked; peers that are not installed must say so.
+//! `delete` and `copy` need moto (found or started like the provider tests'); without
+//! it they are skipped loudly (under CI=true, the emulator finder fails instead).
+
+use granary::bench::{BenchOptions, NAMES, run};
+use serde_json::Value;
+
+use crate::provider_emulators;
+
+const SIZE: usize = 20;
+
+/// Runs `name` at [`SIZE`] into a temporary results directory; its JSON, checked for
+/// the fields every benchmark has.
+async fn smoke(name: &str, s3_endpoint: Option<String>) -> Value {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let opts = BenchOptions {
+        size: Some(SIZE),
+        results_dir: Some(dir.path().to_path_buf()),
+        s3_endpoint,
+        heap: None,
+    };
+    let report = run(name, &opts)
+        .await
+        .unwrap_or_else(|e| panic!("{name}: {e:#}"));
+    assert_eq!(report.path, dir.path().join(format!("{name}.json")));
+    let written: Value =
+        serde_json::from_slice(&std::fs::read(&report.path).expect("results written"))
+            .expect("results are JSON");
+    // (Floats may not round-trip through text exactly; the rest must.)
+    assert_eq!(
+        written["rows"].as_array().map(Vec::len),
+        report.json["rows"].as_array().map(Vec::len)
+    );
+    assert_eq!(written["bench"], name);
+    assert!(written["sizes"].is_object(), "{name}: sizes");
+    assert!(written["machine"]["nproc"].as_u64().is_some_and(|n| n > 0));
+    let rows = written["rows"].as_array().expect("rows");
+    assert!(!rows.is_empty(), "{name}: no rows");
+    for row in rows {
+        assert!(
+            row["measure"].as_str().is_some_and(|m| !m.is_empty()),
+            "{row}"
+        );
+        assert!(row["unit"].is_string(), "{row}");
+        assert!(row["granary"].as_f64().is_some_and(f64::is_finite), "{row}");
+        let status = row["peer_status"].as_str().expect("peer_status");
+        assert!(
+            ["measured", "reference", "not installed", "failed", "none"].contains(&status),
+            "{row}"
+        );
+        match status {
+            "measured" | "reference" => assert!(row["peer_figure"].is_number(), "{row}"),
+            _ => {
+                assert!(row["peer_figure"].is_null(), "{row}");
+                assert!(row["ratio"].is_null(), "{row}");
+            }
+        }
+        assert_ne!(status, "failed", "{name}: a peer failed: {row}");
+    }
+    assert!(
+        report
+            .table
+            .contains(rows[0]["measure"].as_str().expect("measure"))
+    );
+    written
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_benchmark_has_a_smoke_test() {
+    // The list below and the library's must not drift apart.
+    let covered = [
+        "delete",
+        "copy",
+        "garden",
+        "embedded",
+        "velero_archive",
+        "velero_backup",
+        "velero_queue",
+        "velero_restore",
+    ];
+    assert_eq!(NAMES, covered);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let err = run(
+        "nope",
+        &BenchOptions {
+            results_dir: Some(dir.path().to_path_buf()),
+            ..Default::default()
+        },
+    )
+    .await
+    .expect_err("an unknown benchmark");
+    assert!(err.to_string().contains("velero_restore"), "{err}");
+    let err = run(
+        "garden",
+        &BenchOptions {
+            size: Some(0),
+            ..Default::default()
+        },
+    )
+    .await
+    .expect_err("size 0");
+    assert!(err.to_string().contains("--size"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_delete_at_a_tiny_size() {
+    let Some(endpoint) = provider_emulators::s3() else {
+        return;
+    };
+    let j = smoke("delete", Some(endpoint)).await;
+    // 20 objects: one list page and one DeleteObjects are the minimum, and Granary's.
+    assert_eq!(j["minimal_requests"], 2);
+    assert_eq!(
+        j["runs"]["granary"]["requests"], 2,
+        "{}",
+        j["runs"]["granary"]
+    );
+    assert_eq!(j["granary"]["deleted"], SIZE);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_copy_at_a_tiny_size() {
+    let Some(endpoint) = provider_emulators::s3() else {
+        return;
+    };
+    let j = smoke("copy", Some(endpoint)).await;
+    assert_eq!(j["granary"]["server_side_copies"], SIZE);
+    // Server-side: not one object byte through Granary's process.
+    assert_eq!(j["granary"]["object_bytes_through_proxy"], 0);
+    assert_eq!(j["goal"]["bytes_met"], true);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_garden_at_a_tiny_size() {
+    let j = smoke("garden", None).await;
+    assert_eq!(j["workload"]["shoots"], SIZE);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_embedded_at_a_tiny_size() {
+    let j = smoke("embedded", None).await;
+    assert_eq!(j["sizes"]["objects"][0], SIZE);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_velero_archive_at_a_tiny_size() {
+    let j = smoke("velero_archive", None).await;
+    assert_eq!(j["archive_write"]["items"], SIZE);
+    assert!(
+        j["archive_read"]["item_files"]
+            .as_u64()
+            .is_some_and(|n| n >= SIZE as u64)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_velero_backup_at_a_tiny_size() {
+    let j = smoke("velero_backup", None).await;
+    assert!(
+        j["backup"]["items"]
+            .as_u64()
+            .is_some_and(|n| n >= SIZE as u64)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_velero_queue_at_a_tiny_size() {
+    let j = smoke("velero_queue", None).await;
+    assert_eq!(j["mixed"]["passes"], 10);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_velero_restore_at_a_tiny_size() {
+    let j = smoke("velero_restore", None).await;
+    assert!(
+        j["restore"]["items_restored"]
+            .as_u64()
+            .is_some_and(|n| n >= SIZE as u64)
+    );
+}
