@@ -392,8 +392,14 @@ fn seed_configuration(plan: &Plan, seed: &str) -> SeedConfiguration {
     };
     config.leader_election.enabled = false;
     config.controllers.backup_entry.deletion_grace_period = Some(ConfigDuration(plan.grace_period));
-    // Namespace owners back up their own namespaces with OADP's non-admin API.
+    // Namespace owners back up their own namespaces with OADP's non-admin API. With the
+    // `local` store the landscape's buckets are directories on this machine, and a
+    // namespace owner's own location may use them only because the admin (this
+    // landscape) says so.
     config.velero.non_admin.enable = true;
+    if plan.store == BackupStore::Local {
+        config.velero.non_admin.enforce_bsl_spec.provider = "local".into();
+    }
     config
 }
 
@@ -668,6 +674,30 @@ mod tests {
         let distinct: std::collections::BTreeSet<&str> =
             quota.iter().map(|q| q.provider.as_str()).collect();
         assert_eq!(distinct.len(), quota.len(), "one quota per provider");
+    }
+
+    #[test]
+    fn namespace_owners_may_use_the_local_store_only_in_a_local_landscape() {
+        let mut plan = Plan {
+            data_dir: PathBuf::from("/nonexistent"),
+            grace_period: Duration::from_secs(60),
+            seeds: 1,
+            shoots: 1,
+            quota: 3,
+            store: BackupStore::Local,
+            metrics_address: "127.0.0.1:0".into(),
+            metrics_fallback: true,
+        };
+        let velero = seed_configuration(&plan, "a").velero;
+        assert!(velero.non_admin.enable);
+        assert_eq!(velero.non_admin.enforce_bsl_spec.provider, "local");
+        plan.store = BackupStore::Remote {
+            provider: "aws".into(),
+            region: "eu-west-1".into(),
+            secret: std::collections::BTreeMap::new(),
+        };
+        let velero = seed_configuration(&plan, "a").velero;
+        assert_eq!(velero.non_admin.enforce_bsl_spec.provider, "");
     }
 
     #[test]

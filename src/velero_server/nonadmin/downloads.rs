@@ -168,15 +168,21 @@ async fn reconcile(
                 backups,
                 restores,
             ) {
-                Ok(body) => match ctx
-                    .api::<DownloadRequest>()
-                    .create(&PostParams::default(), &body)
-                    .await
-                {
-                    Ok(d) => d,
-                    Err(e) if is_conflict(&e) => ctx.api::<DownloadRequest>().get(&name).await?,
-                    Err(e) => return Err(e),
-                },
+                Ok(mut body) => {
+                    ctx.selector
+                        .label(body.metadata.labels.get_or_insert_default());
+                    match ctx
+                        .api::<DownloadRequest>()
+                        .create(&PostParams::default(), &body)
+                        .await
+                    {
+                        Ok(d) => d,
+                        Err(e) if is_conflict(&e) => {
+                            ctx.api::<DownloadRequest>().get(&name).await?
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
                 Err(refusal) => {
                     status.phase = Some(NonAdminPhase::BackingOff);
                     status.conditions = Some(vec![Condition {

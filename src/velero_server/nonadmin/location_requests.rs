@@ -26,7 +26,9 @@ pub async fn record(
     let api = ctx.api::<NonAdminBackupStorageLocationRequest>();
     let phase = match decision {
         Approval::Missing => {
-            let body = location_request(nabsl, ctx.namespace(), uuid);
+            let mut body = location_request(nabsl, ctx.namespace(), uuid);
+            ctx.selector
+                .label(body.metadata.labels.get_or_insert_default());
             match api.create(&PostParams::default(), &body).await {
                 Err(e) if !is_conflict(&e) => return Err(e),
                 _ => {}

@@ -313,7 +313,9 @@ async fn reconcile(
 
     // The credentials: the user's Secret copied into the Velero namespace.
     if let Some(source) = &source {
-        let copy = secret_copy(source, nabsl, ctx.namespace(), &uuid);
+        let mut copy = secret_copy(source, nabsl, ctx.namespace(), &uuid);
+        ctx.selector
+            .label(copy.metadata.labels.get_or_insert_default());
         let api: Api<Secret> = ctx.api();
         match api.get_opt(&uuid).await? {
             None => {
@@ -347,12 +349,14 @@ async fn reconcile(
         }
     }
     // The Velero location.
-    let body = velero_location(
+    let mut body = velero_location(
         nabsl,
         &ctx.settings.non_admin.enforce_bsl_spec,
         ctx.namespace(),
         &uuid,
     );
+    ctx.selector
+        .label(body.metadata.labels.get_or_insert_default());
     let api = ctx.api::<BackupStorageLocation>();
     let applied = match velero {
         None => {
