@@ -22,9 +22,25 @@ use crate::runtime::failpoints;
 /// Failpoint before each object's copy request.
 pub const FAILPOINT_COPY: &str = "migrate.copy.object";
 
-/// Persist the manifest after this many results, or this long after the last save.
+/// Persist the manifest after this many results (at least), or this long after the
+/// last save (at least).
 const SAVE_EVERY_OBJECTS: usize = 500;
 const SAVE_EVERY: Duration = Duration::from_secs(5);
+/// At most this many saves a pass are triggered by the count of results, whatever the
+/// size: each save writes the whole manifest, so a fixed count would make the bytes
+/// written grow with the square of the number of objects.
+const SAVES_PER_PASS: usize = 16;
+/// A save triggered by time waits at least this many times as long as the last save
+/// took, so the bookkeeping stays a small share of the copy's time.
+const SAVE_TIME_SHARE: u32 = 20;
+
+/// Whether the copy loop writes the manifest now: after `unsaved` results of a pass of
+/// `pass_len` objects, `since_last` after the last save, which took `last_took`.
+fn save_due(unsaved: usize, pass_len: usize, since_last: Duration, last_took: Duration) -> bool {
+    let every = SAVE_EVERY_OBJECTS.max(pass_len / SAVES_PER_PASS);
+    let wait = SAVE_EVERY.max(last_took * SAVE_TIME_SHARE);
+    unsaved > 0 && (unsaved >= every || since_last >= wait)
+}
 
 /// The two stores of a migration and how objects travel between them.
 #[derive(Clone)]
@@ -137,8 +153,11 @@ impl Endpoints {
         // a crash may have left copies the manifest does not know, so HEAD first.
         let check_destination = manifest.copy_passes > 0;
         manifest.copy_passes += 1;
+        let started = Instant::now();
         self.save(manifest).await?;
+        let mut last_took = started.elapsed();
 
+        let pass_len = todo.len();
         let total_bytes = todo.iter().map(|i| manifest.objects[*i].size).sum();
         let mut progress = CopyProgress::new(output, todo.len() as u64, total_bytes);
         let stop = Arc::new(AtomicBool::new(false));
@@ -200,10 +219,12 @@ impl Endpoints {
             }
             progress.advance(object.size);
             unsaved += 1;
-            if unsaved >= SAVE_EVERY_OBJECTS || last_save.elapsed() >= SAVE_EVERY {
+            if save_due(unsaved, pass_len, last_save.elapsed(), last_took) {
                 // The copies in flight own their keys; only this loop touches the
                 // manifest, so it can be written between two results.
+                let started = Instant::now();
                 self.save(manifest).await?;
+                last_took = started.elapsed();
                 unsaved = 0;
                 last_save = Instant::now();
             }
@@ -290,5 +311,36 @@ impl Endpoints {
             .delete_many(&manifest.destination.bucket, &keys)
             .await?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn small_passes_save_every_500_results_or_5_seconds() {
+        assert!(!save_due(499, 10_000, MS, MS));
+        assert!(save_due(500, 8_000, MS, MS));
+        assert!(save_due(1, 10, SAVE_EVERY, MS));
+        assert!(!save_due(0, 10, SAVE_EVERY * 10, MS), "nothing new to save");
+    }
+
+    #[test]
+    fn big_passes_save_a_bounded_number_of_times() {
+        // 100,000 objects: a save every 6,250 results, 16 in the pass, where a fixed 500
+        // made 200 saves of the whole manifest (the bytes written grew with n²).
+        let n = 100_000;
+        assert!(!save_due(6_249, n, MS, MS));
+        assert!(save_due(6_250, n, MS, MS));
+    }
+
+    #[test]
+    fn a_slow_save_spaces_the_timed_saves_out() {
+        let took = Duration::from_millis(800);
+        assert!(!save_due(10, 100_000, Duration::from_secs(15), took));
+        assert!(save_due(10, 100_000, took * SAVE_TIME_SHARE, took));
     }
 }
