@@ -520,6 +520,10 @@ async fn start_seed(
     if let Some((_, token)) = owner {
         crate::dev::owner::grant(&client).await?;
         crate::dev::owner::write_kubeconfig(&server, token, &plan.owner_kubeconfig())?;
+        if plan.store == BackupStore::Local {
+            // The bucket the admin gives the namespace owner for locations of their own.
+            private_dir(&plan.buckets_dir().join(crate::dev::owner::OWNER_BUCKET))?;
+        }
     }
     let metrics = Metrics::new();
     let agent = SeedAgent::new(garden, client.clone(), seed_configuration(plan, &name))

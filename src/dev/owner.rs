@@ -27,6 +27,9 @@ pub const OWNER_NAMESPACE: &str = "team-a";
 pub const OWNER_USER: &str = "team-a-owner";
 /// The token file, in the data directory.
 pub const TOKEN_FILE: &str = "owner-tokens.csv";
+/// With the `local` store: the bucket (a directory under the buckets) the namespace
+/// owner may use for locations of their own.
+pub const OWNER_BUCKET: &str = "team-a-backups";
 /// The ClusterRole every namespace owner is bound to, as deploy/seed ships it.
 const NONADMIN_RBAC: &str = include_str!("../../deploy/seed/nonadmin-rbac.yaml");
 /// The ClusterRoles the owner holds in their namespace.

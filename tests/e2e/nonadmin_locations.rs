@@ -437,6 +437,42 @@ fn uuid_of(n: &NonAdminBackupStorageLocation) -> String {
         .expect("nacuuid")
 }
 
+/// A NonAdminBackup applied together with the location it names (one `kubectl apply`,
+/// as the README shows) is refused while the location is not ready, and goes on as soon
+/// as the location is: the location's change wakes the backups, not a recheck an hour
+/// later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backup_applied_with_its_new_location_goes_on_once_the_location_is_ready() {
+    let w = start(|s| {
+        s.queued_backup_recheck_frequency = ConfigDuration(Duration::from_secs(3600));
+    })
+    .await;
+    let pp = PostParams::default();
+    let nabsls_a: Api<NonAdminBackupStorageLocation> = Api::namespaced(w.owner_a.clone(), "ns-a");
+    let nabs_a: Api<NonAdminBackup> = Api::namespaced(w.owner_a.clone(), "ns-a");
+    w.secret(&w.owner_a, "ns-a", "creds").await;
+    nabs_a
+        .create(&pp, &nab("together", Some("mine")))
+        .await
+        .expect("nab");
+    nabsls_a
+        .create(&pp, &nabsl("mine", TENANTS, Some("team"), "creds"))
+        .await
+        .expect("create nabsl");
+    poll_until("the backup on the new location completed", || async {
+        nabs_a
+            .get("together")
+            .await
+            .expect("nab")
+            .status
+            .and_then(|s| s.velero_backup)
+            .and_then(|v| v.status)
+            .and_then(|s| s.phase)
+            == Some(BackupPhase::Completed)
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_owner_backs_up_into_their_own_location_and_downloads_from_it() {
     let w = start(|_| {}).await;

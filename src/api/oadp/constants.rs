@@ -55,6 +55,9 @@ pub const CONDITION_PROCESSED: &str = "Processed";
 
 /// Condition reasons.
 pub const REASON_INVALID_BACKUP_SPEC: &str = "InvalidBackupSpec";
+/// Granary's: a NonAdminBackup whose own storage location is not ready yet waits for it
+/// (looked at again on every change of a location) instead of being refused for good.
+pub const REASON_LOCATION_NOT_READY: &str = "BackupStorageLocationNotReady";
 pub const REASON_BACKUP_ACCEPTED: &str = "BackupAccepted";
 pub const REASON_BACKUP_SCHEDULED: &str = "BackupScheduled";
 pub const REASON_DELETION_PENDING: &str = "DeletionPending";

@@ -25,8 +25,8 @@ use crate::api::oadp::{
     NAB_ORIGIN_NAMESPACE_ANNOTATION, NABSL_ORIGIN_NAMESPACE_ANNOTATION, NonAdminBackup,
     NonAdminBackupStatus, NonAdminBackupStorageLocation, NonAdminPhase, NonAdminRestore, QueueInfo,
     REASON_BACKUP_ACCEPTED, REASON_BACKUP_SCHEDULED, REASON_DELETION_PENDING,
-    REASON_INVALID_BACKUP_SPEC, REASON_VELERO_BACKUP_NOT_FOUND, VeleroBackup,
-    VeleroDeleteBackupRequest, nac_object_name,
+    REASON_INVALID_BACKUP_SPEC, REASON_LOCATION_NOT_READY, REASON_VELERO_BACKUP_NOT_FOUND,
+    VeleroBackup, VeleroDeleteBackupRequest, nac_object_name,
 };
 use crate::api::velero::{
     BACKUP_NAME_LABEL, BACKUP_UID_LABEL, Backup, BackupStorageLocation, BackupStorageLocationPhase,
@@ -36,7 +36,8 @@ use crate::velero_server::context::VeleroContext;
 use crate::velero_server::watch::each_event;
 
 /// Runs the controller until dropped: a pass on every change of a NonAdminBackup, a
-/// Velero Backup or a DeleteBackupRequest, and every recheck period.
+/// Velero Backup, a DeleteBackupRequest or a NonAdminBackupStorageLocation, and every
+/// recheck period.
 pub async fn run(ctx: Arc<VeleroContext>) {
     let wake = Arc::new(Notify::new());
     let nabs: Api<NonAdminBackup> = Api::all(ctx.client.clone());
@@ -47,6 +48,12 @@ pub async fn run(ctx: Arc<VeleroContext>) {
             each_event(
                 ctx.api::<DeleteBackupRequest>(),
                 "DeleteBackupRequests",
+                poke(wake.clone())
+            ),
+            // A NAB waiting for its own location goes on once the location is ready.
+            each_event(
+                Api::<NonAdminBackupStorageLocation>::all(ctx.client.clone()),
+                "NonAdminBackupStorageLocations",
                 poke(wake.clone())
             ),
         )
@@ -159,13 +166,32 @@ async fn reconcile(
                 &ctx.settings.non_admin.enforce_backup_spec,
                 ctx.namespace(),
             );
+            let mut waiting = None;
             let location = match storage_location(ctx, nab).await? {
                 Ok(l) => l,
-                Err(e) => {
+                Err(LocationProblem::Refused(e)) => {
                     problems.push(e);
                     None
                 }
+                Err(LocationProblem::NotReady(e)) => {
+                    waiting = Some(e);
+                    None
+                }
             };
+            if let (true, Some(e)) = (problems.is_empty(), &waiting) {
+                // Nothing wrong with the spec: the location is not ready yet.
+                status.phase = Some(NonAdminPhase::BackingOff);
+                set_condition(
+                    status.conditions.get_or_insert_with(Vec::new),
+                    CONDITION_ACCEPTED,
+                    false,
+                    (REASON_LOCATION_NOT_READY, &message(std::slice::from_ref(e))),
+                    generation,
+                    now(ctx),
+                );
+                return write_status(ctx, nab, old.as_ref(), &status).await;
+            }
+            problems.extend(waiting);
             if !problems.is_empty() {
                 status.phase = Some(NonAdminPhase::BackingOff);
                 set_condition(
@@ -259,13 +285,21 @@ async fn reconcile(
     write_status(ctx, &current, current.status.as_ref(), &status).await
 }
 
+/// Why a NAB's `storageLocation` cannot be used.
+enum LocationProblem {
+    /// Not a location of this namespace: the NAB is refused until its spec changes.
+    Refused(FieldError),
+    /// The owner's location exists but is not ready yet: the NAB waits for it.
+    NotReady(FieldError),
+}
+
 /// `storageLocation` must name a NonAdminBackupStorageLocation of the NAB's namespace
 /// that is `Created` and whose Velero location is `Available`; the Velero location's
 /// name is returned. Unset means Velero's default location.
 async fn storage_location(
     ctx: &VeleroContext,
     nab: &NonAdminBackup,
-) -> Result<Result<Option<String>, FieldError>, kube::Error> {
+) -> Result<Result<Option<String>, LocationProblem>, kube::Error> {
     let Some(name) = nab
         .spec
         .backup_spec
@@ -277,7 +311,8 @@ async fn storage_location(
     };
     let ns = nab.namespace().unwrap_or_default();
     let field = "spec.backupSpec.storageLocation";
-    let refuse = |m: String| Ok(Err(FieldError::new(field, m)));
+    let refuse = |m: String| Ok(Err(LocationProblem::Refused(FieldError::new(field, m))));
+    let not_ready = |m: String| Ok(Err(LocationProblem::NotReady(FieldError::new(field, m))));
     let api: Api<NonAdminBackupStorageLocation> = Api::namespaced(ctx.client.clone(), &ns);
     let Some(nabsl) = api.get_opt(&name).await? else {
         return refuse(format!(
@@ -290,7 +325,7 @@ async fn storage_location(
         .and_then(|v| v.nacuuid)
         .filter(|_| status.phase == Some(NonAdminPhase::Created));
     let Some(uuid) = uuid else {
-        return refuse(format!(
+        return not_ready(format!(
             "NonAdminBackupStorageLocation {name:?} is not ready (phase Created required)"
         ));
     };
@@ -304,7 +339,7 @@ async fn storage_location(
         .and_then(|s| s.phase)
         == Some(BackupStorageLocationPhase::Available);
     if !available {
-        return refuse(format!(
+        return not_ready(format!(
             "the backup storage location of NonAdminBackupStorageLocation {name:?} is not Available"
         ));
     }

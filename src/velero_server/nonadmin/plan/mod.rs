@@ -330,6 +330,7 @@ pub fn refused_at(conditions: Option<&Vec<Condition>>, generation: Option<i64>) 
     conditions.into_iter().flatten().any(|c| {
         c.type_ == crate::api::oadp::CONDITION_ACCEPTED
             && c.status == "False"
+            && c.reason != crate::api::oadp::REASON_LOCATION_NOT_READY
             && c.observed_generation.is_some()
             && c.observed_generation == generation
     })

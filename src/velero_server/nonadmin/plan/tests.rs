@@ -304,6 +304,18 @@ fn conditions_keep_their_transition_time_until_status_changes() {
         !refused_at(Some(&c), Some(3)),
         "a changed spec is looked at again"
     );
+    set_condition(
+        &mut c,
+        "Accepted",
+        false,
+        (crate::api::oadp::REASON_LOCATION_NOT_READY, "waiting"),
+        Some(2),
+        t("2026-01-01T00:03:00Z"),
+    );
+    assert!(
+        !refused_at(Some(&c), Some(2)),
+        "a backup waiting for its location is looked at again"
+    );
     assert!(!was_queued(Some(&c)));
     set_condition(
         &mut c,
