@@ -65,7 +65,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-const TOKENS: &str = "owner-a-token-0123456789,owner-a,uid-owner-a\n\
+pub(crate) const TOKENS: &str = "owner-a-token-0123456789,owner-a,uid-owner-a\n\
                       owner-b-token-0123456789,owner-b,uid-owner-b\n\
                       root-token-0123456789,root,uid-root,system:masters\n";
 const BUCKET: &str = "nonadmin";
@@ -166,7 +166,7 @@ async fn client_from(path: &Path) -> Client {
     Client::try_from(config).expect("client")
 }
 
-async fn client_as(server: &EmbeddedServer, token: &str) -> Client {
+pub(crate) async fn client_as(server: &EmbeddedServer, token: &str) -> Client {
     let mut kc = server.kubeconfig().expect("kubeconfig");
     for named in &mut kc.auth_infos {
         if let Some(info) = named.auth_info.as_mut() {
@@ -180,7 +180,7 @@ async fn client_as(server: &EmbeddedServer, token: &str) -> Client {
 }
 
 /// Server-side applies every document of `yaml` (as `kubectl apply -f`).
-async fn apply_yaml(client: &Client, yaml: &str) -> Vec<DynamicObject> {
+pub(crate) async fn apply_yaml(client: &Client, yaml: &str) -> Vec<DynamicObject> {
     let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(yaml).expect("valid YAML");
     let discovery = kube::discovery::Discovery::new(client.clone())
         .run()

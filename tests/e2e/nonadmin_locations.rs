@@ -39,16 +39,15 @@ use granary_providers::{BucketOptions, ListEntry, ObjectStore, StoreOptions};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, SecretKeySelector};
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
+
+use crate::nonadmin::{TOKENS, apply_yaml, client_as};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-const TOKENS: &str = "owner-a-token-0123456789,owner-a,uid-owner-a\n\
-                      owner-b-token-0123456789,owner-b,uid-owner-b\n\
-                      root-token-0123456789,root,uid-root,system:masters\n";
 const VELERO: &str = "velero";
 const BUCKET: &str = "nonadmin";
 const PREFIX: &str = "velero";
@@ -71,46 +70,6 @@ impl Drop for World {
     fn drop(&mut self) {
         self.controllers.abort();
     }
-}
-
-async fn client_as(server: &EmbeddedServer, token: &str) -> Client {
-    let mut kc = server.kubeconfig().expect("kubeconfig");
-    for named in &mut kc.auth_infos {
-        if let Some(info) = named.auth_info.as_mut() {
-            info.token = Some(token.to_string().into());
-        }
-    }
-    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .expect("config");
-    Client::try_from(config).expect("client")
-}
-
-/// Server-side applies every document of `yaml` (as `kubectl apply -f`).
-async fn apply_yaml(client: &Client, yaml: &str) -> Vec<DynamicObject> {
-    let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(yaml).expect("valid YAML");
-    let discovery = kube::discovery::Discovery::new(client.clone())
-        .run()
-        .await
-        .expect("discovery");
-    let mut out = Vec::new();
-    for doc in docs.into_iter().filter(|d| !d.is_null()) {
-        let obj: DynamicObject = serde_json::from_value(doc).expect("object");
-        let gvk =
-            kube::api::GroupVersionKind::try_from(obj.types.as_ref().expect("typed")).expect("gvk");
-        let (ar, _) = discovery.resolve_gvk(&gvk).expect("served");
-        let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
-        out.push(
-            api.patch(
-                &obj.name_any(),
-                &PatchParams::apply("granary-tests").force(),
-                &Patch::Apply(&obj),
-            )
-            .await
-            .expect("apply"),
-        );
-    }
-    out
 }
 
 async fn bind(admin: &Client, ns: &str, user: &str, kind: &str, role: &str) {
