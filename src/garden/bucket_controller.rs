@@ -143,6 +143,10 @@ pub async fn reconcile(
     if let Some(key) = &key {
         let count = ctx.ledger.recount(&ctx, key, &name).await?;
         record_fill(&ctx, &bucket, count);
+        // Places reserved ahead and not handed out are given back once they expire.
+        if let Some(expiry) = ctx.ledger.spare_expires_in(key, &name).await {
+            requeue = requeue.min(expiry + Duration::from_millis(50));
+        }
         if key.kind != PoolKind::Legacy {
             let (updated, next) = assign(&ctx, bucket, key).await?;
             bucket = updated;

@@ -46,6 +46,9 @@ const SPARE_TTL: Duration = Duration::from_secs(10);
 struct Spare {
     shard: u32,
     places: u32,
+    /// The batch asked for when these places were reserved (before the bucket's room
+    /// cut it), which the next batch doubles once these are all handed out.
+    wanted: u32,
     since: Instant,
 }
 
@@ -73,6 +76,27 @@ struct Book {
     /// Places reserved ahead by one compare-and-swap for a burst of placements, by
     /// bucket name (issue 19: one write per burst instead of one per entry).
     spare: HashMap<String, Spare>,
+    /// The batch whose places were all handed out before they expired, if the last one
+    /// was (the burst goes on: the next batch doubles it, see [`batch_size`]).
+    used_up: Option<u32>,
+}
+
+impl Book {
+    /// Forgets expired spare places (a recount gives them back) and returns the buckets
+    /// that held them; a batch that expired unused ends the burst.
+    fn drop_expired_spares(&mut self) -> Vec<String> {
+        let expired: Vec<String> = self
+            .spare
+            .iter()
+            .filter(|(_, s)| !s.live())
+            .map(|(name, _)| name.clone())
+            .collect();
+        if !expired.is_empty() {
+            self.spare.retain(|_, s| s.live());
+            self.used_up = None;
+        }
+        expired
+    }
 }
 
 /// The garden's answer to a moving entry's request for a place.
@@ -122,19 +146,19 @@ impl Ledger {
     /// Hands out a place reserved ahead, lowest shard first; forgets expired ones and
     /// those of buckets being deleted.
     fn take_spare(ctx: &Context, book: &mut Book) -> Option<String> {
-        book.spare.retain(|name, spare| {
-            spare.live()
-                && book
-                    .latest
-                    .get(name)
-                    .cloned()
-                    .or_else(|| ctx.stores.buckets.get(&ObjectRef::new(name)))
-                    .is_some_and(|b| b.meta().deletion_timestamp.is_none())
+        book.drop_expired_spares();
+        book.spare.retain(|name, _| {
+            book.latest
+                .get(name)
+                .cloned()
+                .or_else(|| ctx.stores.buckets.get(&ObjectRef::new(name)))
+                .is_some_and(|b| b.meta().deletion_timestamp.is_none())
         });
         let (name, spare) = book.spare.iter_mut().min_by_key(|(_, s)| s.shard)?;
         spare.places -= 1;
         let name = name.clone();
         if spare.places == 0 {
+            book.used_up = Some(spare.wanted);
             book.spare.remove(&name);
         }
         Some(name)
@@ -230,6 +254,11 @@ impl Ledger {
         let waiting = self.waiting(&source.key);
         let mut book = book.lock().await;
         drop(waiting);
+        // Expired places still raise their buckets' counts: give them back first, so
+        // first fit sees the room they leave.
+        for name in book.drop_expired_spares() {
+            Self::recount_locked(ctx, &mut book, &name).await?;
+        }
         let pending = |name: &str| Pending {
             bucket: name.to_string(),
             since: Instant::now(),
@@ -275,20 +304,25 @@ impl Ledger {
                         .unwrap_or_else(|p| p.into_inner())
                         .get(&source.key)
                         .map_or(0, |w| w.load(Ordering::SeqCst));
-                    let places = batch_size(count, limit, waiters);
+                    let wanted = batch_wanted(waiters, book.used_up);
+                    let places = batch_size(count, limit, wanted);
                     match Self::swap_count(ctx, bucket, count + places).await {
                         Ok(updated) => {
                             book.latest.insert(name.clone(), Arc::new(updated));
                             book.pending.insert(entry.clone(), pending(&name));
+                            book.used_up = None;
                             if places > 1 {
                                 book.spare.insert(
                                     name.clone(),
                                     Spare {
                                         shard,
                                         places: places - 1,
+                                        wanted,
                                         since: Instant::now(),
                                     },
                                 );
+                            } else {
+                                book.used_up = Some(wanted);
                             }
                             ctx.garden_metrics
                                 .placements
@@ -483,6 +517,16 @@ impl Ledger {
         Ok(())
     }
 
+    /// How long until the places reserved ahead in `bucket` expire, if it holds any:
+    /// its count is then given back by a recount, which the bucket's reconcile asks for
+    /// then (no entry change may come to wake it).
+    pub async fn spare_expires_in(&self, key: &PoolKey, bucket: &str) -> Option<Duration> {
+        let book = self.book(key);
+        let book = book.lock().await;
+        let spare = book.spare.get(bucket).filter(|s| s.live())?;
+        Some(SPARE_TTL.saturating_sub(spare.since.elapsed()))
+    }
+
     /// Forgets a bucket that is gone (its deletion was released), so the pool can get
     /// a new shard of that number.
     pub async fn forget(&self, key: &PoolKey, bucket: &str) {
@@ -507,7 +551,16 @@ impl Ledger {
     ) -> Result<u32, GardenError> {
         let book = self.book(key);
         let mut book = book.lock().await;
-        let count = Self::derive_count(ctx, &mut book, bucket);
+        Self::recount_locked(ctx, &mut book, bucket).await
+    }
+
+    /// [`Ledger::recount`] with the pool's book held.
+    async fn recount_locked(
+        ctx: &Context,
+        book: &mut Book,
+        bucket: &str,
+    ) -> Result<u32, GardenError> {
+        let count = Self::derive_count(ctx, book, bucket);
         for _ in 0..MAX_ATTEMPTS {
             let current = match book.latest.get(bucket) {
                 Some(b) => b.clone(),
@@ -525,7 +578,7 @@ impl Ledger {
                     return Ok(count);
                 }
                 Err(e) if is_status(&e, 409) || is_status(&e, 404) => {
-                    Self::refresh(ctx, &mut book, bucket).await?;
+                    Self::refresh(ctx, book, bucket).await?;
                     if !book.latest.contains_key(bucket) {
                         return Ok(count);
                     }
@@ -581,7 +634,7 @@ impl Ledger {
             .retain(|key, p| !cached_pending.contains(key) && p.since.elapsed() < PENDING_TTL);
         book.released
             .retain(|key, p| still_marked.contains(key) && p.since.elapsed() < PENDING_TTL);
-        book.spare.retain(|_, s| s.live());
+        book.drop_expired_spares();
         let pending = book.pending.values().filter(|p| p.bucket == bucket).count();
         let spare = book.spare.get(bucket).map_or(0, |s| s.places as usize);
         u32::try_from(in_bucket + pending + spare).unwrap_or(u32::MAX)
@@ -667,13 +720,23 @@ pub fn choose_seed(ctx: &Context, key: &PoolKey) -> Option<String> {
     }
 }
 
-/// How many places one compare-and-swap takes on a bucket holding `count` entries: one
-/// for the entry being placed and one for each placement waiting behind it, at most
-/// [`MAX_BATCH`], never past the limit (and at least one: the caller only asks for a
-/// bucket with room).
-pub fn batch_size(count: u32, limit: Option<u32>, waiting: u32) -> u32 {
+/// How many places the next compare-and-swap of a pool asks for: one for the entry being
+/// placed and one for each placement waiting behind it; during a burst (the previous
+/// batch, `used_up`, was all handed out before it expired) at least twice the previous
+/// batch, as TCP's slow start grows its window: placements that arrive one after another
+/// rather than all waiting at once still share one write per batch. At most
+/// [`MAX_BATCH`].
+pub fn batch_wanted(waiting: u32, used_up: Option<u32>) -> u32 {
+    let burst = used_up.map_or(1, |b| b.saturating_mul(2));
+    waiting.saturating_add(1).max(burst).min(MAX_BATCH)
+}
+
+/// How many of the `wanted` places one compare-and-swap takes on a bucket holding `count`
+/// entries: never past the limit, and at least one (the caller only asks for a bucket
+/// with room).
+pub fn batch_size(count: u32, limit: Option<u32>, wanted: u32) -> u32 {
     let room = limit.map_or(u32::MAX, |l| l.saturating_sub(count)).max(1);
-    waiting.saturating_add(1).min(MAX_BATCH).min(room)
+    wanted.clamp(1, MAX_BATCH).min(room)
 }
 
 #[cfg(test)]
@@ -682,12 +745,35 @@ mod tests {
 
     #[test]
     fn a_batch_covers_the_waiters_within_the_room_and_the_cap() {
-        assert_eq!(batch_size(0, Some(100), 0), 1);
-        assert_eq!(batch_size(0, Some(100), 9), 10);
-        assert_eq!(batch_size(95, Some(100), 9), 5);
-        assert_eq!(batch_size(99, Some(100), 9), 1);
-        assert_eq!(batch_size(0, Some(100), 500), MAX_BATCH);
-        assert_eq!(batch_size(7, None, 500), MAX_BATCH);
-        assert_eq!(batch_size(7, None, 2), 3);
+        let size = |count, limit, waiting| batch_size(count, limit, batch_wanted(waiting, None));
+        assert_eq!(size(0, Some(100), 0), 1);
+        assert_eq!(size(0, Some(100), 9), 10);
+        assert_eq!(size(95, Some(100), 9), 5);
+        assert_eq!(size(99, Some(100), 9), 1);
+        assert_eq!(size(0, Some(100), 500), MAX_BATCH);
+        assert_eq!(size(7, None, 500), MAX_BATCH);
+        assert_eq!(size(7, None, 2), 3);
+        assert_eq!(batch_size(3, Some(3), 5), 1, "at least one");
+    }
+
+    #[test]
+    fn a_burst_doubles_the_batch_up_to_the_cap_and_a_quiet_pool_starts_again_at_one() {
+        // Placements arriving one by one: 1, 2, 4, … places per write while each batch
+        // is used up, whatever the waiters.
+        let mut used_up = None;
+        let mut sizes = Vec::new();
+        for _ in 0..7 {
+            let wanted = batch_wanted(0, used_up);
+            sizes.push(wanted);
+            used_up = Some(wanted);
+        }
+        assert_eq!(sizes, [1, 2, 4, 8, 16, 32, 32]);
+        // Waiters still count when they are more.
+        assert_eq!(batch_wanted(20, Some(4)), 21);
+        // A batch cut by the bucket's room does not end the burst in the next bucket.
+        assert_eq!(batch_size(98, Some(100), batch_wanted(0, Some(16))), 2);
+        assert_eq!(batch_wanted(0, Some(32)), 32);
+        // A batch that expired unused ends it.
+        assert_eq!(batch_wanted(0, None), 1);
     }
 }

@@ -5,7 +5,9 @@
 //! Decisions are pure functions over plain data ([`pools`], [`placement`],
 //! [`assignment`], [`buckets`], [`entries`], [`conditions`], [`moves`], [`guards`]); the controllers fetch,
 //! decide and apply ([`bucket_controller`], [`owner_controllers`],
-//! [`entry_controllers`]), with the placement commit in [`ledger`]. [`runner`] starts them:
+//! [`entry_controllers`]), with the placement commit in [`ledger`]. They share one watch
+//! and one cache per kind ([`informers`]); [`triggers`] decides which changes wake which
+//! reconcile. [`runner`] starts them:
 //! [`GardenController`] in-process, [`run()`] for the CLI. [`seed_authz`] keeps each seed
 //! to its own objects (an authorization and admission webhook).
 
@@ -18,6 +20,7 @@ pub mod entries;
 pub mod entry_controllers;
 pub mod entry_index;
 pub mod guards;
+pub mod informers;
 pub mod ledger;
 pub mod metrics;
 pub mod moves;
@@ -26,5 +29,6 @@ pub mod placement;
 pub mod pools;
 pub mod runner;
 pub mod seed_authz;
+pub mod triggers;
 
 pub use runner::{GardenController, GardenOptions, RunError, RunningGarden, run, serve};

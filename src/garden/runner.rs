@@ -16,7 +16,7 @@ use kube::config::KubeConfigOptions;
 use kube::runtime::controller::{Action, Config as ControllerConfig};
 use kube::runtime::events::{EventType, Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef};
-use kube::runtime::{Controller, WatchStreamExt, watcher};
+use kube::runtime::{Controller, watcher};
 use kube::{Client, Resource, ResourceExt};
 use tokio_util::sync::CancellationToken;
 
@@ -27,6 +27,8 @@ use crate::garden::context::{Context, GardenError, Stores};
 use crate::garden::entry_controllers::{
     ENTRY_CONTROLLER, SHOOT_CONTROLLER, reconcile_entry, reconcile_shoot,
 };
+use crate::garden::entry_index::EntryIndex;
+use crate::garden::informers::informer;
 use crate::garden::ledger::Ledger;
 use crate::garden::metrics::GardenMetrics;
 use crate::garden::owner_controllers::{
@@ -34,7 +36,7 @@ use crate::garden::owner_controllers::{
 };
 use crate::garden::pools::PoolKind;
 use crate::garden::seed_authz::{RunningWebhook, WebhookError};
-use crate::runtime::backoff::WatchBackoff;
+use crate::garden::triggers::{BucketViews, entry_needs_reconcile, shoot_needs_reconcile};
 use crate::runtime::clock::Clock;
 use crate::runtime::config::{self, ConfigError, GardenConfiguration, Override};
 use crate::runtime::health::{HealthError, HealthServer, ReadinessFlag};
@@ -329,7 +331,17 @@ async fn supervise(shared: Arc<Shared>, token: CancellationToken) {
 }
 
 fn watch_config(selector: &ObjectSelector) -> watcher::Config {
-    let config = watcher::Config::default();
+    // One list request per kind, not pages of 500: the embedded API server (`granary
+    // dev`, tests, benches) serves each page from its live state with the newest
+    // resourceVersion instead of the first page's snapshot, so an object created while
+    // a kind is being listed in pages (a shoot created as the garden restarts) could be
+    // in no page and before the watch: lost until the next relist. With one watch per
+    // kind nothing else would notice it. A real kube-apiserver serves pages from one
+    // snapshot; one list is also one round trip instead of twenty at 10,000 shoots.
+    let config = watcher::Config {
+        page_size: None,
+        ..watcher::Config::default()
+    };
     match selector.label_selector() {
         Some(s) => config.labels(&s),
         None => config,
@@ -383,61 +395,45 @@ where
 async fn term(shared: Arc<Shared>, token: CancellationToken) {
     let client = shared.client.clone();
     let wc = || watch_config(&shared.selector);
-    let profiles = Controller::new(Api::<CloudProfile>::all(client.clone()), wc())
-        .trigger_backoff(WatchBackoff::default());
-    let seeds = Controller::new(Api::<Seed>::all(client.clone()), wc())
-        .trigger_backoff(WatchBackoff::default());
-    let buckets = Controller::new(Api::<BackupBucket>::all(client.clone()), wc())
-        .trigger_backoff(WatchBackoff::default());
-    let shoots = Controller::new(Api::<Shoot>::all(client.clone()), wc())
-        .trigger_backoff(WatchBackoff::default());
-    let entries = Controller::new(Api::<BackupEntry>::all(client.clone()), wc())
-        .trigger_backoff(WatchBackoff::default());
-    let entry_index = Arc::new(crate::garden::entry_index::EntryIndex::default());
-    // The caches the reconciles read, and the triggers between kinds, come from the same
-    // watches: a trigger is sent only after its cache has the change, so a reconcile
-    // never reads an older state than the event that woke it.
-    let (profile_store, profile_cache, profiles_ready, []) =
-        cache::<CloudProfile, 0>(Api::all(client.clone()), wc(), |_| {});
-    let (
-        seed_store,
-        seed_cache,
-        seeds_ready,
-        [seeds_for_profiles, seeds_for_buckets, seeds_for_entries],
-    ) = cache::<Seed, 3>(Api::all(client.clone()), wc(), |_| {});
-    let (shoot_store, shoot_cache, shoots_ready, [shoots_for_profiles]) =
-        cache::<Shoot, 1>(Api::all(client.clone()), wc(), |_| {});
-    let (bucket_store, bucket_cache, buckets_ready, [buckets_for_profiles, buckets_for_seeds]) =
-        cache::<BackupBucket, 2>(Api::all(client.clone()), wc(), |_| {});
-    let (
-        entry_store,
-        entry_cache,
-        entries_ready,
-        [entries_for_buckets, entries_for_shoots, entries_for_seeds],
-    ) = {
+    let entry_index = Arc::new(EntryIndex::default());
+    // One watch and one store per kind ([`informers`]): the reconciles read them, each
+    // kind's controller is driven by its own informer, and the triggers between kinds
+    // come from the same watches, sent only after the store has the change.
+    let profiles = informer::<CloudProfile, 0>(Api::all(client.clone()), wc(), |_| {});
+    let seeds = informer::<Seed, 3>(Api::all(client.clone()), wc(), |_| {});
+    let shoots = informer::<Shoot, 1>(Api::all(client.clone()), wc(), |_| {});
+    let buckets = informer::<BackupBucket, 2>(Api::all(client.clone()), wc(), |_| {});
+    let entries = {
         let index = entry_index.clone();
-        cache::<BackupEntry, 3>(Api::all(client.clone()), wc(), move |e| index.observe(e))
+        informer::<BackupEntry, 3>(Api::all(client.clone()), wc(), move |e| index.observe(e))
     };
-    let (lease_store, lease_cache, leases_ready, [lease_events]) = cache::<Lease, 1>(
+    let leases = informer::<Lease, 1>(
         Api::namespaced(client.clone(), GARDEN_NAMESPACE),
         wc(),
         |_| {},
     );
+    let [seeds_for_profiles, seeds_for_buckets, seeds_for_entries] = seeds.changes;
+    let [shoots_for_profiles] = shoots.changes;
+    let [buckets_for_profiles, buckets_for_seeds] = buckets.changes;
+    let [entries_for_buckets, entries_for_shoots, entries_for_seeds] = entries.changes;
+    let [lease_events] = leases.changes;
+    // No controller follows the leases' own stream.
+    drop(leases.applied);
     let stores = Stores {
-        profiles: profile_store,
-        seeds: seed_store,
-        shoots: shoot_store,
-        buckets: bucket_store,
-        entries: entry_store,
+        profiles: profiles.store.clone(),
+        seeds: seeds.store.clone(),
+        shoots: shoots.store.clone(),
+        buckets: buckets.store.clone(),
+        entries: entries.store.clone(),
         entry_index,
-        leases: lease_store,
+        leases: leases.store.clone(),
         ready: vec![
-            profiles_ready,
-            seeds_ready,
-            shoots_ready,
-            buckets_ready,
-            entries_ready,
-            leases_ready,
+            profiles.ready.clone(),
+            seeds.ready.clone(),
+            shoots.ready.clone(),
+            buckets.ready.clone(),
+            entries.ready.clone(),
+            leases.ready.clone(),
         ],
     };
     let (counts_tx, counts_rx) = tokio::sync::watch::channel(false);
@@ -461,63 +457,52 @@ async fn term(shared: Arc<Shared>, token: CancellationToken) {
     });
 
     let profile_store = stores.profiles.clone();
-    let profiles = profiles
+    let profile_controller = Controller::for_shared_stream(profiles.applied, profiles.store)
         .reconcile_on(seeds_for_profiles.flat_map(move |seed| {
             let refs: Vec<ObjectRef<CloudProfile>> = profile_store
                 .state()
                 .iter()
-                .filter(|p| p.spec.type_ == seed.spec.provider.type_)
+                .filter(|p| p.spec.type_ == seed.object.spec.provider.type_)
                 .map(|p| ObjectRef::from_obj(p.as_ref()))
                 .collect();
             futures::stream::iter(refs)
         }))
-        .reconcile_on(buckets_for_profiles.filter_map(|bucket| {
-            ready(
-                pool_of(&bucket)
-                    .filter(|k| k.kind == PoolKind::CloudProfile)
-                    .map(|k| ObjectRef::new(&k.owner)),
-            )
-        }))
-        // A shoot that stops using a profile may release the profile's deletion guard.
-        // (A shoot's event shows its new profile only: every profile being deleted looks.)
-        .reconcile_on(shoots_for_profiles.flat_map({
-            let profile_store = stores.profiles.clone();
-            move |shoot| {
-                let mut refs: Vec<ObjectRef<CloudProfile>> = deleting(&profile_store);
-                if shoot.cloud_profile_kind() == "CloudProfile"
-                    && let Some(name) = shoot.cloud_profile_name()
-                {
-                    refs.push(ObjectRef::new(name));
-                }
-                futures::stream::iter(refs)
+        // Not on every count written: on what the profile reads of its buckets.
+        .reconcile_on(buckets_for_profiles.filter_map({
+            let mut views = BucketViews::default();
+            move |change| {
+                let wake = views.changed(&change.object, change.deleted);
+                ready(
+                    pool_of(&change.object)
+                        .filter(|k| wake && k.kind == PoolKind::CloudProfile)
+                        .map(|k| ObjectRef::new(&k.owner)),
+                )
             }
         }))
+        // A shoot that stops using a profile may release the deletion guard of a profile
+        // being deleted. (A shoot's event shows its new profile only: every profile being
+        // deleted looks; a live profile has nothing to do about shoots.)
+        .reconcile_on(shoots_for_profiles.flat_map({
+            let profile_store = stores.profiles.clone();
+            move |_| futures::stream::iter(deleting(&profile_store))
+        }))
         .with_config(ControllerConfig::default().concurrency(2));
-    let seeds = seeds
-        .reconcile_all_on(buckets_for_seeds.map(|_| ()))
-        // An entry leaving a seed may release the seed's deletion guard.
+    let seed_controller = Controller::for_shared_stream(seeds.applied, seeds.store)
+        .reconcile_all_on(buckets_for_seeds.filter_map({
+            let mut views = BucketViews::default();
+            move |change| ready(views.changed(&change.object, change.deleted).then_some(()))
+        }))
+        // An entry leaving a seed may release the deletion guard of a seed being deleted.
         // (An entry's event shows its new seeds only: every seed being deleted looks.)
         .reconcile_on(entries_for_seeds.flat_map({
             let seed_store = stores.seeds.clone();
-            move |entry| {
-                let mut refs: Vec<ObjectRef<Seed>> = deleting(&seed_store);
-                refs.extend(
-                    [
-                        entry.spec.seed_name.as_deref(),
-                        entry.status.as_ref().and_then(|s| s.seed_name.as_deref()),
-                    ]
-                    .into_iter()
-                    .flatten()
-                    .filter(|s| !s.is_empty())
-                    .map(ObjectRef::new),
-                );
-                futures::stream::iter(refs)
-            }
+            move |_| futures::stream::iter(deleting(&seed_store))
         }))
         .with_config(ControllerConfig::default().concurrency(2));
-    let buckets = buckets
-        .reconcile_on(entries_for_buckets.flat_map(|entry| {
+    let bucket_controller = Controller::for_shared_stream(buckets.applied, buckets.store)
+        .reconcile_on(entries_for_buckets.flat_map(|change| {
             // The bucket it names and the one holding a place for its move.
+            let entry = change.object;
             let refs: Vec<ObjectRef<BackupBucket>> =
                 std::iter::once(entry.spec.bucket_name.as_str())
                     .chain(crate::garden::moves::reserved_bucket(&entry))
@@ -529,44 +514,82 @@ async fn term(shared: Arc<Shared>, token: CancellationToken) {
         .reconcile_all_on(seeds_for_buckets.map(|_| ()))
         .reconcile_all_on(
             lease_events
-                .filter(|lease| ready(lease.name_any().starts_with("seed-")))
+                .filter(|lease| ready(lease.object.name_any().starts_with("seed-")))
                 .map(|_| ()),
         )
         .with_config(ControllerConfig::default().concurrency(5));
     let syncs =
         u16::try_from(shared.config.controllers.backup_entry.concurrent_syncs).unwrap_or(u16::MAX);
-    let shoots = shoots
-        .reconcile_on(entries_for_shoots.flat_map(|entry| {
-            let namespace = entry.namespace().unwrap_or_default();
-            let refs: Vec<ObjectRef<Shoot>> = entry
-                .owner_references()
-                .iter()
-                .filter(|o| o.kind == "Shoot")
-                .map(|o| ObjectRef::new(&o.name).within(&namespace))
-                .collect();
-            futures::stream::iter(refs)
+    // A shoot is reconciled when its entry is missing or out of line, judged on the entry
+    // cache once it is filled (a restart has no reconcile per shoot to go through before
+    // the first new placement).
+    let shoots_to_reconcile = shoots
+        .applied
+        .then({
+            let entry_store = stores.entries.clone();
+            let entries_ready = entries.ready.clone();
+            move |shoot| {
+                let entry_store = entry_store.clone();
+                let mut entries_ready = entries_ready.clone();
+                async move {
+                    // Stopped caches: let the reconcile see for itself.
+                    let _ = entries_ready.wait_for(|r| *r).await;
+                    let entry = shoot
+                        .backup_entry_name()
+                        .zip(shoot.namespace())
+                        .and_then(|(name, ns)| entry_store.get(&ObjectRef::new(&name).within(&ns)));
+                    shoot_needs_reconcile(&shoot, entry.as_deref()).then_some(shoot)
+                }
+            }
+        })
+        .filter_map(ready);
+    let shoot_controller = Controller::for_shared_stream(shoots_to_reconcile, shoots.store)
+        .reconcile_on(entries_for_shoots.flat_map({
+            let shoot_store = stores.shoots.clone();
+            move |change| {
+                let entry = change.object;
+                let namespace = entry.namespace().unwrap_or_default();
+                let current = (!change.deleted).then_some(entry.as_ref());
+                let refs: Vec<ObjectRef<Shoot>> = entry
+                    .owner_references()
+                    .iter()
+                    .filter(|o| o.kind == "Shoot")
+                    .map(|o| ObjectRef::new(&o.name).within(&namespace))
+                    .filter(|r| {
+                        shoot_store
+                            .get(r)
+                            .is_some_and(|shoot| shoot_needs_reconcile(&shoot, current))
+                    })
+                    .collect();
+                futures::stream::iter(refs)
+            }
         }))
         .with_config(ControllerConfig::default().concurrency(syncs));
     let entry_store = stores.entries.clone();
-    let entries = entries
-        // A seed being deleted or gone lets the entries leaving it be handed over.
-        .reconcile_on(seeds_for_entries.flat_map(move |seed| {
-            let name = seed.name_any();
-            let refs: Vec<ObjectRef<BackupEntry>> = entry_store
-                .state()
-                .iter()
-                .filter(|e| {
-                    e.status.as_ref().and_then(|s| s.seed_name.as_deref()) == Some(name.as_str())
-                        && e.spec.seed_name.as_deref() != Some(name.as_str())
-                })
-                .map(|e| ObjectRef::from_obj(e.as_ref()))
-                .collect();
-            futures::stream::iter(refs)
-        }))
-        .with_config(ControllerConfig::default().concurrency(5));
+    let entry_controller = Controller::for_shared_stream(
+        entries
+            .applied
+            .filter(|entry| ready(entry_needs_reconcile(entry))),
+        entries.store,
+    )
+    // A seed being deleted or gone lets the entries leaving it be handed over.
+    .reconcile_on(seeds_for_entries.flat_map(move |seed| {
+        let name = seed.object.name_any();
+        let refs: Vec<ObjectRef<BackupEntry>> = entry_store
+            .state()
+            .iter()
+            .filter(|e| {
+                e.status.as_ref().and_then(|s| s.seed_name.as_deref()) == Some(name.as_str())
+                    && e.spec.seed_name.as_deref() != Some(name.as_str())
+            })
+            .map(|e| ObjectRef::from_obj(e.as_ref()))
+            .collect();
+        futures::stream::iter(refs)
+    }))
+    .with_config(ControllerConfig::default().concurrency(5));
 
     let stop = || token.clone().cancelled_owned();
-    let profiles = profiles
+    let profile_run = profile_controller
         .graceful_shutdown_on(stop())
         .run(
             reconcile_profile,
@@ -574,11 +597,11 @@ async fn term(shared: Arc<Shared>, token: CancellationToken) {
             ctx.clone(),
         )
         .for_each(drain(PROFILE_CONTROLLER));
-    let seeds = seeds
+    let seed_run = seed_controller
         .graceful_shutdown_on(stop())
         .run(reconcile_seed, error_policy(SEED_CONTROLLER), ctx.clone())
         .for_each(drain(SEED_CONTROLLER));
-    let buckets = buckets
+    let bucket_run = bucket_controller
         .graceful_shutdown_on(stop())
         .run(
             reconcile_bucket,
@@ -586,23 +609,23 @@ async fn term(shared: Arc<Shared>, token: CancellationToken) {
             ctx.clone(),
         )
         .for_each(drain(bucket_controller::CONTROLLER));
-    let shoots = shoots
+    let shoot_run = shoot_controller
         .graceful_shutdown_on(stop())
         .run(reconcile_shoot, error_policy(SHOOT_CONTROLLER), ctx.clone())
         .for_each(drain(SHOOT_CONTROLLER));
-    let entries = entries
+    let entry_run = entry_controller
         .graceful_shutdown_on(stop())
         .run(reconcile_entry, error_policy(ENTRY_CONTROLLER), ctx.clone())
         .for_each(drain(ENTRY_CONTROLLER));
     let recount = initial_recount(ctx.clone(), counts_tx, shared.ready.clone(), token.clone());
     let caches = async {
         tokio::join!(
-            profile_cache,
-            seed_cache,
-            shoot_cache,
-            bucket_cache,
-            entry_cache,
-            lease_cache
+            profiles.fill,
+            seeds.fill,
+            shoots.fill,
+            buckets.fill,
+            entries.fill,
+            leases.fill
         );
     };
     let caches = async {
@@ -611,7 +634,15 @@ async fn term(shared: Arc<Shared>, token: CancellationToken) {
             _ = token.cancelled() => {}
         }
     };
-    tokio::join!(profiles, seeds, buckets, shoots, entries, recount, caches);
+    tokio::join!(
+        profile_run,
+        seed_run,
+        bucket_run,
+        shoot_run,
+        entry_run,
+        recount,
+        caches
+    );
     tracing::info!("garden controllers stopped");
 }
 
@@ -626,67 +657,6 @@ where
         .filter(|o| o.meta().deletion_timestamp.is_some())
         .map(|o| ObjectRef::from_obj(o.as_ref()))
         .collect()
-}
-
-/// A reflector store of `K` for the controllers to read, the future that fills it, a flag
-/// set once its initial list is complete, and `N` streams of the objects it changed
-/// (applied or deleted), each item sent after the store has it.
-fn cache<K, const N: usize>(
-    api: Api<K>,
-    config: watcher::Config,
-    observe: impl Fn(&watcher::Event<K>) + Send + 'static,
-) -> (
-    reflector::Store<K>,
-    impl std::future::Future<Output = ()>,
-    tokio::sync::watch::Receiver<bool>,
-    [tokio_stream::wrappers::UnboundedReceiverStream<K>; N],
-)
-where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + std::fmt::Debug
-        + serde::de::DeserializeOwned
-        + Send
-        + Sync
-        + 'static,
-{
-    let (store, writer) = reflector::store::<K>();
-    let (tx, rx) = tokio::sync::watch::channel(false);
-    let mut senders = Vec::with_capacity(N);
-    let receivers: [tokio_stream::wrappers::UnboundedReceiverStream<K>; N] =
-        std::array::from_fn(|_| {
-            let (s, r) = tokio::sync::mpsc::unbounded_channel();
-            senders.push(s);
-            tokio_stream::wrappers::UnboundedReceiverStream::new(r)
-        });
-    let fill = reflector::reflector(writer, watcher(api, config))
-        .backoff(WatchBackoff::default())
-        .for_each(move |event| {
-            if let Ok(event) = &event {
-                observe(event);
-            }
-            let touched: Vec<K> = match event {
-                Ok(watcher::Event::InitDone) => {
-                    tx.send_replace(true);
-                    Vec::new()
-                }
-                Ok(watcher::Event::Apply(o))
-                | Ok(watcher::Event::Delete(o))
-                | Ok(watcher::Event::InitApply(o)) => vec![o],
-                Ok(watcher::Event::Init) => Vec::new(),
-                Err(e) => {
-                    tracing::debug!(error = %e, "cache watch error; retrying");
-                    Vec::new()
-                }
-            };
-            for o in touched {
-                for s in &senders {
-                    let _ = s.send(o.clone());
-                }
-            }
-            ready(())
-        });
-    (store, fill, rx, receivers)
 }
 
 /// Consumes a controller's output stream item, logging errors of the machinery itself.

@@ -1,0 +1,289 @@
+//! Which changes wake which garden reconciles (issue 19). Every BackupEntry written during
+//! a burst of placements used to wake its shoot again, itself, and the seed's reconcile;
+//! every bucket count written woke the profile's and the seed's, which walk all buckets of
+//! the landscape: work per entry that grew with the number of entries. These decisions
+//! keep only the wake-ups whose reconcile would do something:
+//!
+//! - a Shoot or BackupEntry is reconciled only when its reconcile would not be a no-op
+//!   ([`shoot_needs_reconcile`], [`entry_needs_reconcile`]); this also spares a restart
+//!   one reconcile per shoot and per entry before the first new placement;
+//! - a BackupBucket change wakes its profile or its seeds only when what they read of it
+//!   changed ([`BucketView`]: the spec they pass on, its pool, its seeds, its error,
+//!   its deletion), not on every `status.entryCount` write.
+//!
+//! Guards of owners being deleted (profiles, seeds) are still woken by every shoot and
+//! entry change; those wake-ups take the owners being deleted only.
+
+use std::collections::HashMap;
+
+use kube::{Resource, ResourceExt};
+
+use crate::api::common::ObjectReference;
+use crate::api::core::{BackupBucket, BackupEntry, Shoot};
+use crate::garden::buckets::{pool_of, seed_label_patch};
+use crate::garden::entries::entry_update;
+use crate::garden::moves::{MoveStep, move_step};
+use crate::garden::pools::PoolKey;
+
+/// Whether reconciling `shoot` would do anything, given its entry as the cache shows it
+/// (`None`: no entry cached). Mirrors [`crate::garden::entry_controllers::reconcile_shoot`]:
+/// a shoot being deleted or without a seed waits for a change; an entry being deleted is
+/// no longer steered by its shoot; an entry in line with its shoot needs nothing.
+pub fn shoot_needs_reconcile(shoot: &Shoot, entry: Option<&BackupEntry>) -> bool {
+    if shoot.meta().deletion_timestamp.is_some()
+        || shoot.spec.seed_name.as_deref().is_none_or(str::is_empty)
+    {
+        return false;
+    }
+    match entry {
+        None => true,
+        Some(e) if e.meta().deletion_timestamp.is_some() => false,
+        Some(e) => entry_update(e, shoot).is_some(),
+    }
+}
+
+/// Whether reconciling `entry` would do anything. Mirrors
+/// [`crate::garden::entry_controllers::reconcile_entry`]: an entry being deleted or being
+/// handed to another seed is always looked at; otherwise only a migration step or a seed
+/// label out of line is work.
+pub fn entry_needs_reconcile(entry: &BackupEntry) -> bool {
+    entry.meta().deletion_timestamp.is_some()
+        || entry.responsible_seed() != entry.spec.seed_name.as_deref()
+        || move_step(entry.annotations(), &entry.spec.bucket_name, false) != MoveStep::None
+        || seed_label_patch(entry.labels(), entry.responsible_seed()).is_some()
+}
+
+/// What the owner controllers read of a bucket.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BucketView {
+    /// For its CloudProfile: the pool, and the spec the profile passes on.
+    pool: Option<PoolKey>,
+    credentials: Option<ObjectReference>,
+    has_secret_ref: bool,
+    provider_config: Option<serde_json::Value>,
+    /// For its seeds: the seeds it is on and its error (`BackupBucketsReady`, guards).
+    spec_seed: Option<String>,
+    status_seed: Option<String>,
+    error: Option<String>,
+    deleting: bool,
+}
+
+impl BucketView {
+    pub fn of(bucket: &BackupBucket) -> Self {
+        let status = bucket.status.as_ref();
+        BucketView {
+            pool: pool_of(bucket),
+            credentials: bucket.spec.credentials_ref.clone(),
+            has_secret_ref: bucket.spec.secret_ref.is_some(),
+            provider_config: bucket.spec.provider_config.clone(),
+            spec_seed: bucket.spec.seed_name.clone(),
+            status_seed: status.and_then(|s| s.seed_name.clone()),
+            error: status
+                .and_then(|s| s.last_error.as_ref())
+                .map(|e| e.description.clone()),
+            deleting: bucket.meta().deletion_timestamp.is_some(),
+        }
+    }
+}
+
+/// The last [`BucketView`] of every bucket seen, to tell a change the owners care about
+/// from a count written. Its size is the number of buckets.
+#[derive(Default)]
+pub struct BucketViews {
+    seen: HashMap<String, BucketView>,
+}
+
+impl BucketViews {
+    /// Records a bucket change; true when the owners should look (a new bucket, a bucket
+    /// gone, or a change in what they read).
+    pub fn changed(&mut self, bucket: &BackupBucket, deleted: bool) -> bool {
+        let name = bucket.name_any();
+        if deleted {
+            self.seen.remove(&name);
+            return true;
+        }
+        let view = BucketView::of(bucket);
+        match self.seen.get(&name) {
+            Some(old) if *old == view => false,
+            _ => {
+                self.seen.insert(name, view);
+                true
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::common::ObjectReference;
+    use crate::api::core::{
+        ANNOTATION_MIGRATION_RESERVED, ANNOTATION_MIGRATION_TARGET, BackupBucketSpec,
+        BackupBucketStatus, BackupEntrySpec, BackupEntryStatus, CloudProfileReference, LABEL_SEED,
+        ShootSpec,
+    };
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    fn shoot(seed: Option<&str>) -> Shoot {
+        let mut s = Shoot::new(
+            "s",
+            ShootSpec {
+                cloud_profile: Some(CloudProfileReference {
+                    kind: "CloudProfile".into(),
+                    name: "aws".into(),
+                    ..CloudProfileReference::default()
+                }),
+                seed_name: seed.map(str::to_string),
+                ..ShootSpec::default()
+            },
+        );
+        s.metadata.namespace = Some("garden-p".into());
+        s.metadata.uid = Some("uid-1".into());
+        s
+    }
+
+    fn now() -> Time {
+        Time(k8s_openapi::jiff::Timestamp::now())
+    }
+
+    #[test]
+    fn a_shoot_is_reconciled_only_when_its_entry_is_missing_or_out_of_line() {
+        let s = shoot(Some("seed-1"));
+        assert!(shoot_needs_reconcile(&s, None), "no entry: place one");
+        let entry = crate::garden::entries::new_entry(
+            &s,
+            "b-0",
+            &crate::runtime::selector::ObjectSelector::default(),
+        )
+        .expect("entry");
+        assert!(!shoot_needs_reconcile(&s, Some(&entry)), "in line");
+        let moved = shoot(Some("seed-2"));
+        assert!(shoot_needs_reconcile(&moved, Some(&entry)), "seed changed");
+        let mut leaving = entry.clone();
+        leaving.metadata.deletion_timestamp = Some(now());
+        assert!(!shoot_needs_reconcile(&moved, Some(&leaving)));
+        assert!(!shoot_needs_reconcile(&shoot(None), None), "no seed");
+        let mut deleted = shoot(Some("seed-1"));
+        deleted.metadata.deletion_timestamp = Some(now());
+        assert!(!shoot_needs_reconcile(&deleted, None));
+        // The decision agrees with the patch the reconcile would write.
+        for (shoot, entry) in [(&s, &entry), (&moved, &entry)] {
+            assert_eq!(
+                shoot_needs_reconcile(shoot, Some(entry)),
+                entry_update(entry, shoot).is_some()
+            );
+        }
+    }
+
+    fn entry() -> BackupEntry {
+        let mut e = BackupEntry::new(
+            "e",
+            BackupEntrySpec {
+                bucket_name: "b-0".into(),
+                seed_name: Some("seed-1".into()),
+                ..BackupEntrySpec::default()
+            },
+        );
+        e.metadata.labels = Some([(LABEL_SEED.to_string(), "seed-1".to_string())].into());
+        e
+    }
+
+    #[test]
+    fn an_entry_is_reconciled_only_when_there_is_something_to_do() {
+        let settled = entry();
+        assert!(!entry_needs_reconcile(&settled));
+
+        let mut unlabelled = entry();
+        unlabelled.metadata.labels = None;
+        assert!(entry_needs_reconcile(&unlabelled), "seed label missing");
+
+        let mut deleting = entry();
+        deleting.metadata.deletion_timestamp = Some(now());
+        assert!(
+            entry_needs_reconcile(&deleting),
+            "grace and cleanup hand-over"
+        );
+
+        let mut handing_over = entry();
+        handing_over.spec.seed_name = Some("seed-2".into());
+        handing_over.status = Some(BackupEntryStatus {
+            seed_name: Some("seed-1".into()),
+            ..BackupEntryStatus::default()
+        });
+        assert!(entry_needs_reconcile(&handing_over), "seed hand-over");
+
+        let mut asking = entry();
+        asking.metadata.annotations =
+            Some([(ANNOTATION_MIGRATION_TARGET.to_string(), "b-1".to_string())].into());
+        assert!(entry_needs_reconcile(&asking), "a move asks for a place");
+
+        let mut holding = entry();
+        holding.metadata.annotations =
+            Some([(ANNOTATION_MIGRATION_RESERVED.to_string(), "b-1".to_string())].into());
+        assert!(
+            entry_needs_reconcile(&holding),
+            "a held place no longer asked for"
+        );
+    }
+
+    fn bucket() -> BackupBucket {
+        let mut b = BackupBucket::new(
+            "aws-eu-1-0123abcd-0",
+            BackupBucketSpec {
+                seed_name: Some("seed-1".into()),
+                ..BackupBucketSpec::default()
+            },
+        );
+        b.status = Some(BackupBucketStatus {
+            entry_count: Some(3),
+            ..BackupBucketStatus::default()
+        });
+        b
+    }
+
+    #[test]
+    fn count_writes_wake_no_owner_but_what_owners_read_does() {
+        let mut views = BucketViews::default();
+        let b = bucket();
+        assert!(views.changed(&b, false), "a new bucket");
+        assert!(!views.changed(&b, false), "the same again");
+        let mut counted = b.clone();
+        if let Some(s) = counted.status.as_mut() {
+            s.entry_count = Some(35);
+        }
+        assert!(!views.changed(&counted, false), "only the count moved");
+
+        let mut credentials = counted.clone();
+        credentials.spec.credentials_ref = Some(ObjectReference {
+            name: "other".into(),
+            ..ObjectReference::default()
+        });
+        assert!(views.changed(&credentials, false));
+
+        let mut failed = credentials.clone();
+        if let Some(s) = failed.status.as_mut() {
+            s.last_error = Some(crate::runtime::status::last_error(
+                "denied",
+                [],
+                chrono::Utc::now(),
+            ));
+        }
+        assert!(
+            views.changed(&failed, false),
+            "an error for BackupBucketsReady"
+        );
+
+        let mut handed = failed.clone();
+        handed.spec.seed_name = Some("seed-2".into());
+        assert!(views.changed(&handed, false), "another seed");
+
+        let mut deleting = handed.clone();
+        deleting.metadata.deletion_timestamp = Some(now());
+        assert!(views.changed(&deleting, false));
+        assert!(views.changed(&deleting, true), "gone");
+        assert!(
+            views.changed(&deleting, false),
+            "seen anew after it was gone"
+        );
+    }
+}
