@@ -72,7 +72,9 @@ fn encode_continue(rv: u64, key: &ObjectKey) -> String {
     base64::engine::general_purpose::STANDARD.encode(raw)
 }
 
-fn decode_continue(token: &str) -> Result<ObjectKey, ApiError> {
+/// A continue token's list resourceVersion (that of the list's first page) and the key
+/// the next page starts after.
+fn decode_continue(token: &str) -> Result<(u64, ObjectKey), ApiError> {
     let bad = || {
         ApiError::bad_request("continue key is not valid: incorrect encoded start resourceVersion")
     };
@@ -80,12 +82,13 @@ fn decode_continue(token: &str) -> Result<ObjectKey, ApiError> {
         .decode(token)
         .map_err(|_| bad())?;
     let v: Value = serde_json::from_slice(&raw).map_err(|_| bad())?;
+    let rv = v.get("rv").and_then(Value::as_u64).ok_or_else(bad)?;
     let start = v.get("start").and_then(Value::as_array).ok_or_else(bad)?;
     match (
         start.first().and_then(Value::as_str),
         start.get(1).and_then(Value::as_str),
     ) {
-        (Some(ns), Some(name)) => Ok((ns.to_string(), name.to_string())),
+        (Some(ns), Some(name)) => Ok((rv, (ns.to_string(), name.to_string()))),
         _ => Err(bad()),
     }
 }
@@ -97,18 +100,28 @@ impl State {
         ns: Option<&str>,
         q: &ListQuery,
     ) -> Result<ListPage, ApiError> {
-        let after = q
+        let continued = q
             .continue_token
             .as_deref()
             .map(decode_continue)
             .transpose()?;
-        let (raw, rv) = self.store.list(&info.gr(), ns, after.as_ref());
+        let (raw, current) =
+            self.store
+                .list(&info.gr(), ns, continued.as_ref().map(|(_, key)| key));
+        // Every page of a list carries the resourceVersion of its first page, as
+        // kube-apiserver's do: a watch from there replays whatever changed while the
+        // pages were read (an object created mid-list before the current page's start
+        // is in no page; with the newest resourceVersion it would be lost until a
+        // relist). Later pages read live state, so an item may be newer than that
+        // resourceVersion; its change is then replayed as well, which a watcher applies
+        // harmlessly.
+        let rv = continued.as_ref().map_or(current, |(rv, _)| *rv);
         if let (Some(want), Some("Exact")) =
             (&q.resource_version, q.resource_version_match.as_deref())
-            && want.parse::<u64>().ok() != Some(rv)
+            && want.parse::<u64>().ok() != Some(current)
         {
             return Err(ApiError::expired(format!(
-                "The resourceVersion for the provided list is too old (requested {want}, current {rv})"
+                "The resourceVersion for the provided list is too old (requested {want}, current {current})"
             )));
         }
         let convert = info.converts();
@@ -190,7 +203,7 @@ mod tests {
     #[test]
     fn continue_tokens_round_trip() {
         let k = ("ns".to_string(), "a".to_string());
-        assert_eq!(decode_continue(&encode_continue(5, &k)).unwrap(), k);
+        assert_eq!(decode_continue(&encode_continue(5, &k)).unwrap(), (5, k));
         assert_eq!(decode_continue("!!").unwrap_err().code, 400);
     }
 }

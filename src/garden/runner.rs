@@ -331,17 +331,10 @@ async fn supervise(shared: Arc<Shared>, token: CancellationToken) {
 }
 
 fn watch_config(selector: &ObjectSelector) -> watcher::Config {
-    // One list request per kind, not pages of 500: the embedded API server (`granary
-    // dev`, tests, benches) serves each page from its live state with the newest
-    // resourceVersion instead of the first page's snapshot, so an object created while
-    // a kind is being listed in pages (a shoot created as the garden restarts) could be
-    // in no page and before the watch: lost until the next relist. With one watch per
-    // kind nothing else would notice it. A real kube-apiserver serves pages from one
-    // snapshot; one list is also one round trip instead of twenty at 10,000 shoots.
-    let config = watcher::Config {
-        page_size: None,
-        ..watcher::Config::default()
-    };
+    // Paged lists (kube's default 500 a page) keep a restart's memory bounded; the
+    // embedded server serves every page with the first page's resourceVersion, as
+    // kube-apiserver does, so nothing created mid-list is missed by the watch.
+    let config = watcher::Config::default();
     match selector.label_selector() {
         Some(s) => config.labels(&s),
         None => config,
