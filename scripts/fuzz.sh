@@ -4,6 +4,7 @@
 #   archive_reader   the backup tarball reader (read_archive, parse_archive,
 #                    Manifest::from_archive) with small limits
 #   manifest_reader  manifest.json.gz, <name>-resource-list.json.gz, <name>-results.gz
+#   protobuf_body    the embedded API server's protobuf request-body decoder
 #
 #   scripts/fuzz.sh [SECONDS] [TARGET...]
 #
@@ -23,7 +24,7 @@ set -euo pipefail
 seconds="${1:-60}"
 shift || true
 targets=("$@")
-[ "${#targets[@]}" -gt 0 ] || targets=(archive_reader manifest_reader)
+[ "${#targets[@]}" -gt 0 ] || targets=(archive_reader manifest_reader protobuf_body)
 case "$seconds" in
     '' | *[!0-9]*)
         echo "usage: scripts/fuzz.sh [SECONDS] [TARGET...]" >&2
@@ -44,6 +45,13 @@ echo "fuzz: writing the seed corpus" >&2
 GRANARY_FUZZ_CORPUS="$root/fuzz/corpus" \
     cargo test -q -p granary --lib velero::fuzz_seeds -- --ignored --exact \
     velero::fuzz_seeds::write_fuzz_seed_corpus >&2
+
+# The protobuf decoder's seeds: the bodies kubectl 1.32 sent (tests/fixtures/protobuf),
+# after the target's mode byte (even: it puts the `k8s\0` prefix back).
+mkdir -p fuzz/corpus/protobuf_body
+for f in tests/fixtures/protobuf/*.bin; do
+    { printf '\000'; tail -c +5 "$f"; } >"fuzz/corpus/protobuf_body/seed-$(basename "$f")"
+done
 
 failed=()
 for target in "${targets[@]}"; do

@@ -77,6 +77,13 @@ use tokio_util::sync::CancellationToken;
 use state::State;
 
 pub use crate::runtime::clock::Clock;
+
+/// Decodes a Kubernetes protobuf request body (`application/vnd.kubernetes.protobuf`) to
+/// the object's JSON as the server does, or says why it cannot, with the HTTP status
+/// the server would answer. Public for the fuzz target (`fuzz/fuzz_targets/protobuf_body.rs`).
+pub fn decode_protobuf_body(body: &[u8]) -> Result<serde_json::Value, (u16, String)> {
+    protobuf::decode(body).map_err(|e| (e.code, e.message))
+}
 pub use recorder::{ADMIN_USER, ApiCall};
 
 /// How to start an [`EmbeddedServer`].
