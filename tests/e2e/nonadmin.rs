@@ -166,6 +166,27 @@ async fn client_from(path: &Path) -> Client {
     Client::try_from(config).expect("client")
 }
 
+/// Applies deploy/seed's CRDs (waiting until each is Established) and the
+/// namespace-owner ClusterRole of deploy/seed/nonadmin-rbac.yaml.
+pub(crate) async fn install_seed_crds_and_owner_role(admin: &Client) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/seed");
+    let mut crds: Vec<_> = std::fs::read_dir(root.join("crds"))
+        .expect("crds")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    crds.sort();
+    for f in crds {
+        for crd in apply_yaml(admin, &std::fs::read_to_string(&f).expect("crd")).await {
+            crate::support::wait_established(admin, &crd.name_any()).await;
+        }
+    }
+    apply_yaml(
+        admin,
+        &std::fs::read_to_string(root.join("nonadmin-rbac.yaml")).expect("rbac"),
+    )
+    .await;
+}
+
 pub(crate) async fn client_as(server: &EmbeddedServer, token: &str) -> Client {
     let mut kc = server.kubeconfig().expect("kubeconfig");
     for named in &mut kc.auth_infos {
@@ -314,22 +335,7 @@ async fn start() -> Option<Tenancy> {
 async fn start_with(adjust: impl FnOnce(&mut VeleroSettings)) -> Option<Tenancy> {
     let (cluster, admin, owners, [ns_a, ns_b, velero_ns], selector) = cluster().await?;
     let [(owner_a, user_a), (owner_b, user_b)] = owners;
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/seed");
-    let mut crds: Vec<_> = std::fs::read_dir(root.join("crds"))
-        .expect("crds")
-        .map(|e| e.expect("entry").path())
-        .collect();
-    crds.sort();
-    for f in crds {
-        for crd in apply_yaml(&admin, &std::fs::read_to_string(&f).expect("crd")).await {
-            crate::support::wait_established(&admin, &crd.name_any()).await;
-        }
-    }
-    apply_yaml(
-        &admin,
-        &std::fs::read_to_string(root.join("nonadmin-rbac.yaml")).expect("rbac"),
-    )
-    .await;
+    install_seed_crds_and_owner_role(&admin).await;
     for (ns, user) in [(&ns_a, &user_a), (&ns_b, &user_b)] {
         bind(&admin, ns, user, "admin").await;
         bind(&admin, ns, user, "nonadmin-editor-role").await;

@@ -43,8 +43,7 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
-use crate::nonadmin::{TOKENS, apply_yaml, client_as};
-use std::path::Path;
+use crate::nonadmin::{TOKENS, client_as, install_seed_crds_and_owner_role};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -119,22 +118,7 @@ async fn start(adjust: impl FnOnce(&mut VeleroSettings)) -> World {
         .await
         .expect("server");
     let admin = client_as(&server, "root-token-0123456789").await;
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/seed");
-    let mut crds: Vec<_> = std::fs::read_dir(root.join("crds"))
-        .expect("crds")
-        .map(|e| e.expect("entry").path())
-        .collect();
-    crds.sort();
-    for f in crds {
-        for crd in apply_yaml(&admin, &std::fs::read_to_string(&f).expect("crd")).await {
-            crate::support::wait_established(&admin, &crd.name_any()).await;
-        }
-    }
-    apply_yaml(
-        &admin,
-        &std::fs::read_to_string(root.join("nonadmin-rbac.yaml")).expect("rbac"),
-    )
-    .await;
+    install_seed_crds_and_owner_role(&admin).await;
     for ns in [VELERO, "ns-a", "ns-b"] {
         let mut n = Namespace::default();
         n.metadata.name = Some(ns.into());
