@@ -393,30 +393,10 @@ async fn rbac_of_deploy_covers_every_recorded_call_and_grants_nothing_more() {
     )
     .await;
     create_seed(tc, &seed_name, "local", "eu-1", None).await;
-    let seed_config: SeedConfiguration = config_from_configmap(
-        &deploy.join("seed/configmap.yaml"),
-        &[
-            Override::new("seedName", seed_name.clone()),
-            // Renew the liveness Lease within the run (an update after the create).
-            Override::new("seedLiveness.renewInterval", "500ms"),
-        ],
-    )
-    .expect("the seed ConfigMap loads");
-    // The seed's garden identity: the ServiceAccount the webhook knows it by.
-    let seed_in_garden = format!("system:serviceaccount:granary-system:granary-seed-{seed_name}");
-    let agent = SeedAgent::new(
-        client_as(garden_server, &seed_in_garden).await,
-        client_as(seed_server, SEED_USER).await,
-        seed_config,
-    )
-    .store_options(l.store_options())
-    .object_selector(Some(tc.object_selector.clone()))
-    .start()
-    .await
-    .expect("seed agent starts");
 
-    // A shoot: the garden places its entry in a new bucket assigned to the seed, the
-    // seed provisions both and writes the shoot's etcd-backup secret.
+    // A shoot: the garden places its entry in a new bucket and assigns it to the seed
+    // once the seed agent runs; the seed provisions both and writes the shoot's
+    // etcd-backup secret.
     let project = tc.namespace("garden-rbac").await;
     let web = shoot(tc, &project, "web", &profile, &seed_name);
     ensure_namespace(&l.seed, &web.technical_id()).await;
@@ -441,6 +421,40 @@ async fn rbac_of_deploy_covers_every_recorded_call_and_grants_nothing_more() {
         .items
         .remove(0);
     let bucket_name = entry.spec.bucket_name.clone();
+    // The seed agent starts only now: with no liveness Lease yet, the garden made the
+    // bucket without a seed and assigns it once the seed is ready (an event), rather
+    // than either way depending on which came first.
+    assert_eq!(
+        l.buckets()
+            .get(&bucket_name)
+            .await
+            .expect("bucket")
+            .spec
+            .seed_name,
+        None,
+        "a bucket made before its seed was ready has no seed yet"
+    );
+    let seed_config: SeedConfiguration = config_from_configmap(
+        &deploy.join("seed/configmap.yaml"),
+        &[
+            Override::new("seedName", seed_name.clone()),
+            // Renew the liveness Lease within the run (an update after the create).
+            Override::new("seedLiveness.renewInterval", "500ms"),
+        ],
+    )
+    .expect("the seed ConfigMap loads");
+    // The seed's garden identity: the ServiceAccount the webhook knows it by.
+    let seed_in_garden = format!("system:serviceaccount:granary-system:granary-seed-{seed_name}");
+    let agent = SeedAgent::new(
+        client_as(garden_server, &seed_in_garden).await,
+        client_as(seed_server, SEED_USER).await,
+        seed_config,
+    )
+    .store_options(l.store_options())
+    .object_selector(Some(tc.object_selector.clone()))
+    .start()
+    .await
+    .expect("seed agent starts");
     l.wait_bucket_ready(&bucket_name).await;
     l.wait_entry_ready(&project, &entry.name_any()).await;
     let etcd: Api<Secret> = Api::namespaced(l.seed.clone(), &web.technical_id());
