@@ -124,7 +124,7 @@ impl State {
             api_version: &api_version,
             now: &now,
         };
-        if endpoint == Endpoint::Main && self.store.get(&info.gr(), ns, name).is_none() {
+        if endpoint == Endpoint::Main && self.store.deleting(&info.gr(), ns, name).is_none() {
             let obj =
                 managed::apply(&json!({}), &config, shape, &writer, force).map_err(to_api_error)?;
             let ns_opt = (!ns.is_empty()).then_some(ns);

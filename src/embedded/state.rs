@@ -197,13 +197,13 @@ impl State {
             return Ok(());
         };
         let nsgr = super::store::GroupResource::new("", "namespaces");
-        match self.store.get(&nsgr, "", ns) {
+        match self.store.deleting(&nsgr, "", ns) {
             None => Err(ApiError::not_found("", "namespaces", ns)),
-            Some(obj) if objects::is_deleting(&obj) => Err(ApiError::forbidden(format!(
+            Some(true) => Err(ApiError::forbidden(format!(
                 "{} \"{name}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",
                 super::errors::qualified(&info.group, &info.plural)
             ))),
-            Some(_) => Ok(()),
+            Some(false) => Ok(()),
         }
     }
 
@@ -213,11 +213,7 @@ impl State {
                 "apiextensions.k8s.io",
                 "customresourcedefinitions",
             );
-            if self
-                .store
-                .get(&gr, "", crd)
-                .is_some_and(|c| objects::is_deleting(&c))
-            {
+            if self.store.deleting(&gr, "", crd).unwrap_or(false) {
                 return Err(ApiError::method_not_allowed(
                     "create not allowed while custom resource definition is terminating",
                 ));

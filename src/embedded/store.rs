@@ -369,6 +369,17 @@ impl Store {
         serde_json::from_slice(&rec.data).ok()
     }
 
+    /// Whether the object is being deleted (`None`: it does not exist), from the facts
+    /// its record keeps: no JSON is parsed, so per-request checks stay cheap.
+    pub(crate) fn deleting(&self, gr: &GroupResource, ns: &str, name: &str) -> Option<bool> {
+        let inner = self.read();
+        let rec = inner
+            .objects
+            .get(gr)?
+            .get(&(ns.to_string(), name.to_string()))?;
+        Some(rec.flags & DELETING != 0)
+    }
+
     /// Objects of `gr` (in `ns` when given), in key order, strictly after `after`.
     pub(crate) fn list(
         &self,
