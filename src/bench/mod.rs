@@ -8,6 +8,7 @@
 //! Benchmarks are not tests: CI runs each once at a tiny size so it cannot rot, and never
 //! checks a time.
 
+mod apiserver;
 mod embedded;
 mod garden;
 mod objects;
@@ -157,6 +158,10 @@ pub async fn run(name: &str, opts: &BenchOptions) -> anyhow::Result<Report> {
 /// each named benchmark on its own runtime (two workers, as this machine has) and prints
 /// its table, or its JSON with `json`, then where the results went (stderr).
 pub fn main_blocking(names: &[String], opts: &BenchOptions, json: bool) -> anyhow::Result<()> {
+    // A benchmark's API server process (re-executed with the same arguments).
+    if let Some(dir) = std::env::var_os(apiserver::CHILD_ENV) {
+        return apiserver::serve(std::path::Path::new(&dir));
+    }
     let names: Vec<&str> = if names.iter().any(|n| n == "all") {
         NAMES.to_vec()
     } else {

@@ -12,6 +12,17 @@ pub fn status_kib(pid: &str, field: &str) -> Option<u64> {
         .ok()
 }
 
+/// CPU seconds (user and system, all threads) process `pid` has used so far, from
+/// /proc/<pid>/stat (in USER_HZ ticks: 100 a second on Linux).
+pub fn cpu_seconds(pid: &str) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The fields after the command name (which may hold spaces) start at `state`.
+    let mut fields = stat.rsplit_once(')')?.1.split_whitespace().skip(11);
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    Some((utime + stime) as f64 / 100.0)
+}
+
 pub fn mib(kib: u64) -> f64 {
     kib as f64 / 1024.0
 }

@@ -1,0 +1,174 @@
+//! The embedded API server in a process of its own, for benchmarks that measure a
+//! client's CPU and memory (the garden's): the benchmark re-executes its own binary
+//! with [`CHILD_ENV`] set, and that child serves until its stdin closes. Both `granary
+//! bench` and the `cargo bench` targets reach [`super::main_blocking`] first, which
+//! turns the child into the server, so the same code runs under both.
+//!
+//! The parent talks to the child over its stdin and stdout, one line each way:
+//! `ready` (the kubeconfig is written), `record` → `ok` (start recording requests),
+//! `writes` → a JSON object of the recorded writes by `verb resource[/subresource]`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Stdio;
+
+use anyhow::{Context, bail};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout};
+
+use super::support::Scratch;
+use crate::embedded::{EmbeddedOptions, EmbeddedServer};
+
+/// Set (to a directory for the kubeconfig) in the environment of the child.
+pub(crate) const CHILD_ENV: &str = "GRANARY_BENCH_APISERVER_DIR";
+
+/// The child's side: an embedded API server on 127.0.0.1 that writes its kubeconfig
+/// into `dir` and answers the parent's lines until its stdin closes.
+pub(crate) fn serve(dir: &Path) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async {
+        let server = EmbeddedServer::start(EmbeddedOptions::default())
+            .await
+            .context("embedded server starts")?;
+        server
+            .write_kubeconfig(&dir.join("kubeconfig"))
+            .context("writing the kubeconfig")?;
+        let mut out = tokio::io::stdout();
+        let mut say = async |line: String| -> anyhow::Result<()> {
+            out.write_all(format!("{line}\n").as_bytes()).await?;
+            out.flush().await?;
+            Ok(())
+        };
+        say("ready".into()).await?;
+        let mut lines = BufReader::new(tokio::io::stdin()).lines();
+        while let Some(line) = lines.next_line().await? {
+            match line.trim() {
+                "record" => {
+                    server.record_requests();
+                    say("ok".into()).await?;
+                }
+                "writes" => {
+                    let mut by_kind = BTreeMap::<String, usize>::new();
+                    for c in server.recorded_requests().iter().filter(|c| {
+                        matches!(
+                            c.verb.as_str(),
+                            "create" | "update" | "patch" | "delete" | "deletecollection"
+                        )
+                    }) {
+                        let key = if c.subresource.is_empty() {
+                            format!("{} {}", c.verb, c.resource)
+                        } else {
+                            format!("{} {}/{}", c.verb, c.resource, c.subresource)
+                        };
+                        *by_kind.entry(key).or_default() += 1;
+                    }
+                    say(serde_json::to_string(&by_kind)?).await?;
+                }
+                other => bail!("the benchmark's API server got an unknown line {other:?}"),
+            }
+        }
+        server.shutdown().await;
+        Ok(())
+    })
+}
+
+/// The parent's side: the child process and a client of its server.
+pub(crate) struct ApiServerProcess {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: Lines<BufReader<ChildStdout>>,
+    pub client: kube::Client,
+    _scratch: Scratch,
+}
+
+impl ApiServerProcess {
+    /// Starts the child and waits until its server answers.
+    pub(crate) async fn start() -> anyhow::Result<ApiServerProcess> {
+        let scratch = Scratch::new("apiserver").context("a scratch directory")?;
+        let exe = std::env::current_exe().context("the benchmark's own executable")?;
+        let mut child = tokio::process::Command::new(exe)
+            .args(std::env::args_os().skip(1))
+            .env(CHILD_ENV, scratch.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .context("starting the API server process")?;
+        let stdin = child.stdin.take().context("the child's stdin")?;
+        let mut stdout = BufReader::new(child.stdout.take().context("the child's stdout")?).lines();
+        let ready = next_line(&mut stdout).await?;
+        if ready != "ready" {
+            bail!("the API server process said {ready:?} instead of ready");
+        }
+        let path = scratch.path().join("kubeconfig");
+        let kubeconfig = kube::config::Kubeconfig::read_from(&path)
+            .with_context(|| format!("reading {}", path.display()))?;
+        let config = kube::Config::from_custom_kubeconfig(
+            kubeconfig,
+            &kube::config::KubeConfigOptions::default(),
+        )
+        .await
+        .context("the API server's kubeconfig")?;
+        Ok(ApiServerProcess {
+            child,
+            stdin,
+            stdout,
+            client: kube::Client::try_from(config).context("a client of the API server")?,
+            _scratch: scratch,
+        })
+    }
+
+    /// The child's pid, for its /proc readings.
+    pub(crate) fn pid(&self) -> String {
+        self.child.id().map(|p| p.to_string()).unwrap_or_default()
+    }
+
+    async fn ask(&mut self, line: &str) -> anyhow::Result<String> {
+        self.stdin
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .context("writing to the API server process")?;
+        self.stdin.flush().await?;
+        next_line(&mut self.stdout).await
+    }
+
+    /// Starts recording the server's requests.
+    pub(crate) async fn record(&mut self) -> anyhow::Result<()> {
+        match self.ask("record").await?.as_str() {
+            "ok" => Ok(()),
+            other => bail!("the API server process said {other:?} to record"),
+        }
+    }
+
+    /// The writes recorded since [`Self::record`], by `verb resource[/subresource]`.
+    pub(crate) async fn writes(&mut self) -> anyhow::Result<BTreeMap<String, usize>> {
+        let line = self.ask("writes").await?;
+        serde_json::from_str(&line).context("the API server process' writes")
+    }
+
+    /// Closes the child's stdin and waits for it to end.
+    pub(crate) async fn stop(self) -> anyhow::Result<()> {
+        let ApiServerProcess {
+            mut child, stdin, ..
+        } = self;
+        drop(stdin);
+        let status = child.wait().await.context("waiting for the API server")?;
+        if !status.success() {
+            bail!("the API server process ended with {status}");
+        }
+        Ok(())
+    }
+}
+
+async fn next_line(lines: &mut Lines<BufReader<ChildStdout>>) -> anyhow::Result<String> {
+    lines
+        .next_line()
+        .await
+        .context("reading from the API server process")?
+        .context("the API server process ended")
+}
