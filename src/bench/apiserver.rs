@@ -86,12 +86,25 @@ pub(crate) struct ApiServerProcess {
 }
 
 impl ApiServerProcess {
-    /// Starts the child and waits until its server answers.
-    pub(crate) async fn start() -> anyhow::Result<ApiServerProcess> {
+    /// Starts the child (`exe bench <bench>`, or this executable with this process'
+    /// arguments) and waits until its server answers.
+    pub(crate) async fn start(exe: Option<&Path>, bench: &str) -> anyhow::Result<ApiServerProcess> {
         let scratch = Scratch::new("apiserver").context("a scratch directory")?;
-        let exe = std::env::current_exe().context("the benchmark's own executable")?;
-        let mut child = tokio::process::Command::new(exe)
-            .args(std::env::args_os().skip(1))
+        let mut command = match exe {
+            Some(exe) => {
+                let mut c = tokio::process::Command::new(exe);
+                c.args(["bench", bench]);
+                c
+            }
+            None => {
+                let mut c = tokio::process::Command::new(
+                    std::env::current_exe().context("the benchmark's own executable")?,
+                );
+                c.args(std::env::args_os().skip(1));
+                c
+            }
+        };
+        let mut child = command
             .env(CHILD_ENV, scratch.path())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

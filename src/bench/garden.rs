@@ -131,14 +131,14 @@ fn metric(text: &str, prefix: &str) -> f64 {
         .sum()
 }
 
-pub(crate) async fn run(opts: &BenchOptions) -> anyhow::Result<Outcome> {
+pub(crate) async fn run(opts: &BenchOptions, name: &str) -> anyhow::Result<Outcome> {
     let default = std::env::var("GRANARY_BENCH_SHOOTS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(10_000);
     let n = opts.size.unwrap_or(default);
     let limit = 100;
-    let mut server = ApiServerProcess::start().await?;
+    let mut server = ApiServerProcess::start(opts.apiserver_exe.as_deref(), name).await?;
     let client = server.client.clone();
     let server_pid = server.pid();
     // CPU seconds so far of (this process, the API server process).

@@ -59,6 +59,10 @@ pub struct BenchOptions {
     /// The S3 emulator for `delete` and `copy`; default `$GRANARY_TEST_S3_ENDPOINT`.
     pub s3_endpoint: Option<String>,
     pub heap: Option<HeapProbe>,
+    /// The `granary` executable that serves a benchmark's API server process (as
+    /// `granary bench <name>`); default: this process' own executable, re-run with its
+    /// own arguments (`granary bench` and the `cargo bench` targets).
+    pub apiserver_exe: Option<PathBuf>,
 }
 
 /// What one benchmark measured.
@@ -112,7 +116,7 @@ pub async fn run(name: &str, opts: &BenchOptions) -> anyhow::Result<Report> {
     let outcome = match name {
         "delete" => objects::delete(opts).await?,
         "copy" => objects::copy(opts).await?,
-        "garden" => garden::run(opts).await?,
+        "garden" => garden::run(opts, name).await?,
         "embedded" => embedded::run(opts).await?,
         "velero_archive" => velero_archive::run(opts)?,
         "velero_backup" => velero_backup::run(opts).await?,
