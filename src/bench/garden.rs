@@ -18,15 +18,18 @@
 
 use std::time::{Duration, Instant};
 
+use crate::api::bucket_name::shard_bucket_name;
 use crate::api::common::ObjectReference;
 use crate::api::core::{
-    BackupEntry, BackupEntrySpec, BackupSpec, CloudProfile, CloudProfileReference,
-    CloudProfileSpec, Seed, SeedProvider, SeedSpec, Shoot, ShootSpec,
+    BackupEntry, BackupSpec, CloudProfile, CloudProfileReference, CloudProfileSpec, Seed,
+    SeedProvider, SeedSpec, Shoot, ShootSpec,
 };
 use crate::api::crds::{self, Side};
+use crate::garden::entries::new_entry;
 use crate::garden::{GardenController, RunningGarden};
 use crate::runtime::config::{GardenConfiguration, ProviderQuota};
 use crate::runtime::metrics::Metrics;
+use crate::runtime::selector::ObjectSelector;
 use anyhow::{Context, bail};
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -225,23 +228,45 @@ pub(crate) async fn run(opts: &BenchOptions, name: &str) -> anyhow::Result<Outco
     };
 
     // Peer: a bare client creating N BackupEntries, then listing them, on this server.
+    // They are the entries the garden makes (`new_entry`: labels, owner reference,
+    // bucket name of a shard), owned by N seedless shoots made for them first, so the
+    // peer's creates cost the server what the garden's do and no garbage collection
+    // removes them meanwhile.
+    let bare_shoots: Api<Shoot> = Api::namespaced(client.clone(), "garden-bare");
+    let owners: Vec<Shoot> = futures::stream::iter(0..n)
+        .map(|i| {
+            let bare_shoots = bare_shoots.clone();
+            async move {
+                let mut s = shoot(&format!("s{i:06}"), "garden-bare");
+                s.spec.seed_name = None;
+                bare_shoots
+                    .create(&PostParams::default(), &s)
+                    .await
+                    .context("bare shoot create")
+            }
+        })
+        .buffer_unordered(CONCURRENCY)
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .collect::<anyhow::Result<_>>()?;
+    let bucket = shard_bucket_name("aws", "eu-1", "bare", 1);
+    let bare_entries: Vec<BackupEntry> = owners
+        .into_iter()
+        .map(|mut s| {
+            s.spec.seed_name = Some("seed-1".into());
+            new_entry(&s, bucket.as_str(), &ObjectSelector::default())
+                .map_err(|e| anyhow::anyhow!("bare entry: {e}"))
+        })
+        .collect::<anyhow::Result<_>>()?;
     let bare: Api<BackupEntry> = Api::namespaced(client.clone(), "garden-bare");
     let cpu_start = cpu();
     let start = Instant::now();
-    futures::stream::iter(0..n)
-        .for_each_concurrent(CONCURRENCY, |i| {
+    futures::stream::iter(&bare_entries)
+        .for_each_concurrent(CONCURRENCY, |e| {
             let bare = bare.clone();
             async move {
-                let mut e = BackupEntry::new(
-                    &format!("e{i:06}"),
-                    BackupEntrySpec {
-                        bucket_name: "bare-bucket".into(),
-                        seed_name: Some("seed-1".into()),
-                        ..BackupEntrySpec::default()
-                    },
-                );
-                e.metadata.namespace = Some("garden-bare".into());
-                if let Err(e) = create(&bare, &e).await {
+                if let Err(e) = create(&bare, e).await {
                     tracing::warn!("bare create: {e}");
                 }
             }
@@ -262,12 +287,17 @@ pub(crate) async fn run(opts: &BenchOptions, name: &str) -> anyhow::Result<Outco
     if listed != n {
         bail!("the bare client listed {listed} entries, expected {n}");
     }
-    // Gone before the garden starts (a delete-collection may take one page at a time).
-    until("bare entries gone", || async {
-        let _ = bare
+    // Gone before the garden starts: the shoots, and their entries with them (a
+    // delete-collection may take one page at a time).
+    until("bare shoots and entries gone", || async {
+        let _ = bare_shoots
             .delete_collection(&DeleteParams::default(), &ListParams::default())
             .await;
-        entry_count(&client, Some("garden-bare")).await == 0
+        let shoots_left = bare_shoots
+            .list_metadata(&ListParams::default().limit(1))
+            .await
+            .map_or(1, |l| l.items.len());
+        shoots_left == 0 && entry_count(&client, Some("garden-bare")).await == 0
     })
     .await?;
 

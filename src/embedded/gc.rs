@@ -3,17 +3,17 @@
 //! aggregation. They run in one task, woken after writes that may concern them (and
 //! once a second).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
 
+use super::gc_index::Place;
 use super::objects::{
     self, FOREGROUND_FINALIZER, NAMESPACE_FINALIZER, ORPHAN_FINALIZER, Propagation,
 };
 use super::state::{DeleteOptions, State};
-use super::store::{DELETING, GroupResource, Mutation, ObjectKey, parse_uid};
+use super::store::{DELETING, GroupResource, Mutation, ObjectKey, Record, parse_uid};
 
 /// A change one garbage-collector pass makes.
 enum Work {
@@ -75,6 +75,11 @@ fn decide(owners: &[(u128, OwnerState)]) -> GcAction {
     }
 }
 
+/// The finalizers of a record being deleted (none otherwise).
+fn finalizers(r: &Record) -> &[String] {
+    r.gc.as_deref().map_or(&[][..], |f| &f.finalizers[..])
+}
+
 impl State {
     fn delete_as_gc(&self, gr: &GroupResource, key: &ObjectKey, propagation: Propagation) {
         let opts = DeleteOptions {
@@ -98,10 +103,11 @@ impl State {
         }
     }
 
-    /// One pass of the garbage collector. It reads the facts each record keeps (no JSON
-    /// is parsed), so a pass over many objects stays cheap.
-    pub(crate) fn collect_garbage(&self) {
-        let work = self.gc_decisions();
+    /// One pass of the garbage collector over the objects writes marked (over every
+    /// object with owners or being deleted when `everything`). It reads the facts each
+    /// record keeps (no JSON is parsed).
+    pub(crate) fn collect_garbage(&self, everything: bool) {
+        let work = self.gc_decisions(everything);
         for w in work {
             match w {
                 Work::DropRefs(gr, key, uids) => self.internal_update(&gr, &key.0, &key.1, |obj| {
@@ -144,38 +150,37 @@ impl State {
     }
 
     /// What one pass must do, decided under the read lock from borrowed records: only
-    /// the objects that need a change are copied out.
-    fn gc_decisions(&self) -> Vec<Work> {
-        let inner = self.store.read();
-        // Every live uid, with the finalizers of those being deleted.
-        let mut nodes: HashMap<u128, Option<&[String]>> = HashMap::new();
-        for map in inner.objects.values() {
-            for rec in map.values().filter(|r| r.uid != 0) {
-                let deleting = (rec.flags & DELETING != 0)
-                    .then(|| rec.gc.as_deref().map_or(&[][..], |f| &f.finalizers[..]));
-                nodes.insert(rec.uid, deleting);
-            }
+    /// the objects a write marked since the last pass are looked at (every one with
+    /// owners or being deleted when `everything`), and only those that need a change
+    /// are copied out.
+    fn gc_decisions(&self, everything: bool) -> Vec<Work> {
+        let marked = self.store.take_gc_dirty(everything);
+        if marked.is_empty() {
+            return Vec::new();
         }
-        let state_of = |uid: u128| match nodes.get(&uid) {
+        let inner = self.store.read();
+        let record = |(gr, key): &Place| inner.objects.get(gr).and_then(|m| m.get(key));
+        let state_of = |uid: u128| match inner
+            .gc
+            .place_of(uid)
+            .and_then(record)
+            .filter(|r| r.uid == uid)
+        {
             None => OwnerState::Absent,
-            Some(None) => OwnerState::Alive,
-            Some(Some(f)) if f.iter().any(|x| x == ORPHAN_FINALIZER) => OwnerState::Orphaning,
-            Some(Some(f)) if f.iter().any(|x| x == FOREGROUND_FINALIZER) => OwnerState::Waiting,
-            Some(Some(_)) => OwnerState::Alive,
+            Some(r) if r.flags & DELETING == 0 => OwnerState::Alive,
+            Some(r) if finalizers(r).iter().any(|x| x == ORPHAN_FINALIZER) => OwnerState::Orphaning,
+            Some(r) if finalizers(r).iter().any(|x| x == FOREGROUND_FINALIZER) => {
+                OwnerState::Waiting
+            }
+            Some(_) => OwnerState::Alive,
         };
         let mut work = Vec::new();
-        // Per owner uid: (held by a blocking dependent, held by any dependent).
-        let mut held: HashMap<u128, (bool, bool)> = HashMap::new();
-        for (gr, map) in &inner.objects {
-            for (key, rec) in map {
-                let Some(facts) = rec.gc.as_deref().filter(|f| !f.owners.is_empty()) else {
-                    continue;
-                };
-                for (uid, block) in &facts.owners {
-                    let h = held.entry(*uid).or_default();
-                    h.0 |= *block;
-                    h.1 = true;
-                }
+        for place in marked {
+            let Some(rec) = record(&place) else {
+                continue;
+            };
+            let (gr, key) = &place;
+            if let Some(facts) = rec.gc.as_deref().filter(|f| !f.owners.is_empty()) {
                 let owners: Vec<(u128, OwnerState)> = facts
                     .owners
                     .iter()
@@ -192,21 +197,30 @@ impl State {
                     GcAction::Delete(_) => {}
                 }
             }
-        }
-        // Owners waiting for dependents (foreground) or orphaning them: release them
-        // once no dependent that holds them back is left.
-        for (gr, map) in &inner.objects {
-            for (key, rec) in map.iter().filter(|(_, r)| r.flags & DELETING != 0) {
-                let Some(Some(f)) = nodes.get(&rec.uid) else {
-                    continue;
-                };
-                let (blocked, any) = held.get(&rec.uid).copied().unwrap_or_default();
-                for (finalizer, is_held) in
-                    [(FOREGROUND_FINALIZER, blocked), (ORPHAN_FINALIZER, any)]
-                {
-                    if !is_held && f.iter().any(|x| x == finalizer) {
-                        work.push(Work::Release(gr.clone(), key.clone(), finalizer));
-                    }
+            // An owner waiting for its dependents (foreground) or orphaning them: let it
+            // go once no dependent that holds it back is left.
+            if rec.flags & DELETING == 0 {
+                continue;
+            }
+            let f = finalizers(rec);
+            if !f
+                .iter()
+                .any(|x| x == FOREGROUND_FINALIZER || x == ORPHAN_FINALIZER)
+            {
+                continue;
+            }
+            // (held by a blocking dependent, held by any dependent)
+            let (mut blocked, mut any) = (false, false);
+            for dependent in inner.gc.dependents_of(rec.uid).filter_map(&record) {
+                let refs = dependent.gc.as_deref().map_or(&[][..], |f| &f.owners[..]);
+                for (_, block) in refs.iter().filter(|(u, _)| *u == rec.uid) {
+                    any = true;
+                    blocked |= *block;
+                }
+            }
+            for (finalizer, is_held) in [(FOREGROUND_FINALIZER, blocked), (ORPHAN_FINALIZER, any)] {
+                if !is_held && f.iter().any(|x| x == finalizer) {
+                    work.push(Work::Release(gr.clone(), key.clone(), finalizer));
                 }
             }
         }
@@ -261,15 +275,24 @@ impl State {
     }
 }
 
-/// The least time between two passes: under a stream of writes, passes (each over all
-/// objects) run at most this often instead of once per write.
+/// The least time between two passes: under a stream of writes, passes run at most
+/// this often instead of once per write.
 const MIN_PASS_INTERVAL: Duration = Duration::from_millis(50);
+
+/// How often the garbage collector looks at every object with owners or being deleted,
+/// not only at those writes marked (the first pass, after a restore, is one too).
+const FULL_PASS_INTERVAL: Duration = Duration::from_secs(60);
 
 /// Runs the controllers until shutdown.
 pub(crate) async fn run_controllers(state: Arc<State>) {
+    let mut last_full: Option<tokio::time::Instant> = None;
     loop {
+        let everything = last_full.is_none_or(|t| t.elapsed() >= FULL_PASS_INTERVAL);
+        if everything {
+            last_full = Some(tokio::time::Instant::now());
+        }
         state.reconcile_crds();
-        state.collect_garbage();
+        state.collect_garbage(everything);
         state.finalize_namespaces();
         state.aggregate_cluster_roles();
         tokio::select! {

@@ -35,6 +35,7 @@ mod errors;
 mod events;
 mod fieldset;
 mod gc;
+mod gc_index;
 mod identity;
 mod kubeconfig;
 mod list;

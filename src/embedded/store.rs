@@ -7,7 +7,7 @@
 //! checked inside the decision). Watchers get events through a bounded broadcast channel:
 //! a watcher that falls too far behind is dropped and must re-watch or re-list.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use bytes::Bytes;
@@ -15,6 +15,7 @@ use serde_json::Value;
 use tokio::sync::{Notify, broadcast};
 
 use super::errors::ApiError;
+use super::gc_index::{GcIndex, Place};
 
 /// A resource across its versions, e.g. `("apps", "deployments")`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
@@ -162,6 +163,8 @@ pub(crate) trait Journal: Send + Sync {
 pub(crate) struct Inner {
     pub rv: u64,
     pub objects: HashMap<GroupResource, BTreeMap<ObjectKey, Record>>,
+    /// Kept with `objects` on every write.
+    pub gc: GcIndex,
     history: VecDeque<Arc<StoreEvent>>,
 }
 
@@ -295,6 +298,7 @@ impl Store {
             inner: RwLock::new(Inner {
                 rv: 1,
                 objects: HashMap::new(),
+                gc: GcIndex::default(),
                 history: VecDeque::new(),
             }),
             tx,
@@ -334,6 +338,14 @@ impl Store {
                 }
             }
             let record = Record::of(&v, data);
+            let place = (gr, key);
+            let old = inner
+                .objects
+                .get(&place.0)
+                .and_then(|m| m.get(&place.1))
+                .cloned();
+            inner.gc.changed(&place, old.as_ref(), Some(&record));
+            let (gr, key) = place;
             inner.objects.entry(gr).or_default().insert(key, record);
         }
         inner.rv = inner.rv.max(rv);
@@ -367,6 +379,17 @@ impl Store {
             .get(gr)?
             .get(&(ns.to_string(), name.to_string()))?;
         serde_json::from_slice(&rec.data).ok()
+    }
+
+    /// The objects the garbage collector is to look at: those a write marked since the
+    /// last call, or with `everything` every one with owners or being deleted.
+    pub(crate) fn take_gc_dirty(&self, everything: bool) -> HashSet<Place> {
+        let mut guard = self.write();
+        let inner = &mut *guard;
+        if everything {
+            inner.gc.mark_all(&inner.objects);
+        }
+        inner.gc.take_dirty()
     }
 
     /// Whether the object is being deleted (`None`: it does not exist), from the facts
@@ -453,6 +476,9 @@ impl Store {
                     j.put(gr, &key, &data);
                 }
                 inner
+                    .gc
+                    .changed(&(gr.clone(), key.clone()), old.as_ref(), Some(&record));
+                inner
                     .objects
                     .entry(gr.clone())
                     .or_default()
@@ -470,6 +496,9 @@ impl Store {
                 if let Some(j) = &self.journal {
                     j.remove(gr, &key, next_rv);
                 }
+                inner
+                    .gc
+                    .changed(&(gr.clone(), key.clone()), old.as_ref(), None);
                 if let Some(m) = inner.objects.get_mut(gr) {
                     m.remove(&key);
                     if m.is_empty() {
