@@ -18,6 +18,8 @@ pub fn main(name: &str, heap: Option<HeapProbe>) -> ExitCode {
     let opts = BenchOptions {
         size,
         heap,
+        // The garden benchmark runs `granary garden` (this binary is not `granary`).
+        granary_exe: Some(env!("CARGO_BIN_EXE_granary").into()),
         ..BenchOptions::default()
     };
     match granary::bench::main_blocking(&[name.to_string()], &opts, json) {

@@ -82,12 +82,12 @@ pub(crate) struct ApiServerProcess {
     stdin: ChildStdin,
     stdout: Lines<BufReader<ChildStdout>>,
     pub client: kube::Client,
-    _scratch: Scratch,
+    scratch: Scratch,
 }
 
 impl ApiServerProcess {
     /// Starts the child (`exe bench <bench>`, or this executable with this process'
-    /// arguments) and waits until its server answers.
+    /// arguments) and waits until its kubeconfig is written.
     pub(crate) async fn start(exe: Option<&Path>, bench: &str) -> anyhow::Result<ApiServerProcess> {
         let scratch = Scratch::new("apiserver").context("a scratch directory")?;
         let mut command = match exe {
@@ -132,8 +132,13 @@ impl ApiServerProcess {
             stdin,
             stdout,
             client: kube::Client::try_from(config).context("a client of the API server")?,
-            _scratch: scratch,
+            scratch,
         })
+    }
+
+    /// The kubeconfig of the server (0600, in a scratch directory removed with it).
+    pub(crate) fn kubeconfig_path(&self) -> std::path::PathBuf {
+        self.scratch.path().join("kubeconfig")
     }
 
     /// The child's pid, for its /proc readings.

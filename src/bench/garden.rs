@@ -3,12 +3,13 @@
 //!
 //! - cold start: N shoots (`--size N`, default 10,000; or `GRANARY_BENCH_SHOOTS`) exist
 //!   with quota 100 before the garden starts; Granary's time until all N BackupEntries
-//!   exist, against a bare client creating N BackupEntries (32 at a time, as the shoots
-//!   are created) on the same server. Goal: ≤ 1.5×.
+//!   exist, against a bare client creating the same N BackupEntries (as the garden makes
+//!   them, owned by shoots; 32 at a time) on the same server. Goal: ≤ 1.5×.
 //! - API writes per entry: every create/update/patch/delete the server recorded during
 //!   the cold start (events included), divided by N. Goal: ≤ 3.
 //! - restart with N placed entries: a new garden's time until ready and until the entry
-//!   of one new shoot exists, against a bare list of the N entries. Goal: ≤ 2×.
+//!   of one new shoot exists, against a bare client listing the same objects (the N
+//!   shoots and their N entries, at once). Goal: ≤ 2×.
 //! - the garden's peak RSS during the cold start, with the API server in a process of
 //!   its own ([`super::apiserver`]): the benchmark's process holds the garden and the
 //!   bare client only. Goal: ≤ 150 MiB.
@@ -16,6 +17,7 @@
 //!   bare creates and for the cold start, so a ratio can be told apart into the
 //!   client's work and the server's.
 
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::api::bucket_name::shard_bucket_name;
@@ -26,9 +28,7 @@ use crate::api::core::{
 };
 use crate::api::crds::{self, Side};
 use crate::garden::entries::new_entry;
-use crate::garden::{GardenController, RunningGarden};
 use crate::runtime::config::{GardenConfiguration, ProviderQuota};
-use crate::runtime::metrics::Metrics;
 use crate::runtime::selector::ObjectSelector;
 use anyhow::{Context, bail};
 use futures::StreamExt;
@@ -40,7 +40,7 @@ use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::json;
 
 use super::apiserver::ApiServerProcess;
-use super::support::{cpu_seconds, mib, reset_peak_rss, status_kib};
+use super::support::{Scratch, cpu_seconds, mib, status_kib};
 use super::table::{Peer, Row, Unit};
 use super::{BenchOptions, Outcome};
 
@@ -116,15 +116,71 @@ where
     Ok(())
 }
 
-fn start_garden(
-    client: &kube::Client,
-    config: &GardenConfiguration,
-    metrics: &Metrics,
-) -> anyhow::Result<RunningGarden> {
-    GardenController::new(client.clone(), config.clone())
-        .metrics(metrics.clone())
-        .start()
-        .context("garden starts")
+/// `granary garden` in a process of its own against the benchmark's API server, with
+/// /readyz and /metrics on a loopback port.
+struct GardenProcess {
+    child: tokio::process::Child,
+    /// `http://127.0.0.1:<port>`
+    base: String,
+    http: reqwest::Client,
+}
+
+impl GardenProcess {
+    async fn start(exe: &Path, kubeconfig: &Path, config: &Path) -> anyhow::Result<Self> {
+        // A free port: the garden binds it again at once.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .context("a free loopback port")?
+            .port();
+        let child = tokio::process::Command::new(exe)
+            .arg("garden")
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .arg("--config")
+            .arg(config)
+            .args(["--metrics-bind-address", &format!("127.0.0.1:{port}")])
+            .arg("--leader-elect=false")
+            .env("RUST_LOG", "warn")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .context("starting granary garden")?;
+        Ok(GardenProcess {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+            http: reqwest::Client::new(),
+        })
+    }
+
+    fn pid(&self) -> String {
+        self.child.id().map(|p| p.to_string()).unwrap_or_default()
+    }
+
+    /// Whether /readyz answers 200.
+    async fn ready(&self) -> bool {
+        self.http
+            .get(format!("{}/readyz", self.base))
+            .send()
+            .await
+            .is_ok_and(|r| r.status().is_success())
+    }
+
+    /// The /metrics text (empty when it cannot be read).
+    async fn metrics(&self) -> String {
+        match self.http.get(format!("{}/metrics", self.base)).send().await {
+            Ok(r) => r.text().await.unwrap_or_default(),
+            Err(_) => String::new(),
+        }
+    }
+
+    async fn stop(mut self) -> anyhow::Result<()> {
+        if let Ok(Some(status)) = self.child.try_wait() {
+            bail!("granary garden ended early with {status}");
+        }
+        self.child.kill().await.context("stopping granary garden")
+    }
 }
 
 fn metric(text: &str, prefix: &str) -> f64 {
@@ -141,7 +197,11 @@ pub(crate) async fn run(opts: &BenchOptions, name: &str) -> anyhow::Result<Outco
         .unwrap_or(10_000);
     let n = opts.size.unwrap_or(default);
     let limit = 100;
-    let mut server = ApiServerProcess::start(opts.apiserver_exe.as_deref(), name).await?;
+    let exe = match &opts.granary_exe {
+        Some(exe) => exe.clone(),
+        None => std::env::current_exe().context("the benchmark's own executable")?,
+    };
+    let mut server = ApiServerProcess::start(opts.granary_exe.as_deref(), name).await?;
     let client = server.client.clone();
     let server_pid = server.pid();
     // CPU seconds so far of (this process, the API server process).
@@ -227,46 +287,52 @@ pub(crate) async fn run(opts: &BenchOptions, name: &str) -> anyhow::Result<Outco
         "release"
     };
 
-    // Peer: a bare client creating N BackupEntries, then listing them, on this server.
+    // Peer: a bare client creating N BackupEntries, then listing them with their shoots.
     // They are the entries the garden makes (`new_entry`: labels, owner reference,
     // bucket name of a shard), owned by N seedless shoots made for them first, so the
     // peer's creates cost the server what the garden's do and no garbage collection
     // removes them meanwhile.
     let bare_shoots: Api<Shoot> = Api::namespaced(client.clone(), "garden-bare");
-    let owners: Vec<Shoot> = futures::stream::iter(0..n)
+    // Only the owners' uids are kept: the process that later runs the garden holds no
+    // more of the peer's objects than it needs.
+    let owner_uids: Vec<String> = futures::stream::iter(0..n)
         .map(|i| {
             let bare_shoots = bare_shoots.clone();
             async move {
                 let mut s = shoot(&format!("s{i:06}"), "garden-bare");
                 s.spec.seed_name = None;
-                bare_shoots
+                let made = bare_shoots
                     .create(&PostParams::default(), &s)
                     .await
-                    .context("bare shoot create")
+                    .context("bare shoot create")?;
+                made.metadata.uid.context("a shoot without uid")
             }
         })
-        .buffer_unordered(CONCURRENCY)
+        .buffered(CONCURRENCY)
         .collect::<Vec<_>>()
         .await
         .into_iter()
         .collect::<anyhow::Result<_>>()?;
     let bucket = shard_bucket_name("aws", "eu-1", "bare", 1);
-    let bare_entries: Vec<BackupEntry> = owners
-        .into_iter()
-        .map(|mut s| {
-            s.spec.seed_name = Some("seed-1".into());
-            new_entry(&s, bucket.as_str(), &ObjectSelector::default())
-                .map_err(|e| anyhow::anyhow!("bare entry: {e}"))
-        })
-        .collect::<anyhow::Result<_>>()?;
+    let bare_entry = |i: usize, uid: &str| {
+        let mut s = shoot(&format!("s{i:06}"), "garden-bare");
+        s.metadata.uid = Some(uid.to_string());
+        new_entry(&s, bucket.as_str(), &ObjectSelector::default())
+            .map_err(|e| anyhow::anyhow!("bare entry: {e}"))
+    };
     let bare: Api<BackupEntry> = Api::namespaced(client.clone(), "garden-bare");
     let cpu_start = cpu();
     let start = Instant::now();
-    futures::stream::iter(&bare_entries)
-        .for_each_concurrent(CONCURRENCY, |e| {
+    futures::stream::iter(owner_uids.iter().enumerate())
+        .for_each_concurrent(CONCURRENCY, |(i, uid)| {
             let bare = bare.clone();
+            let entry = bare_entry(i, uid);
             async move {
-                if let Err(e) = create(&bare, e).await {
+                let made = match entry {
+                    Ok(e) => create(&bare, &e).await,
+                    Err(e) => Err(e),
+                };
+                if let Err(e) = made {
                     tracing::warn!("bare create: {e}");
                 }
             }
@@ -275,17 +341,21 @@ pub(crate) async fn run(opts: &BenchOptions, name: &str) -> anyhow::Result<Outco
     let bare_create = start.elapsed().as_secs_f64();
     let cpu_end = cpu();
     let bare_cpu = (cpu_end.0 - cpu_start.0, cpu_end.1 - cpu_start.1);
-    // The whole objects, decoded, as the garden's caches list them.
+    // The objects a restarted garden must know before it places: the shoots and their
+    // entries, listed at once and decoded whole, as the garden's caches list them.
+    let all = ListParams::default();
     let start = Instant::now();
-    let listed = bare
-        .list(&ListParams::default())
-        .await
-        .context("bare list")?
-        .items
-        .len();
+    let (listed_shoots, listed_entries) =
+        futures::try_join!(bare_shoots.list(&all), bare.list(&all)).context("bare list")?;
     let bare_list = start.elapsed().as_secs_f64();
-    if listed != n {
-        bail!("the bare client listed {listed} entries, expected {n}");
+    let listed = (listed_shoots.items.len(), listed_entries.items.len());
+    drop((listed_shoots, listed_entries));
+    if listed != (n, n) {
+        bail!(
+            "the bare client listed {} shoots and {} entries, expected {n} of each",
+            listed.0,
+            listed.1
+        );
     }
     // Gone before the garden starts: the shoots, and their entries with them (a
     // delete-collection may take one page at a time).
@@ -316,30 +386,40 @@ pub(crate) async fn run(opts: &BenchOptions, name: &str) -> anyhow::Result<Outco
         .await;
     let shoot_create = start.elapsed().as_secs_f64();
 
-    // Granary: cold start until every entry exists.
-    let metrics = Metrics::new();
-    reset_peak_rss();
-    let rss_before = status_kib("self", "VmRSS:").unwrap_or(0);
+    // Granary: `granary garden` from a cold start until every entry exists.
+    let scratch = Scratch::new("garden").context("a scratch directory")?;
+    let config_path = scratch.path().join("garden.json");
+    let mut document = serde_json::to_value(&config)?;
+    document["apiVersion"] = json!("granary.gardener.cloud/v1alpha1");
+    document["kind"] = json!("GardenConfiguration");
+    std::fs::write(&config_path, serde_json::to_vec(&document)?).context("the garden config")?;
+    let kubeconfig = server.kubeconfig_path();
     server.record().await?;
     let cpu_start = cpu();
     let start = Instant::now();
-    let garden = start_garden(&client, &config, &metrics)?;
-    until("placement", || async {
-        let placed = metric(
-            &metrics.render(),
-            "granary_garden_placements_total{outcome=\"existing\"}",
-        );
-        placed as usize >= n && entry_count(&client, None).await >= n
+    let garden = GardenProcess::start(&exe, &kubeconfig, &config_path).await?;
+    let garden_pid = garden.pid();
+    // CPU seconds of (the garden, the API server) so far.
+    let garden_cpu = || {
+        (
+            cpu_seconds(&garden_pid).unwrap_or(0.0),
+            cpu_seconds(&server_pid).unwrap_or(0.0),
+        )
+    };
+    let mut peak_kib = 0;
+    until("placement", || {
+        peak_kib = peak_kib.max(status_kib(&garden_pid, "VmHWM:").unwrap_or(0));
+        async { entry_count(&client, None).await >= n }
     })
     .await?;
     let cold = start.elapsed().as_secs_f64();
-    let cpu_end = cpu();
-    let cold_cpu = (cpu_end.0 - cpu_start.0, cpu_end.1 - cpu_start.1);
-    let peak_kib = status_kib("self", "VmHWM:").unwrap_or(0);
+    let cpu_end = garden_cpu();
+    let cold_cpu = (cpu_end.0, cpu_end.1 - cpu_start.1);
+    let peak_kib = peak_kib.max(status_kib(&garden_pid, "VmHWM:").unwrap_or(0));
     let server_peak_kib = status_kib(&server_pid, "VmHWM:").unwrap_or(0);
     let writes_by_resource = server.writes().await?;
     let writes: usize = writes_by_resource.values().sum();
-    let text = metrics.render();
+    let text = garden.metrics().await;
     let shards = metric(
         &text,
         "granary_garden_placements_total{outcome=\"new_shard\"}",
@@ -347,19 +427,13 @@ pub(crate) async fn run(opts: &BenchOptions, name: &str) -> anyhow::Result<Outco
     let conflicts = metric(&text, "granary_garden_placement_conflicts_total");
     // Let the controllers settle (bucket recounts, labels) before the restart.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    garden.stop().await;
+    garden.stop().await?;
 
     // Restart with N placed entries: ready, and the first new shoot's entry placed.
-    let metrics = Metrics::new();
     let start = Instant::now();
-    let garden = start_garden(&client, &config, &metrics)?;
-    let readiness = garden.readiness();
+    let garden = GardenProcess::start(&exe, &kubeconfig, &config_path).await?;
     create(&shoots, &shoot("s-new", "garden-bench")).await?;
-    until("ready after restart", || {
-        let r = readiness.is_ready();
-        async move { r }
-    })
-    .await?;
+    until("ready after restart", || garden.ready()).await?;
     let restart_ready = start.elapsed().as_secs_f64();
     let entries: Api<BackupEntry> = Api::namespaced(client.clone(), "garden-bench");
     until("first placement after restart", || {
@@ -367,7 +441,7 @@ pub(crate) async fn run(opts: &BenchOptions, name: &str) -> anyhow::Result<Outco
     })
     .await?;
     let restart_place = start.elapsed().as_secs_f64();
-    garden.stop().await;
+    garden.stop().await?;
 
     let ratio = cold / bare_create;
     let writes_per_entry = writes as f64 / n as f64;
@@ -384,8 +458,8 @@ pub(crate) async fn run(opts: &BenchOptions, name: &str) -> anyhow::Result<Outco
                        "shoot_create_seconds": shoot_create},
         "restart": {"ready_seconds": restart_ready, "first_placement_seconds": restart_place,
                     "bare_list_seconds": bare_list, "ratio": restart_ratio},
-        "memory": {"garden_peak_rss_mib": mib(peak_kib), "rss_before_garden_mib": mib(rss_before),
-                   "api_server_peak_rss_mib": mib(server_peak_kib), "includes_api_server": false},
+        "memory": {"garden_peak_rss_mib": mib(peak_kib), "api_server_peak_rss_mib": mib(server_peak_kib),
+                   "garden_process": "granary garden, alone in its process"},
         "cpu_seconds": {"bare_create": {"client": bare_cpu.0, "api_server": bare_cpu.1},
                         "cold_start": {"garden": cold_cpu.0, "api_server": cold_cpu.1}},
         "goal": {"placement_ratio_max": GOAL_PLACEMENT_RATIO, "placement_met": ratio <= GOAL_PLACEMENT_RATIO,
@@ -412,7 +486,7 @@ pub(crate) async fn run(opts: &BenchOptions, name: &str) -> anyhow::Result<Outco
         )
         .goal(GOAL_WRITES_PER_ENTRY),
         Row::versus(
-            format!("restart: ready / list {n} entries"),
+            format!("restart: ready / list {n} shoots + entries"),
             Unit::Seconds,
             restart_ready,
             "bare client list",

@@ -59,10 +59,11 @@ pub struct BenchOptions {
     /// The S3 emulator for `delete` and `copy`; default `$GRANARY_TEST_S3_ENDPOINT`.
     pub s3_endpoint: Option<String>,
     pub heap: Option<HeapProbe>,
-    /// The `granary` executable that serves a benchmark's API server process (as
-    /// `granary bench <name>`); default: this process' own executable, re-run with its
-    /// own arguments (`granary bench` and the `cargo bench` targets).
-    pub apiserver_exe: Option<PathBuf>,
+    /// The `granary` executable the garden benchmark runs its processes with (`granary
+    /// garden`, and its API server as `granary bench garden`); default: this process'
+    /// own executable (`granary bench`), its API server re-run with this process'
+    /// arguments.
+    pub granary_exe: Option<PathBuf>,
 }
 
 /// What one benchmark measured.

@@ -20,9 +20,9 @@ async fn smoke(name: &str, s3_endpoint: Option<String>) -> Value {
         results_dir: Some(dir.path().to_path_buf()),
         s3_endpoint,
         heap: None,
-        // The garden's API server process is served by the `granary` binary (this test
-        // binary cannot serve it).
-        apiserver_exe: Some(env!("CARGO_BIN_EXE_granary").into()),
+        // The garden benchmark runs `granary garden` and its API server with the
+        // `granary` binary (this test binary is neither).
+        granary_exe: Some(env!("CARGO_BIN_EXE_granary").into()),
     };
     let report = run(name, &opts)
         .await
