@@ -55,10 +55,17 @@ async fn create<K>(api: &Api<K>, obj: &K) -> anyhow::Result<()>
 where
     K: kube::Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
 {
-    match api.create(&PostParams::default(), obj).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
-        Err(e) => bail!("create failed: {e}"),
+    // CRDs become served asynchronously: a 404 is retried for a while.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match api.create(&PostParams::default(), obj).await {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 409 => return Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => bail!("create failed: {e}"),
+        }
     }
 }
 
@@ -220,7 +227,6 @@ pub(crate) async fn run(opts: &BenchOptions, name: &str) -> anyhow::Result<Outco
         ns.metadata.name = Some(name.into());
         create(&Api::<Namespace>::all(client.clone()), &ns).await?;
     }
-    // CRDs become served asynchronously: retry the first object until it is accepted.
     let profile = CloudProfile::new(
         "aws",
         CloudProfileSpec {
@@ -239,18 +245,7 @@ pub(crate) async fn run(opts: &BenchOptions, name: &str) -> anyhow::Result<Outco
             ..CloudProfileSpec::default()
         },
     );
-    let profiles: Api<CloudProfile> = Api::all(client.clone());
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while profiles
-        .create(&PostParams::default(), &profile)
-        .await
-        .is_err()
-    {
-        if Instant::now() >= deadline {
-            bail!("the garden CRDs were not served within 30 s");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    create(&Api::<CloudProfile>::all(client.clone()), &profile).await?;
     let seed = Seed::new(
         "seed-1",
         SeedSpec {
