@@ -182,8 +182,10 @@ impl Ledger {
         for (name, bucket) in &book.latest {
             by_name.insert(name.clone(), bucket.clone());
         }
+        // In name order already: a stable sort by shard keeps names as the tie-break
+        // without a String per comparison.
         let mut shards: Vec<Arc<BackupBucket>> = by_name.into_values().collect();
-        shards.sort_by_key(|b| (shard_of(b).unwrap_or(u32::MAX), b.name_any()));
+        shards.sort_by_key(|b| shard_of(b).unwrap_or(u32::MAX));
         shards
     }
 
