@@ -5,8 +5,10 @@
 //! turns the child into the server, so the same code runs under both.
 //!
 //! The parent talks to the child over its stdin and stdout, one line each way:
-//! `ready` (the kubeconfig is written), `record` → `ok` (start recording requests),
-//! `writes` → a JSON object of the recorded writes by `verb resource[/subresource]`.
+//! `ready` (the kubeconfig is written), `record` → `ok` (record requests from now on;
+//! recording costs the server the same in every phase it is on), `writes` → a JSON
+//! object of the writes recorded since the last `record`, by `verb
+//! resource[/subresource]`.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -45,15 +47,18 @@ pub(crate) fn serve(dir: &Path) -> anyhow::Result<()> {
         };
         say("ready".into()).await?;
         let mut lines = BufReader::new(tokio::io::stdin()).lines();
+        // Requests recorded before the last `record`.
+        let mut mark = 0;
         while let Some(line) = lines.next_line().await? {
             match line.trim() {
                 "record" => {
                     server.record_requests();
+                    mark = server.recorded_requests().len();
                     say("ok".into()).await?;
                 }
                 "writes" => {
                     let mut by_kind = BTreeMap::<String, usize>::new();
-                    for c in server.recorded_requests().iter().filter(|c| {
+                    for c in server.recorded_requests().iter().skip(mark).filter(|c| {
                         matches!(
                             c.verb.as_str(),
                             "create" | "update" | "patch" | "delete" | "deletecollection"
@@ -155,7 +160,7 @@ impl ApiServerProcess {
         next_line(&mut self.stdout).await
     }
 
-    /// Starts recording the server's requests.
+    /// Records the server's requests from now on (the writes counted start here).
     pub(crate) async fn record(&mut self) -> anyhow::Result<()> {
         match self.ask("record").await?.as_str() {
             "ok" => Ok(()),
@@ -163,7 +168,8 @@ impl ApiServerProcess {
         }
     }
 
-    /// The writes recorded since [`Self::record`], by `verb resource[/subresource]`.
+    /// The writes recorded since the last [`Self::record`], by `verb
+    /// resource[/subresource]`.
     pub(crate) async fn writes(&mut self) -> anyhow::Result<BTreeMap<String, usize>> {
         let line = self.ask("writes").await?;
         serde_json::from_str(&line).context("the API server process' writes")

@@ -14,7 +14,7 @@ use super::errors::ApiError;
 use super::list::ListQuery;
 use super::registry::ResourceInfo;
 use super::state::{State, to_served};
-use super::store::{EventType, StoreEvent, WatchFrom};
+use super::store::{EventType, GroupResource, StoreEvent, WatchFrom};
 
 /// Watch-specific query parameters.
 pub(crate) struct WatchParams {
@@ -65,6 +65,8 @@ fn bookmark(info: &ResourceInfo, rv: u64, initial_end: bool) -> Bytes {
 /// Filters and converts one event for this watcher; `None` when it is not selected.
 struct Filter {
     info: Arc<ResourceInfo>,
+    /// `info.gr()`, made once: every store event is compared with it.
+    gr: GroupResource,
     namespace: Option<String>,
     query: ListQuery,
 }
@@ -96,7 +98,7 @@ impl Filter {
     }
 
     fn event(&self, e: &StoreEvent) -> Option<Bytes> {
-        if e.gr != self.info.gr() || self.namespace.as_ref().is_some_and(|ns| *ns != e.namespace) {
+        if e.gr != self.gr || self.namespace.as_ref().is_some_and(|ns| *ns != e.namespace) {
             return None;
         }
         let now = self.selects(&e.object);
@@ -131,6 +133,7 @@ pub(crate) fn start(
     };
     let start = from.and_then(|from| state.store.watch(&info.gr(), namespace.as_deref(), from));
     let filter = Filter {
+        gr: info.gr(),
         info: info.clone(),
         namespace,
         query: params.list.clone(),
