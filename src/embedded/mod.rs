@@ -391,6 +391,11 @@ impl EmbeddedServer {
         self.state.recorder.calls()
     }
 
+    /// The requests recorded so far, in arrival order; the log starts again empty.
+    pub fn take_recorded_requests(&self) -> Vec<ApiCall> {
+        self.state.recorder.take()
+    }
+
     /// Stops serving, ends open watches and waits for the server to finish.
     pub async fn shutdown(mut self) {
         self.state.shutdown.cancel();

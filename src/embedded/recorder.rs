@@ -59,6 +59,11 @@ impl Recorder {
             .push(call.clone());
     }
 
+    /// Everything recorded so far, in arrival order, leaving the log empty.
+    pub(crate) fn take(&self) -> Vec<ApiCall> {
+        std::mem::take(&mut *self.calls.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
     /// Everything recorded so far, in arrival order.
     pub(crate) fn calls(&self) -> Vec<ApiCall> {
         self.calls.lock().unwrap_or_else(|e| e.into_inner()).clone()
