@@ -1,8 +1,8 @@
 //! The embedded API server in a process of its own, for benchmarks that measure a
-//! client's CPU and memory (the garden's): the benchmark re-executes its own binary
-//! with [`CHILD_ENV`] set, and that child serves until its stdin closes. Both `granary
-//! bench` and the `cargo bench` targets reach [`super::main_blocking`] first, which
-//! turns the child into the server, so the same code runs under both.
+//! client's CPU and memory (the garden's): the child is `granary bench <name>` (the
+//! `granary` executable given, else this process' own executable with its own
+//! arguments) with [`CHILD_ENV`] set, which [`super::main_blocking`] turns into the
+//! server; it serves until its stdin closes.
 //!
 //! The parent talks to the child over its stdin and stdout, one line each way:
 //! `ready` (the kubeconfig is written), `record` → `ok` (record requests from now on;
