@@ -423,6 +423,16 @@ pub(crate) async fn run(opts: &BenchOptions, name: &str) -> anyhow::Result<Outco
         "granary_garden_placements_total{outcome=\"new_shard\"}",
     );
     let conflicts = metric(&text, "granary_garden_placement_conflicts_total");
+    // Reconciles run during the cold start, per controller.
+    let reconciles: serde_json::Map<String, serde_json::Value> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("granary_reconcile_total{controller=\""))
+        .filter_map(|l| {
+            let (controller, rest) = l.split_once('"')?;
+            let count = rest.rsplit(' ').next()?.parse::<f64>().ok()?;
+            Some((controller.to_string(), json!(count)))
+        })
+        .collect();
     // Let the controllers settle (bucket recounts, labels) before the restart.
     tokio::time::sleep(Duration::from_secs(2)).await;
     garden.stop().await?;
@@ -450,7 +460,7 @@ pub(crate) async fn run(opts: &BenchOptions, name: &str) -> anyhow::Result<Outco
         "cold_start": {"granary_seconds": cold, "bare_create_seconds": bare_create,
                        "ratio": ratio, "entries_per_second": n as f64 / cold,
                        "bare_creates_per_second": n as f64 / bare_create,
-                       "shards": shards, "placement_conflicts": conflicts,
+                       "shards": shards, "placement_conflicts": conflicts, "reconciles": reconciles,
                        "api_writes": writes, "api_writes_per_entry": writes_per_entry,
                        "api_writes_by_kind": writes_by_resource,
                        "shoot_create_seconds": shoot_create},
