@@ -50,6 +50,35 @@ pub fn wait_sampling_peak(
     }
 }
 
+/// A `local` object store under `root` with the bucket `bench`, and the Velero layout of
+/// that bucket's prefix `velero/bench`: where the Velero benchmarks keep their backups.
+pub async fn local_bench_store(
+    root: &std::path::Path,
+) -> anyhow::Result<(
+    std::sync::Arc<dyn granary_providers::ObjectStore>,
+    crate::velero::layout::StorageLayout,
+)> {
+    use anyhow::Context;
+    let store = granary_providers::open(
+        "local",
+        None,
+        &Default::default(),
+        &granary_providers::StoreOptions {
+            local_root: Some(root.to_path_buf()),
+            ..Default::default()
+        },
+    )
+    .await
+    .context("local store")?;
+    store
+        .ensure_bucket("bench", &granary_providers::BucketOptions::default())
+        .await
+        .context("bucket")?;
+    let layout = crate::velero::layout::StorageLayout::new("bench", Some("velero/bench"))
+        .context("layout")?;
+    Ok((store, layout))
+}
+
 /// A scratch directory removed when dropped.
 pub struct Scratch(pub std::path::PathBuf);
 

@@ -18,10 +18,8 @@ use std::time::Instant;
 
 use crate::api::velero::{Backup, BackupPhase, BackupSpec, BackupStatus};
 use crate::embedded::{EmbeddedOptions, EmbeddedServer};
-use crate::velero::layout::StorageLayout;
 use crate::velero_server::backup::{BackupRequest, run as backup_run};
 use futures::StreamExt;
-use granary_providers::{BucketOptions, StoreOptions};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::{Value, json};
@@ -149,22 +147,7 @@ pub(crate) async fn run(opts: &BenchOptions) -> anyhow::Result<Outcome> {
     drop(listed);
 
     let store_root = dir.path().join("store");
-    let store = granary_providers::open(
-        "local",
-        None,
-        &Default::default(),
-        &StoreOptions {
-            local_root: Some(store_root),
-            ..StoreOptions::default()
-        },
-    )
-    .await
-    .context("local store")?;
-    store
-        .ensure_bucket("bench", &BucketOptions::default())
-        .await
-        .context("bucket")?;
-    let layout = StorageLayout::new("bench", Some("velero/bench")).context("layout")?;
+    let (store, layout) = support::local_bench_store(&store_root).await?;
     let mut backup = Backup::new(
         "bench",
         BackupSpec {

@@ -12,13 +12,12 @@ use std::time::{Duration, Instant};
 use crate::api::velero::{Backup, BackupSpec, Restore, RestoreSpec};
 use crate::embedded::{EmbeddedOptions, EmbeddedServer};
 use crate::velero::archive::{ArchiveLimits, ArchiveWriter};
-use crate::velero::layout::StorageLayout;
 use crate::velero::resource::GroupResource;
 use crate::velero_server::restore::builtin_actions::builtin;
 use crate::velero_server::restore::order::Priorities;
 use crate::velero_server::restore::run::{RestoreRequest, run as restore_run};
 use bytes::Bytes;
-use granary_providers::{BucketOptions, ObjectStore, StoreOptions};
+use granary_providers::ObjectStore;
 use serde_json::{Value, json};
 
 use anyhow::Context;
@@ -106,22 +105,7 @@ pub(crate) async fn run(opts: &BenchOptions) -> anyhow::Result<Outcome> {
             .context("configmap item")?;
     }
     let (tarball, _) = writer.finish().context("archive written")?;
-    let store = granary_providers::open(
-        "local",
-        None,
-        &Default::default(),
-        &StoreOptions {
-            local_root: Some(dir.path().join("store")),
-            ..StoreOptions::default()
-        },
-    )
-    .await
-    .context("local store")?;
-    store
-        .ensure_bucket("bench", &BucketOptions::default())
-        .await
-        .context("bucket")?;
-    let layout = StorageLayout::new("bench", Some("velero/bench")).context("layout")?;
+    let (store, layout) = support::local_bench_store(&dir.path().join("store")).await?;
     let keys = layout.backup("bench").context("keys")?;
     let tarball_bytes = tarball.len();
     store

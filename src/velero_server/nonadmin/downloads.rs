@@ -16,7 +16,7 @@ use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::{Resource, ResourceExt};
 use tokio::sync::Notify;
 
-use super::plan::{expired, nadr_origin, velero_download_request};
+use super::plan::{backup_name, expired, nadr_origin, velero_download_request};
 use super::{is_conflict, is_not_found, list_params, now, poke, write_status};
 use crate::api::oadp::{
     CONDITION_PROCESSED, NonAdminBackup, NonAdminDownloadRequest, NonAdminPhase, NonAdminRestore,
@@ -146,15 +146,7 @@ async fn reconcile(
             } else {
                 None
             };
-            let nab_name = match &nar {
-                Some(nar) => nar
-                    .spec
-                    .restore_spec
-                    .backup_name
-                    .clone()
-                    .unwrap_or_default(),
-                None => target.name.clone(),
-            };
+            let nab_name = backup_name(target, nar.as_ref());
             let nab = if nab_name.is_empty() {
                 None
             } else {

@@ -36,6 +36,20 @@ fn refuse(condition: &'static str, path: &str, message: String) -> DownloadRefus
     }
 }
 
+/// The NonAdminBackup a download target is about: the one it names (backup kinds), or
+/// the backup of `nar`, the NonAdminRestore it names (restore kinds).
+pub fn backup_name(target: &DownloadTarget, nar: Option<&NonAdminRestore>) -> String {
+    match nar {
+        Some(nar) => nar
+            .spec
+            .restore_spec
+            .backup_name
+            .clone()
+            .unwrap_or_default(),
+        None => target.name.clone(),
+    }
+}
+
 /// The Velero DownloadRequest for a NonAdminDownloadRequest, or why there is none. The
 /// target must name a NonAdminBackup (backup kinds) or NonAdminRestore (restore kinds) of
 /// the request's own namespace whose Velero object exists and came from that namespace;
@@ -106,15 +120,7 @@ pub fn velero_download_request(
     } else {
         None
     };
-    let nab_name = match nar.filter(|_| restore_target) {
-        Some(nar) => nar
-            .spec
-            .restore_spec
-            .backup_name
-            .clone()
-            .unwrap_or_default(),
-        None => target.name.clone(),
-    };
+    let nab_name = backup_name(target, nar.filter(|_| restore_target));
     let Some(nab) = nab else {
         return Err(refuse(
             CONDITION_NAB_NOT_AVAILABLE,

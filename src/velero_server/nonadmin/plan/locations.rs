@@ -30,6 +30,22 @@ pub fn nabsl_labels(nacuuid: &str) -> BTreeMap<String, String> {
     nac_labels(NABSL_ORIGIN_NACUUID_LABEL, nacuuid)
 }
 
+/// The metadata of every object made in the Velero namespace for a
+/// NonAdminBackupStorageLocation: named `nacuuid`, with NAC's labels and annotations.
+fn nabsl_object_meta(
+    nabsl: &NonAdminBackupStorageLocation,
+    velero_namespace: &str,
+    nacuuid: &str,
+) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(nacuuid.to_string()),
+        namespace: Some(velero_namespace.to_string()),
+        labels: Some(nabsl_labels(nacuuid)),
+        annotations: Some(nabsl_annotations(nabsl)),
+        ..Default::default()
+    }
+}
+
 fn nabsl_annotations(nabsl: &NonAdminBackupStorageLocation) -> BTreeMap<String, String> {
     [
         (NABSL_ORIGIN_NAME_ANNOTATION, nabsl.name_any()),
@@ -159,13 +175,7 @@ pub fn secret_copy(
     nacuuid: &str,
 ) -> Secret {
     Secret {
-        metadata: ObjectMeta {
-            name: Some(nacuuid.to_string()),
-            namespace: Some(velero_namespace.to_string()),
-            labels: Some(nabsl_labels(nacuuid)),
-            annotations: Some(nabsl_annotations(nabsl)),
-            ..Default::default()
-        },
+        metadata: nabsl_object_meta(nabsl, velero_namespace, nacuuid),
         type_: source.type_.clone(),
         data: source.data.clone(),
         string_data: source.string_data.clone(),
@@ -197,13 +207,7 @@ pub fn velero_location(
     });
     spec.object_storage.ca_cert_ref = None;
     BackupStorageLocation {
-        metadata: ObjectMeta {
-            name: Some(nacuuid.to_string()),
-            namespace: Some(velero_namespace.to_string()),
-            labels: Some(nabsl_labels(nacuuid)),
-            annotations: Some(nabsl_annotations(nabsl)),
-            ..Default::default()
-        },
+        metadata: nabsl_object_meta(nabsl, velero_namespace, nacuuid),
         spec,
         status: None,
     }
@@ -281,13 +285,7 @@ pub fn location_request(
     nacuuid: &str,
 ) -> NonAdminBackupStorageLocationRequest {
     NonAdminBackupStorageLocationRequest {
-        metadata: ObjectMeta {
-            name: Some(nacuuid.to_string()),
-            namespace: Some(velero_namespace.to_string()),
-            labels: Some(nabsl_labels(nacuuid)),
-            annotations: Some(nabsl_annotations(nabsl)),
-            ..Default::default()
-        },
+        metadata: nabsl_object_meta(nabsl, velero_namespace, nacuuid),
         spec: NonAdminBackupStorageLocationRequestSpec {
             approval_decision: Some(NonAdminBslRequestDecision::Pending),
         },

@@ -24,7 +24,7 @@ mod gc;
 mod locations;
 mod sync;
 
-pub use downloads::{DownloadRefusal, expired, nadr_origin, velero_download_request};
+pub use downloads::{DownloadRefusal, backup_name, expired, nadr_origin, velero_download_request};
 pub use gc::{LiveLocations, live_locations, location_orphaned, secret_candidates};
 pub use locations::{
     Approval, approval, credential_problem, location_problems, location_request, nabsl_labels,
