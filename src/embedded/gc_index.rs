@@ -37,24 +37,39 @@ fn owners(r: Option<&Record>) -> &[(u128, bool)] {
 impl GcIndex {
     /// Records a write of the object at `place`: `old` is its record before (`None`: it
     /// did not exist), `new` after (`None`: it is gone).
-    pub(crate) fn changed(&mut self, place: &Place, old: Option<&Record>, new: Option<&Record>) {
+    /// The place is copied only when the index keeps it (a new uid, a changed owner, a
+    /// mark): a plain update of an object without owners allocates nothing here.
+    pub(crate) fn changed(
+        &mut self,
+        gr: &GroupResource,
+        key: &ObjectKey,
+        old: Option<&Record>,
+        new: Option<&Record>,
+    ) {
+        let place = || (gr.clone(), key.clone());
         let old_uid = old.map_or(0, |r| r.uid);
         let new_uid = new.map_or(0, |r| r.uid);
         if old_uid != new_uid {
-            if old_uid != 0 && self.by_uid.get(&old_uid) == Some(place) {
+            if old_uid != 0
+                && self
+                    .by_uid
+                    .get(&old_uid)
+                    .is_some_and(|(g, k)| g == gr && k == key)
+            {
                 self.by_uid.remove(&old_uid);
             }
             if new_uid != 0 {
-                self.by_uid.insert(new_uid, place.clone());
+                self.by_uid.insert(new_uid, place());
                 // Dependents loaded before their owner now have one to look at.
                 self.mark_dependents(new_uid);
             }
         }
         let (before, after) = (owners(old), owners(new));
         if before != after {
+            let place = place();
             for (owner, _) in before {
                 if let Some(set) = self.dependents.get_mut(owner) {
-                    set.remove(place);
+                    set.remove(&place);
                     if set.is_empty() {
                         self.dependents.remove(owner);
                     }
@@ -71,7 +86,7 @@ impl GcIndex {
         }
         // An object with owners, or being deleted, is looked at after each write.
         if new.is_some_and(|r| r.flags != 0) {
-            self.dirty.insert(place.clone());
+            self.dirty.insert(place());
         }
         // Its dependents judge it by whether it is there, being deleted, and how.
         if old_uid != 0 && owner_facts(old) != owner_facts(new) {
@@ -160,10 +175,10 @@ mod tests {
     fn a_plain_write_marks_nothing_and_a_dependent_is_looked_at_once_per_write() {
         let mut ix = GcIndex::default();
         let owner = record(1, &[], &[]);
-        ix.changed(&place("owner"), None, Some(&owner));
+        ix.changed(&place("owner").0, &place("owner").1, None, Some(&owner));
         assert!(ix.take_dirty().is_empty());
         let dep = record(2, &[1], &[]);
-        ix.changed(&place("dep"), None, Some(&dep));
+        ix.changed(&place("dep").0, &place("dep").1, None, Some(&dep));
         assert_eq!(ix.take_dirty(), HashSet::from([place("dep")]));
         assert!(ix.take_dirty().is_empty(), "taken");
         assert_eq!(ix.place_of(1), Some(&place("owner")));
@@ -176,22 +191,27 @@ mod tests {
         let mut ix = GcIndex::default();
         let owner = record(1, &[], &[]);
         let dep = record(2, &[1], &[]);
-        ix.changed(&place("owner"), None, Some(&owner));
-        ix.changed(&place("dep"), None, Some(&dep));
+        ix.changed(&place("owner").0, &place("owner").1, None, Some(&owner));
+        ix.changed(&place("dep").0, &place("dep").1, None, Some(&dep));
         ix.take_dirty();
         // Foreground deletion of the owner: its dependents are looked at, and so is it.
         let waiting = record(1, &[], &["foregroundDeletion"]);
-        ix.changed(&place("owner"), Some(&owner), Some(&waiting));
+        ix.changed(
+            &place("owner").0,
+            &place("owner").1,
+            Some(&owner),
+            Some(&waiting),
+        );
         assert_eq!(
             ix.take_dirty(),
             HashSet::from([place("dep"), place("owner")])
         );
         // The dependent goes: the owner may go now.
-        ix.changed(&place("dep"), Some(&dep), None);
+        ix.changed(&place("dep").0, &place("dep").1, Some(&dep), None);
         assert_eq!(ix.take_dirty(), HashSet::from([place("owner")]));
         assert_eq!(ix.dependents_of(1).count(), 0);
         // The owner goes: nothing depends on it any more.
-        ix.changed(&place("owner"), Some(&waiting), None);
+        ix.changed(&place("owner").0, &place("owner").1, Some(&waiting), None);
         assert!(ix.take_dirty().is_empty());
         assert_eq!(ix.place_of(1), None);
     }
@@ -200,9 +220,14 @@ mod tests {
     fn a_dependent_stored_before_its_owner_is_looked_at_when_the_owner_comes() {
         let mut ix = GcIndex::default();
         let dep = record(2, &[1], &[]);
-        ix.changed(&place("dep"), None, Some(&dep));
+        ix.changed(&place("dep").0, &place("dep").1, None, Some(&dep));
         ix.take_dirty();
-        ix.changed(&place("owner"), None, Some(&record(1, &[], &[])));
+        ix.changed(
+            &place("owner").0,
+            &place("owner").1,
+            None,
+            Some(&record(1, &[], &[])),
+        );
         assert_eq!(ix.take_dirty(), HashSet::from([place("dep")]));
     }
 
@@ -210,10 +235,10 @@ mod tests {
     fn a_name_reused_by_a_new_object_moves_the_uid() {
         let mut ix = GcIndex::default();
         let first = record(1, &[], &[]);
-        ix.changed(&place("x"), None, Some(&first));
-        ix.changed(&place("x"), Some(&first), None);
+        ix.changed(&place("x").0, &place("x").1, None, Some(&first));
+        ix.changed(&place("x").0, &place("x").1, Some(&first), None);
         let second = record(3, &[], &[]);
-        ix.changed(&place("x"), None, Some(&second));
+        ix.changed(&place("x").0, &place("x").1, None, Some(&second));
         assert_eq!(ix.place_of(1), None);
         assert_eq!(ix.place_of(3), Some(&place("x")));
     }

@@ -338,14 +338,8 @@ impl Store {
                 }
             }
             let record = Record::of(&v, data);
-            let place = (gr, key);
-            let old = inner
-                .objects
-                .get(&place.0)
-                .and_then(|m| m.get(&place.1))
-                .cloned();
-            inner.gc.changed(&place, old.as_ref(), Some(&record));
-            let (gr, key) = place;
+            let old = inner.objects.get(&gr).and_then(|m| m.get(&key)).cloned();
+            inner.gc.changed(&gr, &key, old.as_ref(), Some(&record));
             inner.objects.entry(gr).or_default().insert(key, record);
         }
         inner.rv = inner.rv.max(rv);
@@ -372,13 +366,24 @@ impl Store {
         self.read().rv
     }
 
-    pub(crate) fn get(&self, gr: &GroupResource, ns: &str, name: &str) -> Option<Value> {
+    /// `read` applied to the record of the object, if it exists.
+    fn with_record<R>(
+        &self,
+        gr: &GroupResource,
+        ns: &str,
+        name: &str,
+        read: impl FnOnce(&Record) -> R,
+    ) -> Option<R> {
         let inner = self.read();
-        let rec = inner
+        inner
             .objects
             .get(gr)?
-            .get(&(ns.to_string(), name.to_string()))?;
-        serde_json::from_slice(&rec.data).ok()
+            .get(&(ns.to_string(), name.to_string()))
+            .map(read)
+    }
+
+    pub(crate) fn get(&self, gr: &GroupResource, ns: &str, name: &str) -> Option<Value> {
+        self.with_record(gr, ns, name, |rec| serde_json::from_slice(&rec.data).ok())?
     }
 
     /// The objects the garbage collector is to look at: those a write marked since the
@@ -395,12 +400,7 @@ impl Store {
     /// Whether the object is being deleted (`None`: it does not exist), from the facts
     /// its record keeps: no JSON is parsed, so per-request checks stay cheap.
     pub(crate) fn deleting(&self, gr: &GroupResource, ns: &str, name: &str) -> Option<bool> {
-        let inner = self.read();
-        let rec = inner
-            .objects
-            .get(gr)?
-            .get(&(ns.to_string(), name.to_string()))?;
-        Some(rec.flags & DELETING != 0)
+        self.with_record(gr, ns, name, |rec| rec.flags & DELETING != 0)
     }
 
     /// Objects of `gr` (in `ns` when given), in key order, strictly after `after`.
@@ -475,9 +475,7 @@ impl Store {
                 if let Some(j) = &self.journal {
                     j.put(gr, &key, &data);
                 }
-                inner
-                    .gc
-                    .changed(&(gr.clone(), key.clone()), old.as_ref(), Some(&record));
+                inner.gc.changed(gr, &key, old.as_ref(), Some(&record));
                 inner
                     .objects
                     .entry(gr.clone())
@@ -496,9 +494,7 @@ impl Store {
                 if let Some(j) = &self.journal {
                     j.remove(gr, &key, next_rv);
                 }
-                inner
-                    .gc
-                    .changed(&(gr.clone(), key.clone()), old.as_ref(), None);
+                inner.gc.changed(gr, &key, old.as_ref(), None);
                 if let Some(m) = inner.objects.get_mut(gr) {
                     m.remove(&key);
                     if m.is_empty() {

@@ -316,6 +316,27 @@ fn nadr(name: &str, kind: DownloadTargetKind, target: &str) -> NonAdminDownloadR
     )
 }
 
+/// Creates `request` and waits until it is served (Created); a refusal fails the test.
+async fn created_download(api: &Api<NonAdminDownloadRequest>, request: NonAdminDownloadRequest) {
+    let name = request.name_any();
+    api.create(&PostParams::default(), &request)
+        .await
+        .expect("nadr");
+    poll_until(&format!("download {name} served"), || async {
+        let s = api
+            .get(&name)
+            .await
+            .expect("nadr")
+            .status
+            .unwrap_or_default();
+        if s.phase == Some(NonAdminPhase::BackingOff) {
+            panic!("download {name} refused: {:?}", s.conditions);
+        }
+        s.phase == Some(NonAdminPhase::Created)
+    })
+    .await;
+}
+
 fn condition(v: &serde_json::Value, type_: &str) -> Option<serde_json::Value> {
     v["status"]["conditions"]
         .as_array()
@@ -523,25 +544,10 @@ async fn an_owner_backs_up_into_their_own_location_and_downloads_from_it() {
     );
 
     // A download of that backup's contents: a working URL on loopback.
-    nadrs_a
-        .create(
-            &pp,
-            &nadr("contents", DownloadTargetKind::BackupContents, "b1"),
-        )
-        .await
-        .expect("nadr");
-    poll_until("download URL", || async {
-        let s = nadrs_a
-            .get("contents")
-            .await
-            .expect("nadr")
-            .status
-            .unwrap_or_default();
-        if s.phase == Some(NonAdminPhase::BackingOff) {
-            panic!("download refused: {:?}", s.conditions);
-        }
-        s.phase == Some(NonAdminPhase::Created)
-    })
+    created_download(
+        &nadrs_a,
+        nadr("contents", DownloadTargetKind::BackupContents, "b1"),
+    )
     .await;
     let dl = nadrs_a.get("contents").await.expect("nadr");
     let mirrored = dl
@@ -620,25 +626,10 @@ async fn an_owner_backs_up_into_their_own_location_and_downloads_from_it() {
         .velero_restore_name()
         .expect("velero restore")
         .to_string();
-    nadrs_a
-        .create(
-            &pp,
-            &nadr("restore-log", DownloadTargetKind::RestoreLog, "r1"),
-        )
-        .await
-        .expect("nadr");
-    poll_until("restore log URL", || async {
-        let s = nadrs_a
-            .get("restore-log")
-            .await
-            .expect("nadr")
-            .status
-            .unwrap_or_default();
-        if s.phase == Some(NonAdminPhase::BackingOff) {
-            panic!("restore log refused: {:?}", s.conditions);
-        }
-        s.phase == Some(NonAdminPhase::Created)
-    })
+    created_download(
+        &nadrs_a,
+        nadr("restore-log", DownloadTargetKind::RestoreLog, "r1"),
+    )
     .await;
     let url = nadrs_a
         .get("restore-log")
