@@ -8,7 +8,9 @@ use std::collections::BTreeMap;
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::batch::v1::{CronJob, Job};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, Service};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{
     Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions, WatchEvent,
     WatchParams,
@@ -592,8 +594,8 @@ async fn deployment_scale_and_generation() {
 }
 
 /// Bodies newer kubectl versions send as protobuf for built-in kinds
-/// (`kubectl create namespace|configmap|secret`, captured from kubectl 1.32 in
-/// tests/fixtures/protobuf) are created as if they had been JSON.
+/// (`kubectl create namespace|configmap|secret|deployment|job|cronjob|service`, captured
+/// from kubectl 1.32 in tests/fixtures/protobuf) are created as if they had been JSON.
 #[tokio::test]
 async fn protobuf_bodies_of_kubectl_create_are_accepted() {
     let cluster = TestCluster::start().await;
@@ -613,7 +615,17 @@ async fn protobuf_bodies_of_kubectl_create_are_accepted() {
             .body(body)
             .expect("request")
     };
-    // The fixtures name namespace `pbtest` and objects `cm1`, `s1`.
+    // The fixtures name namespace `pbtest` (deleted at the end: a rerun against a real
+    // cluster waits until it is gone) and objects `cm1`, `s1`, `d1`, `j1`, `c1`.
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    poll_until("namespace pbtest not terminating", || async {
+        namespaces
+            .get_opt("pbtest")
+            .await
+            .unwrap()
+            .is_none_or(|ns| ns.metadata.deletion_timestamp.is_none())
+    })
+    .await;
     match client
         .request_text(post("/api/v1/namespaces", fixture("namespace")))
         .await
@@ -623,26 +635,39 @@ async fn protobuf_bodies_of_kubectl_create_are_accepted() {
         Err(e) => panic!("namespace from protobuf: {e}"),
     }
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "pbtest");
-    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
-        Api::namespaced(client.clone(), "pbtest");
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "pbtest");
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "pbtest");
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "pbtest");
+    let cronjobs: Api<CronJob> = Api::namespaced(client.clone(), "pbtest");
+    let services: Api<Service> = Api::namespaced(client.clone(), "pbtest");
     let _ = configmaps.delete("cm1", &DeleteParams::default()).await;
     let _ = secrets.delete("s1", &DeleteParams::default()).await;
+    let _ = deployments.delete("d1", &DeleteParams::default()).await;
+    let _ = jobs.delete("j1", &DeleteParams::background()).await;
+    let _ = cronjobs.delete("c1", &DeleteParams::default()).await;
+    let _ = services.delete("s1", &DeleteParams::default()).await;
     poll_until("old fixtures gone", || async {
         configmaps.get_opt("cm1").await.unwrap().is_none()
             && secrets.get_opt("s1").await.unwrap().is_none()
+            && deployments.get_opt("d1").await.unwrap().is_none()
+            && jobs.get_opt("j1").await.unwrap().is_none()
+            && cronjobs.get_opt("c1").await.unwrap().is_none()
+            && services.get_opt("s1").await.unwrap().is_none()
     })
     .await;
-    client
-        .request_text(post(
-            "/api/v1/namespaces/pbtest/configmaps",
-            fixture("configmap"),
-        ))
-        .await
-        .expect("configmap from protobuf");
-    client
-        .request_text(post("/api/v1/namespaces/pbtest/secrets", fixture("secret")))
-        .await
-        .expect("secret from protobuf");
+    for (path, name) in [
+        ("/api/v1/namespaces/pbtest/configmaps", "configmap"),
+        ("/api/v1/namespaces/pbtest/secrets", "secret"),
+        ("/apis/apps/v1/namespaces/pbtest/deployments", "deployment"),
+        ("/apis/batch/v1/namespaces/pbtest/jobs", "job"),
+        ("/apis/batch/v1/namespaces/pbtest/cronjobs", "cronjob"),
+        ("/api/v1/namespaces/pbtest/services", "service_clusterip"),
+    ] {
+        client
+            .request_text(post(path, fixture(name)))
+            .await
+            .unwrap_or_else(|e| panic!("{name} from protobuf: {e}"));
+    }
     let cm = configmaps.get("cm1").await.expect("configmap");
     assert_eq!(
         cm.data,
@@ -657,6 +682,67 @@ async fn protobuf_bodies_of_kubectl_create_are_accepted() {
     let data = secret.data.expect("data");
     assert_eq!(data["user"].0, b"admin");
     assert_eq!(data["pw"].0, b"s3cr3t");
-    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+
+    // `kubectl create deployment d1 --image=nginx --replicas=0 --port=8080`
+    let d = deployments.get("d1").await.expect("deployment");
+    assert!(d.metadata.uid.is_some());
+    let spec = d.spec.expect("spec");
+    // A pointer set to zero stays zero (absent would mean the default, 1).
+    assert_eq!(spec.replicas, Some(0));
+    assert_eq!(
+        spec.selector.match_labels,
+        Some(BTreeMap::from([("app".to_string(), "d1".to_string())]))
+    );
+    let pod = spec.template.spec.expect("pod spec");
+    assert_eq!(pod.containers[0].name, "nginx");
+    assert_eq!(pod.containers[0].image.as_deref(), Some("nginx"));
+    assert_eq!(
+        pod.containers[0].ports.as_ref().expect("ports")[0].container_port,
+        8080
+    );
+
+    // `kubectl create job j1 --image=busybox -- echo hi`
+    let j = jobs.get("j1").await.expect("job");
+    let pod = j.spec.expect("spec").template.spec.expect("pod spec");
+    assert_eq!(pod.containers[0].image.as_deref(), Some("busybox"));
+    assert_eq!(
+        pod.containers[0].command,
+        Some(vec!["echo".to_string(), "hi".to_string()])
+    );
+    assert_eq!(pod.restart_policy.as_deref(), Some("Never"));
+
+    // `kubectl create cronjob c1 --image=busybox --schedule="*/5 * * * *"`
+    let c = cronjobs.get("c1").await.expect("cronjob");
+    let spec = c.spec.expect("spec");
+    assert_eq!(spec.schedule, "*/5 * * * *");
+    let template = spec.job_template;
+    assert_eq!(
+        template.metadata.expect("metadata").name.as_deref(),
+        Some("c1")
+    );
+    let pod = template
+        .spec
+        .expect("job spec")
+        .template
+        .spec
+        .expect("pod spec");
+    assert_eq!(pod.containers[0].image.as_deref(), Some("busybox"));
+    assert_eq!(pod.restart_policy.as_deref(), Some("OnFailure"));
+
+    // `kubectl create service clusterip s1 --tcp=80:8080`
+    let s = services.get("s1").await.expect("service");
+    let spec = s.spec.expect("spec");
+    assert_eq!(spec.type_.as_deref(), Some("ClusterIP"));
+    assert_eq!(
+        spec.selector,
+        Some(BTreeMap::from([("app".to_string(), "s1".to_string())]))
+    );
+    let port = &spec.ports.expect("ports")[0];
+    assert_eq!(
+        (port.name.as_deref(), port.protocol.as_deref(), port.port),
+        (Some("80-8080"), Some("TCP"), 80)
+    );
+    assert_eq!(port.target_port, Some(IntOrString::Int(8080)));
+
     let _ = namespaces.delete("pbtest", &DeleteParams::default()).await;
 }
