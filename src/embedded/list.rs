@@ -105,9 +105,17 @@ impl State {
             .as_deref()
             .map(decode_continue)
             .transpose()?;
-        let (raw, current) =
+        let convert = info.converts();
+        let needs_parse = convert || q.has_selectors();
+        // Without selectors or conversion every object is an item: only the page is
+        // copied out, the rest is counted.
+        let take = match q.limit {
+            Some(l) if !needs_parse => l,
+            _ => usize::MAX,
+        };
+        let (raw, uncopied, current) =
             self.store
-                .list(&info.gr(), ns, continued.as_ref().map(|(_, key)| key));
+                .list_page(&info.gr(), ns, continued.as_ref().map(|(_, key)| key), take);
         // Every page of a list carries the resourceVersion of its first page, as
         // kube-apiserver's do: a watch from there replays whatever changed while the
         // pages were read (an object created mid-list before the current page's start
@@ -124,12 +132,10 @@ impl State {
                 "The resourceVersion for the provided list is too old (requested {want}, current {current})"
             )));
         }
-        let convert = info.converts();
-        let needs_parse = convert || q.has_selectors();
         let mut items = Vec::new();
         let mut last_key = None;
-        let mut more = false;
-        let mut remaining = 0usize;
+        let mut more = uncopied > 0;
+        let mut remaining = uncopied;
         for (key, data) in raw {
             let selected = if needs_parse {
                 let obj: Value = serde_json::from_slice(&data)

@@ -165,7 +165,21 @@ pub(crate) struct Inner {
     pub objects: HashMap<GroupResource, BTreeMap<ObjectKey, Record>>,
     /// Kept with `objects` on every write.
     pub gc: GcIndex,
+    /// The resourceVersion of the last write to each resource, so the built-in
+    /// controllers can tell whether what they read changed since their last pass.
+    last_write: HashMap<GroupResource, u64>,
     history: VecDeque<Arc<StoreEvent>>,
+}
+
+impl Inner {
+    fn wrote(&mut self, gr: &GroupResource, rv: u64) {
+        match self.last_write.get_mut(gr) {
+            Some(last) => *last = rv,
+            None => {
+                self.last_write.insert(gr.clone(), rv);
+            }
+        }
+    }
 }
 
 /// Where a watch starts.
@@ -299,6 +313,7 @@ impl Store {
                 rv: 1,
                 objects: HashMap::new(),
                 gc: GcIndex::default(),
+                last_write: HashMap::new(),
                 history: VecDeque::new(),
             }),
             tx,
@@ -340,6 +355,7 @@ impl Store {
             let record = Record::of(&v, data);
             let old = inner.objects.get(&gr).and_then(|m| m.get(&key)).cloned();
             inner.gc.changed(&gr, &key, old.as_ref(), Some(&record));
+            inner.wrote(&gr, rv);
             inner.objects.entry(gr).or_default().insert(key, record);
         }
         inner.rv = inner.rv.max(rv);
@@ -364,6 +380,11 @@ impl Store {
 
     pub(crate) fn current_rv(&self) -> u64 {
         self.read().rv
+    }
+
+    /// The resourceVersion of the last write to `gr` (0: none since the start).
+    pub(crate) fn last_write(&self, gr: &GroupResource) -> u64 {
+        self.read().last_write.get(gr).copied().unwrap_or(0)
     }
 
     /// `read` applied to the record of the object, if it exists.
@@ -410,27 +431,42 @@ impl Store {
         ns: Option<&str>,
         after: Option<&ObjectKey>,
     ) -> (Vec<(ObjectKey, Bytes)>, u64) {
+        let (items, _, rv) = self.list_page(gr, ns, after, usize::MAX);
+        (items, rv)
+    }
+
+    /// Like [`Store::list`], but copies out at most `take` objects and only counts the
+    /// ones after them (the second value), so a page of a large collection costs the
+    /// page, not the collection.
+    pub(crate) fn list_page(
+        &self,
+        gr: &GroupResource,
+        ns: Option<&str>,
+        after: Option<&ObjectKey>,
+        take: usize,
+    ) -> (Vec<(ObjectKey, Bytes)>, usize, u64) {
         let inner = self.read();
         let mut out = Vec::new();
+        let mut rest = 0;
         if let Some(map) = inner.objects.get(gr) {
             let start = match (after, ns) {
                 (Some(a), _) => std::ops::Bound::Excluded(a.clone()),
                 (None, Some(ns)) => std::ops::Bound::Included((ns.to_string(), String::new())),
                 (None, None) => std::ops::Bound::Unbounded,
             };
-            for (k, rec) in map.range((start, std::ops::Bound::Unbounded)) {
-                if let Some(ns) = ns
-                    && k.0 != ns
-                {
-                    if k.0.as_str() > ns {
-                        break;
-                    }
-                    continue;
+            let keys = map
+                .range((start, std::ops::Bound::Unbounded))
+                .skip_while(|(k, _)| ns.is_some_and(|ns| k.0.as_str() < ns))
+                .take_while(|(k, _)| ns.is_none_or(|ns| k.0 == ns));
+            for (k, rec) in keys {
+                if out.len() < take {
+                    out.push((k.clone(), rec.data.clone()));
+                } else {
+                    rest += 1;
                 }
-                out.push((k.clone(), rec.data.clone()));
             }
         }
-        (out, inner.rv)
+        (out, rest, inner.rv)
     }
 
     /// Runs `decide` on the current object (if any) with the resourceVersion the write
@@ -505,6 +541,7 @@ impl Store {
             }
         };
         inner.rv = next_rv;
+        inner.wrote(gr, next_rv);
         if let Some(j) = &self.journal {
             j.maybe_compact(next_rv, &inner.objects);
         }
@@ -695,6 +732,19 @@ mod tests {
     }
 
     #[test]
+    fn last_write_is_kept_per_resource() {
+        let store = Store::new(10, 10);
+        let configmaps = GroupResource::new("", "configmaps");
+        let secrets = GroupResource::new("", "secrets");
+        assert_eq!(store.last_write(&configmaps), 0);
+        let first = put(&store, "a");
+        assert_eq!(store.last_write(&configmaps), first);
+        let second = put(&store, "b");
+        assert_eq!(store.last_write(&configmaps), second);
+        assert_eq!(store.last_write(&secrets), 0);
+    }
+
+    #[test]
     fn list_in_namespace_after_key() {
         let store = Store::new(10, 10);
         put(&store, "a");
@@ -703,6 +753,9 @@ mod tests {
         let (items, _) = store.list(&gr, Some("ns"), Some(&("ns".into(), "a".into())));
         assert_eq!(items.len(), 1);
         assert_eq!(items[0].0.1, "b");
+        let (items, rest, _) = store.list_page(&gr, Some("ns"), None, 1);
+        assert_eq!((items.len(), rest), (1, 1));
+        assert_eq!(items[0].0.1, "a");
         let (items, _) = store.list(&gr, Some("other"), None);
         assert!(items.is_empty());
     }
