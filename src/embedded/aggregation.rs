@@ -9,7 +9,7 @@ use super::selectors::LabelSelector;
 use super::state::State;
 use super::store::GroupResource;
 
-fn cluster_roles_gr() -> GroupResource {
+pub(crate) fn cluster_roles_gr() -> GroupResource {
     GroupResource::new("rbac.authorization.k8s.io", "clusterroles")
 }
 

@@ -210,11 +210,13 @@ impl State {
         });
     }
 
-    /// One pass of the CRD controller.
-    pub(crate) fn reconcile_crds(&self) {
+    /// One pass of the CRD controller; true while a CRD being deleted waits for its
+    /// objects to go.
+    pub(crate) fn reconcile_crds(&self) -> bool {
         let gr = crd_gr();
         let (crds, _) = self.store.list(&gr, None, None);
         let mut present = Vec::new();
+        let mut deleting = false;
         for (key, data) in crds {
             let Ok(crd) = serde_json::from_slice::<Value>(&data) else {
                 continue;
@@ -222,6 +224,7 @@ impl State {
             let name = key.1.clone();
             present.push(name.clone());
             if is_deleting(&crd) {
+                deleting = true;
                 self.clean_up_crd(&crd, &name);
                 continue;
             }
@@ -266,6 +269,7 @@ impl State {
                 self.registry.remove_crd(&served);
             }
         }
+        deleting
     }
 
     /// Deletes a terminating CRD's objects; drops its finalizer when none are left.
