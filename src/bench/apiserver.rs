@@ -6,8 +6,8 @@
 //!
 //! The parent talks to the child over its stdin and stdout, one line each way:
 //! `ready` (the kubeconfig is written), `record` → `ok` (record requests from now on;
-//! recording costs the server the same in every phase it is on), `writes` → a JSON
-//! object of the writes recorded since the last `record`, by `verb
+//! recording costs the server the same in every phase it is on), `requests` → a JSON
+//! object of the requests recorded since the last `record`, reads included, by `verb
 //! resource[/subresource]`.
 
 use std::collections::BTreeMap;
@@ -55,15 +55,12 @@ pub(crate) fn serve(dir: &Path) -> anyhow::Result<()> {
                     drop(server.take_recorded_requests());
                     say("ok".into()).await?;
                 }
-                "writes" => {
+                "requests" => {
                     let mut by_kind = BTreeMap::<String, usize>::new();
-                    for c in server.take_recorded_requests().iter().filter(|c| {
-                        matches!(
-                            c.verb.as_str(),
-                            "create" | "update" | "patch" | "delete" | "deletecollection"
-                        )
-                    }) {
-                        let key = if c.subresource.is_empty() {
+                    for c in server.take_recorded_requests() {
+                        let key = if !c.non_resource_path.is_empty() {
+                            format!("{} {}", c.verb, c.non_resource_path)
+                        } else if c.subresource.is_empty() {
                             format!("{} {}", c.verb, c.resource)
                         } else {
                             format!("{} {}/{}", c.verb, c.resource, c.subresource)
@@ -167,11 +164,11 @@ impl ApiServerProcess {
         }
     }
 
-    /// The writes recorded since the last [`Self::record`], by `verb
-    /// resource[/subresource]`.
-    pub(crate) async fn writes(&mut self) -> anyhow::Result<BTreeMap<String, usize>> {
-        let line = self.ask("writes").await?;
-        serde_json::from_str(&line).context("the API server process' writes")
+    /// The requests recorded since the last [`Self::record`], reads included, by `verb
+    /// resource[/subresource]` (`verb /path` for non-resource URLs).
+    pub(crate) async fn requests(&mut self) -> anyhow::Result<BTreeMap<String, usize>> {
+        let line = self.ask("requests").await?;
+        serde_json::from_str(&line).context("the API server process' requests")
     }
 
     /// Closes the child's stdin and waits for it to end.

@@ -4,7 +4,9 @@
 //! - cold start: N shoots (`--size N`, default 10,000; or `GRANARY_BENCH_SHOOTS`) exist
 //!   with quota 100 before the garden starts; Granary's time until all N BackupEntries
 //!   exist, against a bare client creating the same N BackupEntries (as the garden makes
-//!   them, owned by shoots; 32 at a time) on the same server. Goal: ≤ 1.5×.
+//!   them, owned by shoots; 32 at a time) on the same server. Goal: ≤ 1.5×. Also
+//!   against a minimal controller (list the shoots, watch the entries, create them),
+//!   which tells Granary's own overhead apart from the cost of being a controller.
 //! - API writes per entry: every create/update/patch/delete the server recorded during
 //!   the cold start (events included), divided by N. Goal: ≤ 3.
 //! - restart with N placed entries: a new garden's time until ready and until the entry
@@ -17,6 +19,7 @@
 //!   bare creates and for the cold start, so a ratio can be told apart into the
 //!   client's work and the server's.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -355,6 +358,27 @@ pub(crate) async fn run(opts: &BenchOptions, name: &str) -> anyhow::Result<Outco
             listed.1
         );
     }
+    // Second peer: the least any controller does for the same result. It lists the
+    // shoots (decoded whole, in one request), watches the entries from the list's
+    // resourceVersion (decoding each event) and creates one entry per shoot, 32 at a
+    // time, until its watch has seen them all. What Granary does beyond this is its
+    // own overhead; what this does beyond the bare creates is the price of being a
+    // controller on this server.
+    until("bare entries gone", || async {
+        let _ = bare
+            .delete_collection(&DeleteParams::default(), &ListParams::default())
+            .await;
+        entry_count(&client, Some("garden-bare")).await == 0
+    })
+    .await?;
+    server.record().await?;
+    let cpu_start = cpu();
+    let start = Instant::now();
+    minimal_controller(&bare_shoots, &bare, bucket.as_str(), n).await?;
+    let minimal = start.elapsed().as_secs_f64();
+    let cpu_end = cpu();
+    let minimal_cpu = (cpu_end.0 - cpu_start.0, cpu_end.1 - cpu_start.1);
+
     // Gone before the garden starts: the shoots, and their entries with them (a
     // delete-collection may take one page at a time).
     until("bare shoots and entries gone", || async {
@@ -415,7 +439,18 @@ pub(crate) async fn run(opts: &BenchOptions, name: &str) -> anyhow::Result<Outco
     let cold_cpu = (cpu_end.0, cpu_end.1 - cpu_start.1);
     let peak_kib = peak_kib.max(status_kib(&garden_pid, "VmHWM:").unwrap_or(0));
     let server_peak_kib = status_kib(&server_pid, "VmHWM:").unwrap_or(0);
-    let writes_by_resource = server.writes().await?;
+    let requests = server.requests().await?;
+    let writes_by_resource: BTreeMap<&String, usize> = requests
+        .iter()
+        .filter(|(call, _)| {
+            let verb = call.split(' ').next().unwrap_or_default();
+            matches!(
+                verb,
+                "create" | "update" | "patch" | "delete" | "deletecollection"
+            )
+        })
+        .map(|(call, n)| (call, *n))
+        .collect();
     let writes: usize = writes_by_resource.values().sum();
     let text = garden.metrics().await;
     let shards = metric(
@@ -452,6 +487,7 @@ pub(crate) async fn run(opts: &BenchOptions, name: &str) -> anyhow::Result<Outco
     garden.stop().await?;
 
     let ratio = cold / bare_create;
+    let minimal_ratio = cold / minimal;
     let writes_per_entry = writes as f64 / n as f64;
     let restart_ratio = restart_place / bare_list;
     let result = json!({
@@ -463,12 +499,19 @@ pub(crate) async fn run(opts: &BenchOptions, name: &str) -> anyhow::Result<Outco
                        "shards": shards, "placement_conflicts": conflicts, "reconciles": reconciles,
                        "api_writes": writes, "api_writes_per_entry": writes_per_entry,
                        "api_writes_by_kind": writes_by_resource,
-                       "shoot_create_seconds": shoot_create},
+                       // Reads too (the benchmark's own progress polls are the `list
+                       // backupentries` across all namespaces).
+                       "api_requests_by_kind": requests,
+                       "shoot_create_seconds": shoot_create,
+                       "minimal_controller_seconds": minimal,
+                       "ratio_to_minimal_controller": minimal_ratio,
+                       "minimal_controller_to_bare_creates": minimal / bare_create},
         "restart": {"ready_seconds": restart_ready, "first_placement_seconds": restart_place,
                     "bare_list_seconds": bare_list, "ratio": restart_ratio},
         "memory": {"garden_peak_rss_mib": mib(peak_kib), "api_server_peak_rss_mib": mib(server_peak_kib),
                    "garden_process": "granary garden, alone in its process"},
         "cpu_seconds": {"bare_create": {"client": bare_cpu.0, "api_server": bare_cpu.1},
+                        "minimal_controller": {"client": minimal_cpu.0, "api_server": minimal_cpu.1},
                         "cold_start": {"garden": cold_cpu.0, "api_server": cold_cpu.1}},
         "goal": {"placement_ratio_max": GOAL_PLACEMENT_RATIO, "placement_met": ratio <= GOAL_PLACEMENT_RATIO,
                  "writes_per_entry_max": GOAL_WRITES_PER_ENTRY, "writes_met": writes_per_entry <= GOAL_WRITES_PER_ENTRY,
@@ -485,6 +528,20 @@ pub(crate) async fn run(opts: &BenchOptions, name: &str) -> anyhow::Result<Outco
             Peer::Measured(bare_create),
         )
         .goal(GOAL_PLACEMENT_RATIO),
+        Row::versus(
+            format!("cold start: {n} entries placed / minimal controller"),
+            Unit::Seconds,
+            cold,
+            "list + watch + create",
+            Peer::Measured(minimal),
+        ),
+        Row::versus(
+            "cold start CPU: garden / minimal controller",
+            Unit::Seconds,
+            cold_cpu.0,
+            "minimal controller",
+            Peer::Measured(minimal_cpu.0),
+        ),
         Row::versus(
             "API writes per entry (events included)",
             Unit::PerObject,
@@ -539,6 +596,50 @@ pub(crate) async fn run(opts: &BenchOptions, name: &str) -> anyhow::Result<Outco
         rows,
         details: result,
     })
+}
+
+/// The benchmark's second peer: lists the `n` shoots, watches their namespace's entries
+/// from the list's resourceVersion and creates one entry per shoot (as the garden makes
+/// them, all in `bucket`), [`CONCURRENCY`] at a time, until the watch has seen `n`.
+async fn minimal_controller(
+    shoots: &Api<Shoot>,
+    entries: &Api<BackupEntry>,
+    bucket: &str,
+    n: usize,
+) -> anyhow::Result<()> {
+    let listed = shoots
+        .list(&ListParams::default())
+        .await
+        .context("minimal controller: list shoots")?;
+    let rv = listed.metadata.resource_version.clone().unwrap_or_default();
+    let mut events = entries
+        .watch(&kube::api::WatchParams::default(), &rv)
+        .await
+        .context("minimal controller: watch entries")?
+        .boxed();
+    let seen = async {
+        let mut seen = 0;
+        while seen < n {
+            match events.next().await {
+                Some(Ok(kube::api::WatchEvent::Added(_))) => seen += 1,
+                Some(Ok(_)) => {}
+                Some(Err(e)) => bail!("minimal controller: watch: {e}"),
+                None => bail!("minimal controller: the watch ended after {seen} of {n} entries"),
+            }
+        }
+        Ok(())
+    };
+    let made = futures::stream::iter(listed.items)
+        .map(|s| async move {
+            let entry = new_entry(&s, bucket, &ObjectSelector::default())
+                .map_err(|e| anyhow::anyhow!("minimal controller entry: {e}"))?;
+            create(entries, &entry).await
+        })
+        .buffer_unordered(CONCURRENCY)
+        .collect::<Vec<_>>();
+    let (seen, made) = futures::join!(seen, made);
+    made.into_iter().collect::<anyhow::Result<()>>()?;
+    seen
 }
 
 /// Whether the entry of shoot `s-new` exists.
