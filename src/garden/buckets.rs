@@ -142,6 +142,11 @@ pub fn pool_of(bucket: &BackupBucket) -> Option<PoolKey> {
         .map(|(key, _)| key)
 }
 
+/// The pool and shard of a bucket, read once: the garden's record, else its labels.
+pub fn place_of(bucket: &BackupBucket) -> Option<(PoolKey, Option<u32>)> {
+    recorded_place(bucket).or_else(|| labelled_place(bucket))
+}
+
 /// The shard number of a bucket: the garden's record, else its label.
 pub fn shard_of(bucket: &BackupBucket) -> Option<u32> {
     match recorded_place(bucket) {

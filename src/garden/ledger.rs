@@ -21,7 +21,9 @@ use serde_json::json;
 
 use crate::api::core::BackupBucket;
 use crate::garden::assignment::{Assignment, SeedCandidate, assign_bucket};
-use crate::garden::buckets::{PoolSource, new_shard_bucket, pool_of, recorded_count, shard_of};
+use crate::garden::buckets::{
+    PoolSource, new_shard_bucket, place_of, pool_of, recorded_count, shard_of,
+};
 use crate::garden::context::{Context, GardenError};
 use crate::garden::placement::{Placement, ShardFill, place_entry};
 use crate::garden::pools::{PoolKey, PoolKind};
@@ -168,24 +170,25 @@ impl Ledger {
         Api::all(ctx.client.clone())
     }
 
-    /// The pool's shards: the cache overlaid with this process' newer copies, in shard
-    /// order.
-    fn shards(ctx: &Context, key: &PoolKey, book: &Book) -> Vec<Arc<BackupBucket>> {
-        let mut by_name: BTreeMap<String, Arc<BackupBucket>> = ctx
+    /// The pool's shards with their numbers: the cache overlaid with this process'
+    /// newer copies, in shard order (then name). Each bucket's place is read once.
+    fn shards(ctx: &Context, key: &PoolKey, book: &Book) -> Vec<(Option<u32>, Arc<BackupBucket>)> {
+        let mut by_name: BTreeMap<String, (Option<u32>, Arc<BackupBucket>)> = ctx
             .stores
             .buckets
             .state()
             .into_iter()
-            .filter(|b| pool_of(b).as_ref() == Some(key))
-            .map(|b| (b.name_any(), b))
+            .filter_map(|b| match place_of(&b) {
+                Some((pool, shard)) if pool == *key => Some((b.name_any(), (shard, b))),
+                _ => None,
+            })
             .collect();
         for (name, bucket) in &book.latest {
-            by_name.insert(name.clone(), bucket.clone());
+            by_name.insert(name.clone(), (shard_of(bucket), bucket.clone()));
         }
-        // In name order already: a stable sort by shard keeps names as the tie-break
-        // without a String per comparison.
-        let mut shards: Vec<Arc<BackupBucket>> = by_name.into_values().collect();
-        shards.sort_by_key(|b| shard_of(b).unwrap_or(u32::MAX));
+        // In name order already: a stable sort by shard keeps names as the tie-break.
+        let mut shards: Vec<(Option<u32>, Arc<BackupBucket>)> = by_name.into_values().collect();
+        shards.sort_by_key(|(shard, _)| shard.unwrap_or(u32::MAX));
         shards
     }
 
@@ -277,9 +280,9 @@ impl Ledger {
             let shards = Self::shards(ctx, &source.key, &book);
             let fills: Vec<ShardFill> = shards
                 .iter()
-                .filter_map(|b| {
+                .filter_map(|(shard, b)| {
                     Some(ShardFill {
-                        shard: shard_of(b)?,
+                        shard: (*shard)?,
                         entries: recorded_count(b),
                         accepting: b.meta().deletion_timestamp.is_none(),
                     })
@@ -294,7 +297,7 @@ impl Ledger {
                         .inc();
                 }
                 Placement::Existing(shard) => {
-                    let Some(bucket) = shards.iter().find(|b| shard_of(b) == Some(shard)) else {
+                    let Some((_, bucket)) = shards.iter().find(|(s, _)| *s == Some(shard)) else {
                         continue;
                     };
                     let name = bucket.name_any();
