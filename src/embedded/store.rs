@@ -454,17 +454,20 @@ impl Store {
                 (None, Some(ns)) => std::ops::Bound::Included((ns.to_string(), String::new())),
                 (None, None) => std::ops::Bound::Unbounded,
             };
-            let keys = map
+            let mut keys = map
                 .range((start, std::ops::Bound::Unbounded))
                 .skip_while(|(k, _)| ns.is_some_and(|ns| k.0.as_str() < ns))
                 .take_while(|(k, _)| ns.is_none_or(|ns| k.0 == ns));
-            for (k, rec) in keys {
-                if out.len() < take {
-                    out.push((k.clone(), rec.data.clone()));
-                } else {
-                    rest += 1;
-                }
+            for (k, rec) in keys.by_ref().take(take) {
+                out.push((k.clone(), rec.data.clone()));
             }
+            // The first page of a whole collection knows the rest from the map's length;
+            // otherwise the rest is counted, never copied.
+            rest = if after.is_none() && ns.is_none() {
+                map.len() - out.len()
+            } else {
+                keys.count()
+            };
         }
         (out, rest, inner.rv)
     }
@@ -756,6 +759,10 @@ mod tests {
         let (items, rest, _) = store.list_page(&gr, Some("ns"), None, 1);
         assert_eq!((items.len(), rest), (1, 1));
         assert_eq!(items[0].0.1, "a");
+        let (items, rest, _) = store.list_page(&gr, None, None, 1);
+        assert_eq!((items.len(), rest), (1, 1));
+        let (items, rest, _) = store.list_page(&gr, None, None, 5);
+        assert_eq!((items.len(), rest), (2, 0));
         let (items, _) = store.list(&gr, Some("other"), None);
         assert!(items.is_empty());
     }
