@@ -6,10 +6,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::crd::crd_gr;
-
 use serde_json::Value;
 
+use super::crd::crd_gr;
 use super::gc_index::Place;
 use super::objects::{
     self, FOREGROUND_FINALIZER, NAMESPACE_FINALIZER, ORPHAN_FINALIZER, Propagation,
