@@ -231,6 +231,27 @@ pub(crate) async fn run(opts: &BenchOptions, name: &str) -> anyhow::Result<Outco
     for crd in crds::crds(Some(Side::Garden)) {
         create(&crd_api, &crd).await?;
     }
+    // A CRD is served a moment after its create: every kind the benchmark writes must
+    // answer before the first write (the creates of the measured phases do not retry).
+    let (shoots_all, entries_all) = (
+        Api::<Shoot>::all(client.clone()),
+        Api::<BackupEntry>::all(client.clone()),
+    );
+    let (profiles_all, seeds_all) = (
+        Api::<CloudProfile>::all(client.clone()),
+        Api::<Seed>::all(client.clone()),
+    );
+    until("the garden's kinds served", SETTLE_POLL, || async {
+        let one = ListParams::default().limit(1);
+        let served = futures::join!(
+            shoots_all.list_metadata(&one),
+            entries_all.list_metadata(&one),
+            profiles_all.list_metadata(&one),
+            seeds_all.list_metadata(&one),
+        );
+        served.0.is_ok() && served.1.is_ok() && served.2.is_ok() && served.3.is_ok()
+    })
+    .await?;
     for name in ["garden", "garden-bench", "garden-bare"] {
         let mut ns = Namespace::default();
         ns.metadata.name = Some(name.into());
