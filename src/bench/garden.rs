@@ -656,17 +656,21 @@ async fn minimal_controller(
         }
         Ok(())
     };
-    let made = futures::stream::iter(listed.items)
-        .map(|s| async move {
-            let entry = new_entry(&s, bucket, &ObjectSelector::default())
-                .map_err(|e| anyhow::anyhow!("minimal controller entry: {e}"))?;
-            create(entries, &entry).await
-        })
-        .buffer_unordered(CONCURRENCY)
-        .collect::<Vec<_>>();
-    let (seen, made) = futures::join!(seen, made);
-    made.into_iter().collect::<anyhow::Result<()>>()?;
-    seen
+    let made = async {
+        futures::stream::iter(listed.items)
+            .map(|s| async move {
+                let entry = new_entry(&s, bucket, &ObjectSelector::default())
+                    .map_err(|e| anyhow::anyhow!("minimal controller entry: {e}"))?;
+                create(entries, &entry).await
+            })
+            .buffer_unordered(CONCURRENCY)
+            .collect::<Vec<_>>()
+            .await
+            .into_iter()
+            .collect::<anyhow::Result<()>>()
+    };
+    // A failed create ends the run at once instead of leaving the watch waiting.
+    futures::try_join!(seen, made).map(drop)
 }
 
 /// Whether the entry of shoot `s-new` exists.
