@@ -10,7 +10,7 @@
 # Debian's apt package. kubectl (velero_backup, velero_restore) is `$GRANARY_KUBECTL` or
 # `kubectl` on PATH (scripts/test.sh fetches Debian's). A peer that is still missing
 # shows as "not installed" in the tables: never a made-up figure.
-# Starts the S3 emulator (moto) for `delete` and `copy` unless GRANARY_TEST_S3_ENDPOINT
+# Starts the S3 emulator (moto) for `delete`, `copy` and `migrate` unless GRANARY_TEST_S3_ENDPOINT
 # is set. Results: <target dir>/bench/<name>.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."

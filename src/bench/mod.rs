@@ -11,6 +11,7 @@
 mod apiserver;
 mod embedded;
 mod garden;
+mod migrate;
 mod objects;
 pub mod peers;
 pub mod proxy;
@@ -33,6 +34,7 @@ use table::Row;
 pub const NAMES: &[&str] = &[
     "delete",
     "copy",
+    "migrate",
     "garden",
     "embedded",
     "velero_archive",
@@ -117,6 +119,7 @@ pub async fn run(name: &str, opts: &BenchOptions) -> anyhow::Result<Report> {
     let outcome = match name {
         "delete" => objects::delete(opts).await?,
         "copy" => objects::copy(opts).await?,
+        "migrate" => migrate::run(opts).await?,
         "garden" => garden::run(opts, name).await?,
         "embedded" => embedded::run(opts).await?,
         "velero_archive" => velero_archive::run(opts)?,

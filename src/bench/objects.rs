@@ -40,7 +40,7 @@ const COPY_PARALLELISM: usize = 16;
 const PREFIX: &str = "data/";
 
 /// The emulator's endpoint: the option, else `GRANARY_TEST_S3_ENDPOINT`.
-fn endpoint(name: &str, opts: &BenchOptions) -> anyhow::Result<String> {
+pub(super) fn endpoint(name: &str, opts: &BenchOptions) -> anyhow::Result<String> {
     opts.s3_endpoint
         .clone()
         .or_else(|| std::env::var("GRANARY_TEST_S3_ENDPOINT").ok())
@@ -53,7 +53,7 @@ fn endpoint(name: &str, opts: &BenchOptions) -> anyhow::Result<String> {
         })
 }
 
-fn credentials(endpoint: &str) -> SecretData {
+pub(super) fn credentials(endpoint: &str) -> SecretData {
     [
         ("accessKeyID", "test"),
         ("secretAccessKey", "test"),

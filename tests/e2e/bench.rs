@@ -1,8 +1,9 @@
 //! Every benchmark runs once at a tiny size (issue 19), so none can rot: the library
 //! entry behind `granary bench` and `cargo bench`, its JSON written and shaped as the
 //! README describes. No time is checked; peers that are not installed must say so.
-//! `delete` and `copy` need moto (found or started like the provider tests'); without
-//! it they are skipped loudly (under CI=true, the emulator finder fails instead).
+//! `delete`, `copy` and `migrate` need moto (found or started like the provider
+//! tests'); without it they are skipped loudly (under CI=true, the emulator finder fails
+//! instead).
 
 use granary::bench::{BenchOptions, NAMES, run};
 use serde_json::Value;
@@ -76,6 +77,7 @@ async fn every_benchmark_has_a_smoke_test() {
     let covered = [
         "delete",
         "copy",
+        "migrate",
         "garden",
         "embedded",
         "velero_archive",
@@ -133,6 +135,24 @@ async fn bench_copy_at_a_tiny_size() {
     // Server-side: not one object byte through Granary's process.
     assert_eq!(j["granary"]["object_bytes_through_proxy"], 0);
     assert_eq!(j["goal"]["bytes_met"], true);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_migrate_at_a_tiny_size() {
+    let Some(endpoint) = provider_emulators::s3() else {
+        return;
+    };
+    let j = smoke("migrate", Some(endpoint)).await;
+    // Server-side: not one object byte through the migration, every object copied once.
+    assert_eq!(j["bulk_copy"]["bytes_through_process"], 0);
+    assert_eq!(j["bulk_copy"]["copy_requests"], SIZE);
+    assert!(
+        j["cut_over"]["etcd_downtime_seconds"]
+            .as_f64()
+            .is_some_and(|d| d > 0.0),
+        "{}",
+        j["cut_over"]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
