@@ -24,7 +24,6 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::api::bucket_name::shard_bucket_name;
-use crate::api::common::ObjectReference;
 use crate::api::core::{
     BackupEntry, BackupSpec, CloudProfile, CloudProfileReference, CloudProfileSpec, Seed,
     SeedProvider, SeedSpec, Shoot, ShootSpec,
@@ -43,7 +42,7 @@ use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::json;
 
 use super::apiserver::ApiServerProcess;
-use super::support::{Scratch, cpu_seconds, mib, status_kib};
+use super::support::{Scratch, cpu_seconds, create, garden_secret, mib, status_kib};
 use super::table::{Peer, Row, Unit};
 use super::{BenchOptions, Outcome};
 
@@ -59,24 +58,6 @@ const DEADLINE: Duration = Duration::from_secs(1800);
 const MEASURE_POLL: Duration = Duration::from_millis(5);
 /// How often the clean-ups between phases (delete-collections) look.
 const SETTLE_POLL: Duration = Duration::from_millis(50);
-
-async fn create<K>(api: &Api<K>, obj: &K) -> anyhow::Result<()>
-where
-    K: kube::Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    // CRDs become served asynchronously: a 404 is retried for a while.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        match api.create(&PostParams::default(), obj).await {
-            Ok(_) => return Ok(()),
-            Err(kube::Error::Api(s)) if s.code == 409 => return Ok(()),
-            Err(kube::Error::Api(s)) if s.code == 404 && Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            Err(e) => bail!("create failed: {e}"),
-        }
-    }
-}
 
 fn shoot(name: &str, namespace: &str) -> Shoot {
     let mut s = Shoot::new(
@@ -263,13 +244,7 @@ pub(crate) async fn run(opts: &BenchOptions, name: &str) -> anyhow::Result<Outco
             type_: "aws".into(),
             backup: Some(BackupSpec {
                 provider: "aws".into(),
-                credentials_ref: Some(ObjectReference {
-                    api_version: "v1".into(),
-                    kind: "Secret".into(),
-                    name: "backup".into(),
-                    namespace: "garden".into(),
-                    ..ObjectReference::default()
-                }),
+                credentials_ref: Some(garden_secret("backup")),
                 ..BackupSpec::default()
             }),
             ..CloudProfileSpec::default()

@@ -23,14 +23,14 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
 use super::objects::{credentials, endpoint};
 use super::peers;
+use super::support::{create, garden_secret};
 use super::table::{Peer, Row, Unit};
 use super::{BenchOptions, Outcome};
-use crate::api::common::ObjectReference;
 use crate::api::core::{
     BackupBucket, BackupBucketProvider, BackupBucketSpec, BackupEntry, BackupEntrySpec,
     LABEL_POOL_KIND, LABEL_POOL_OWNER, LABEL_REGION, LABEL_SHARD, Shoot, ShootSpec,
@@ -47,24 +47,6 @@ use crate::runtime::failpoints;
 const PARALLELISM: usize = 16;
 const MAX_BYTES: usize = 64 * 1024;
 const TECHNICAL: &str = "shoot--bench--a";
-
-async fn create<K>(api: &Api<K>, obj: &K) -> anyhow::Result<()>
-where
-    K: kube::Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    // CRDs become served asynchronously: a 404 is retried for a while.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        match api.create(&PostParams::default(), obj).await {
-            Ok(_) => return Ok(()),
-            Err(kube::Error::Api(s)) if s.code == 409 => return Ok(()),
-            Err(kube::Error::Api(s)) if s.code == 404 && Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            Err(e) => bail!("create failed: {e}"),
-        }
-    }
-}
 
 /// BENCHMARK SIMULATOR, not production code: plays the StatefulSet controller for
 /// etcd-main (every desired replica exists and is ready, 50 ms after a change).
@@ -148,13 +130,7 @@ fn bucket(name: &str) -> BackupBucket {
                 type_: "aws".into(),
                 region: "us-east-1".into(),
             },
-            credentials_ref: Some(ObjectReference {
-                api_version: "v1".into(),
-                kind: "Secret".into(),
-                name: "backup".into(),
-                namespace: "garden".into(),
-                ..ObjectReference::default()
-            }),
+            credentials_ref: Some(garden_secret("backup")),
             seed_name: Some("seed-1".into()),
             ..BackupBucketSpec::default()
         },
@@ -308,19 +284,9 @@ pub(crate) async fn run(opts: &BenchOptions) -> anyhow::Result<Outcome> {
     let rclone = match peers::rclone() {
         None => Peer::NotInstalled,
         Some(bin) => {
-            let transfers = PARALLELISM.to_string();
             let src = format!("bench:{from}/{}", prefix.trim_end_matches('/'));
             let dst = format!("bench:{to}/rclone");
-            let args = [
-                "copy",
-                &src,
-                &dst,
-                "--transfers",
-                &transfers,
-                "--checkers",
-                &transfers,
-            ];
-            let cmd = peers::rclone_command(&bin, &endpoint, &args);
+            let cmd = peers::rclone_copy(&bin, &endpoint, &src, &dst, PARALLELISM);
             tokio::task::spawn_blocking(move || peers::timed(cmd))
                 .await
                 .context("rclone")?

@@ -473,7 +473,6 @@ pub(crate) async fn copy(opts: &BenchOptions) -> anyhow::Result<Outcome> {
         bail!("Granary's copy left {copied} of {n} objects in the destination");
     }
 
-    let transfers = COPY_PARALLELISM.to_string();
     let rclone = match peers::rclone() {
         None => Run {
             peer: Peer::NotInstalled,
@@ -483,18 +482,12 @@ pub(crate) async fn copy(opts: &BenchOptions) -> anyhow::Result<Outcome> {
             setup.proxy.take();
             let src = format!("bench:{from}/{}", PREFIX.trim_end_matches('/'));
             let dst = format!("bench:{to}/rclone");
-            let peer = peers::timed(peers::rclone_command(
+            let peer = peers::timed(peers::rclone_copy(
                 &bin,
                 &setup.proxy.url,
-                &[
-                    "copy",
-                    &src,
-                    &dst,
-                    "--transfers",
-                    &transfers,
-                    "--checkers",
-                    &transfers,
-                ],
+                &src,
+                &dst,
+                COPY_PARALLELISM,
             ));
             let run = Run {
                 peer,

@@ -100,6 +100,25 @@ pub fn rclone_command(bin: &str, endpoint: &str, args: &[&str]) -> Command {
     c
 }
 
+/// `rclone copy src dst` (server-side within one remote) with `transfers` transfers and
+/// as many checkers: the migration's copy, done by rclone.
+pub fn rclone_copy(bin: &str, endpoint: &str, src: &str, dst: &str, transfers: usize) -> Command {
+    let transfers = transfers.to_string();
+    rclone_command(
+        bin,
+        endpoint,
+        &[
+            "copy",
+            src,
+            dst,
+            "--transfers",
+            &transfers,
+            "--checkers",
+            &transfers,
+        ],
+    )
+}
+
 /// aws-cli against `endpoint`, path-style, static test credentials, no metadata lookups.
 pub fn aws_command(bin: &str, endpoint: &str, config_dir: &Path, args: &[&str]) -> Command {
     let config = config_dir.join("aws-config");

@@ -1,4 +1,5 @@
-//! What the benchmarks share: /proc readings.
+//! What the benchmarks share: /proc readings, and creates that wait for a kind to be
+//! served.
 
 /// A field of /proc/<pid>/status in KiB (`VmHWM:`, `VmRSS:`).
 pub fn status_kib(pid: &str, field: &str) -> Option<u64> {
@@ -100,5 +101,37 @@ impl Scratch {
 impl Drop for Scratch {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Creates `obj`; one that exists already counts as made. A 404 is retried for 30 s: a
+/// CRD is served a moment after its create.
+pub async fn create<K>(api: &kube::Api<K>, obj: &K) -> anyhow::Result<()>
+where
+    K: kube::Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    use std::time::{Duration, Instant};
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match api.create(&kube::api::PostParams::default(), obj).await {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 409 => return Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => anyhow::bail!("create failed: {e}"),
+        }
+    }
+}
+
+/// A reference to the Secret `name` in the garden namespace (the benchmarks' cloud
+/// credentials).
+pub fn garden_secret(name: &str) -> crate::api::common::ObjectReference {
+    crate::api::common::ObjectReference {
+        api_version: "v1".into(),
+        kind: "Secret".into(),
+        name: name.into(),
+        namespace: "garden".into(),
+        ..Default::default()
     }
 }
