@@ -137,9 +137,7 @@ fn labelled_place(bucket: &BackupBucket) -> Option<(PoolKey, Option<u32>)> {
 /// The pool a bucket belongs to: the garden's record, else (a bucket made before the
 /// record existed, or by hand) its labels.
 pub fn pool_of(bucket: &BackupBucket) -> Option<PoolKey> {
-    recorded_place(bucket)
-        .or_else(|| labelled_place(bucket))
-        .map(|(key, _)| key)
+    place_of(bucket).map(|(key, _)| key)
 }
 
 /// The pool and shard of a bucket, read once: the garden's record, else its labels.
