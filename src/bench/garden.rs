@@ -277,6 +277,9 @@ pub(crate) async fn run(opts: &BenchOptions, name: &str) -> anyhow::Result<Outco
     config.leader_election.enabled = false;
     config.seed_liveness.ready_within =
         crate::runtime::config::ConfigDuration(Duration::from_secs(3600));
+    // The same parallelism as the peers (32 creates in flight), as an admin sizing the
+    // garden for a burst would set it; the default is 20.
+    config.controllers.backup_entry.concurrent_syncs = CONCURRENCY as u32;
     config.controllers.backup_bucket.quota = vec![ProviderQuota {
         provider: "aws".into(),
         limit,

@@ -17,37 +17,36 @@ pub const REASON_NO_BACKUP_CONFIGURATION: &str = "NoBackupConfiguration";
 pub type ConditionValue = (ConditionStatus, &'static str, String);
 
 /// `BackupBucketsReady` of a seed from its buckets' (name, lastError description):
-/// False naming every bucket with an error, Unknown without buckets, else True.
+/// False naming every bucket with an error, Unknown without buckets, else True, with
+/// Gardener's messages (`backupbucketscheck`). The message names no count: a seed whose
+/// buckets are all fine keeps one condition however many shards its pools grow, so a
+/// burst of new shards writes the seed once, not once per shard (each write wakes every
+/// bucket's reconcile).
 pub fn backup_buckets_ready(buckets: &[(String, Option<String>)]) -> ConditionValue {
     if buckets.is_empty() {
         return (
             ConditionStatus::Unknown,
             REASON_BACKUP_BUCKETS_GONE,
-            "no BackupBucket is assigned to this seed".to_string(),
+            "Backup Buckets are gone.".to_string(),
         );
     }
-    let mut failing: Vec<String> = buckets
+    let mut failing: Vec<(&str, &str)> = buckets
         .iter()
-        .filter_map(|(name, error)| error.as_ref().map(|e| format!("{name}: {e}")))
+        .filter_map(|(name, error)| Some((name.as_str(), error.as_deref()?)))
         .collect();
     if failing.is_empty() {
         return (
             ConditionStatus::True,
             REASON_BACKUP_BUCKETS_AVAILABLE,
-            format!("all {} BackupBuckets are available", buckets.len()),
+            "Backup Buckets are available.".to_string(),
         );
     }
     failing.sort();
-    (
-        ConditionStatus::False,
-        REASON_BACKUP_BUCKETS_ERROR,
-        format!(
-            "{} of {} BackupBuckets have errors: {}",
-            failing.len(),
-            buckets.len(),
-            failing.join("; ")
-        ),
-    )
+    let mut message = "The following BackupBuckets have issues:".to_string();
+    for (name, error) in failing {
+        message.push_str(&format!("\n* Name: {name}, Error: {error}"));
+    }
+    (ConditionStatus::False, REASON_BACKUP_BUCKETS_ERROR, message)
 }
 
 /// `BackupConfigurationValid` of a CloudProfile from its validation errors; `None` for a
@@ -97,7 +96,28 @@ mod tests {
             (status, reason),
             (ConditionStatus::False, REASON_BACKUP_BUCKETS_ERROR)
         );
-        assert!(message.contains("2 of 3") && message.contains("b: denied; c: quota"));
+        assert_eq!(
+            message,
+            "The following BackupBuckets have issues:\n* Name: b, Error: denied\n* Name: c, Error: quota"
+        );
+    }
+
+    #[test]
+    fn buckets_ready_does_not_change_as_a_pool_grows() {
+        let healthy = |n: usize| -> Vec<(String, Option<String>)> {
+            (0..n).map(|i| (format!("bucket-{i}"), None)).collect()
+        };
+        let one = backup_buckets_ready(&healthy(1));
+        assert_eq!(
+            one,
+            (
+                ConditionStatus::True,
+                REASON_BACKUP_BUCKETS_AVAILABLE,
+                "Backup Buckets are available.".to_string()
+            )
+        );
+        assert_eq!(backup_buckets_ready(&healthy(100)), one);
+        assert_eq!(backup_buckets_ready(&[]).2, "Backup Buckets are gone.");
     }
 
     #[test]
