@@ -419,6 +419,18 @@ async fn a_backup_applied_with_its_new_location_goes_on_once_the_location_is_rea
         .create(&pp, &nab("together", Some("mine")))
         .await
         .expect("nab");
+    // The backup is seen before its location exists (the order `kubectl apply` of one
+    // file may take): it backs off, and goes on once the location comes.
+    poll_until("the backup waits for its location", || async {
+        nabs_a
+            .get("together")
+            .await
+            .expect("nab")
+            .status
+            .and_then(|s| s.phase)
+            == Some(NonAdminPhase::BackingOff)
+    })
+    .await;
     nabsls_a
         .create(&pp, &nabsl("mine", TENANTS, Some("team"), "creds"))
         .await

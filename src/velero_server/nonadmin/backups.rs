@@ -158,7 +158,17 @@ async fn reconcile(
             return write_status(ctx, nab, old.as_ref(), &status).await;
         }
         None => {
-            if refused_at(status.conditions.as_ref(), generation) {
+            // A refusal stands for its generation, except for a backup that names a
+            // location: the location may come after the backup (both applied together,
+            // the backup seen first), so that backup is looked at again on every pass;
+            // an unchanged refusal writes nothing.
+            let names_location = nab
+                .spec
+                .backup_spec
+                .storage_location
+                .as_deref()
+                .is_some_and(|l| !l.is_empty());
+            if refused_at(status.conditions.as_ref(), generation) && !names_location {
                 return Ok(());
             }
             let mut problems = backup_problems(
