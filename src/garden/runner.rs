@@ -36,8 +36,10 @@ use crate::garden::owner_controllers::{
 };
 use crate::garden::pools::PoolKind;
 use crate::garden::seed_authz::{RunningWebhook, WebhookError};
-use crate::garden::triggers::{BucketViews, entry_needs_reconcile, shoot_needs_reconcile};
-use crate::runtime::clock::Clock;
+use crate::garden::triggers::{
+    BucketViews, SeedLeases, entry_needs_reconcile, shoot_needs_reconcile,
+};
+use crate::runtime::clock::{Clock, from_k8s};
 use crate::runtime::config::{self, ConfigError, GardenConfiguration, Override};
 use crate::runtime::health::{HealthError, HealthServer, ReadinessFlag};
 use crate::runtime::leader::{ElectionSettings, run_as_leader};
@@ -505,11 +507,28 @@ async fn term(shared: Arc<Shared>, token: CancellationToken) {
             futures::stream::iter(refs)
         }))
         .reconcile_all_on(seeds_for_buckets.map(|_| ()))
-        .reconcile_all_on(
-            lease_events
-                .filter(|lease| ready(lease.object.name_any().starts_with("seed-")))
-                .map(|_| ()),
-        )
+        .reconcile_all_on(lease_events.filter_map({
+            let mut leases = SeedLeases::default();
+            let ctx = ctx.clone();
+            move |change| {
+                let name = change.object.name_any();
+                let renewed = change
+                    .object
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.renew_time.as_ref())
+                    .map(|t| from_k8s(t.0));
+                let wake = name.starts_with("seed-")
+                    && leases.wakes_buckets(
+                        &name,
+                        renewed,
+                        change.deleted,
+                        ctx.clock.now(),
+                        ctx.timings().ready_within,
+                    );
+                ready(wake.then_some(()))
+            }
+        }))
         .with_config(ControllerConfig::default().concurrency(5));
     let syncs =
         u16::try_from(shared.config.controllers.backup_entry.concurrent_syncs).unwrap_or(u16::MAX);

@@ -11,10 +11,16 @@
 //!   changed ([`BucketView`]: the spec they pass on, its pool, its seeds, its error,
 //!   its deletion), not on every `status.entryCount` write.
 //!
+//! - a seed's Lease wakes the buckets only when the seed comes (back) to life
+//!   ([`SeedLeases`]), not on every renewal of a live seed: with S seeds renewing every
+//!   few seconds, each renewal woke all B buckets, S × B reconciles per renewal period.
+//!
 //! Guards of owners being deleted (profiles, seeds) are still woken by every shoot and
 //! entry change; those wake-ups take the owners being deleted only.
 
 use std::collections::HashMap;
+
+use chrono::{DateTime, Duration, Utc};
 
 use kube::{Resource, ResourceExt};
 
@@ -109,6 +115,39 @@ impl BucketViews {
                 self.seen.insert(name, view);
                 true
             }
+        }
+    }
+}
+
+/// The last renew time seen of every seed Lease, to tell a seed coming (back) to life
+/// from a renewal of a live one. Its size is the number of seeds.
+#[derive(Default)]
+pub struct SeedLeases {
+    renewed: HashMap<String, Option<DateTime<Utc>>>,
+}
+
+impl SeedLeases {
+    /// Records a change of the seed Lease `name` seen at `now`; true when the buckets
+    /// should look: a Lease new or gone, one without a renew time, or the renewal of a
+    /// seed that was not ready (its last renewal older than `ready_within`). A renewal of
+    /// a ready seed changes no assignment: a bucket looks again by itself when its seed,
+    /// falling silent, would lose it ([`crate::garden::assignment::next_check`]).
+    pub fn wakes_buckets(
+        &mut self,
+        name: &str,
+        renewed: Option<DateTime<Utc>>,
+        deleted: bool,
+        now: DateTime<Utc>,
+        ready_within: Duration,
+    ) -> bool {
+        if deleted {
+            self.renewed.remove(name);
+            return true;
+        }
+        let before = self.renewed.insert(name.to_string(), renewed);
+        match (before, renewed) {
+            (Some(Some(before)), Some(_)) => now - before > ready_within,
+            _ => true,
         }
     }
 }
@@ -285,5 +324,30 @@ mod tests {
             views.changed(&deleting, false),
             "seen anew after it was gone"
         );
+    }
+
+    #[test]
+    fn only_a_seed_coming_to_life_wakes_the_buckets() {
+        let t0 = chrono::DateTime::from_timestamp(1_000_000, 0).expect("a time");
+        let s = |n: i64| Duration::seconds(n);
+        let within = s(40);
+        let mut leases = SeedLeases::default();
+        // First sight of a Lease, renewed: the seed may be new to every bucket.
+        assert!(leases.wakes_buckets("seed-a", Some(t0), false, t0, within));
+        // Renewals of a live seed: nothing changes for any bucket.
+        for n in [10, 20, 45, 80] {
+            assert!(
+                !leases.wakes_buckets("seed-a", Some(t0 + s(n)), false, t0 + s(n), within),
+                "renewal at +{n}s"
+            );
+        }
+        // Silent for longer than ready_within, then renewed: it comes back to life.
+        assert!(leases.wakes_buckets("seed-a", Some(t0 + s(200)), false, t0 + s(200), within));
+        // A Lease without a renew time, and one deleted, always wake.
+        assert!(leases.wakes_buckets("seed-b", None, false, t0, within));
+        assert!(leases.wakes_buckets("seed-b", Some(t0), false, t0, within));
+        assert!(leases.wakes_buckets("seed-a", Some(t0 + s(200)), true, t0 + s(201), within));
+        // Seen again after its deletion: new.
+        assert!(leases.wakes_buckets("seed-a", Some(t0 + s(210)), false, t0 + s(210), within));
     }
 }
