@@ -483,9 +483,16 @@ async fn term(shared: Arc<Shared>, token: CancellationToken) {
         }))
         .with_config(ControllerConfig::default().concurrency(2));
     let seed_controller = Controller::for_shared_stream(seeds.applied, seeds.store)
-        .reconcile_all_on(buckets_for_seeds.filter_map({
+        .reconcile_on(buckets_for_seeds.flat_map({
             let mut views = BucketViews::default();
-            move |change| ready(views.changed(&change.object, change.deleted).then_some(()))
+            move |change| {
+                let refs: Vec<ObjectRef<Seed>> = views
+                    .seeds_to_wake(&change.object, change.deleted)
+                    .iter()
+                    .map(|s| ObjectRef::new(s))
+                    .collect();
+                futures::stream::iter(refs)
+            }
         }))
         // An entry leaving a seed may release the deletion guard of a seed being deleted.
         // (An entry's event shows its new seeds only: every seed being deleted looks.)

@@ -29,7 +29,7 @@ use crate::api::core::{BackupBucket, BackupEntry, Shoot};
 use crate::garden::buckets::{pool_of, seed_label_patch};
 use crate::garden::entries::entry_update;
 use crate::garden::moves::{MoveStep, move_step};
-use crate::garden::pools::PoolKey;
+use crate::garden::pools::{PoolKey, PoolKind};
 
 /// Whether reconciling `shoot` would do anything, given its entry as the cache shows it
 /// (`None`: no entry cached). Mirrors [`crate::garden::entry_controllers::reconcile_shoot`]:
@@ -103,17 +103,58 @@ impl BucketViews {
     /// Records a bucket change; true when the owners should look (a new bucket, a bucket
     /// gone, or a change in what they read).
     pub fn changed(&mut self, bucket: &BackupBucket, deleted: bool) -> bool {
+        self.change(bucket, deleted).is_some()
+    }
+
+    /// Records a bucket change; the seeds that should look, before and after it: those
+    /// the bucket is on (spec and status) and the seed owning its pool. Empty when
+    /// nothing a seed reads changed. (A seed reads the buckets on it and those of its
+    /// own pool only, so waking every seed made each change cost seeds × buckets.)
+    pub fn seeds_to_wake(&mut self, bucket: &BackupBucket, deleted: bool) -> Vec<String> {
+        let Some((old, new)) = self.change(bucket, deleted) else {
+            return Vec::new();
+        };
+        let mut seeds: Vec<String> = old
+            .iter()
+            .chain(new.iter())
+            .flat_map(|v| {
+                let pool_owner = v
+                    .pool
+                    .as_ref()
+                    .filter(|p| p.kind == PoolKind::Seed)
+                    .map(|p| &p.owner);
+                [v.spec_seed.as_ref(), v.status_seed.as_ref(), pool_owner]
+            })
+            .flatten()
+            .filter(|s| !s.is_empty())
+            .cloned()
+            .collect();
+        seeds.sort();
+        seeds.dedup();
+        seeds
+    }
+
+    /// The view before and after a change (`None` when gone), or `None` when nothing the
+    /// owners read changed.
+    fn change(
+        &mut self,
+        bucket: &BackupBucket,
+        deleted: bool,
+    ) -> Option<(Option<BucketView>, Option<BucketView>)> {
         let name = bucket.name_any();
         if deleted {
-            self.seen.remove(&name);
-            return true;
+            let old = self
+                .seen
+                .remove(&name)
+                .unwrap_or_else(|| BucketView::of(bucket));
+            return Some((Some(old), None));
         }
         let view = BucketView::of(bucket);
         match self.seen.get(&name) {
-            Some(old) if *old == view => false,
+            Some(old) if *old == view => None,
             _ => {
-                self.seen.insert(name, view);
-                true
+                let old = self.seen.insert(name, view.clone());
+                Some((old, Some(view)))
             }
         }
     }
@@ -324,6 +365,54 @@ mod tests {
             views.changed(&deleting, false),
             "seen anew after it was gone"
         );
+    }
+
+    #[test]
+    fn a_bucket_change_wakes_the_seeds_it_was_and_is_on_only() {
+        let mut views = BucketViews::default();
+        let b = bucket();
+        assert_eq!(views.seeds_to_wake(&b, false), ["seed-1"], "a new bucket");
+        let mut counted = b.clone();
+        if let Some(s) = counted.status.as_mut() {
+            s.entry_count = Some(35);
+        }
+        assert!(views.seeds_to_wake(&counted, false).is_empty(), "a count");
+        let mut handed = counted.clone();
+        handed.spec.seed_name = Some("seed-2".into());
+        if let Some(s) = handed.status.as_mut() {
+            s.seed_name = Some("seed-3".into());
+        }
+        assert_eq!(
+            views.seeds_to_wake(&handed, false),
+            ["seed-1", "seed-2", "seed-3"],
+            "the old seed loses it, the new ones get it"
+        );
+        assert_eq!(
+            views.seeds_to_wake(&handed, true),
+            ["seed-2", "seed-3"],
+            "gone"
+        );
+        // A shard of a seed's own pool wakes that seed too (it keeps its first shard).
+        let mut own = bucket();
+        own.metadata.labels = Some(
+            [
+                (
+                    crate::api::core::LABEL_POOL_KIND.to_string(),
+                    "seed".to_string(),
+                ),
+                (
+                    crate::api::core::LABEL_POOL_OWNER.to_string(),
+                    "seed-9".to_string(),
+                ),
+                (
+                    crate::api::core::LABEL_REGION.to_string(),
+                    "eu-1".to_string(),
+                ),
+            ]
+            .into(),
+        );
+        assert_eq!(pool_of(&own).map(|p| p.owner), Some("seed-9".to_string()));
+        assert_eq!(views.seeds_to_wake(&own, false), ["seed-1", "seed-9"]);
     }
 
     #[test]
