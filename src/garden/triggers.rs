@@ -10,8 +10,7 @@
 //! - a BackupBucket change wakes its profile or its seeds only when what they read of it
 //!   changed ([`BucketView`]: the spec they pass on, its pool, its seeds, its error,
 //!   its deletion), not on every `status.entryCount` write; and it wakes the seeds it
-//!   was and is on ([`BucketViews::seeds_to_wake`]), not every seed.
-//!
+//!   was and is on ([`BucketViews::seeds_to_wake`]), not every seed;
 //! - a seed's Lease wakes the buckets only when the seed comes (back) to life
 //!   ([`SeedLeases`]), not on every renewal of a live seed: with S seeds renewing every
 //!   few seconds, each renewal woke all B buckets, S × B reconciles per renewal period.

@@ -339,8 +339,16 @@ pub fn approval(
     let Some(request) = request else {
         return Approval::Missing;
     };
-    if request.requested_spec() != Some(&nabsl.spec.backup_storage_location_spec) {
-        return Approval::Outdated;
+    match request.requested_spec() {
+        // Filed, but the spec it asks about is not recorded yet (a create drops the
+        // status; it is written right after, and that write can lose a race with the
+        // administrator's decision): no earlier spec was asked about, so the decision
+        // stands, and it counts once the spec is recorded.
+        None => return Approval::Pending,
+        Some(asked) if *asked != nabsl.spec.backup_storage_location_spec => {
+            return Approval::Outdated;
+        }
+        Some(_) => {}
     }
     match request.spec.approval_decision {
         Some(NonAdminBslRequestDecision::Approve) => Approval::Approved,

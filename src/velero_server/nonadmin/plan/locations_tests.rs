@@ -249,6 +249,11 @@ fn a_decision_counts_only_for_the_spec_it_was_asked_about() {
     assert_eq!(approval(&n, Some(&r)), Approval::Approved);
     r.spec.approval_decision = Some(NonAdminBslRequestDecision::Reject);
     assert_eq!(approval(&n, Some(&r)), Approval::Rejected);
+    // A request whose status (the spec asked about) is not written yet: the decision
+    // made meanwhile is kept (not Outdated, which would set it back to pending).
+    let mut unfiled = r.clone();
+    unfiled.status = None;
+    assert_eq!(approval(&n, Some(&unfiled)), Approval::Pending);
     let mut changed = n.clone();
     changed
         .spec
