@@ -99,10 +99,7 @@ impl Stores {
                 .as_ref()
                 .map(|t| from_k8s(t.0))
                 .unwrap_or_default(),
-            last_renewal: lease
-                .and_then(|l| l.spec.clone())
-                .and_then(|s| s.renew_time)
-                .map(|t| from_k8s(t.0)),
+            last_renewal: lease.as_deref().and_then(renewed),
             deleting: seed.metadata.deletion_timestamp.is_some(),
             name,
         }
@@ -120,6 +117,16 @@ impl Stores {
         names.sort();
         names
     }
+}
+
+/// `spec.renewTime` of a Lease; `None` if it never renewed.
+pub fn renewed(lease: &Lease) -> Option<chrono::DateTime<chrono::Utc>> {
+    lease
+        .spec
+        .as_ref()?
+        .renew_time
+        .as_ref()
+        .map(|t| from_k8s(t.0))
 }
 
 /// Shared by every reconcile of one leadership term.

@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 use crate::api::core::{BackupBucket, BackupEntry, CloudProfile, GARDEN_NAMESPACE, Seed, Shoot};
 use crate::garden::bucket_controller::{self, reconcile as reconcile_bucket};
 use crate::garden::buckets::pool_of;
-use crate::garden::context::{Context, GardenError, Stores};
+use crate::garden::context::{Context, GardenError, Stores, renewed};
 use crate::garden::entry_controllers::{
     ENTRY_CONTROLLER, SHOOT_CONTROLLER, reconcile_entry, reconcile_shoot,
 };
@@ -39,7 +39,7 @@ use crate::garden::seed_authz::{RunningWebhook, WebhookError};
 use crate::garden::triggers::{
     BucketViews, SeedLeases, entry_needs_reconcile, shoot_needs_reconcile,
 };
-use crate::runtime::clock::{Clock, from_k8s};
+use crate::runtime::clock::Clock;
 use crate::runtime::config::{self, ConfigError, GardenConfiguration, Override};
 use crate::runtime::health::{HealthError, HealthServer, ReadinessFlag};
 use crate::runtime::leader::{ElectionSettings, run_as_leader};
@@ -519,16 +519,10 @@ async fn term(shared: Arc<Shared>, token: CancellationToken) {
             let ctx = ctx.clone();
             move |change| {
                 let name = change.object.name_any();
-                let renewed = change
-                    .object
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.renew_time.as_ref())
-                    .map(|t| from_k8s(t.0));
                 let wake = name.starts_with("seed-")
                     && leases.wakes_buckets(
                         &name,
-                        renewed,
+                        renewed(&change.object),
                         change.deleted,
                         ctx.clock.now(),
                         ctx.timings().ready_within,
