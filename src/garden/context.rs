@@ -48,6 +48,14 @@ impl GardenError {
     }
 }
 
+async fn wait_for_flag(flag: &tokio::sync::watch::Receiver<bool>) -> Result<(), GardenError> {
+    let mut flag = flag.clone();
+    flag.wait_for(|ready| *ready)
+        .await
+        .map(drop)
+        .map_err(|_| GardenError::CachesStopped)
+}
+
 /// The reflector stores the controllers read from. Readiness comes from flags set when
 /// each reflector sees its initial list complete: kube's `Store::wait_until_ready`
 /// wakes only one of several concurrent waiters, so it is not used here.
@@ -61,17 +69,26 @@ pub struct Stores {
     /// Which entries count in which bucket, from the same watch as `entries`.
     pub entry_index: Arc<crate::garden::entry_index::EntryIndex>,
     pub leases: Store<Lease>,
+    /// Set when the initial lists are complete: every store's but the shoots'.
     pub ready: Vec<tokio::sync::watch::Receiver<bool>>,
+    /// Set when the shoots' initial list is complete. The shoot store fills while it is
+    /// read ([`crate::garden::informers::FirstList::AsItComes`]), so that placement
+    /// needs no more than the shoot it places.
+    pub shoots_ready: tokio::sync::watch::Receiver<bool>,
 }
 
 impl Stores {
     /// Waits until every store has its initial list.
     pub async fn wait_ready(&self) -> Result<(), GardenError> {
+        self.wait_ready_but_shoots().await?;
+        wait_for_flag(&self.shoots_ready).await
+    }
+
+    /// Waits until every store but the shoots' has its initial list: all a reconcile
+    /// needs that reads no shoot besides its own (placement, the start-up recount).
+    pub async fn wait_ready_but_shoots(&self) -> Result<(), GardenError> {
         for flag in &self.ready {
-            let mut flag = flag.clone();
-            flag.wait_for(|ready| *ready)
-                .await
-                .map_err(|_| GardenError::CachesStopped)?;
+            wait_for_flag(flag).await?;
         }
         Ok(())
     }

@@ -60,7 +60,8 @@ pub async fn reconcile_shoot(shoot: Arc<Shoot>, ctx: Arc<Context>) -> Result<Act
         .reconcile_duration
         .with_label_values(&[SHOOT_CONTROLLER])
         .start_timer();
-    ctx.stores.wait_ready().await?;
+    // Not the whole shoot list: this reads no other shoot.
+    ctx.stores.wait_ready_but_shoots().await?;
     if shoot.meta().deletion_timestamp.is_some() {
         // Garbage collection removes the entry through its owner reference.
         return Ok(Action::await_change());

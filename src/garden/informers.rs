@@ -16,7 +16,7 @@ use std::sync::Arc;
 use futures::StreamExt;
 use kube::Resource;
 use kube::api::Api;
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::{self, Store, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 use tokio_stream::wrappers::UnboundedReceiverStream;
@@ -55,12 +55,27 @@ pub struct Informer<K: Resource<DynamicType = ()> + 'static, Fill, const N: usiz
     pub changes: [Changes<K>; N],
 }
 
+/// How the store takes in the initial list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FirstList {
+    /// As kube's reflector does: the store shows the list once it is complete.
+    Whole,
+    /// Each object is in the store as soon as its page is read, so its controller can
+    /// start on it while later pages are still coming. The store (and kube's
+    /// `Store::wait_until_ready`, which holds a controller's runner) is ready from the
+    /// start; the informer's own `ready` flag still waits for the complete list. Only
+    /// the first list is taken in this way: a list that starts over, and every relist,
+    /// is swapped in whole, so an object deleted meanwhile leaves the store.
+    AsItComes,
+}
+
 /// Starts nothing: returns the [`Informer`] of `K`, whose `fill` future does the watch.
 /// `observe` sees every watcher event right after the store applied it (the entry index
 /// follows the same events).
 pub fn informer<K, const N: usize>(
     api: Api<K>,
     config: watcher::Config,
+    first_list: FirstList,
     observe: impl Fn(&watcher::Event<K>) + Send + 'static,
 ) -> Informer<K, impl Future<Output = ()> + Send, N>
 where
@@ -72,7 +87,15 @@ where
         + Sync
         + 'static,
 {
-    let (store, writer) = reflector::store::<K>();
+    let (store, mut writer) = reflector::store::<K>();
+    // Taking the first list in as it comes: the store is ready (and empty) at once.
+    let mut incremental = match first_list {
+        FirstList::Whole => Incremental::Off,
+        FirstList::AsItComes => {
+            writer.apply_watcher_event(&watcher::Event::InitDone);
+            Incremental::Before
+        }
+    };
     let (ready_tx, ready_rx) = tokio::sync::watch::channel(false);
     let (applied_tx, applied_rx) = unbounded_channel::<Arc<K>>();
     let mut senders: Vec<UnboundedSender<Change<K>>> = Vec::with_capacity(N);
@@ -84,7 +107,8 @@ where
     let events = watcher(api, config)
         .modify(|o| o.meta_mut().managed_fields = None)
         .backoff(WatchBackoff::default());
-    let fill = reflector::reflector(writer, events).for_each(move |event| {
+    let fill = events.for_each(move |event| {
+        let event = event.map(|event| apply(&mut writer, &mut incremental, event));
         let change = match event {
             Ok(event) => {
                 observe(&event);
@@ -127,3 +151,57 @@ where
         changes,
     }
 }
+
+/// Where an informer taking its first list in as it comes ([`FirstList::AsItComes`]) is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Incremental {
+    /// The first list has not started.
+    Before,
+    /// The first list is being read: its objects go into the store one by one.
+    Reading,
+    /// Every later list is swapped in whole (as kube's reflector does).
+    Off,
+}
+
+/// Applies one watcher event to the store, and gives it back.
+fn apply<K>(
+    writer: &mut Writer<K>,
+    state: &mut Incremental,
+    event: watcher::Event<K>,
+) -> watcher::Event<K>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    match (*state, event) {
+        (Incremental::Before, watcher::Event::Init) => {
+            *state = Incremental::Reading;
+            watcher::Event::Init
+        }
+        (Incremental::Reading, watcher::Event::InitApply(o)) => {
+            let event = watcher::Event::Apply(o);
+            writer.apply_watcher_event(&event);
+            let watcher::Event::Apply(o) = event else {
+                unreachable!("built as Apply above")
+            };
+            watcher::Event::InitApply(o)
+        }
+        // The store has the whole list already (a swap would empty it).
+        (Incremental::Reading, watcher::Event::InitDone) => {
+            *state = Incremental::Off;
+            watcher::Event::InitDone
+        }
+        (current, event) => {
+            // A first list that starts over (its objects so far are in the store) is
+            // swapped in whole, which removes what the new list no longer has.
+            if current == Incremental::Reading && matches!(event, watcher::Event::Init) {
+                *state = Incremental::Off;
+            }
+            writer.apply_watcher_event(&event);
+            event
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "informers_tests.rs"]
+mod tests;

@@ -28,6 +28,7 @@ use crate::garden::entry_controllers::{
     ENTRY_CONTROLLER, SHOOT_CONTROLLER, reconcile_entry, reconcile_shoot,
 };
 use crate::garden::entry_index::EntryIndex;
+use crate::garden::informers::FirstList::{AsItComes, Whole};
 use crate::garden::informers::informer;
 use crate::garden::ledger::Ledger;
 use crate::garden::metrics::GardenMetrics;
@@ -394,17 +395,22 @@ async fn term(shared: Arc<Shared>, token: CancellationToken) {
     // One watch and one store per kind ([`informers`]): the reconciles read them, each
     // kind's controller is driven by its own informer, and the triggers between kinds
     // come from the same watches, sent only after the store has the change.
-    let profiles = informer::<CloudProfile, 0>(Api::all(client.clone()), wc(), |_| {});
-    let seeds = informer::<Seed, 3>(Api::all(client.clone()), wc(), |_| {});
-    let shoots = informer::<Shoot, 1>(Api::all(client.clone()), wc(), |_| {});
-    let buckets = informer::<BackupBucket, 2>(Api::all(client.clone()), wc(), |_| {});
+    let profiles = informer::<CloudProfile, 0>(Api::all(client.clone()), wc(), Whole, |_| {});
+    let seeds = informer::<Seed, 3>(Api::all(client.clone()), wc(), Whole, |_| {});
+    // A shoot is placed as soon as its page of the list is read: placement reads no other
+    // shoot (a burst of shoots at a cold start need not wait for the whole list).
+    let shoots = informer::<Shoot, 1>(Api::all(client.clone()), wc(), AsItComes, |_| {});
+    let buckets = informer::<BackupBucket, 2>(Api::all(client.clone()), wc(), Whole, |_| {});
     let entries = {
         let index = entry_index.clone();
-        informer::<BackupEntry, 3>(Api::all(client.clone()), wc(), move |e| index.observe(e))
+        informer::<BackupEntry, 3>(Api::all(client.clone()), wc(), Whole, move |e| {
+            index.observe(e)
+        })
     };
     let leases = informer::<Lease, 1>(
         Api::namespaced(client.clone(), GARDEN_NAMESPACE),
         wc(),
+        Whole,
         |_| {},
     );
     let [seeds_for_profiles, seeds_for_buckets, seeds_for_entries] = seeds.changes;
@@ -425,11 +431,11 @@ async fn term(shared: Arc<Shared>, token: CancellationToken) {
         ready: vec![
             profiles.ready.clone(),
             seeds.ready.clone(),
-            shoots.ready.clone(),
             buckets.ready.clone(),
             entries.ready.clone(),
             leases.ready.clone(),
         ],
+        shoots_ready: shoots.ready.clone(),
     };
     let (counts_tx, counts_rx) = tokio::sync::watch::channel(false);
     let ctx = Arc::new(Context {
@@ -693,7 +699,9 @@ async fn initial_recount(
     token: CancellationToken,
 ) {
     let work = async {
-        if ctx.stores.wait_ready().await.is_err() {
+        // The counts come from the buckets and the entries: the shoots' list may still
+        // be coming (placement starts with its first page).
+        if ctx.stores.wait_ready_but_shoots().await.is_err() {
             return;
         }
         for bucket in ctx.stores.buckets.state() {
@@ -710,7 +718,10 @@ async fn initial_recount(
         }
         tracing::info!("entry counts re-derived from the BackupEntries; placement starts");
         let _ = done.send(true);
-        ready_flag.set(true);
+        // Ready once every cache is filled.
+        if ctx.stores.wait_ready().await.is_ok() {
+            ready_flag.set(true);
+        }
     };
     tokio::select! {
         _ = work => {}
