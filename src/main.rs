@@ -101,6 +101,10 @@ enum Command {
         /// The benchmark's main size (objects, shoots, items); its default otherwise.
         #[arg(long)]
         size: Option<usize>,
+        /// How many rounds the garden benchmark runs, each on a fresh API server; it
+        /// reports each measure's median round (default 3). The others run once.
+        #[arg(long)]
+        rounds: Option<usize>,
         /// Print the results as JSON instead of the table.
         #[arg(long)]
         json: bool,
@@ -547,10 +551,16 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 .context("granary seed")
         }
         Command::Migrate(args) => migrate(args),
-        Command::Bench { names, size, json } => granary::bench::main_blocking(
+        Command::Bench {
+            names,
+            size,
+            rounds,
+            json,
+        } => granary::bench::main_blocking(
             &names,
             &granary::bench::BenchOptions {
                 size,
+                rounds,
                 ..Default::default()
             },
             json,

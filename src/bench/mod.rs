@@ -56,6 +56,9 @@ pub struct HeapProbe {
 pub struct BenchOptions {
     /// The benchmark's main size (objects, shoots, items); its own default otherwise.
     pub size: Option<usize>,
+    /// How many rounds the garden benchmark runs (each on a fresh API server); its
+    /// figures are each measure's median round. Default 3; the other benchmarks run once.
+    pub rounds: Option<usize>,
     /// Where `<name>.json` goes; default `<CARGO_TARGET_DIR or target>/bench`.
     pub results_dir: Option<PathBuf>,
     /// The S3 emulator for `delete` and `copy`; default `$GRANARY_TEST_S3_ENDPOINT`.
@@ -115,6 +118,9 @@ pub fn default_results_dir() -> PathBuf {
 pub async fn run(name: &str, opts: &BenchOptions) -> anyhow::Result<Report> {
     if opts.size == Some(0) {
         anyhow::bail!("--size: must be at least 1");
+    }
+    if opts.rounds == Some(0) {
+        anyhow::bail!("--rounds: must be at least 1");
     }
     let outcome = match name {
         "delete" => objects::delete(opts).await?,

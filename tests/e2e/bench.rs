@@ -20,6 +20,8 @@ async fn smoke(name: &str, s3_endpoint: Option<String>) -> Value {
         size: Some(SIZE),
         results_dir: Some(dir.path().to_path_buf()),
         s3_endpoint,
+        // The garden benchmark's medians over rounds (the others run once).
+        rounds: (name == "garden").then_some(2),
         heap: None,
         // The garden benchmark runs `granary garden` and its API server with the
         // `granary` binary (this test binary is neither).
@@ -107,6 +109,16 @@ async fn every_benchmark_has_a_smoke_test() {
     .await
     .expect_err("size 0");
     assert!(err.to_string().contains("--size"), "{err}");
+    let err = run(
+        "garden",
+        &BenchOptions {
+            rounds: Some(0),
+            ..Default::default()
+        },
+    )
+    .await
+    .expect_err("rounds 0");
+    assert!(err.to_string().contains("--rounds"), "{err}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -159,6 +171,26 @@ async fn bench_migrate_at_a_tiny_size() {
 async fn bench_garden_at_a_tiny_size() {
     let j = smoke("garden", None).await;
     assert_eq!(j["workload"]["shoots"], SIZE);
+    assert_eq!(j["sizes"]["rounds"], 2);
+    assert_eq!(j["rounds"]["each"].as_array().map(Vec::len), Some(2));
+    // Every round placed every shoot's entry, with its first entry on the timeline.
+    for round in j["rounds"]["each"].as_array().expect("rounds") {
+        let timeline = round["cold_start"]["timeline"]
+            .as_array()
+            .expect("timeline");
+        assert_eq!(
+            timeline
+                .first()
+                .map(|t| t[0].as_u64().is_some_and(|c| c >= 1)),
+            Some(true),
+            "{round}"
+        );
+        assert_eq!(
+            timeline.last().and_then(|t| t[0].as_u64()),
+            Some(SIZE as u64),
+            "{round}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
