@@ -87,15 +87,7 @@ where
         + Sync
         + 'static,
 {
-    let (store, mut writer) = reflector::store::<K>();
-    // Taking the first list in as it comes: the store is ready (and empty) at once.
-    let mut incremental = match first_list {
-        FirstList::Whole => Incremental::Off,
-        FirstList::AsItComes => {
-            writer.apply_watcher_event(&watcher::Event::InitDone);
-            Incremental::Before
-        }
-    };
+    let (store, mut writer, mut incremental) = store_for::<K>(first_list);
     let (ready_tx, ready_rx) = tokio::sync::watch::channel(false);
     let (applied_tx, applied_rx) = unbounded_channel::<Arc<K>>();
     let mut senders: Vec<UnboundedSender<Change<K>>> = Vec::with_capacity(N);
@@ -161,6 +153,23 @@ enum Incremental {
     Reading,
     /// Every later list is swapped in whole (as kube's reflector does).
     Off,
+}
+
+/// A store, its writer and the state [`apply`] keeps. Taking the first list in as it
+/// comes, the store is ready (and empty) at once.
+fn store_for<K>(first_list: FirstList) -> (Store<K>, Writer<K>, Incremental)
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    let (store, mut writer) = reflector::store::<K>();
+    let state = match first_list {
+        FirstList::Whole => Incremental::Off,
+        FirstList::AsItComes => {
+            writer.apply_watcher_event(&watcher::Event::InitDone);
+            Incremental::Before
+        }
+    };
+    (store, writer, state)
 }
 
 /// Applies one watcher event to the store, and gives it back.

@@ -2,10 +2,10 @@
 
 use futures::FutureExt;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::{Store, store::Writer};
 use kube::runtime::watcher::Event;
 
-use super::{FirstList, Incremental, apply};
+use super::{FirstList, Incremental, apply, store_for};
 
 fn cm(name: &str) -> ConfigMap {
     let mut c = ConfigMap::default();
@@ -28,22 +28,9 @@ fn ready(store: &Store<ConfigMap>) -> bool {
     store.wait_until_ready().now_or_never().is_some()
 }
 
-/// A writer, its store and the state `apply` keeps, as `informer` sets them up.
-fn setup(
-    first_list: FirstList,
-) -> (
-    reflector::store::Writer<ConfigMap>,
-    Store<ConfigMap>,
-    Incremental,
-) {
-    let (store, mut writer) = reflector::store::<ConfigMap>();
-    let state = match first_list {
-        FirstList::Whole => Incremental::Off,
-        FirstList::AsItComes => {
-            writer.apply_watcher_event(&Event::InitDone);
-            Incremental::Before
-        }
-    };
+/// The writer, its store and the state `apply` keeps, as `informer` sets them up.
+fn setup(first_list: FirstList) -> (Writer<ConfigMap>, Store<ConfigMap>, Incremental) {
+    let (store, writer, state) = store_for(first_list);
     (writer, store, state)
 }
 
