@@ -670,7 +670,7 @@ async fn round(
     let writes_per_entry = writes as f64 / n as f64;
     let restart_ratio = restart_place / bare_list;
     let result = json!({
-        "workload": {"shoots": n, "quota": 100, "concurrency": CONCURRENCY,
+        "workload": {"shoots": n, "quota": limit, "concurrency": CONCURRENCY,
                      "profile": profile_name, "nproc": std::thread::available_parallelism().map(|p| p.get()).unwrap_or(0)},
         "cold_start": {"granary_seconds": cold, "bare_create_seconds": bare_create,
                        "ratio": ratio, "entries_per_second": n as f64 / cold,

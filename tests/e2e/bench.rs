@@ -99,26 +99,26 @@ async fn every_benchmark_has_a_smoke_test() {
     .await
     .expect_err("an unknown benchmark");
     assert!(err.to_string().contains("velero_restore"), "{err}");
-    let err = run(
-        "garden",
-        &BenchOptions {
-            size: Some(0),
-            ..Default::default()
-        },
-    )
-    .await
-    .expect_err("size 0");
-    assert!(err.to_string().contains("--size"), "{err}");
-    let err = run(
-        "garden",
-        &BenchOptions {
-            rounds: Some(0),
-            ..Default::default()
-        },
-    )
-    .await
-    .expect_err("rounds 0");
-    assert!(err.to_string().contains("--rounds"), "{err}");
+    // A size or a round count of 0 is refused, naming its flag.
+    for (opts, flag) in [
+        (
+            BenchOptions {
+                size: Some(0),
+                ..Default::default()
+            },
+            "--size",
+        ),
+        (
+            BenchOptions {
+                rounds: Some(0),
+                ..Default::default()
+            },
+            "--rounds",
+        ),
+    ] {
+        let err = run("garden", &opts).await.expect_err(flag);
+        assert!(err.to_string().contains(flag), "{err}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
