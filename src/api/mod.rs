@@ -7,5 +7,6 @@ pub mod common;
 pub mod core;
 pub mod crds;
 pub mod extensions;
+pub mod lean;
 pub mod oadp;
 pub mod velero;

@@ -78,7 +78,6 @@ pub async fn reconcile_shoot(shoot: Arc<Shoot>, ctx: Arc<Context>) -> Result<Act
         )
         .await);
     };
-    let api: Api<BackupEntry> = Api::namespaced(ctx.client.clone(), &namespace);
     let cached = ctx
         .stores
         .entries
@@ -90,7 +89,8 @@ pub async fn reconcile_shoot(shoot: Arc<Shoot>, ctx: Arc<Context>) -> Result<Act
             return Ok(Action::await_change());
         }
         if let Some(patch) = entry_update(&entry, &shoot) {
-            api.patch(&entry_name, &PatchParams::default(), &Patch::Merge(&patch))
+            Api::<BackupEntry>::namespaced(ctx.client.clone(), &namespace)
+                .patch(&entry_name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await?;
         }
         return Ok(Action::requeue(RESYNC));

@@ -8,7 +8,8 @@
 //!
 //! A change is sent only after the store has it, so a reconcile never reads an older
 //! state than the event that woke it. Objects are stored without `managedFields`, which
-//! no garden controller reads (every write is a merge patch, never a replace).
+//! no garden controller reads (every write is a merge patch, never a replace); the
+//! garden's own kinds are decoded without them too ([`Watched`], [`Lean`]).
 
 use std::future::{Future, ready};
 use std::sync::Arc;
@@ -21,7 +22,10 @@ use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
+use crate::api::core::{BackupBucket, BackupEntry, CloudProfile, Seed, Shoot};
+use crate::api::lean::Lean;
 use crate::runtime::backoff::WatchBackoff;
+use k8s_openapi::api::coordination::v1::Lease;
 
 /// One change the cache has taken in.
 #[derive(Debug)]
@@ -69,24 +73,60 @@ pub enum FirstList {
     AsItComes,
 }
 
-/// Starts nothing: returns the [`Informer`] of `K`, whose `fill` future does the watch.
-/// `observe` sees every watcher event right after the store applied it (the entry index
-/// follows the same events).
-pub fn informer<K, const N: usize>(
-    api: Api<K>,
-    config: watcher::Config,
-    first_list: FirstList,
-    observe: impl Fn(&watcher::Event<K>) + Send + 'static,
-) -> Informer<K, impl Future<Output = ()> + Send, N>
-where
-    K: Resource<DynamicType = ()>
+/// How a kind comes over the watch. The garden's own kinds come as [`Lean`], without
+/// their managedFields (never read here; see [`crate::api::lean`]); others as they are.
+pub trait Watched:
+    Resource<DynamicType = ()> + Clone + std::fmt::Debug + Send + Sync + 'static
+{
+    type Wire: Resource<DynamicType = ()>
         + Clone
         + std::fmt::Debug
         + serde::de::DeserializeOwned
         + Send
         + Sync
-        + 'static,
-{
+        + 'static;
+    fn from_wire(wire: Self::Wire) -> Self;
+}
+
+macro_rules! watched_lean {
+    ($($kind:ty),*) => {$(
+        impl Watched for $kind {
+            type Wire = Lean<$kind>;
+            fn from_wire(wire: Lean<$kind>) -> Self {
+                wire.0
+            }
+        }
+    )*};
+}
+
+watched_lean!(Shoot, BackupEntry, BackupBucket, Seed, CloudProfile);
+
+impl Watched for Lease {
+    type Wire = Lease;
+    fn from_wire(wire: Lease) -> Self {
+        wire
+    }
+}
+
+fn from_wire<K: Watched>(event: watcher::Event<K::Wire>) -> watcher::Event<K> {
+    match event {
+        watcher::Event::Apply(o) => watcher::Event::Apply(K::from_wire(o)),
+        watcher::Event::Delete(o) => watcher::Event::Delete(K::from_wire(o)),
+        watcher::Event::Init => watcher::Event::Init,
+        watcher::Event::InitApply(o) => watcher::Event::InitApply(K::from_wire(o)),
+        watcher::Event::InitDone => watcher::Event::InitDone,
+    }
+}
+
+/// Starts nothing: returns the [`Informer`] of `K`, whose `fill` future does the watch.
+/// `observe` sees every watcher event right after the store applied it (the entry index
+/// follows the same events).
+pub fn informer<K: Watched, const N: usize>(
+    api: Api<K::Wire>,
+    config: watcher::Config,
+    first_list: FirstList,
+    observe: impl Fn(&watcher::Event<K>) + Send + 'static,
+) -> Informer<K, impl Future<Output = ()> + Send, N> {
     let (store, mut writer, mut incremental) = store_for::<K>(first_list);
     let (ready_tx, ready_rx) = tokio::sync::watch::channel(false);
     let (applied_tx, applied_rx) = unbounded_channel::<Arc<K>>();
@@ -100,7 +140,7 @@ where
         .modify(|o| o.meta_mut().managed_fields = None)
         .backoff(WatchBackoff::default());
     let fill = events.for_each(move |event| {
-        let event = event.map(|event| apply(&mut writer, &mut incremental, event));
+        let event = event.map(|event| apply(&mut writer, &mut incremental, from_wire(event)));
         let change = match event {
             Ok(event) => {
                 observe(&event);

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use kube::{CustomResource, ResourceExt};
+use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -136,18 +136,40 @@ impl Shoot {
 
     /// The project: the namespace without its `garden-` prefix (`garden` stays `garden`).
     pub fn project_name(&self) -> String {
-        let namespace = self.namespace().unwrap_or_default();
+        self.project().to_string()
+    }
+
+    fn project(&self) -> &str {
+        let namespace = self.metadata.namespace.as_deref().unwrap_or_default();
         match namespace.strip_prefix(PROJECT_NAMESPACE_PREFIX) {
-            Some(project) if !project.is_empty() => project.to_string(),
+            Some(project) if !project.is_empty() => project,
             _ => namespace,
         }
     }
 
     /// `status.technicalID`, else Gardener's default `shoot--<project>--<name>`.
     pub fn technical_id(&self) -> String {
+        let mut id = String::new();
+        self.push_technical_id(&mut id);
+        id
+    }
+
+    /// Appends [`Shoot::technical_id`] to `out` (one allocation for a whole entry name;
+    /// the garden makes one per shoot event).
+    fn push_technical_id(&self, out: &mut String) {
         match self.status.as_ref().and_then(|s| s.technical_id.as_deref()) {
-            Some(id) if !id.is_empty() => id.to_string(),
-            _ => format!("shoot--{}--{}", self.project_name(), self.name_any()),
+            Some(id) if !id.is_empty() => out.push_str(id),
+            _ => {
+                let name = self
+                    .metadata
+                    .name
+                    .as_deref()
+                    .or(self.metadata.generate_name.as_deref())
+                    .unwrap_or_default();
+                for part in ["shoot--", self.project(), "--", name] {
+                    out.push_str(part);
+                }
+            }
         }
     }
 
@@ -163,6 +185,11 @@ impl Shoot {
     /// The name of the shoot's BackupEntry, `<technicalID>--<uid>`; `None` before the
     /// shoot has a UID.
     pub fn backup_entry_name(&self) -> Option<String> {
-        Some(format!("{}--{}", self.technical_id(), self.backup_uid()?))
+        let uid = self.backup_uid()?;
+        let mut name = String::with_capacity(96);
+        self.push_technical_id(&mut name);
+        name.push_str("--");
+        name.push_str(uid);
+        Some(name)
     }
 }
