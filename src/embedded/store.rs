@@ -200,7 +200,11 @@ pub(crate) struct WatchStart {
 
 pub(crate) struct Store {
     inner: RwLock<Inner>,
-    tx: broadcast::Sender<Arc<StoreEvent>>,
+    /// One bounded broadcast channel per resource, made by its first watch: a write
+    /// wakes the watchers of its own resource only (a garden with six watches woke all
+    /// six for every entry it created).
+    watchers: std::sync::Mutex<HashMap<GroupResource, broadcast::Sender<Arc<StoreEvent>>>>,
+    channel_cap: usize,
     history_cap: usize,
     journal: Option<Box<dyn Journal>>,
     /// Woken after writes that background controllers care about.
@@ -307,7 +311,6 @@ fn dry_outcome(
 
 impl Store {
     pub(crate) fn new(history_cap: usize, channel_cap: usize) -> Self {
-        let (tx, _) = broadcast::channel(channel_cap);
         Store {
             inner: RwLock::new(Inner {
                 rv: 1,
@@ -316,7 +319,8 @@ impl Store {
                 last_write: HashMap::new(),
                 history: VecDeque::new(),
             }),
-            tx,
+            watchers: std::sync::Mutex::new(HashMap::new()),
+            channel_cap,
             history_cap,
             journal: None,
             kick: Notify::new(),
@@ -376,6 +380,12 @@ impl Store {
 
     fn write(&self) -> RwLockWriteGuard<'_, Inner> {
         self.inner.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn watchers(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<GroupResource, broadcast::Sender<Arc<StoreEvent>>>> {
+        self.watchers.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     pub(crate) fn current_rv(&self) -> u64 {
@@ -566,8 +576,11 @@ impl Store {
             inner.history.pop_front();
         }
         inner.history.push_back(event.clone());
-        // No receivers is fine: nobody watches.
-        let _ = self.tx.send(event);
+        // Sent under the write lock, so a watch started under the read lock sees each
+        // event either in its start or on its channel. No receivers is fine.
+        if let Some(tx) = self.watchers().get(gr) {
+            let _ = tx.send(event);
+        }
         drop(inner);
         if interesting {
             self.kick.notify_one();
@@ -583,7 +596,11 @@ impl Store {
         from: WatchFrom,
     ) -> Result<WatchStart, ApiError> {
         let inner = self.read();
-        let receiver = self.tx.subscribe();
+        let receiver = self
+            .watchers()
+            .entry(gr.clone())
+            .or_insert_with(|| broadcast::channel(self.channel_cap).0)
+            .subscribe();
         match from {
             WatchFrom::Snapshot => {
                 let mut initial = Vec::new();
@@ -732,6 +749,31 @@ mod tests {
         assert_eq!(err.code, 410);
         let ok = store.watch(&gr, None, WatchFrom::After(first + 1)).unwrap();
         assert_eq!(ok.replay.len(), 1);
+    }
+
+    #[test]
+    fn a_write_reaches_the_watchers_of_its_resource_only() {
+        let store = Store::new(10, 10);
+        let configmaps = GroupResource::new("", "configmaps");
+        let secrets = GroupResource::new("", "secrets");
+        let mut on_configmaps = store
+            .watch(&configmaps, None, WatchFrom::Snapshot)
+            .unwrap()
+            .receiver;
+        let mut on_secrets = store
+            .watch(&secrets, None, WatchFrom::Snapshot)
+            .unwrap()
+            .receiver;
+        let rv = put(&store, "a");
+        let event = on_configmaps
+            .try_recv()
+            .expect("the configmap's watcher has it");
+        assert_eq!((event.rv, &event.gr), (rv, &configmaps));
+        assert!(on_configmaps.try_recv().is_err());
+        assert!(
+            on_secrets.try_recv().is_err(),
+            "nothing for the secrets' watcher"
+        );
     }
 
     #[test]

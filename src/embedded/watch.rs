@@ -115,6 +115,24 @@ impl Filter {
     }
 }
 
+/// Sends `e` to the watcher when it is new to it and selected; false once the watcher is
+/// gone.
+async fn deliver(
+    filter: &Filter,
+    tx: &mpsc::Sender<Bytes>,
+    last_rv: &mut u64,
+    e: &StoreEvent,
+) -> bool {
+    if e.rv <= *last_rv {
+        return true;
+    }
+    *last_rv = e.rv;
+    match filter.event(e) {
+        Some(l) => tx.send(l).await.is_ok(),
+        None => true,
+    }
+}
+
 /// Starts a watch; the returned receiver yields the body's chunks.
 pub(crate) fn start(
     state: Arc<State>,
@@ -182,19 +200,30 @@ pub(crate) fn start(
                 _ = tx.closed() => return,
                 _ = sleep_until => return,
                 _ = ticker.tick(), if params.bookmarks => {
+                    // The store's progress, as kube-apiserver's bookmarks carry it (the
+                    // channel has this resource's events only). Every event of this
+                    // resource up to it is on the channel already (sent under the
+                    // store's write lock): those go out first.
+                    let progress = state.store.current_rv();
+                    loop {
+                        match receiver.try_recv() {
+                            Ok(e) => {
+                                if !deliver(&filter, &tx, &mut last_rv, &e).await {
+                                    return;
+                                }
+                            }
+                            Err(broadcast::error::TryRecvError::Empty) => break,
+                            Err(_) => return,
+                        }
+                    }
+                    last_rv = last_rv.max(progress);
                     if tx.send(bookmark(&info, last_rv, false)).await.is_err() {
                         return;
                     }
                 }
                 ev = receiver.recv() => match ev {
                     Ok(e) => {
-                        if e.rv <= last_rv {
-                            continue;
-                        }
-                        last_rv = e.rv;
-                        if let Some(l) = filter.event(&e)
-                            && tx.send(l).await.is_err()
-                        {
+                        if !deliver(&filter, &tx, &mut last_rv, &e).await {
                             return;
                         }
                     }
