@@ -28,6 +28,19 @@ pub(crate) fn api_error<T: std::fmt::Debug>(r: Result<T, kube::Error>) -> Box<St
     }
 }
 
+/// The resourceVersion of a fresh list: where a watch that must miss nothing starts.
+pub(crate) async fn list_version<K>(api: &Api<K>) -> String
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap()
+}
+
 pub(crate) fn cm(name: &str, labels: &[(&str, &str)]) -> ConfigMap {
     let mut c = ConfigMap::default();
     c.metadata.name = Some(name.to_string());
@@ -338,13 +351,7 @@ async fn an_object_created_between_pages_reaches_the_watch_from_the_list() {
 #[tokio::test]
 async fn watch_from_resource_version_sees_every_change() {
     let (_c, api, _ns) = setup().await;
-    let rv = api
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .metadata
-        .resource_version
-        .unwrap();
+    let rv = list_version(&api).await;
     let mut stream = api
         .watch(&WatchParams::default().timeout(30), &rv)
         .await
@@ -393,13 +400,7 @@ async fn a_bookmark_carries_the_progress_of_writes_to_other_resources() {
     if !c.is_embedded() {
         return;
     }
-    let rv = api
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .metadata
-        .resource_version
-        .unwrap();
+    let rv = list_version(&api).await;
     let mut stream = api
         .watch(&WatchParams::default().timeout(50), &rv)
         .await

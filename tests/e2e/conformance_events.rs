@@ -9,7 +9,7 @@ use k8s_openapi::api::events::v1::{Event as EventsV1, EventSeries};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
 use kube::api::{Api, DeleteParams, ListParams, PostParams, WatchEvent, WatchParams};
 
-use crate::conformance::{api_error, cm};
+use crate::conformance::{api_error, cm, list_version};
 use crate::support::TestCluster;
 
 fn reference(cm: &ConfigMap) -> ObjectReference {
@@ -54,13 +54,7 @@ async fn events_written_as_events_k8s_io_are_core_events_and_back() {
         .create(&PostParams::default(), &cm("other", &[]))
         .await
         .expect("configmap");
-    let rv = core
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .metadata
-        .resource_version
-        .unwrap();
+    let rv = list_version(&core).await;
     let mut core_watch = core
         .watch(
             &WatchParams::default().fields("involvedObject.name=target"),

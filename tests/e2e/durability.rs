@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
-use crate::conformance::cm;
+use crate::conformance::{cm, list_version};
 
 #[tokio::test]
 async fn restart_restores_objects_and_resource_versions() {
@@ -29,13 +29,7 @@ async fn restart_restores_objects_and_resource_versions() {
             .await
             .unwrap();
         api.delete("gone", &DeleteParams::default()).await.unwrap();
-        let rv = api
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .metadata
-            .resource_version
-            .unwrap();
+        let rv = list_version(&api).await;
         server.shutdown().await;
         (kept, rv)
     };
