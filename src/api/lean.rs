@@ -62,9 +62,8 @@ struct Wire<S, T> {
 }
 
 /// Every field of `ObjectMeta` but `managedFields`, which is skipped unread.
-#[derive(Deserialize)]
+#[derive(Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
-#[derive(Default)]
 struct LeanMeta {
     annotations: Option<BTreeMap<String, String>>,
     creation_timestamp: Option<Time>,

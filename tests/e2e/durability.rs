@@ -42,15 +42,7 @@ async fn restart_restores_objects_and_resource_versions() {
         kept.metadata.resource_version
     );
     assert!(api.get_opt("gone").await.unwrap().is_none());
-    let rv: u64 = api
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .metadata
-        .resource_version
-        .unwrap()
-        .parse()
-        .unwrap();
+    let rv: u64 = list_version(&api).await.parse().unwrap();
     assert!(
         rv >= list_rv.parse::<u64>().unwrap(),
         "resourceVersions never go back"
