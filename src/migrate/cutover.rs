@@ -83,7 +83,7 @@ pub async fn cut_over(
     counters: &mut CopyCounters,
 ) -> Result<(), MigrateError> {
     let namespace = technical_id(&req.name)?;
-    let etcd = EtcdMain::find(ctx.seed.clone(), &namespace).await?;
+    let etcd = EtcdMain::find(ctx.seed.clone(), &namespace, ctx.etcd_timeout).await?;
     let entry = ctx.entries(&req.namespace).get(&req.name).await?;
     // Recorded before scaling, so a crash while etcd is down still knows the count.
     let old = match entry.annotations().get(ANNOTATION_ETCD_REPLICAS) {
@@ -106,7 +106,7 @@ pub async fn cut_over(
     };
     let result = async {
         etcd.scale(0).await?;
-        etcd.wait("scaled down", ctx.etcd_timeout, |replicas, _| replicas == 0)
+        etcd.wait("scaled down", |replicas, _| replicas == 0)
             .await?;
         failpoints::hit(FAILPOINT_SCALED_DOWN)?;
         final_copy(ctx, source, ends, manifest, counters).await?;
@@ -118,8 +118,7 @@ pub async fn cut_over(
         tracing::warn!(entry = %req.name, error = %e, "cut-over failed; scaling etcd-main back up");
         let back = async {
             etcd.scale(old).await?;
-            etcd.wait("ready", ctx.etcd_timeout, |_, ready| ready >= old)
-                .await?;
+            etcd.wait("ready", |_, ready| ready >= old).await?;
             ctx.annotate(
                 &req.namespace,
                 &req.name,
@@ -303,7 +302,7 @@ pub async fn scale_up(
     req: &EntryMigration,
 ) -> Result<Option<Duration>, MigrateError> {
     let namespace = technical_id(&req.name)?;
-    let etcd = EtcdMain::find(ctx.seed.clone(), &namespace).await?;
+    let etcd = EtcdMain::find(ctx.seed.clone(), &namespace, ctx.etcd_timeout).await?;
     let entry = ctx.entries(&req.namespace).get(&req.name).await?;
     let annotations = entry.annotations();
     let old = match annotations.get(ANNOTATION_ETCD_REPLICAS) {
@@ -318,8 +317,7 @@ pub async fn scale_up(
         .and_then(|v| parse_time(v));
     failpoints::hit(FAILPOINT_SCALE_UP)?;
     etcd.scale(old).await?;
-    etcd.wait("ready", ctx.etcd_timeout, |_, ready| ready >= old)
-        .await?;
+    etcd.wait("ready", |_, ready| ready >= old).await?;
     let downtime = since.and_then(|t| (ctx.clock.now() - t).to_std().ok());
     ctx.annotate(
         &req.namespace,

@@ -31,6 +31,9 @@ pub struct EtcdMain {
     client: Client,
     namespace: String,
     pub driver: EtcdDriver,
+    /// How long etcd-main may take to follow a request (Druid taking it, the status
+    /// following a scale).
+    timeout: Duration,
 }
 
 fn etcd_resource() -> ApiResource {
@@ -60,8 +63,12 @@ pub fn druid_provider(provider: &str) -> &str {
 
 impl EtcdMain {
     /// Finds etcd-main in `namespace`: the Druid resource when its CRD exists and the
-    /// object is there, else the StatefulSet.
-    pub async fn find(client: Client, namespace: &str) -> Result<EtcdMain, MigrateError> {
+    /// object is there, else the StatefulSet. `timeout` bounds every wait on it.
+    pub async fn find(
+        client: Client,
+        namespace: &str,
+        timeout: Duration,
+    ) -> Result<EtcdMain, MigrateError> {
         let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
         if crds.get_opt(ETCD_CRD).await?.is_some() {
             let etcds: Api<DynamicObject> =
@@ -71,6 +78,7 @@ impl EtcdMain {
                     client,
                     namespace: namespace.to_string(),
                     driver: EtcdDriver::Druid,
+                    timeout,
                 });
             }
         }
@@ -80,6 +88,7 @@ impl EtcdMain {
                 client,
                 namespace: namespace.to_string(),
                 driver: EtcdDriver::StatefulSet,
+                timeout,
             });
         }
         Err(MigrateError::Invalid(format!(
@@ -134,13 +143,7 @@ impl EtcdMain {
     pub async fn scale(&self, replicas: i32) -> Result<(), MigrateError> {
         match self.driver {
             EtcdDriver::Druid => {
-                // Druid acts on spec changes only with the reconcile operation annotation.
-                let patch = json!({
-                    "metadata": {"annotations": {ANNOTATION_OPERATION: OPERATION_RECONCILE}},
-                    "spec": {"replicas": replicas},
-                });
-                self.etcds()
-                    .patch(ETCD_MAIN, &PatchParams::default(), &Patch::Merge(&patch))
+                self.request_reconcile(json!({"spec": {"replicas": replicas}}))
                     .await?;
             }
             EtcdDriver::StatefulSet => {
@@ -153,15 +156,13 @@ impl EtcdMain {
         Ok(())
     }
 
-    /// Waits until `done(replicas, ready)` holds for the observed status, at most
-    /// `timeout`.
+    /// Waits until `done(replicas, ready)` holds for the observed status.
     pub async fn wait(
         &self,
         what: &str,
-        timeout: Duration,
         done: impl Fn(i32, i32) -> bool,
     ) -> Result<(), MigrateError> {
-        let deadline = tokio::time::Instant::now() + timeout;
+        let deadline = tokio::time::Instant::now() + self.timeout;
         let mut delay = Duration::from_millis(20);
         loop {
             let (replicas, ready) = self.observed().await?;
@@ -170,8 +171,43 @@ impl EtcdMain {
             }
             if tokio::time::Instant::now() >= deadline {
                 return Err(MigrateError::Timeout(format!(
-                    "{ETCD_MAIN} in {} did not become {what} within {timeout:?} (replicas {replicas}, ready {ready})",
-                    self.namespace
+                    "{ETCD_MAIN} in {} did not become {what} within {:?} (replicas {replicas}, ready {ready})",
+                    self.namespace, self.timeout
+                )));
+            }
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(Duration::from_millis(500));
+        }
+    }
+
+    /// Merges `patch` into the Druid resource with the reconcile operation annotation
+    /// (Druid acts on spec changes only with it), then waits until Druid has taken the
+    /// request, i.e. removed the annotation, as Gardener does before its next step.
+    /// Druid removes the annotation with a plain merge patch once its reconcile is done,
+    /// so a second request written before that would lose its annotation with the first
+    /// and never be acted on.
+    async fn request_reconcile(&self, mut patch: serde_json::Value) -> Result<(), MigrateError> {
+        patch["metadata"] = json!({"annotations": {ANNOTATION_OPERATION: OPERATION_RECONCILE}});
+        let etcds = self.etcds();
+        etcds
+            .patch(ETCD_MAIN, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        let mut delay = Duration::from_millis(20);
+        loop {
+            let etcd = etcds.get(ETCD_MAIN).await?;
+            let pending = etcd
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(ANNOTATION_OPERATION));
+            let Some(operation) = pending else {
+                return Ok(());
+            };
+            if tokio::time::Instant::now() >= deadline {
+                return Err(MigrateError::Timeout(format!(
+                    "etcd-druid did not take the {ANNOTATION_OPERATION}={operation} request on {ETCD_MAIN} in {} within {:?}",
+                    self.namespace, self.timeout
                 )));
             }
             tokio::time::sleep(delay).await;
@@ -190,17 +226,11 @@ impl EtcdMain {
         if self.driver != EtcdDriver::Druid {
             return Ok(());
         }
-        let patch = json!({
-            "metadata": {"annotations": {ANNOTATION_OPERATION: OPERATION_RECONCILE}},
-            "spec": {"backup": {"store": {
-                "container": container,
-                "prefix": prefix,
-                "provider": druid_provider(provider),
-            }}},
-        });
-        self.etcds()
-            .patch(ETCD_MAIN, &PatchParams::default(), &Patch::Merge(&patch))
-            .await?;
-        Ok(())
+        self.request_reconcile(json!({"spec": {"backup": {"store": {
+            "container": container,
+            "prefix": prefix,
+            "provider": druid_provider(provider),
+        }}}}))
+        .await
     }
 }

@@ -281,7 +281,8 @@ async fn ensure_namespace(client: &Client, namespace: &str) {
 }
 
 /// Plays etcd-druid: a spec change counts only with the reconcile annotation, which it
-/// removes; then the status follows `spec.replicas` after `delay`.
+/// removes `delay` later (its reconcile); then the status follows `spec.replicas` after
+/// `delay`.
 async fn simulate_druid(api: Api<DynamicObject>, delay: Duration, transitions: Arc<AtomicU64>) {
     const OPERATION: &str = "gardener.cloud/operation";
     let mut acting_on: Option<i32> = None;
@@ -295,6 +296,9 @@ async fn simulate_druid(api: Api<DynamicObject>, delay: Duration, transitions: A
                 .is_some_and(|v| v == "reconcile");
             if requested {
                 acting_on = Some(int_at(&e.data, "/spec/replicas"));
+                // Druid removes the annotation when its reconcile is done, with a plain
+                // merge patch: a request written meanwhile loses its annotation too.
+                tokio::time::sleep(delay).await;
                 let patch = json!({"metadata": {"annotations": {OPERATION: null}}});
                 let _ = api
                     .patch("etcd-main", &PatchParams::default(), &Patch::Merge(&patch))
