@@ -11,6 +11,7 @@ use granary::migrate::phase::ANNOTATION_PHASE;
 use granary::migrate::{EntryMigration, MigrateError, migrate_entry};
 use granary::runtime::config::ConfigDuration;
 use kube::ResourceExt;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use serde_json::json;
 
 use crate::etcd_sim::EtcdSim;
@@ -154,6 +155,69 @@ async fn a_druid_etcd_is_scaled_through_its_resource_and_its_backup_store_switch
             .await
             .len(),
         30
+    );
+}
+
+/// A Druid that never takes the reconcile request (not running): the cut-over stops at
+/// its first request with an error naming the pending operation, switches nothing, and
+/// the backup store and the entry stay on the source.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_druid_that_does_not_take_the_request_stops_the_cut_over_before_anything_switches() {
+    let Some(w) = world(Backend::Local).await else {
+        return;
+    };
+    let (store, src, dst) = w.src_and_dst().await;
+    fill(store.as_ref(), &src, &format!("{}/", w.entry), 5, "n").await;
+    // Etcd etcd-main exists, ready, and then nobody plays Druid any more.
+    drop(
+        EtcdSim::start_druid(
+            w.land.seed.clone(),
+            &w.sim.namespace,
+            3,
+            Duration::from_millis(30),
+        )
+        .await,
+    );
+    let mut ctx = w.ctx(4);
+    ctx.etcd_timeout = Duration::from_secs(2);
+
+    let err = migrate_entry(&ctx, &w.request(&dst))
+        .await
+        .expect_err("nobody takes the request");
+    let message = err.to_string();
+    assert!(
+        message.contains(
+            "etcd-druid did not take the gardener.cloud/operation=reconcile request on etcd-main"
+        ),
+        "{message}"
+    );
+    let etcd = Api::<DynamicObject>::namespaced_with(
+        w.land.seed.clone(),
+        &w.sim.namespace,
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("druid.gardener.cloud", "v1alpha1", "Etcd"),
+            "etcds",
+        ),
+    )
+    .get("etcd-main")
+    .await
+    .expect("get Etcd etcd-main");
+    assert_eq!(
+        etcd.data.pointer("/spec/backup/store/container"),
+        Some(&json!("old")),
+        "the backup store is not switched"
+    );
+    assert_eq!(
+        etcd.data.pointer("/spec/replicas"),
+        Some(&json!(3)),
+        "the scale-back request restores the replicas"
+    );
+    assert_eq!(w.entry_obj().await.spec.bucket_name, src);
+    assert_eq!(
+        listing(store.as_ref(), &src, &format!("{}/", w.entry))
+            .await
+            .len(),
+        5
     );
 }
 
