@@ -50,6 +50,32 @@ fn int_at(v: &serde_json::Value, pointer: &str) -> i32 {
         .unwrap_or(0)
 }
 
+/// The polls of one wait on etcd-main: 20 ms apart at first, doubling up to 500 ms,
+/// until a deadline.
+struct Backoff {
+    deadline: tokio::time::Instant,
+    delay: Duration,
+}
+
+impl Backoff {
+    fn until(timeout: Duration) -> Self {
+        Backoff {
+            deadline: tokio::time::Instant::now() + timeout,
+            delay: Duration::from_millis(20),
+        }
+    }
+
+    /// Sleeps before the next poll; false once the deadline has passed.
+    async fn sleep(&mut self) -> bool {
+        if tokio::time::Instant::now() >= self.deadline {
+            return false;
+        }
+        tokio::time::sleep(self.delay).await;
+        self.delay = (self.delay * 2).min(Duration::from_millis(500));
+        true
+    }
+}
+
 /// Etcd-druid's storage provider names for Gardener provider types.
 pub fn druid_provider(provider: &str) -> &str {
     match provider {
@@ -162,21 +188,18 @@ impl EtcdMain {
         what: &str,
         done: impl Fn(i32, i32) -> bool,
     ) -> Result<(), MigrateError> {
-        let deadline = tokio::time::Instant::now() + self.timeout;
-        let mut delay = Duration::from_millis(20);
+        let mut backoff = Backoff::until(self.timeout);
         loop {
             let (replicas, ready) = self.observed().await?;
             if done(replicas, ready) {
                 return Ok(());
             }
-            if tokio::time::Instant::now() >= deadline {
+            if !backoff.sleep().await {
                 return Err(MigrateError::Timeout(format!(
                     "{ETCD_MAIN} in {} did not become {what} within {:?} (replicas {replicas}, ready {ready})",
                     self.namespace, self.timeout
                 )));
             }
-            tokio::time::sleep(delay).await;
-            delay = (delay * 2).min(Duration::from_millis(500));
         }
     }
 
@@ -192,8 +215,7 @@ impl EtcdMain {
         etcds
             .patch(ETCD_MAIN, &PatchParams::default(), &Patch::Merge(&patch))
             .await?;
-        let deadline = tokio::time::Instant::now() + self.timeout;
-        let mut delay = Duration::from_millis(20);
+        let mut backoff = Backoff::until(self.timeout);
         loop {
             let etcd = etcds.get(ETCD_MAIN).await?;
             let pending = etcd
@@ -204,14 +226,12 @@ impl EtcdMain {
             let Some(operation) = pending else {
                 return Ok(());
             };
-            if tokio::time::Instant::now() >= deadline {
+            if !backoff.sleep().await {
                 return Err(MigrateError::Timeout(format!(
                     "etcd-druid did not take the {ANNOTATION_OPERATION}={operation} request on {ETCD_MAIN} in {} within {:?}",
                     self.namespace, self.timeout
                 )));
             }
-            tokio::time::sleep(delay).await;
-            delay = (delay * 2).min(Duration::from_millis(500));
         }
     }
 
