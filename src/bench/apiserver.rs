@@ -77,6 +77,19 @@ pub(crate) fn serve(dir: &Path) -> anyhow::Result<()> {
     })
 }
 
+/// A client of the server whose kubeconfig is at `path`.
+async fn new_client(path: &Path) -> anyhow::Result<kube::Client> {
+    let kubeconfig = kube::config::Kubeconfig::read_from(path)
+        .with_context(|| format!("reading {}", path.display()))?;
+    let config = kube::Config::from_custom_kubeconfig(
+        kubeconfig,
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await
+    .context("the API server's kubeconfig")?;
+    kube::Client::try_from(config).context("a client of the API server")
+}
+
 /// The parent's side: the child process and a client of its server.
 pub(crate) struct ApiServerProcess {
     child: Child,
@@ -119,22 +132,21 @@ impl ApiServerProcess {
         if ready != "ready" {
             bail!("the API server process said {ready:?} instead of ready");
         }
-        let path = scratch.path().join("kubeconfig");
-        let kubeconfig = kube::config::Kubeconfig::read_from(&path)
-            .with_context(|| format!("reading {}", path.display()))?;
-        let config = kube::Config::from_custom_kubeconfig(
-            kubeconfig,
-            &kube::config::KubeConfigOptions::default(),
-        )
-        .await
-        .context("the API server's kubeconfig")?;
+        let client = new_client(&scratch.path().join("kubeconfig")).await?;
         Ok(ApiServerProcess {
             child,
             stdin,
             stdout,
-            client: kube::Client::try_from(config).context("a client of the API server")?,
+            client,
             scratch,
         })
+    }
+
+    /// A new client of the server, with no connection yet: a measured peer made with it
+    /// opens its own connections (TLS handshakes included) within its measured time, as
+    /// the garden's process must.
+    pub(crate) async fn fresh_client(&self) -> anyhow::Result<kube::Client> {
+        new_client(&self.kubeconfig_path()).await
     }
 
     /// The kubeconfig of the server (0600, in a scratch directory removed with it).
