@@ -276,7 +276,8 @@ struct MigrateArgs {
     /// Copy requests in flight at most.
     #[arg(long, global = true, default_value_t = 16)]
     parallelism: usize,
-    /// How long etcd-main may take to scale down or become ready again, in seconds.
+    /// How long etcd-main may take for each step, in seconds: etcd-druid taking a request
+    /// (its Etcd resource), scaling down, becoming ready again.
     #[arg(long, global = true, default_value_t = 600)]
     etcd_timeout_seconds: u64,
     /// How long the garden may take to give a place in the destination bucket, in
