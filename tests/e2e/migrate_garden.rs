@@ -11,12 +11,11 @@ use granary::migrate::phase::ANNOTATION_PHASE;
 use granary::migrate::{EntryMigration, MigrateError, migrate_entry};
 use granary::runtime::config::ConfigDuration;
 use kube::ResourceExt;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use serde_json::json;
 
 use crate::etcd_sim::EtcdSim;
 use crate::migrate_world::{
-    GardenMode, SEED, etcd_secret_bucket, fill, listing, migrate_command, run_binary,
+    GardenMode, SEED, World, etcd_secret_bucket, fill, listing, migrate_command, run_binary,
     shoot_with_etcd, world, world_with,
 };
 use crate::seed_support::Backend;
@@ -97,6 +96,18 @@ async fn two_migrations_race_for_the_last_place_and_the_garden_gives_it_to_one()
     .await;
 }
 
+/// Etcd etcd-main with 3 ready replicas in the world's shoot namespace, and etcd-druid
+/// played for it (each step taking 30 ms).
+async fn start_druid(w: &World) -> EtcdSim {
+    EtcdSim::start_druid(
+        w.land.seed.clone(),
+        &w.sim.namespace,
+        3,
+        Duration::from_millis(30),
+    )
+    .await
+}
+
 /// etcd-main driven by etcd-druid (its `Etcd` CRD is in the seed): the cut-over scales
 /// the `Etcd` resource — with the reconcile annotation Druid acts on — rather than the
 /// StatefulSet Druid owns, and points the resource's backup store at the destination.
@@ -107,13 +118,7 @@ async fn a_druid_etcd_is_scaled_through_its_resource_and_its_backup_store_switch
     };
     let (store, src, dst) = w.src_and_dst().await;
     fill(store.as_ref(), &src, &format!("{}/", w.entry), 30, "d").await;
-    let druid = EtcdSim::start_druid(
-        w.land.seed.clone(),
-        &w.sim.namespace,
-        3,
-        Duration::from_millis(30),
-    )
-    .await;
+    let druid = start_druid(&w).await;
     let statefulset = (w.sim.state().await, w.sim.transitions());
 
     let report = migrate_entry(&w.ctx(4), &w.request(&dst))
@@ -169,15 +174,8 @@ async fn a_druid_that_does_not_take_the_request_stops_the_cut_over_before_anythi
     let (store, src, dst) = w.src_and_dst().await;
     fill(store.as_ref(), &src, &format!("{}/", w.entry), 5, "n").await;
     // Etcd etcd-main exists, ready, and then nobody plays Druid any more.
-    drop(
-        EtcdSim::start_druid(
-            w.land.seed.clone(),
-            &w.sim.namespace,
-            3,
-            Duration::from_millis(30),
-        )
-        .await,
-    );
+    let druid = start_druid(&w).await;
+    druid.stop();
     let mut ctx = w.ctx(4);
     ctx.etcd_timeout = Duration::from_secs(2);
 
@@ -191,17 +189,7 @@ async fn a_druid_that_does_not_take_the_request_stops_the_cut_over_before_anythi
         ),
         "{message}"
     );
-    let etcd = Api::<DynamicObject>::namespaced_with(
-        w.land.seed.clone(),
-        &w.sim.namespace,
-        &ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("druid.gardener.cloud", "v1alpha1", "Etcd"),
-            "etcds",
-        ),
-    )
-    .get("etcd-main")
-    .await
-    .expect("get Etcd etcd-main");
+    let etcd = druid.etcd().await;
     assert_eq!(
         etcd.data.pointer("/spec/backup/store/container"),
         Some(&json!("old")),

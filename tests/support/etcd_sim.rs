@@ -221,6 +221,11 @@ impl EtcdSim {
         .await;
     }
 
+    /// Stops playing the controller; the objects stay as they are.
+    pub fn stop(&self) {
+        self.task.abort();
+    }
+
     /// How many status changes the simulated controller made (each scale is one).
     pub fn transitions(&self) -> u64 {
         self.transitions.load(Ordering::Relaxed)
