@@ -4,7 +4,8 @@
 //! and TTL expiry through the `gc` controller.
 
 use crate::seed_support::{Backend, endpoint};
-use crate::support::{TestCluster, poll_until};
+use crate::support::{DEADLINE, TestCluster, poll_until};
+use futures::StreamExt;
 use granary::api::velero::{
     Backup, BackupPhase, BackupSpec, BackupStorageLocation, BackupStorageLocationPhase,
     BackupStorageLocationSpec, DeleteBackupRequest, DeleteBackupRequestPhase,
@@ -20,7 +21,7 @@ use granary::velero_server::server::run_controllers;
 use granary::velero_server::settings::VeleroSettings;
 use granary_providers::{BucketOptions, ListEntry, ObjectStore, StoreOptions};
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 use std::path::Path;
@@ -228,9 +229,9 @@ impl World {
         .await;
     }
 
-    /// Takes a real backup of the app namespace through the controllers.
-    pub async fn take_backup(&self, name: &str, ttl: Option<&str>) -> Backup {
-        let b = Backup::new(
+    /// A backup of the app namespace to the `default` location.
+    fn app_backup(&self, name: &str, ttl: Option<&str>) -> Backup {
+        Backup::new(
             name,
             BackupSpec {
                 included_namespaces: Some(vec![self.app.clone()]),
@@ -238,12 +239,66 @@ impl World {
                 ttl: ttl.map(|t| t.parse().expect("ttl")),
                 ..Default::default()
             },
-        );
+        )
+    }
+
+    /// Takes a real backup of the app namespace through the controllers.
+    pub async fn take_backup(&self, name: &str, ttl: Option<&str>) -> Backup {
+        let b = self.app_backup(name, ttl);
         self.api::<Backup>()
             .create(&PostParams::default(), &b)
             .await
             .expect("create backup");
         self.wait_backup_phase(name, BackupPhase::Completed).await
+    }
+
+    /// Creates a backup like [`Self::take_backup`] and returns the phases its writes
+    /// went through, in order, until it was deleted. Each phase change is recorded once;
+    /// a Completed backup must also carry its expiration.
+    pub async fn phases_until_deleted(
+        &self,
+        name: &str,
+        ttl: Option<&str>,
+    ) -> Vec<Option<BackupPhase>> {
+        let api = self.api::<Backup>();
+        let rv = api
+            .list_metadata(&ListParams::default())
+            .await
+            .expect("list backups")
+            .metadata
+            .resource_version
+            .expect("list resourceVersion");
+        let params = WatchParams::default()
+            .fields(&format!("metadata.name={name}"))
+            .timeout(DEADLINE.as_secs() as u32);
+        let mut events = api.watch(&params, &rv).await.expect("watch").boxed();
+        let b = self.app_backup(name, ttl);
+        api.create(&PostParams::default(), &b)
+            .await
+            .expect("create backup");
+        let mut phases = Vec::new();
+        let deadline = tokio::time::Instant::now() + DEADLINE;
+        loop {
+            let event = tokio::time::timeout_at(deadline, events.next())
+                .await
+                .unwrap_or_else(|_| panic!("backup {name} not deleted; phases {phases:?}"))
+                .unwrap_or_else(|| panic!("watch ended; phases {phases:?}"))
+                .expect("watch event");
+            match event {
+                WatchEvent::Added(b) | WatchEvent::Modified(b) => {
+                    let status = b.status.unwrap_or_default();
+                    if status.phase == Some(BackupPhase::Completed) {
+                        assert!(status.expiration.is_some(), "{name} has no expiration");
+                    }
+                    if phases.last() != Some(&status.phase) {
+                        phases.push(status.phase);
+                    }
+                }
+                WatchEvent::Deleted(_) => return phases,
+                WatchEvent::Bookmark(_) => {}
+                WatchEvent::Error(e) => panic!("watch error: {e:?}"),
+            }
+        }
     }
 
     pub async fn wait_backup_phase(&self, name: &str, want: BackupPhase) -> Backup {
@@ -604,10 +659,15 @@ async fn expired_backups_are_collected_unless_their_location_forbids() {
         json!({"phase": "Completed", "expiration": past}),
     )
     .await;
-    // A real backup with a short TTL: expires, gets a request, goes with its data.
-    let b = w.take_backup("short", Some("1s")).await;
-    assert!(b.status.and_then(|s| s.expiration).is_some());
-    w.wait_gone::<Backup>("backup", "short").await;
+    // A real backup with a short TTL: completes, expires, gets a request, goes with its
+    // data. Its TTL counts from its start, so on a slow machine it can complete, expire
+    // and go between two polls: its phases are followed on a watch opened before it is
+    // created, which sees every write up to its deletion.
+    let phases = w.phases_until_deleted("short", Some("1s")).await;
+    assert!(
+        phases.ends_with(&[Some(BackupPhase::Completed), Some(BackupPhase::Deleting)]),
+        "the backup is collected once Completed: {phases:?}"
+    );
     assert!(w.keys("backups/short/").await.is_empty());
     let requests = w
         .api::<DeleteBackupRequest>()
