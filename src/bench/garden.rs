@@ -13,6 +13,11 @@
 //! - restart with N placed entries: a new garden's time until ready and until the entry
 //!   of one new shoot exists, against a bare client listing the same objects (the N
 //!   shoots and their N entries, at once). Goal: ≤ 2×.
+//! - steady state: with the N placed and the restarted garden idle, a burst of N new
+//!   shoots made 32 at a time; the time from the first shoot create until all their
+//!   entries exist, against a bare client making the same shoots and, after each, its
+//!   entry, 32 shoots at a time, on a server holding the same N shoots and entries.
+//!   Goal: ≤ 1.5×.
 //! - the garden's peak RSS during the cold start, with the API server in a process of
 //!   its own ([`super::apiserver`]): the benchmark's process holds the garden and the
 //!   bare client only. Goal: ≤ 150 MiB.
@@ -83,6 +88,14 @@ fn shoot(name: &str, namespace: &str) -> Shoot {
     );
     s.metadata.namespace = Some(namespace.into());
     s
+}
+
+/// Creates the benchmark's shoot `name` and returns it as the server made it.
+async fn create_shoot(shoots: &Api<Shoot>, name: &str) -> anyhow::Result<Shoot> {
+    shoots
+        .create(&PostParams::default(), &shoot(name, BENCH_NAMESPACE))
+        .await
+        .with_context(|| format!("shoot {name}: create"))
 }
 
 /// The number of BackupEntries in the namespace (`None`: all namespaces), from a
@@ -189,6 +202,18 @@ impl GardenProcess {
     }
 }
 
+/// The reconciles run so far, per controller, from the garden's /metrics text.
+fn reconciles_of(text: &str) -> BTreeMap<String, f64> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("granary_reconcile_total{controller=\""))
+        .filter_map(|l| {
+            let (controller, rest) = l.split_once('"')?;
+            let count = rest.rsplit(' ').next()?.parse::<f64>().ok()?;
+            Some((controller.to_string(), count))
+        })
+        .collect()
+}
+
 fn metric(text: &str, prefix: &str) -> f64 {
     text.lines()
         .filter(|l| l.starts_with(prefix))
@@ -211,6 +236,8 @@ struct Round {
     restart_ready: f64,
     restart_place: f64,
     bare_list: f64,
+    steady: f64,
+    bare_steady: f64,
     peak_kib: u64,
     /// Everything the round measured, as JSON.
     details: serde_json::Value,
@@ -244,6 +271,7 @@ pub(crate) async fn run(opts: &BenchOptions, name: &str) -> anyhow::Result<Outco
     // two runs of the same build). Every round's figures are in the details.
     let cold_ratio = |r: &Round| r.cold / r.bare_create;
     let restart_ratio = |r: &Round| r.restart_place / r.bare_list;
+    let steady_ratio = |r: &Round| r.steady / r.bare_steady;
     let c = median_round(&rounds, cold_ratio);
     let m = median_round(&rounds, |r| r.cold / r.minimal);
     let cpu = median_round(&rounds, |r| r.cold_cpu_garden / r.minimal_cpu_client);
@@ -251,6 +279,7 @@ pub(crate) async fn run(opts: &BenchOptions, name: &str) -> anyhow::Result<Outco
     let cpu_server = median_round(&rounds, |r| r.cold_cpu_server / r.bare_cpu_server);
     let rs = median_round(&rounds, restart_ratio);
     let ready = median_round(&rounds, |r| r.restart_ready / r.bare_list);
+    let st = median_round(&rounds, steady_ratio);
     let writes_per_entry = rounds
         .iter()
         .map(|r| r.writes_per_entry)
@@ -263,16 +292,19 @@ pub(crate) async fn run(opts: &BenchOptions, name: &str) -> anyhow::Result<Outco
     };
     let mut result = c.details.clone();
     result["restart"] = rs.details["restart"].clone();
+    result["steady_state"] = st.details["steady_state"].clone();
     result["goal"] = json!({
         "placement_ratio_max": GOAL_PLACEMENT_RATIO, "placement_met": cold_ratio(c) <= GOAL_PLACEMENT_RATIO,
         "writes_per_entry_max": GOAL_WRITES_PER_ENTRY, "writes_met": writes_per_entry <= GOAL_WRITES_PER_ENTRY,
         "restart_ratio_max": GOAL_RESTART_RATIO, "restart_met": restart_ratio(rs) <= GOAL_RESTART_RATIO,
+        "steady_ratio_max": GOAL_PLACEMENT_RATIO, "steady_met": steady_ratio(st) <= GOAL_PLACEMENT_RATIO,
         "garden_rss_mib_max": GOAL_RSS_MIB, "rss_met": mib(peak_kib) <= GOAL_RSS_MIB});
     result["rounds"] = json!({
         "count": count,
-        "figures": "each measure from its median round; cold_start and cpu_seconds are the median cold-start round's, restart the median restart round's",
+        "figures": "each measure from its median round; cold_start and cpu_seconds are the median cold-start round's, restart the median restart round's, steady_state the median steady-state round's",
         "cold_start_ratio": spread(&cold_ratio),
         "restart_ratio": spread(&restart_ratio),
+        "steady_state_ratio": spread(&steady_ratio),
         "each": rounds.iter().map(|r| r.details.clone()).collect::<Vec<_>>(),
     });
     result["memory"]["garden_peak_rss_mib"] = json!(mib(peak_kib));
@@ -322,6 +354,14 @@ pub(crate) async fn run(opts: &BenchOptions, name: &str) -> anyhow::Result<Outco
             Peer::Measured(rs.bare_list),
         )
         .goal(GOAL_RESTART_RATIO),
+        Row::versus(
+            format!("steady state: {n} new shoots' entries placed / shoot + entry creates"),
+            Unit::Seconds,
+            st.steady,
+            "bare client creates",
+            Peer::Measured(st.bare_steady),
+        )
+        .goal(GOAL_PLACEMENT_RATIO),
         Row::versus(
             "cold start CPU: garden / bare client",
             Unit::Seconds,
@@ -462,13 +502,7 @@ async fn prepared(
         .map(|i| {
             let shoots = shoots.clone();
             async move {
-                let made = shoots
-                    .create(
-                        &PostParams::default(),
-                        &shoot(&format!("s{i:06}"), BENCH_NAMESPACE),
-                    )
-                    .await
-                    .context("shoot create")?;
+                let made = create_shoot(&shoots, &format!("s{i:06}")).await?;
                 made.metadata.uid.context("a shoot without uid")
             }
         })
@@ -567,6 +601,19 @@ async fn round(
             listed.1
         );
     }
+    // The steady state's peer: the burst's shoots, each followed by its entry, on the
+    // server holding the N shoots and entries, through the client that made them.
+    let cpu_start = cpu(&server_pid);
+    let start = Instant::now();
+    burst(
+        &Api::namespaced(bare.clone().into_client(), BENCH_NAMESPACE),
+        Some((&bare, bucket.as_str())),
+        n,
+    )
+    .await?;
+    let bare_steady = start.elapsed().as_secs_f64();
+    let cpu_end = cpu(&server_pid);
+    let bare_steady_cpu = (cpu_end.0 - cpu_start.0, cpu_end.1 - cpu_start.1);
     bare_server.stop().await?;
 
     // Second peer: the least any controller does for the same result. It lists the
@@ -676,15 +723,7 @@ async fn round(
     );
     let conflicts = metric(&text, "granary_garden_placement_conflicts_total");
     // Reconciles run during the cold start, per controller.
-    let reconciles: serde_json::Map<String, serde_json::Value> = text
-        .lines()
-        .filter_map(|l| l.strip_prefix("granary_reconcile_total{controller=\""))
-        .filter_map(|l| {
-            let (controller, rest) = l.split_once('"')?;
-            let count = rest.rsplit(' ').next()?.parse::<f64>().ok()?;
-            Some((controller.to_string(), json!(count)))
-        })
-        .collect();
+    let reconciles = reconciles_of(&text);
     // Let the controllers settle (bucket recounts, labels) before the restart.
     tokio::time::sleep(Duration::from_secs(2)).await;
     garden.stop().await?;
@@ -701,12 +740,49 @@ async fn round(
     })
     .await?;
     let restart_place = start.elapsed().as_secs_f64();
+
+    // Steady state: the restarted garden, idle, meets a burst of N new shoots.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let garden_pid = garden.pid();
+    let steady_cpu_of = || {
+        (
+            cpu_seconds(&garden_pid).unwrap_or(0.0),
+            cpu_seconds("self").unwrap_or(0.0),
+            cpu_seconds(&server_pid).unwrap_or(0.0),
+        )
+    };
+    let target = entry_count(&client, Some(BENCH_NAMESPACE)).await + n;
+    let reconciles_before = reconciles_of(&garden.metrics().await);
+    let cpu_start = steady_cpu_of();
+    let start = Instant::now();
+    futures::try_join!(
+        burst(&shoots, None, n),
+        until("steady-state placement", MEASURE_POLL, || async {
+            entry_count(&client, Some(BENCH_NAMESPACE)).await >= target
+        })
+    )?;
+    let steady = start.elapsed().as_secs_f64();
+    let cpu_end = steady_cpu_of();
+    let steady_cpu = (
+        cpu_end.0 - cpu_start.0,
+        cpu_end.1 - cpu_start.1,
+        cpu_end.2 - cpu_start.2,
+    );
+    // Reconciles the burst caused, per controller.
+    let steady_reconciles: BTreeMap<String, f64> = reconciles_of(&garden.metrics().await)
+        .into_iter()
+        .map(|(c, after)| {
+            let before = reconciles_before.get(&c).copied().unwrap_or(0.0);
+            (c, after - before)
+        })
+        .collect();
     garden.stop().await?;
 
     let ratio = cold / bare_create;
     let minimal_ratio = cold / minimal;
     let writes_per_entry = writes as f64 / n as f64;
     let restart_ratio = restart_place / bare_list;
+    let steady_ratio = steady / bare_steady;
     let result = json!({
         "workload": {"shoots": n, "quota": limit, "concurrency": CONCURRENCY,
                      "profile": profile_name, "nproc": std::thread::available_parallelism().map(|p| p.get()).unwrap_or(0)},
@@ -728,6 +804,12 @@ async fn round(
                        "minimal_controller_to_bare_creates": minimal / bare_create},
         "restart": {"ready_seconds": restart_ready, "first_placement_seconds": restart_place,
                     "bare_list_seconds": bare_list, "ratio": restart_ratio},
+        "steady_state": {"new_shoots": n, "granary_seconds": steady, "bare_seconds": bare_steady,
+                         "ratio": steady_ratio, "reconciles": steady_reconciles,
+                         "cpu_seconds": {"garden": steady_cpu.0, "shoot_creates": steady_cpu.1,
+                                         "api_server": steady_cpu.2,
+                                         "bare_client": bare_steady_cpu.0,
+                                         "bare_api_server": bare_steady_cpu.1}},
         "memory": {"garden_peak_rss_mib": mib(peak_kib), "api_server_peak_rss_mib": mib(server_peak_kib),
                    "garden_process": "granary garden, alone in its process"},
         "cpu_seconds": {"bare_create": {"client": bare_cpu.0, "api_server": bare_cpu.1},
@@ -748,6 +830,8 @@ async fn round(
         restart_ready,
         restart_place,
         bare_list,
+        steady,
+        bare_steady,
         peak_kib,
         details: result,
     })
@@ -799,6 +883,31 @@ async fn minimal_controller(
     };
     // A failed create ends the run at once instead of leaving the watch waiting.
     futures::try_join!(seen, made).map(drop)
+}
+
+/// The steady state's burst: `m` new shoots (`b000000`, …), [`CONCURRENCY`] at a time;
+/// with `entries`, each shoot's entry (as the garden makes it, in the given bucket) is
+/// created right after its shoot, as a bare client doing the garden's work would.
+async fn burst(
+    shoots: &Api<Shoot>,
+    entries: Option<(&Api<BackupEntry>, &str)>,
+    m: usize,
+) -> anyhow::Result<()> {
+    futures::stream::iter(0..m)
+        .map(|i| async move {
+            let made = create_shoot(shoots, &format!("b{i:06}")).await?;
+            if let Some((entries, bucket)) = entries {
+                let entry = new_entry(&made, bucket, &ObjectSelector::default())
+                    .map_err(|e| anyhow::anyhow!("burst entry: {e}"))?;
+                create(entries, &entry).await?;
+            }
+            Ok(())
+        })
+        .buffer_unordered(CONCURRENCY)
+        .collect::<Vec<anyhow::Result<()>>>()
+        .await
+        .into_iter()
+        .collect()
 }
 
 /// Whether the entry of shoot `s-new` exists.

@@ -190,6 +190,10 @@ async fn bench_garden_at_a_tiny_size() {
             Some(SIZE as u64),
             "{round}"
         );
+        // And met a burst of as many new shoots in the steady state, beside its peer.
+        let steady = &round["steady_state"];
+        assert_eq!(steady["new_shoots"], SIZE, "{round}");
+        assert!(steady["ratio"].as_f64().is_some_and(|r| r > 0.0), "{round}");
     }
 }
 
