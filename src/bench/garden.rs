@@ -202,6 +202,30 @@ impl GardenProcess {
     }
 }
 
+/// The CPU seconds some processes (pids, or "self") spent since it was made.
+struct CpuSince<const N: usize> {
+    pids: [String; N],
+    start: [f64; N],
+}
+
+impl<const N: usize> CpuSince<N> {
+    fn now(pids: [&str; N]) -> Self {
+        let pids = pids.map(String::from);
+        let start = Self::read(&pids);
+        CpuSince { pids, start }
+    }
+
+    fn read(pids: &[String; N]) -> [f64; N] {
+        std::array::from_fn(|i| cpu_seconds(&pids[i]).unwrap_or(0.0))
+    }
+
+    /// Each process' CPU seconds since [`CpuSince::now`], in its order.
+    fn spent(&self) -> [f64; N] {
+        let end = Self::read(&self.pids);
+        std::array::from_fn(|i| end[i] - self.start[i])
+    }
+}
+
 /// The reconciles run so far, per controller, from the garden's /metrics text.
 fn reconciles_of(text: &str) -> BTreeMap<String, f64> {
     text.lines()
@@ -530,14 +554,6 @@ async fn round(
     n: usize,
     limit: u32,
 ) -> anyhow::Result<Round> {
-    // CPU seconds so far of (this process, the API server process).
-    let cpu = |server_pid: &str| {
-        (
-            cpu_seconds("self").unwrap_or(0.0),
-            cpu_seconds(server_pid).unwrap_or(0.0),
-        )
-    };
-
     // Peer: a bare client creating the N BackupEntries the garden makes (`new_entry`:
     // labels, owner reference, bucket name of a shard) for the N shoots, then listing
     // the shoots and the entries.
@@ -560,7 +576,8 @@ async fn round(
     // The server records requests in every measured phase, so recording costs the same
     // on each side.
     bare_server.record().await?;
-    let cpu_start = cpu(&server_pid);
+    // CPU seconds of [this process, the API server process].
+    let cpu = CpuSince::now(["self", &server_pid]);
     let start = Instant::now();
     futures::stream::iter(uids.iter().enumerate())
         .for_each_concurrent(CONCURRENCY, |(i, uid)| {
@@ -578,8 +595,7 @@ async fn round(
         })
         .await;
     let bare_create = start.elapsed().as_secs_f64();
-    let cpu_end = cpu(&server_pid);
-    let bare_cpu = (cpu_end.0 - cpu_start.0, cpu_end.1 - cpu_start.1);
+    let bare_cpu = cpu.spent();
     // The objects a restarted garden must know before it places: the shoots and their
     // entries, listed at once and decoded whole, as the garden's caches list them.
     let all = ListParams::default();
@@ -603,7 +619,7 @@ async fn round(
     }
     // The steady state's peer: the burst's shoots, each followed by its entry, on the
     // server holding the N shoots and entries, through the client that made them.
-    let cpu_start = cpu(&server_pid);
+    let cpu = CpuSince::now(["self", &server_pid]);
     let start = Instant::now();
     burst(
         &Api::namespaced(bare.clone().into_client(), BENCH_NAMESPACE),
@@ -612,8 +628,7 @@ async fn round(
     )
     .await?;
     let bare_steady = start.elapsed().as_secs_f64();
-    let cpu_end = cpu(&server_pid);
-    let bare_steady_cpu = (cpu_end.0 - cpu_start.0, cpu_end.1 - cpu_start.1);
+    let bare_steady_cpu = cpu.spent();
     bare_server.stop().await?;
 
     // Second peer: the least any controller does for the same result. It lists the
@@ -629,7 +644,7 @@ async fn round(
     let server_pid = minimal_server.pid();
     let minimal_client = minimal_server.fresh_client().await?;
     minimal_server.record().await?;
-    let cpu_start = cpu(&server_pid);
+    let cpu = CpuSince::now(["self", &server_pid]);
     let start = Instant::now();
     minimal_controller(
         &Api::namespaced(minimal_client.clone(), BENCH_NAMESPACE),
@@ -639,8 +654,7 @@ async fn round(
     )
     .await?;
     let minimal = start.elapsed().as_secs_f64();
-    let cpu_end = cpu(&server_pid);
-    let minimal_cpu = (cpu_end.0 - cpu_start.0, cpu_end.1 - cpu_start.1);
+    let minimal_cpu = cpu.spent();
     minimal_server.stop().await?;
 
     // Granary: `granary garden` from a cold start until every entry exists.
@@ -666,17 +680,10 @@ async fn round(
     std::fs::write(&config_path, serde_json::to_vec(&document)?).context("the garden config")?;
     let kubeconfig = server.kubeconfig_path();
     server.record().await?;
-    let cpu_start = cpu(&server_pid);
+    let server_cpu = CpuSince::now([&server_pid]);
     let start = Instant::now();
     let garden = GardenProcess::start(exe, &kubeconfig, &config_path).await?;
     let garden_pid = garden.pid();
-    // CPU seconds of (the garden, the API server) so far.
-    let garden_cpu = || {
-        (
-            cpu_seconds(&garden_pid).unwrap_or(0.0),
-            cpu_seconds(&server_pid).unwrap_or(0.0),
-        )
-    };
     let mut peak_kib = 0;
     // When the count first passed each tenth of `n` (the first: the first entry), which
     // tells the garden's start (process, caches, recount) apart from its placing.
@@ -699,8 +706,11 @@ async fn round(
         tokio::time::sleep(MEASURE_POLL).await;
     }
     let cold = start.elapsed().as_secs_f64();
-    let cpu_end = garden_cpu();
-    let cold_cpu = (cpu_end.0, cpu_end.1 - cpu_start.1);
+    // The garden's process started within the measured time: all its CPU counts.
+    let cold_cpu = (
+        cpu_seconds(&garden_pid).unwrap_or(0.0),
+        server_cpu.spent()[0],
+    );
     let peak_kib = peak_kib.max(status_kib(&garden_pid, "VmHWM:").unwrap_or(0));
     let server_peak_kib = status_kib(&server_pid, "VmHWM:").unwrap_or(0);
     let requests = server.requests().await?;
@@ -743,17 +753,10 @@ async fn round(
 
     // Steady state: the restarted garden, idle, meets a burst of N new shoots.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let garden_pid = garden.pid();
-    let steady_cpu_of = || {
-        (
-            cpu_seconds(&garden_pid).unwrap_or(0.0),
-            cpu_seconds("self").unwrap_or(0.0),
-            cpu_seconds(&server_pid).unwrap_or(0.0),
-        )
-    };
     let target = entry_count(&client, Some(BENCH_NAMESPACE)).await + n;
     let reconciles_before = reconciles_of(&garden.metrics().await);
-    let cpu_start = steady_cpu_of();
+    // CPU seconds of [the garden, this process (the shoot creates), the API server].
+    let cpu = CpuSince::now([&garden.pid(), "self", &server_pid]);
     let start = Instant::now();
     futures::try_join!(
         burst(&shoots, None, n),
@@ -762,12 +765,7 @@ async fn round(
         })
     )?;
     let steady = start.elapsed().as_secs_f64();
-    let cpu_end = steady_cpu_of();
-    let steady_cpu = (
-        cpu_end.0 - cpu_start.0,
-        cpu_end.1 - cpu_start.1,
-        cpu_end.2 - cpu_start.2,
-    );
+    let steady_cpu = cpu.spent();
     // Reconciles the burst caused, per controller.
     let steady_reconciles: BTreeMap<String, f64> = reconciles_of(&garden.metrics().await)
         .into_iter()
@@ -806,14 +804,14 @@ async fn round(
                     "bare_list_seconds": bare_list, "ratio": restart_ratio},
         "steady_state": {"new_shoots": n, "granary_seconds": steady, "bare_seconds": bare_steady,
                          "ratio": steady_ratio, "reconciles": steady_reconciles,
-                         "cpu_seconds": {"garden": steady_cpu.0, "shoot_creates": steady_cpu.1,
-                                         "api_server": steady_cpu.2,
-                                         "bare_client": bare_steady_cpu.0,
-                                         "bare_api_server": bare_steady_cpu.1}},
+                         "cpu_seconds": {"garden": steady_cpu[0], "shoot_creates": steady_cpu[1],
+                                         "api_server": steady_cpu[2],
+                                         "bare_client": bare_steady_cpu[0],
+                                         "bare_api_server": bare_steady_cpu[1]}},
         "memory": {"garden_peak_rss_mib": mib(peak_kib), "api_server_peak_rss_mib": mib(server_peak_kib),
                    "garden_process": "granary garden, alone in its process"},
-        "cpu_seconds": {"bare_create": {"client": bare_cpu.0, "api_server": bare_cpu.1},
-                        "minimal_controller": {"client": minimal_cpu.0, "api_server": minimal_cpu.1},
+        "cpu_seconds": {"bare_create": {"client": bare_cpu[0], "api_server": bare_cpu[1]},
+                        "minimal_controller": {"client": minimal_cpu[0], "api_server": minimal_cpu[1]},
                         "cold_start": {"garden": cold_cpu.0, "api_server": cold_cpu.1}},
     });
     server.stop().await?;
@@ -822,10 +820,10 @@ async fn round(
         bare_create,
         minimal,
         cold_cpu_garden: cold_cpu.0,
-        minimal_cpu_client: minimal_cpu.0,
-        bare_cpu_client: bare_cpu.0,
+        minimal_cpu_client: minimal_cpu[0],
+        bare_cpu_client: bare_cpu[0],
         cold_cpu_server: cold_cpu.1,
-        bare_cpu_server: bare_cpu.1,
+        bare_cpu_server: bare_cpu[1],
         writes_per_entry,
         restart_ready,
         restart_place,
