@@ -399,6 +399,8 @@ fn seed_configuration(plan: &Plan, seed: &str) -> SeedConfiguration {
     config.velero.non_admin.enable = true;
     if plan.store == BackupStore::Local {
         config.velero.non_admin.enforce_bsl_spec.provider = "local".into();
+        config.velero.non_admin.allowed_local_buckets =
+            vec![crate::dev::owner::OWNER_BUCKET.to_string()];
     }
     config
 }

@@ -11,7 +11,7 @@ use super::backup::{self, BackupRequest, BackupResultPhase};
 use super::backup_prepare::prepare;
 use super::context::{VeleroContext, k8s_time};
 use super::watch::each_event;
-use crate::api::velero::{Backup, BackupPhase, BackupProgress, BackupStorageLocation};
+use crate::api::velero::{Backup, BackupPhase, BackupProgress, BackupStorageLocation, is_synced};
 use crate::seed::queue::{Next, WorkQueue};
 use kube::ResourceExt;
 use kube::api::{ListParams, Patch, PatchParams};
@@ -88,6 +88,11 @@ async fn process(ctx: &VeleroContext, name: &str) -> Result<(), kube::Error> {
         return Ok(());
     };
     if phase(&b) != Some(BackupPhase::ReadyToStart) || b.metadata.deletion_timestamp.is_some() {
+        return Ok(());
+    }
+    // Only Backups made through the API run; one imported from a bucket is a record.
+    if is_synced(&b) {
+        tracing::warn!(backup = %name, "a backup imported by backup sync is never run");
         return Ok(());
     }
     let sched = schedule(&b);

@@ -9,11 +9,24 @@
 //!
 //! This is what lets backups outlive their cluster: any seed or `granary server`
 //! pointed at the same location sees every backup there, Velero's own included.
+//!
+//! Whoever controls a bucket controls what sync reads, so an import is a record and
+//! never work ([`imported`]): a backup that is not finished (New, Queued, InProgress, …)
+//! is imported `Failed` with its phase named, every import carries
+//! [`SYNCED_LABEL`](crate::api::velero::SYNCED_LABEL), which the queue, the backup
+//! controller and the schedules ignore, and the schedule-ownership annotation never comes
+//! from a bucket. A location made for a namespace owner's NonAdminBackupStorageLocation
+//! is read as that owner's: names must carry the namespace's NACUUID prefix, and no
+//! label, annotation or owner reference of the bucket's survives but NAC's own.
 
 use super::context::{VeleroContext, k8s_time};
+use crate::api::oadp::{
+    MANAGED_BY_LABEL, NAB_ORIGIN_NACUUID_LABEL, NAB_ORIGIN_NAME_ANNOTATION,
+    NAB_ORIGIN_NAMESPACE_ANNOTATION, OADP_LABEL, nac_name_prefix,
+};
 use crate::api::velero::{
-    Backup, BackupPhase, BackupStorageLocation, BackupStorageLocationPhase, STORAGE_LOCATION_LABEL,
-    Schedule,
+    Backup, BackupPhase, BackupStorageLocation, BackupStorageLocationPhase,
+    SCHEDULE_UID_ANNOTATION, STORAGE_LOCATION_LABEL, SYNCED_LABEL, Schedule,
 };
 use crate::velero::files::decode_backup_json;
 use crate::velero::label::valid_label_value;
@@ -22,6 +35,7 @@ use futures::TryStreamExt;
 use granary_providers::ListEntry;
 use kube::ResourceExt;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::events::EventType;
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -70,21 +84,88 @@ fn in_flight(phase: Option<BackupPhase>) -> bool {
     )
 }
 
-/// The Backup to create in the cluster for `stored` (decoded `velero-backup.json`), or
-/// `None` to skip it for now. `schedules` maps the Schedules of the namespace to UIDs.
+/// Phases of a finished backup: the only ones imported as they are.
+fn finished(phase: Option<BackupPhase>) -> bool {
+    use BackupPhase::*;
+    matches!(
+        phase,
+        Some(Completed | PartiallyFailed | Failed | FailedValidation)
+    )
+}
+
+/// Whose bucket a location reads, and so how far its `velero-backup.json` is believed.
+#[derive(Clone, Copy, Debug)]
+pub enum Origin<'a> {
+    /// An administrator's location. `schedules` maps the namespace's Schedules to their
+    /// UIDs (an owner reference to a Schedule that is not there is dropped).
+    Admin {
+        schedules: &'a BTreeMap<String, String>,
+    },
+    /// A location made for a NonAdminBackupStorageLocation of `namespace`: the bucket is
+    /// that namespace owner's. Names are confined to the namespace's NACUUID prefix, and
+    /// no label, annotation or owner reference of the bucket's is kept but NAC's own, the
+    /// origin namespace always being `namespace`.
+    Tenant { namespace: &'a str },
+}
+
+/// What sync does with one `velero-backup.json`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Import {
+    /// Create this Backup; `warning`, when set, is said in a Warning event on it.
+    Create {
+        backup: Box<Backup>,
+        warning: Option<String>,
+    },
+    /// Not now (a backup still being finalized elsewhere): try again at the next sync.
+    Later,
+    /// Never: the reason goes into a Warning event on the location.
+    Refuse(String),
+}
+
+/// Labels of a tenant's backup that are kept: NAC's own, which tie the backup to a
+/// NonAdminBackup of the location's namespace (checked again where they are used).
+const TENANT_KEPT_LABELS: [&str; 3] = [OADP_LABEL, MANAGED_BY_LABEL, NAB_ORIGIN_NACUUID_LABEL];
+
+/// The Backup to create in the cluster for `stored` (decoded `velero-backup.json`) read
+/// from location `location` of `origin`. A bucket is a record, never a command: a
+/// backup that is not finished is imported `Failed` (its phase named in
+/// `failureReason`), except one being finalized, which waits until it expires (then
+/// `PartiallyFailed`, as Velero's server would end it). Every import carries
+/// [`SYNCED_LABEL`], which the queue, the backup controller and the schedules ignore.
 pub fn imported(
     mut stored: Backup,
     namespace: &str,
     location: &str,
-    schedules: &BTreeMap<String, String>,
+    origin: Origin<'_>,
     now: DateTime<Utc>,
-) -> Option<Backup> {
+) -> Import {
+    let name = stored.name_any();
+    if let Origin::Tenant { namespace: tenant } = origin {
+        let prefix = nac_name_prefix(tenant);
+        if !name.starts_with(&prefix) {
+            return Import::Refuse(format!(
+                "backup {name:?} in the location of namespace {tenant} is not synced: backups \
+                 of a namespace owner's location must be named {prefix}…"
+            ));
+        }
+    }
     let status = stored.status.get_or_insert_with(Default::default);
+    let mut warning = None;
     if in_flight(status.phase) {
         if status.expiration.is_none_or(|e| e > now) {
-            return None;
+            return Import::Later;
         }
         status.phase = Some(BackupPhase::PartiallyFailed);
+    } else if !finished(status.phase) {
+        let was = status.phase.map_or("New", BackupPhase::as_str);
+        let reason = format!(
+            "found in object storage in phase {was}; a backup read from a bucket is a record \
+             and is never run"
+        );
+        status.phase = Some(BackupPhase::Failed);
+        status.failure_reason = Some(reason.clone());
+        status.completion_timestamp.get_or_insert(now);
+        warning = Some(format!("backup {name:?} imported as Failed: {reason}"));
     }
     let meta = &mut stored.metadata;
     meta.namespace = Some(namespace.to_string());
@@ -97,22 +178,57 @@ pub fn imported(
     meta.deletion_timestamp = None;
     meta.deletion_grace_period_seconds = None;
     meta.finalizers = None;
-    meta.labels.get_or_insert_with(Default::default).insert(
+    match origin {
+        Origin::Admin { schedules } => {
+            if let Some(owners) = meta.owner_references.as_mut() {
+                owners.retain(|o| {
+                    o.kind != "Schedule"
+                        || o.api_version != "velero.io/v1"
+                        || schedules.get(&o.name) == Some(&o.uid)
+                });
+                if owners.is_empty() {
+                    meta.owner_references = None;
+                }
+            }
+            if let Some(a) = meta.annotations.as_mut() {
+                a.remove(SCHEDULE_UID_ANNOTATION);
+            }
+        }
+        Origin::Tenant { namespace: tenant } => {
+            meta.owner_references = None;
+            let labels = meta.labels.take().unwrap_or_default();
+            meta.labels = Some(
+                labels
+                    .into_iter()
+                    .filter(|(k, v)| {
+                        TENANT_KEPT_LABELS.contains(&k.as_str())
+                            && (k != NAB_ORIGIN_NACUUID_LABEL || *v == name)
+                    })
+                    .collect(),
+            );
+            let annotations = meta.annotations.take().unwrap_or_default();
+            let mut kept: BTreeMap<String, String> = annotations
+                .into_iter()
+                .filter(|(k, _)| k == NAB_ORIGIN_NAME_ANNOTATION)
+                .collect();
+            kept.insert(
+                NAB_ORIGIN_NAMESPACE_ANNOTATION.to_string(),
+                tenant.to_string(),
+            );
+            meta.annotations = Some(kept);
+        }
+    }
+    let labels = meta.labels.get_or_insert_with(Default::default);
+    labels.insert(
         STORAGE_LOCATION_LABEL.to_string(),
         valid_label_value(location).into_owned(),
     );
-    if let Some(owners) = meta.owner_references.as_mut() {
-        owners.retain(|o| {
-            o.kind != "Schedule"
-                || o.api_version != "velero.io/v1"
-                || schedules.get(&o.name) == Some(&o.uid)
-        });
-        if owners.is_empty() {
-            meta.owner_references = None;
-        }
-    }
+    labels.insert(SYNCED_LABEL.to_string(), "true".to_string());
     stored.spec.storage_location = Some(location.to_string());
-    Some(stored)
+    Import::Create {
+        backup: Box::new(stored),
+        warning,
+    }
 }
 
 /// Backups in the bucket and not in the cluster, in name order.
@@ -229,6 +345,7 @@ async fn sync(ctx: &VeleroContext, location: &BackupStorageLocation) -> Result<(
     let cluster = backups.list(&ListParams::default()).await?.items;
     let in_cluster: BTreeSet<String> = cluster.iter().map(|b| b.name_any()).collect();
     let to_import = missing(&in_bucket, &in_cluster);
+    let tenant = super::location::tenant_namespace(location);
     let schedules: BTreeMap<String, String> = if to_import.is_empty() {
         BTreeMap::new()
     } else {
@@ -270,14 +387,38 @@ async fn sync(ctx: &VeleroContext, location: &BackupStorageLocation) -> Result<(
             tracing::warn!(location = %name, backup = %backup_name, named = %stored.name_any(), "velero-backup.json names another backup; not synced");
             continue;
         }
-        let Some(backup) = imported(stored, ctx.namespace(), &name, &schedules, ctx.clock.now())
-        else {
-            tracing::debug!(location = %name, backup = %backup_name, "skipping non-expired incomplete backup");
-            continue;
+        let origin = match tenant.as_deref() {
+            Some(namespace) => Origin::Tenant { namespace },
+            None => Origin::Admin {
+                schedules: &schedules,
+            },
+        };
+        let (backup, warning) = match imported(
+            stored,
+            ctx.namespace(),
+            &name,
+            origin,
+            ctx.clock.now(),
+        ) {
+            Import::Create { backup, warning } => (backup, warning),
+            Import::Later => {
+                tracing::debug!(location = %name, backup = %backup_name, "skipping non-expired incomplete backup");
+                continue;
+            }
+            Import::Refuse(reason) => {
+                tracing::warn!(location = %name, backup = %backup_name, reason = %reason, "backup not synced");
+                ctx.event(location, EventType::Warning, "BackupNotSynced", reason)
+                    .await;
+                continue;
+            }
         };
         match backups.create(&PostParams::default(), &backup).await {
-            Ok(_) => {
-                tracing::info!(location = %name, backup = %backup_name, "backup synced from object storage")
+            Ok(created) => {
+                tracing::info!(location = %name, backup = %backup_name, "backup synced from object storage");
+                if let Some(warning) = warning {
+                    ctx.event(&created, EventType::Warning, "SyncedUnfinished", warning)
+                        .await;
+                }
             }
             Err(kube::Error::Api(s)) if s.code == 409 => {}
             Err(e) => {
@@ -307,6 +448,7 @@ async fn sync(ctx: &VeleroContext, location: &BackupStorageLocation) -> Result<(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::velero::SCHEDULE_NAME_LABEL;
     use crate::api::velero::{
         BackupStatus, BackupStorageLocationSpec, BackupStorageLocationStatus,
         Duration as GoDuration,
@@ -390,6 +532,17 @@ mod tests {
         );
     }
 
+    fn admin_import(b: Backup, schedules: &BTreeMap<String, String>, now: DateTime<Utc>) -> Import {
+        imported(b, "backups", "primary", Origin::Admin { schedules }, now)
+    }
+
+    fn created(i: Import) -> (Backup, Option<String>) {
+        match i {
+            Import::Create { backup, warning } => (*backup, warning),
+            other => panic!("not imported: {other:?}"),
+        }
+    }
+
     #[test]
     fn an_imported_backup_is_velero_s() {
         let now = t("2026-01-01T00:00:00Z");
@@ -417,18 +570,30 @@ mod tests {
                 ..Default::default()
             },
         ]);
+        b.metadata.annotations = Some(
+            [
+                (SCHEDULE_UID_ANNOTATION.to_string(), "s-1".to_string()),
+                ("note".to_string(), "kept".to_string()),
+            ]
+            .into(),
+        );
         let schedules = [
             ("daily".to_string(), "s-1".to_string()),
             ("hourly".to_string(), "s-3".to_string()),
         ]
         .into();
-        let i = imported(b, "backups", "primary", &schedules, now).expect("imported");
+        let (i, warning) = created(admin_import(b, &schedules, now));
+        assert_eq!(warning, None);
         assert_eq!(i.metadata.namespace.as_deref(), Some("backups"));
         assert_eq!(i.metadata.resource_version, None);
         assert_eq!(i.metadata.uid, None);
         assert_eq!(i.spec.storage_location.as_deref(), Some("primary"));
         assert_eq!(i.labels()[STORAGE_LOCATION_LABEL], "primary");
-        let owners = i.metadata.owner_references.expect("owners");
+        assert_eq!(i.labels()[SYNCED_LABEL], "true");
+        assert!(crate::api::velero::is_synced(&i));
+        // The schedule-ownership annotation never comes from a bucket.
+        assert_eq!(i.annotations().keys().collect::<Vec<_>>(), vec!["note"]);
+        let owners = i.metadata.owner_references.clone().expect("owners");
         assert_eq!(owners.len(), 1);
         assert_eq!(owners[0].name, "daily");
         assert_eq!(i.status.and_then(|s| s.phase), Some(BackupPhase::Completed));
@@ -444,37 +609,143 @@ mod tests {
             BackupPhase::Finalizing,
             BackupPhase::FinalizingPartiallyFailed,
         ] {
-            assert_eq!(imported(stored(phase, None), "v", "l", &none, now), None);
+            assert_eq!(admin_import(stored(phase, None), &none, now), Import::Later);
             assert_eq!(
-                imported(
-                    stored(phase, Some("2026-01-03T00:00:00Z")),
-                    "v",
-                    "l",
-                    &none,
-                    now
-                ),
-                None
+                admin_import(stored(phase, Some("2026-01-03T00:00:00Z")), &none, now),
+                Import::Later
             );
-            let expired = imported(
+            let (expired, _) = created(admin_import(
                 stored(phase, Some("2026-01-01T00:00:00Z")),
-                "v",
-                "l",
                 &none,
                 now,
-            )
-            .expect("expired is imported");
+            ));
             assert_eq!(
                 expired.status.and_then(|s| s.phase),
                 Some(BackupPhase::PartiallyFailed)
             );
         }
         for phase in [
+            BackupPhase::Completed,
             BackupPhase::Failed,
             BackupPhase::PartiallyFailed,
-            BackupPhase::InProgress,
+            BackupPhase::FailedValidation,
         ] {
-            let i = imported(stored(phase, None), "v", "l", &none, now).expect("imported");
+            let (i, warning) = created(admin_import(stored(phase, None), &none, now));
             assert_eq!(i.status.and_then(|s| s.phase), Some(phase));
+            assert_eq!(warning, None);
+        }
+    }
+
+    #[test]
+    fn an_unfinished_backup_is_imported_failed_never_as_work() {
+        let now = t("2026-01-02T00:00:00Z");
+        let none = BTreeMap::new();
+        let mut unset = stored(BackupPhase::New, None);
+        unset.status = None;
+        let phases = [
+            BackupPhase::New,
+            BackupPhase::Queued,
+            BackupPhase::ReadyToStart,
+            BackupPhase::InProgress,
+            BackupPhase::Deleting,
+        ];
+        let cases = phases
+            .iter()
+            .map(|p| (p.as_str(), stored(*p, None)))
+            .chain([("New", unset)]);
+        for (was, b) in cases {
+            let (i, warning) = created(admin_import(b, &none, now));
+            let status = i.status.expect("status");
+            assert_eq!(status.phase, Some(BackupPhase::Failed), "{was}");
+            let reason = status.failure_reason.expect("reason");
+            assert!(reason.contains(&format!("phase {was}")), "{reason}");
+            assert!(status.completion_timestamp.is_some());
+            assert!(warning.expect("warning").contains("imported as Failed"));
+        }
+    }
+
+    #[test]
+    fn a_tenant_s_backup_keeps_nothing_of_the_bucket_but_nac_s_own() {
+        let now = t("2026-01-02T00:00:00Z");
+        let tenant = |mut b: Backup, name: &str| {
+            b.metadata.name = Some(name.into());
+            imported(
+                b,
+                "velero",
+                "nabsl-loc",
+                Origin::Tenant {
+                    namespace: "team-a",
+                },
+                now,
+            )
+        };
+        let mut b = stored(BackupPhase::Completed, None);
+        let name = "team-a-mine-1a3d4da8-0f97-4117-a9c6-19e2c97d978a";
+        b.metadata.labels = Some(
+            [
+                (SCHEDULE_NAME_LABEL, "nightly"),
+                (OADP_LABEL, "True"),
+                (MANAGED_BY_LABEL, "oadp-nac-controller"),
+                (NAB_ORIGIN_NACUUID_LABEL, name),
+                ("granary.gardener.cloud/synced", "false"),
+                ("anything", "else"),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        );
+        b.metadata.annotations = Some(
+            [
+                (NAB_ORIGIN_NAME_ANNOTATION, "mine"),
+                (NAB_ORIGIN_NAMESPACE_ANNOTATION, "team-b"),
+                (SCHEDULE_UID_ANNOTATION, "s-1"),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        );
+        b.metadata.owner_references = Some(vec![OwnerReference {
+            api_version: "velero.io/v1".into(),
+            kind: "Schedule".into(),
+            name: "nightly".into(),
+            uid: "s-1".into(),
+            ..Default::default()
+        }]);
+        let (i, _) = created(tenant(b.clone(), name));
+        let labels: Vec<(&str, &str)> = i
+            .labels()
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        assert_eq!(
+            labels,
+            vec![
+                (MANAGED_BY_LABEL, "oadp-nac-controller"),
+                (SYNCED_LABEL, "true"),
+                (OADP_LABEL, "True"),
+                (NAB_ORIGIN_NACUUID_LABEL, name),
+                (STORAGE_LOCATION_LABEL, "nabsl-loc"),
+            ]
+        );
+        assert_eq!(i.annotations()[NAB_ORIGIN_NAMESPACE_ANNOTATION], "team-a");
+        assert_eq!(i.annotations()[NAB_ORIGIN_NAME_ANNOTATION], "mine");
+        assert_eq!(i.annotations().len(), 2);
+        assert_eq!(i.metadata.owner_references, None);
+        // A NACUUID label that is not the backup's own name is dropped.
+        let (other, _) = created(tenant(b.clone(), "team-a-other"));
+        assert!(!other.labels().contains_key(NAB_ORIGIN_NACUUID_LABEL));
+        // Names outside the namespace's prefix are refused: an administrator's, a
+        // schedule's, another namespace's, or one only sharing the first letters.
+        for foreign in [
+            "nightly-20260101000000",
+            "team-b-mine",
+            "team-ab-mine",
+            "team-a",
+        ] {
+            match tenant(b.clone(), foreign) {
+                Import::Refuse(reason) => assert!(reason.contains("team-a-"), "{reason}"),
+                other => panic!("{foreign}: {other:?}"),
+            }
         }
     }
 

@@ -47,6 +47,20 @@ fn err(field: &str, message: impl Into<String>) -> LocationError {
     }
 }
 
+/// The namespace whose owner's NonAdminBackupStorageLocation `location` was made for
+/// (NAC's labels and origin annotations), `None` for an administrator's location. Such a
+/// location's bucket belongs to that namespace's owner: nothing read from it is trusted
+/// beyond that namespace.
+pub fn tenant_namespace(location: &crate::api::velero::BackupStorageLocation) -> Option<String> {
+    use kube::ResourceExt;
+    crate::velero_server::nonadmin::plan::nac_origin(
+        crate::velero_server::nonadmin::plan::Origin::Location,
+        location.labels(),
+        location.annotations(),
+    )
+    .map(|(namespace, _)| namespace)
+}
+
 /// The providers crate's name for a BSL `spec.provider`.
 pub fn provider_kind(provider: &str) -> Option<&'static str> {
     match provider {

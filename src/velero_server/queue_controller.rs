@@ -10,7 +10,7 @@ use super::context::VeleroContext;
 use super::namespaces::{NamespaceScope, resolve};
 use super::queue::{QueueDecision, QueueItem, QueuePhase, plan};
 use super::watch::each_event;
-use crate::api::velero::{Backup, BackupPhase};
+use crate::api::velero::{Backup, BackupPhase, is_synced};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams};
@@ -91,8 +91,13 @@ fn phase(b: &Backup) -> Option<BackupPhase> {
     b.status.as_ref().and_then(|s| s.phase)
 }
 
-/// The queue's view of `b`, or `None` when the queue does not care about it.
+/// The queue's view of `b`, or `None` when the queue does not care about it: a finished
+/// backup, or one backup sync imported (a record of a bucket, never work, whatever phase
+/// it claims; sync imports none unfinished, and this holds should one appear anyway).
 fn queue_phase(b: &Backup) -> Option<QueuePhase> {
+    if is_synced(b) {
+        return None;
+    }
     match phase(b) {
         None | Some(BackupPhase::New) => Some(QueuePhase::New),
         Some(BackupPhase::Queued) => Some(QueuePhase::Queued(

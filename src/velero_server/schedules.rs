@@ -22,10 +22,19 @@
 //!   New/Queued/ReadyToStart/InProgress, no new one is created; the schedule says so in
 //!   the annotation [`ANNOTATION_WAITING_FOR`] and an event, and the missed ticks
 //!   collapse into one backup once the previous one ends.
+//! - A schedule counts only its own backups ([`own_backups`]): those it created, marked
+//!   with its UID ([`SCHEDULE_UID_ANNOTATION`], or an owner reference), never one backup
+//!   sync imported. A backup planted in a bucket with the schedule's label can neither
+//!   move `lastBackup`, nor hold the schedule back, nor take its tick: a name already
+//!   taken by a backup that is not the schedule's gets a Warning event and the backup is
+//!   created under the next free name `<schedule>-<timestamp>-<n>`.
 
 use super::context::{VeleroContext, k8s_time};
 use crate::api::velero::cron::check_cron;
-use crate::api::velero::{Backup, BackupPhase, SCHEDULE_NAME_LABEL, Schedule, SchedulePhase};
+use crate::api::velero::{
+    Backup, BackupPhase, SCHEDULE_NAME_LABEL, SCHEDULE_UID_ANNOTATION, Schedule, SchedulePhase,
+    is_synced,
+};
 use crate::seed::queue::{Next, WorkQueue};
 use crate::velero::label::valid_label_value;
 use chrono::{DateTime, Utc};
@@ -162,6 +171,50 @@ pub fn holding_back(backups: &[Backup]) -> Option<(String, String)> {
         .min()
 }
 
+/// True when `backup` is `schedule`'s own: created by it (its UID in
+/// [`SCHEDULE_UID_ANNOTATION`] or in an owner reference), not imported by backup sync.
+pub fn is_own(schedule: &Schedule, backup: &Backup) -> bool {
+    let Some(uid) = schedule.metadata.uid.as_deref().filter(|u| !u.is_empty()) else {
+        return false;
+    };
+    if is_synced(backup) {
+        return false;
+    }
+    let annotated = backup
+        .annotations()
+        .get(SCHEDULE_UID_ANNOTATION)
+        .map(String::as_str)
+        == Some(uid);
+    let owned = backup
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.kind == "Schedule" && o.api_version == "velero.io/v1" && o.uid == uid);
+    annotated || owned
+}
+
+/// The schedule's own backups among `backups` ([`is_own`]).
+pub fn own_backups(schedule: &Schedule, backups: Vec<Backup>) -> Vec<Backup> {
+    backups
+        .into_iter()
+        .filter(|b| is_own(schedule, b))
+        .collect()
+}
+
+/// How many other names a tick tries when its name is taken by a backup that is not the
+/// schedule's own.
+const OTHER_NAMES: u32 = 5;
+
+/// The `n`th name a tick tries: `<schedule>-<timestamp>` first, then with `-<n>`.
+pub fn tick_name(base: &str, n: u32) -> String {
+    if n == 0 {
+        base.to_string()
+    } else {
+        format!("{base}-{n}")
+    }
+}
+
 /// The backup the schedule creates at `now` (Velero's `FromSchedule`).
 pub fn backup_for(schedule: &Schedule, now: DateTime<Utc>) -> Backup {
     let name = schedule.name_any();
@@ -182,6 +235,9 @@ pub fn backup_for(schedule: &Schedule, now: DateTime<Utc>) -> Backup {
     );
     backup.metadata.namespace = schedule.metadata.namespace.clone();
     backup.metadata.labels = Some(labels);
+    if let Some(uid) = schedule.uid() {
+        backup.metadata.annotations = Some([(SCHEDULE_UID_ANNOTATION.to_string(), uid)].into());
+    }
     if schedule.spec.use_owner_references_in_backup == Some(true) {
         backup.metadata.owner_references = Some(vec![OwnerReference {
             api_version: "velero.io/v1".into(),
@@ -310,11 +366,13 @@ async fn reconcile(ctx: &VeleroContext, name: &str) -> Result<Next, kube::Error>
         last_skipped = Some(now);
     }
     let selector = format!("{SCHEDULE_NAME_LABEL}={}", valid_label_value(name));
-    let backups = ctx
-        .api::<Backup>()
-        .list(&ListParams::default().labels(&selector))
-        .await?
-        .items;
+    let backups = own_backups(
+        &schedule,
+        ctx.api::<Backup>()
+            .list(&ListParams::default().labels(&selector))
+            .await?
+            .items,
+    );
     let newest = backups
         .iter()
         .filter_map(|b| b.metadata.creation_timestamp.as_ref())
@@ -357,19 +415,49 @@ async fn reconcile(ctx: &VeleroContext, name: &str) -> Result<Next, kube::Error>
         }
         return Ok(Next::After(WAITING_RECHECK));
     }
-    let backup = backup_for(&schedule, now);
-    let backup_name = backup.name_any();
-    match ctx
-        .api::<Backup>()
-        .create(&PostParams::default(), &backup)
-        .await
-    {
-        Ok(_) => {
-            tracing::info!(schedule = %name, backup = %backup_name, "scheduled backup created")
+    let mut backup = backup_for(&schedule, now);
+    let base = backup.name_any();
+    let api = ctx.api::<Backup>();
+    let mut n = 0;
+    loop {
+        let backup_name = tick_name(&base, n);
+        backup.metadata.name = Some(backup_name.clone());
+        match api.create(&PostParams::default(), &backup).await {
+            Ok(_) => {
+                tracing::info!(schedule = %name, backup = %backup_name, "scheduled backup created");
+                break;
+            }
+            Err(kube::Error::Api(s)) if s.code == 409 => {
+                // Same second, same name, our own backup: this tick is served. Anyone
+                // else's backup under that name (one planted in a bucket and synced, or
+                // made by hand) does not serve it.
+                let taken = api.get_opt(&backup_name).await?;
+                if taken.as_ref().is_none_or(|b| is_own(&schedule, b)) {
+                    break;
+                }
+                n += 1;
+                let next = (n <= OTHER_NAMES).then(|| tick_name(&base, n));
+                ctx.event(
+                    &schedule,
+                    EventType::Warning,
+                    "BackupNameTaken",
+                    match &next {
+                        Some(next) => format!(
+                            "backup {backup_name} exists and is not this schedule's; creating {next} instead"
+                        ),
+                        None => format!(
+                            "backup {backup_name} exists and is not this schedule's, and so do \
+                             {OTHER_NAMES} other names; trying again shortly"
+                        ),
+                    },
+                )
+                .await;
+                if next.is_none() {
+                    return Ok(Next::After(WAITING_RECHECK));
+                }
+            }
+            Err(e) => return Err(e),
         }
-        // Same second, same name: this tick is served.
-        Err(kube::Error::Api(s)) if s.code == 409 => {}
-        Err(e) => return Err(e),
     }
     let mut body = json!({"status": {"lastBackup": k8s_time(now)}});
     if waiting.is_some() {
@@ -565,6 +653,7 @@ mod tests {
         assert_eq!(b.labels()[SCHEDULE_NAME_LABEL], "nightly");
         assert_eq!(b.spec.included_namespaces, Some(vec!["app".to_string()]));
         assert_eq!(b.metadata.owner_references, None);
+        assert_eq!(b.annotations()[SCHEDULE_UID_ANNOTATION], "s-uid");
 
         let mut s = schedule(&[("team", "a")], Some(&[("tier", "gold")]));
         s.spec.use_owner_references_in_backup = Some(true);
@@ -576,6 +665,62 @@ mod tests {
         assert_eq!(
             (owner.kind.as_str(), owner.uid.as_str()),
             ("Schedule", "s-uid")
+        );
+    }
+
+    #[test]
+    fn a_schedule_s_own_backups_are_those_it_made() {
+        let s = schedule(&[], None);
+        let now = t("2026-03-04T05:06:07Z");
+        let made = backup_for(&s, now);
+        assert!(is_own(&s, &made));
+        let mut by_owner = Backup::new("by-owner", Default::default());
+        by_owner.metadata.owner_references = Some(vec![OwnerReference {
+            api_version: "velero.io/v1".into(),
+            kind: "Schedule".into(),
+            name: "nightly".into(),
+            uid: "s-uid".into(),
+            ..Default::default()
+        }]);
+        assert!(is_own(&s, &by_owner));
+        // Labelled, but not made by it: planted, by hand, or another schedule's.
+        let mut labelled = made.clone();
+        labelled.metadata.annotations = None;
+        assert!(!is_own(&s, &labelled));
+        let mut other = made.clone();
+        other
+            .annotations_mut()
+            .insert(SCHEDULE_UID_ANNOTATION.into(), "another-uid".into());
+        assert!(!is_own(&s, &other));
+        // Imported by backup sync: never, whatever it says.
+        let mut synced = made.clone();
+        synced
+            .labels_mut()
+            .insert(crate::api::velero::SYNCED_LABEL.into(), "true".into());
+        assert!(!is_own(&s, &synced));
+        let mut by_owner_synced = by_owner.clone();
+        by_owner_synced
+            .labels_mut()
+            .insert(crate::api::velero::SYNCED_LABEL.into(), "true".into());
+        assert!(!is_own(&s, &by_owner_synced));
+        // A schedule without a UID (not stored yet) owns nothing.
+        let mut unstored = s.clone();
+        unstored.metadata.uid = None;
+        assert!(!is_own(&unstored, &made));
+        assert_eq!(
+            own_backups(&s, vec![made.clone(), labelled, synced])
+                .iter()
+                .map(|b| b.name_any())
+                .collect::<Vec<_>>(),
+            vec![made.name_any()]
+        );
+        assert_eq!(
+            tick_name("nightly-20260304050607", 0),
+            "nightly-20260304050607"
+        );
+        assert_eq!(
+            tick_name("nightly-20260304050607", 2),
+            "nightly-20260304050607-2"
         );
     }
 

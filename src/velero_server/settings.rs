@@ -143,6 +143,11 @@ pub struct NonAdminSettings {
         skip_serializing_if = "is_default_bsl_spec"
     )]
     pub enforce_bsl_spec: crate::api::velero::BackupStorageLocationSpec,
+    /// The buckets a NonAdminBackupStorageLocation may name with provider `local` (the
+    /// server's own disk, where the landscape's buckets live too), besides the one
+    /// `enforceBSLSpec` sets; none by default.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub allowed_local_buckets: Vec<String>,
     /// A NonAdminBackupStorageLocation is created only once an administrator approves
     /// its NonAdminBackupStorageLocationRequest (off by default, as OADP).
     #[serde(rename = "requireApprovalForBSL")]
@@ -162,6 +167,7 @@ impl Default for NonAdminSettings {
             enforce_backup_spec: Default::default(),
             enforce_restore_spec: Default::default(),
             enforce_bsl_spec: Default::default(),
+            allowed_local_buckets: Vec::new(),
             require_approval_for_bsl: false,
             backup_sync_period: ConfigDuration(Duration::from_secs(
                 crate::api::oadp::DEFAULT_BACKUP_SYNC_PERIOD_SECS as u64,
@@ -295,6 +301,12 @@ impl VeleroSettings {
                     "cannot be enforced: the non-admin controller decides it",
                 ));
             }
+        }
+        if restore.include_cluster_resources == Some(true) {
+            errors.push(FieldError::new(
+                at("nonAdmin.enforceRestoreSpec.includeClusterResources"),
+                "cannot be true: a non-admin restore never creates cluster-scoped objects",
+            ));
         }
         let bsl = &self.non_admin.enforce_bsl_spec;
         for (field, set) in [
@@ -592,7 +604,7 @@ mod tests {
             &path,
             "kind: ServerConfiguration\nvelero:\n  nonAdmin:\n    enforceBackupSpec:\n      \
              includedNamespaces: [other]\n    enforceRestoreSpec:\n      \
-             namespaceMapping: {a: b}\n",
+             namespaceMapping: {a: b}\n      includeClusterResources: true\n",
         )
         .expect("write");
         let e = load::<ServerConfiguration>(Some(&path), &[]).expect_err("refused");
@@ -603,6 +615,10 @@ mod tests {
         );
         assert!(
             e.contains("velero.nonAdmin.enforceRestoreSpec.namespaceMapping"),
+            "{e}"
+        );
+        assert!(
+            e.contains("velero.nonAdmin.enforceRestoreSpec.includeClusterResources"),
             "{e}"
         );
     }

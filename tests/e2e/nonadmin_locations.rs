@@ -47,19 +47,19 @@ use crate::nonadmin::{TOKENS, client_as, install_seed_crds_and_owner_role};
 use std::sync::Arc;
 use std::time::Duration;
 
-const VELERO: &str = "velero";
-const BUCKET: &str = "nonadmin";
-const PREFIX: &str = "velero";
+pub(crate) const VELERO: &str = "velero";
+pub(crate) const BUCKET: &str = "nonadmin";
+pub(crate) const PREFIX: &str = "velero";
 /// The bucket the namespace owners point their own locations at.
-const TENANTS: &str = "tenants";
+pub(crate) const TENANTS: &str = "tenants";
 
-struct World {
+pub(crate) struct World {
     _server: EmbeddedServer,
-    admin: Client,
-    owner_a: Client,
-    owner_b: Client,
-    store: Arc<dyn ObjectStore>,
-    clock: Clock,
+    pub(crate) admin: Client,
+    pub(crate) owner_a: Client,
+    pub(crate) owner_b: Client,
+    pub(crate) store: Arc<dyn ObjectStore>,
+    pub(crate) clock: Clock,
     _data: tempfile::TempDir,
     _dir: tempfile::TempDir,
     controllers: tokio::task::JoinHandle<()>,
@@ -110,7 +110,7 @@ async fn download_role(admin: &Client, ns: &str) {
         .expect("role");
 }
 
-async fn start(adjust: impl FnOnce(&mut VeleroSettings)) -> World {
+pub(crate) async fn start(adjust: impl FnOnce(&mut VeleroSettings)) -> World {
     let dir = tempfile::tempdir().expect("tempdir");
     let tokens = dir.path().join("tokens.csv");
     std::fs::write(&tokens, TOKENS).expect("token file");
@@ -174,6 +174,7 @@ async fn start(adjust: impl FnOnce(&mut VeleroSettings)) -> World {
     // The tenants' locations use the `local` provider (the server's own disk), which only
     // the administrator may choose, as `granary dev` does: `enforceBSLSpec: {provider: local}`.
     settings.non_admin.enforce_bsl_spec.provider = "local".into();
+    settings.non_admin.allowed_local_buckets = vec![TENANTS.to_string()];
     adjust(&mut settings);
     // A clock the test moves, to reach a download URL's expiration.
     let clock = Clock::manual(Utc::now());
@@ -210,14 +211,14 @@ async fn start(adjust: impl FnOnce(&mut VeleroSettings)) -> World {
 }
 
 impl World {
-    fn velero<K>(&self) -> Api<K>
+    pub(crate) fn velero<K>(&self) -> Api<K>
     where
         K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
     {
         Api::namespaced(self.admin.clone(), VELERO)
     }
 
-    async fn velero_names<K>(&self) -> Vec<String>
+    pub(crate) async fn velero_names<K>(&self) -> Vec<String>
     where
         K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
             + Clone
@@ -235,7 +236,7 @@ impl World {
     }
 
     /// The owner's credentials Secret `creds` (key `cloud`) in `ns`.
-    async fn secret(&self, owner: &Client, ns: &str, name: &str) {
+    pub(crate) async fn secret(&self, owner: &Client, ns: &str, name: &str) {
         let mut s = Secret::default();
         s.metadata.name = Some(name.into());
         s.data = Some(
@@ -251,7 +252,7 @@ impl World {
             .expect("secret");
     }
 
-    async fn tenant_keys(&self, dir: &str) -> Vec<String> {
+    pub(crate) async fn tenant_keys(&self, dir: &str) -> Vec<String> {
         granary_providers::list_all(self.store.as_ref(), TENANTS, dir, None)
             .await
             .expect("list")
@@ -264,7 +265,7 @@ impl World {
     }
 }
 
-fn nabsl(
+pub(crate) fn nabsl(
     name: &str,
     bucket: &str,
     prefix: Option<&str>,
@@ -291,7 +292,7 @@ fn nabsl(
     )
 }
 
-fn nab(name: &str, location: Option<&str>) -> NonAdminBackup {
+pub(crate) fn nab(name: &str, location: Option<&str>) -> NonAdminBackup {
     NonAdminBackup::new(
         name,
         NonAdminBackupSpec {
@@ -354,7 +355,7 @@ where
 }
 
 /// Waits until the NABSL is `Created` with an Available Velero location; returns it.
-async fn wait_available(
+pub(crate) async fn wait_available(
     api: &Api<NonAdminBackupStorageLocation>,
     name: &str,
 ) -> NonAdminBackupStorageLocation {
@@ -378,7 +379,7 @@ async fn wait_available(
 }
 
 /// Waits until the object is `BackingOff` with `Accepted=False`; returns the message.
-async fn wait_refused<K>(api: &Api<K>, name: &str) -> String
+pub(crate) async fn wait_refused<K>(api: &Api<K>, name: &str) -> String
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + serde::Serialize,
 {
@@ -393,7 +394,7 @@ where
     c["message"].as_str().unwrap_or_default().to_string()
 }
 
-fn uuid_of(n: &NonAdminBackupStorageLocation) -> String {
+pub(crate) fn uuid_of(n: &NonAdminBackupStorageLocation) -> String {
     n.status
         .clone()
         .and_then(|s| s.velero_backup_storage_location)

@@ -195,9 +195,22 @@ async fn a_stuck_backup_holds_back_the_schedule_and_restarts_do_not_duplicate() 
         json!({"schedule": "@every 1h", "template": template}),
     )
     .await;
+    // What the schedule itself writes: its label and its UID (a backup only labelled is
+    // not the schedule's own, and does not count).
+    let uid = w
+        .api::<Schedule>()
+        .get("hourly")
+        .await
+        .expect("schedule")
+        .uid()
+        .expect("uid");
     let b: Backup = serde_json::from_value(json!({
         "apiVersion": "velero.io/v1", "kind": "Backup",
-        "metadata": {"name": "hourly-20260101000000", "labels": {"velero.io/schedule-name": "hourly"}},
+        "metadata": {
+            "name": "hourly-20260101000000",
+            "labels": {"velero.io/schedule-name": "hourly"},
+            "annotations": {"granary.gardener.cloud/schedule-uid": uid},
+        },
         "spec": template,
         "status": {"phase": "Completed"},
     }))

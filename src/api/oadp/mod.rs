@@ -35,7 +35,7 @@ pub use location_request::{
     NonAdminBackupStorageLocationRequestStatus, NonAdminBslRequestDecision,
     NonAdminBslRequestPhase, SourceNonAdminBsl,
 };
-pub use naming::nac_object_name;
+pub use naming::{nac_name_prefix, nac_object_name};
 pub use restore::{
     DataMoverDataDownloads, FileSystemPodVolumeRestores, NonAdminRestore, NonAdminRestoreSpec,
     NonAdminRestoreStatus, VeleroRestore,

@@ -32,12 +32,34 @@ pub fn nac_object_name(namespace: &str, name: &str, uuid: &Uuid) -> String {
     join(namespace, &short_name)
 }
 
+/// What every NACUUID made for an object of `namespace` starts with: the namespace (cut to
+/// the 25 characters [`nac_object_name`] keeps of a long one) and a dash. Backups
+/// imported from a namespace owner's own location must carry it, so a name planted in
+/// their bucket can never be one an administrator or a schedule will use.
+pub fn nac_name_prefix(namespace: &str) -> String {
+    const KEPT: usize = MAXIMUM_NAC_OBJECT_NAME_LENGTH - 36 - 2;
+    let kept: String = namespace.chars().take(KEPT).collect();
+    format!("{kept}-")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn uuid() -> Uuid {
         Uuid::parse_str("1a3d4da8-0f97-4117-a9c6-19e2c97d978a").unwrap()
+    }
+
+    proptest::proptest! {
+        /// Every name made for a namespace starts with its prefix.
+        #[test]
+        fn names_start_with_the_namespace_prefix(
+            ns in "[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?",
+            name in "[a-z0-9-]{0,80}",
+        ) {
+            let n = nac_object_name(&ns, &name, &uuid());
+            proptest::prop_assert!(n.starts_with(&nac_name_prefix(&ns)), "{n} / {ns}");
+        }
     }
 
     #[test]

@@ -88,7 +88,9 @@ pub fn validate_non_admin_backup_spec(
 
 /// NAC's `ValidateRestoreSpec` rules: `backupName` (a NonAdminBackup) is required;
 /// `scheduleName`, `includedNamespaces`, `excludedNamespaces` and `namespaceMapping`
-/// are forbidden.
+/// are forbidden. Beyond NAC: `includeClusterResources` may only be false or unset, as
+/// for a non-admin backup: a namespace owner's restore never creates a cluster-scoped
+/// object (the backup may come from their own bucket and hold anything).
 pub fn validate_non_admin_restore_spec(spec: &RestoreSpec, prefix: &str) -> FieldErrors {
     let mut errs = FieldErrors::new();
     if spec.backup_name.as_ref().is_none_or(|n| n.is_empty()) {
@@ -130,6 +132,14 @@ pub fn validate_non_admin_restore_spec(spec: &RestoreSpec, prefix: &str) -> Fiel
                 "must not be set for a non-admin restore",
             );
         }
+    }
+    if spec.include_cluster_resources == Some(true) {
+        push(
+            &mut errs,
+            format!("{prefix}.includeClusterResources"),
+            "may only be false or unset for a non-admin restore: it never creates \
+             cluster-scoped objects",
+        );
     }
     errs
 }

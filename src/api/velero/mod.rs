@@ -72,6 +72,24 @@ pub const SCHEDULE_NAME_LABEL: &str = "velero.io/schedule-name";
 pub const STORAGE_LOCATION_LABEL: &str = "velero.io/storage-location";
 /// Label the GC controller sets when it cannot delete an expired backup.
 pub const GC_FAILURE_LABEL: &str = "velero.io/gc-failure";
+/// Label backup sync puts on every Backup it imports from object storage (value
+/// `true`): such a Backup is a record of what a bucket holds, never work to do. The
+/// queue, the backup controller and the schedules leave it alone, whatever its phase.
+pub const SYNCED_LABEL: &str = "granary.gardener.cloud/synced";
+/// Annotation on the backups a Schedule creates, naming the Schedule's UID: what makes a
+/// backup the schedule's own (its `lastBackup`, its pile-up rule, its name collisions).
+/// Backup sync never carries it over from a bucket.
+pub const SCHEDULE_UID_ANNOTATION: &str = "granary.gardener.cloud/schedule-uid";
+
+/// True when `backup` was imported by backup sync ([`SYNCED_LABEL`]).
+pub fn is_synced(backup: &Backup) -> bool {
+    backup
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(SYNCED_LABEL))
+        .is_some_and(|v| v == "true")
+}
 
 /// The server-wide defaults Velero applies to specs (its `velero server` flags).
 #[derive(Clone, Debug, PartialEq, Eq)]

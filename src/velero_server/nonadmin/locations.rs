@@ -20,7 +20,7 @@ use tokio::sync::Notify;
 use super::location_requests;
 use super::plan::{
     Approval, approval, credential_problem, location_problems, message, origin_matches, refused_at,
-    secret_copy, set_condition, shared_directory_problem, velero_location,
+    reserved_bucket_problem, secret_copy, set_condition, shared_directory_problem, velero_location,
 };
 use super::{is_conflict, is_not_found, list_params, now, poke, set_finalizer, write_status};
 use crate::api::oadp::{
@@ -102,12 +102,26 @@ async fn pass(ctx: &VeleroContext) -> Result<(), kube::Error> {
     } else {
         Vec::new()
     };
+    let landscape = landscape_buckets(ctx).await?;
     for nabsl in nabsls {
-        if let Err(e) = reconcile(ctx, &nabsl, &locations, &requests).await {
+        if let Err(e) = reconcile(ctx, &nabsl, &locations, &requests, &landscape).await {
             tracing::warn!(namespace = %nabsl.namespace().unwrap_or_default(), name = %nabsl.name_any(), error = %e, "non-admin backup storage location");
         }
     }
     Ok(())
+}
+
+/// The landscape's shared buckets this server knows: the seed's extension BackupBuckets
+/// (none where the kind is not served, as under `granary server` on a plain cluster).
+async fn landscape_buckets(ctx: &VeleroContext) -> Result<Vec<String>, kube::Error> {
+    match Api::<crate::api::extensions::BackupBucket>::all(ctx.client.clone())
+        .list(&ListParams::default())
+        .await
+    {
+        Ok(list) => Ok(list.items.iter().map(|b| b.name_any()).collect()),
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 403 => Ok(Vec::new()),
+        Err(e) => Err(e),
+    }
 }
 
 fn nacuuid(status: &NonAdminBackupStorageLocationStatus) -> Option<String> {
@@ -141,6 +155,7 @@ async fn reconcile(
     nabsl: &NonAdminBackupStorageLocation,
     locations: &[BackupStorageLocation],
     requests: &[NonAdminBackupStorageLocationRequest],
+    landscape: &[String],
 ) -> Result<(), kube::Error> {
     let ns = nabsl.namespace().unwrap_or_default();
     let old = nabsl.status.clone();
@@ -196,6 +211,20 @@ async fn reconcile(
         .collect();
     if let Some(p) = shared_directory_problem(&draft, &others)
         && !problems.iter().any(|have| have.path == p.path)
+    {
+        problems.push(p);
+    }
+    let admins: Vec<BackupStorageLocation> = others
+        .into_iter()
+        .filter(|l| crate::velero_server::location::tenant_namespace(l).is_none())
+        .collect();
+    if let Some(p) = reserved_bucket_problem(
+        &draft,
+        &ctx.settings.non_admin.enforce_bsl_spec,
+        &admins,
+        landscape,
+        &ctx.settings.non_admin.allowed_local_buckets,
+    ) && !problems.iter().any(|have| have.path == p.path)
     {
         problems.push(p);
     }

@@ -15,6 +15,43 @@ pub struct Source {
     pub location: BackupStorageLocation,
 }
 
+/// The newest Completed backup of schedule `schedule` (`--from-schedule`): labelled with
+/// it, and never one read from a namespace owner's location (backup sync keeps no label
+/// of theirs, and this holds should one appear anyway): a backup planted in a tenant's
+/// bucket never stands for an administrator's schedule.
+pub fn latest_of_schedule<'a>(
+    schedule: &str,
+    backups: &'a [Backup],
+    locations: &[BackupStorageLocation],
+) -> Option<&'a Backup> {
+    let tenants: Vec<&str> = locations
+        .iter()
+        .filter(|l| crate::velero_server::location::tenant_namespace(l).is_some())
+        .filter_map(|l| l.metadata.name.as_deref())
+        .collect();
+    backups
+        .iter()
+        .filter(|x| {
+            x.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(LABEL_SCHEDULE_NAME))
+                .is_some_and(|v| v == schedule)
+                && phase(x) == Some(BackupPhase::Completed)
+                && !x
+                    .spec
+                    .storage_location
+                    .as_deref()
+                    .is_some_and(|l| tenants.contains(&l))
+        })
+        .max_by_key(|x| {
+            (
+                x.status.as_ref().and_then(|st| st.start_timestamp),
+                x.metadata.name.clone(),
+            )
+        })
+}
+
 /// Validates `restore` against the backups and locations of its namespace.
 pub fn validate(
     restore: &Restore,
@@ -59,32 +96,14 @@ pub fn validate(
                 )]);
             }
         },
-        (_, Some(s)) => {
-            let latest = backups
-                .iter()
-                .filter(|x| {
-                    x.metadata
-                        .labels
-                        .as_ref()
-                        .and_then(|l| l.get(LABEL_SCHEDULE_NAME))
-                        .is_some_and(|v| v == s)
-                        && phase(x) == Some(BackupPhase::Completed)
-                })
-                .max_by_key(|x| {
-                    (
-                        x.status.as_ref().and_then(|st| st.start_timestamp),
-                        x.metadata.name.clone(),
-                    )
-                });
-            match latest {
-                Some(x) => x.clone(),
-                None => {
-                    return Err(vec![format!(
-                        "No completed backups found for schedule {s:?}"
-                    )]);
-                }
+        (_, Some(s)) => match latest_of_schedule(s, backups, locations) {
+            Some(x) => x.clone(),
+            None => {
+                return Err(vec![format!(
+                    "No completed backups found for schedule {s:?}"
+                )]);
             }
-        }
+        },
         _ => unreachable_source(),
     };
     let name = backup.metadata.name.clone().unwrap_or_default();

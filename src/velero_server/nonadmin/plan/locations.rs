@@ -213,6 +213,69 @@ pub fn velero_location(
     }
 }
 
+/// Why a namespace owner's location may not use its bucket, or `None`: whoever owns a
+/// location's bucket can plant anything in it, so a namespace owner's location never
+/// reaches a bucket of the landscape or of an administrator.
+/// - `landscape_buckets`: the landscape's shared shoot-backup buckets this server knows
+///   (the seed's BackupBuckets): never, whatever the enforced spec says;
+/// - `admin_locations`: the administrator's own locations: never their bucket on the
+///   same provider, unless the administrator enforces that very bucket for every
+///   namespace owner (each then gets a directory of their own in it);
+/// - `allowed_local`: with provider `local` (the server's own disk, where the landscape's
+///   buckets live too), only a bucket the administrator lists, or the enforced one.
+pub fn reserved_bucket_problem(
+    draft: &BackupStorageLocation,
+    enforced: &BackupStorageLocationSpec,
+    admin_locations: &[BackupStorageLocation],
+    landscape_buckets: &[String],
+    allowed_local: &[String],
+) -> Option<FieldError> {
+    let bucket = draft.spec.object_storage.bucket.trim_matches('/');
+    if bucket.is_empty() {
+        return None;
+    }
+    let field = format!("{SPEC}.objectStorage.bucket");
+    let kind = provider_kind(&draft.spec.provider);
+    let enforced_bucket = enforced.object_storage.bucket.trim_matches('/') == bucket;
+    if landscape_buckets.iter().any(|b| b == bucket) {
+        return Some(FieldError::new(
+            field,
+            format!(
+                "bucket {bucket:?} holds the landscape's shoot backups; a namespace owner's \
+                 location may not use it"
+            ),
+        ));
+    }
+    let admins = admin_locations.iter().any(|l| {
+        provider_kind(&l.spec.provider) == kind
+            && l.spec.object_storage.bucket.trim_matches('/') == bucket
+    });
+    if admins && !enforced_bucket {
+        return Some(FieldError::new(
+            field,
+            format!(
+                "bucket {bucket:?} is used by an administrator's backup storage location; a \
+                 namespace owner's location may not use it"
+            ),
+        ));
+    }
+    if kind == Some("local") && !enforced_bucket && !allowed_local.iter().any(|b| b == bucket) {
+        let allowed = if allowed_local.is_empty() {
+            "none".to_string()
+        } else {
+            allowed_local.join(", ")
+        };
+        return Some(FieldError::new(
+            field,
+            format!(
+                "bucket {bucket:?} is not one the administrator allows for provider local \
+                 (nonAdmin.allowedLocalBuckets: {allowed})"
+            ),
+        ));
+    }
+    None
+}
+
 /// True when a store's keys under `a` and under `b` can meet: the same root, or one root
 /// inside the other through one of Velero's top-level directories (`backups/`, ...).
 fn roots_overlap(a: &str, b: &str) -> bool {

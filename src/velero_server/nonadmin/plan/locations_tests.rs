@@ -341,3 +341,102 @@ fn a_location_never_shares_keys_with_another() {
         .is_none()
     );
 }
+
+#[test]
+fn a_tenant_location_stays_off_the_landscape_s_and_the_administrator_s_buckets() {
+    let none = BackupStorageLocationSpec::default();
+    let pool = "europe-1-eu-0a1b2c3d-1".to_string();
+    let admin = location("default", "local", &pool, Some("velero/europe-1"));
+    let check =
+        |draft: &BackupStorageLocation, enforced: &BackupStorageLocationSpec, allowed: &[&str]| {
+            let allowed: Vec<String> = allowed.iter().map(|b| b.to_string()).collect();
+            reserved_bucket_problem(
+                draft,
+                enforced,
+                std::slice::from_ref(&admin),
+                std::slice::from_ref(&pool),
+                &allowed,
+            )
+            .map(|e| {
+                assert_eq!(
+                    e.path,
+                    "spec.backupStorageLocationSpec.objectStorage.bucket"
+                );
+                e.message
+            })
+        };
+    // A landscape bucket: never, on any provider, even enforced or allowed.
+    for provider in ["local", "aws", "gcp", "azure"] {
+        let m = check(
+            &location("t", provider, &pool, Some("team-a")),
+            &none,
+            &[&pool],
+        )
+        .expect("refused");
+        assert!(m.contains("landscape's shoot backups"), "{m}");
+    }
+    let mut enforced_pool = none.clone();
+    enforced_pool.object_storage.bucket = pool.clone();
+    assert!(check(&location("t", "local", &pool, None), &enforced_pool, &[]).is_some());
+    // An administrator's location's bucket on the same provider: not unless enforced.
+    let admin_s3 = location("default", "aws", "velero-backups", None);
+    let refused = reserved_bucket_problem(
+        &location("t", "velero.io/aws", "velero-backups", Some("team-a")),
+        &none,
+        std::slice::from_ref(&admin_s3),
+        &[],
+        &[],
+    )
+    .expect("refused");
+    assert!(
+        refused
+            .message
+            .contains("administrator's backup storage location")
+    );
+    let mut enforced = none.clone();
+    enforced.object_storage.bucket = "velero-backups".into();
+    assert_eq!(
+        reserved_bucket_problem(
+            &location("t", "aws", "velero-backups", Some("team-a")),
+            &enforced,
+            std::slice::from_ref(&admin_s3),
+            &[],
+            &[],
+        ),
+        None
+    );
+    // The same name at another provider is another bucket.
+    assert_eq!(
+        reserved_bucket_problem(
+            &location("t", "gcp", "velero-backups", Some("team-a")),
+            &none,
+            std::slice::from_ref(&admin_s3),
+            &[],
+            &[],
+        ),
+        None
+    );
+    // `local`: only an allowed or the enforced bucket.
+    let m = check(&location("t", "local", "team-a-backups", None), &none, &[]).expect("refused");
+    assert!(m.contains("nonAdmin.allowedLocalBuckets: none"), "{m}");
+    assert!(
+        check(
+            &location("t", "local", "team-a-backups", None),
+            &none,
+            &["team-a-backups"]
+        )
+        .is_none()
+    );
+    let mut enforced_local = none.clone();
+    enforced_local.object_storage.bucket = "tenants".into();
+    assert!(
+        check(
+            &location("t", "local", "tenants", None),
+            &enforced_local,
+            &[]
+        )
+        .is_none()
+    );
+    // Other providers' tenant buckets are the tenant's own.
+    assert!(check(&location("t", "aws", "team-a-backups", None), &none, &[]).is_none());
+}

@@ -28,7 +28,8 @@ pub use downloads::{DownloadRefusal, backup_name, expired, nadr_origin, velero_d
 pub use gc::{LiveLocations, live_locations, location_orphaned, secret_candidates};
 pub use locations::{
     Approval, approval, credential_problem, location_problems, location_request, nabsl_labels,
-    request_status, secret_copy, shared_directory_problem, velero_location,
+    request_status, reserved_bucket_problem, secret_copy, shared_directory_problem,
+    velero_location,
 };
 pub use sync::{WatchedLocations, watched_locations};
 
@@ -253,7 +254,8 @@ pub fn restorable_backup(
 
 /// The Velero Restore NAC makes for a valid NonAdminRestore: named `nacuuid` in
 /// `velero_namespace`, from `velero_backup`, restoring into the NAR's namespace only,
-/// empty fields filled from the enforced spec, `volumesnapshotclasses` excluded.
+/// empty fields filled from the enforced spec, `volumesnapshotclasses` excluded, and
+/// `includeClusterResources` false whatever the specs say: no cluster-scoped object.
 pub fn velero_restore(
     nar: &NonAdminRestore,
     enforced: &RestoreSpec,
@@ -268,6 +270,7 @@ pub fn velero_restore(
     spec.included_namespaces = Some(vec![namespace.clone()]);
     spec.excluded_namespaces = None;
     spec.namespace_mapping = None;
+    spec.include_cluster_resources = Some(false);
     append(&mut spec.excluded_resources, &[EXCLUDED_RESTORE_RESOURCE]);
     let annotations = [
         (NAR_ORIGIN_NAME_ANNOTATION, nar.name_any()),

@@ -174,6 +174,18 @@ fn restore_fields_that_reach_elsewhere_are_refused() {
     let errs = restore_problems(&r, &RestoreSpec::default(), "velero");
     assert!(paths(&errs).contains(&"spec.restoreSpec.namespaceMapping"));
     assert!(paths(&errs).contains(&"spec.restoreSpec.includedNamespaces"));
+    let r = nar(
+        "ns-a",
+        RestoreSpec {
+            backup_name: Some("b1".into()),
+            include_cluster_resources: Some(true),
+            ..Default::default()
+        },
+    );
+    assert_eq!(
+        paths(&restore_problems(&r, &RestoreSpec::default(), "velero")),
+        vec!["spec.restoreSpec.includeClusterResources"]
+    );
     let r = nar("ns-a", RestoreSpec::default());
     assert_eq!(
         paths(&restore_problems(&r, &RestoreSpec::default(), "velero")),
@@ -252,7 +264,15 @@ fn the_velero_restore_goes_back_into_the_own_namespace_only() {
             ..Default::default()
         },
     );
+    // Whatever the administrator's enforced spec says, no cluster-scoped object.
+    let enforced = RestoreSpec {
+        include_cluster_resources: Some(true),
+        ..Default::default()
+    };
+    let v = velero_restore(&r, &enforced, "velero", "ns-a-r1-u", "vb");
+    assert_eq!(v.spec.include_cluster_resources, Some(false));
     let v = velero_restore(&r, &RestoreSpec::default(), "velero", "ns-a-r1-u", "vb");
+    assert_eq!(v.spec.include_cluster_resources, Some(false));
     assert_eq!(v.metadata.name.as_deref(), Some("ns-a-r1-u"));
     assert_eq!(v.spec.backup_name.as_deref(), Some("vb"));
     assert_eq!(v.spec.included_namespaces, Some(vec!["ns-a".to_string()]));

@@ -1,0 +1,584 @@
+//! A namespace owner who controls the bucket of their own NonAdminBackupStorageLocation
+//! plants backups in it, acting through their own token against the embedded API server
+//! with every Velero and non-admin controller running (the world of
+//! tests/e2e/nonadmin_locations.rs, `local` provider). Whatever the bucket says:
+//! - an unfinished backup (New, InProgress) is imported as a Failed record and never
+//!   run, also when its `velero-backup.json` is gone right after the sync read it; a
+//!   planted `includedNamespaces: ["*"]` InProgress backup holds nobody's backup back;
+//! - a planted name outside the namespace's NACUUID prefix is not imported at all;
+//! - a planted backup labelled with an administrator's schedule steers neither the
+//!   schedule (`lastBackup`, its tick) nor `--from-schedule`; a tick whose name is taken
+//!   by a backup that is not the schedule's own is created under another name;
+//! - a non-admin restore never creates a cluster-scoped object;
+//! - a namespace owner's location never names a landscape bucket, an administrator's
+//!   location's bucket, or a `local` bucket the administrator did not allow.
+
+use crate::nonadmin_locations::{
+    BUCKET, PREFIX, TENANTS, VELERO, World, nabsl, start, uuid_of, wait_available, wait_refused,
+};
+use crate::support::poll_until;
+use chrono::{DateTime, TimeDelta, Utc};
+use granary::api::oadp::{
+    MANAGED_BY_LABEL, NAB_ORIGIN_NACUUID_LABEL, NAB_ORIGIN_NAME_ANNOTATION,
+    NAB_ORIGIN_NAMESPACE_ANNOTATION, NonAdminBackup, NonAdminBackupStorageLocation, NonAdminPhase,
+    NonAdminRestore, NonAdminRestoreSpec, OADP_LABEL,
+};
+use granary::api::velero::{
+    Backup, BackupPhase, BackupSpec, BackupStatus, Restore, RestorePhase, RestoreSpec,
+    SCHEDULE_NAME_LABEL, SCHEDULE_UID_ANNOTATION, SYNCED_LABEL, Schedule, ScheduleSpec,
+};
+use granary::runtime::config::ConfigDuration;
+use granary::velero::layout::StorageLayout;
+use granary_providers::ListEntry;
+use k8s_openapi::api::core::v1::{ConfigMap, Event};
+use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleRef, Subject};
+use kube::api::{Api, ListParams, PostParams};
+use kube::{Client, ResourceExt};
+use std::time::Duration;
+
+/// Velero's sync every second, NAC's every two (a location's own must stay below).
+async fn fast_sync() -> World {
+    start(|s| {
+        s.backup_sync_period = ConfigDuration(Duration::from_secs(1));
+        s.non_admin.backup_sync_period = ConfigDuration(Duration::from_secs(2));
+    })
+    .await
+}
+
+/// ns-a's own location `mine` (prefix `team` in the tenants' bucket), syncing every
+/// second; returns its Velero location's name and its layout in the bucket.
+async fn own_location(w: &World) -> (String, StorageLayout) {
+    let nabsls: Api<NonAdminBackupStorageLocation> = Api::namespaced(w.owner_a.clone(), "ns-a");
+    w.secret(&w.owner_a, "ns-a", "creds").await;
+    let mut body = nabsl("mine", TENANTS, Some("team"), "creds");
+    body.spec.backup_storage_location_spec.backup_sync_period = Some("1s".parse().expect("1s"));
+    nabsls
+        .create(&PostParams::default(), &body)
+        .await
+        .expect("create nabsl");
+    let uuid = uuid_of(&wait_available(&nabsls, "mine").await);
+    let layout = StorageLayout::new(TENANTS, Some("ns-a/team")).expect("layout");
+    (uuid, layout)
+}
+
+/// A `velero-backup.json` as the owner writes it into their bucket.
+fn planted(name: &str, phase: Option<BackupPhase>, labels: &[(&str, &str)]) -> Backup {
+    let mut b = Backup::new(
+        name,
+        BackupSpec {
+            included_namespaces: Some(vec!["*".into()]),
+            include_cluster_resources: Some(true),
+            ..Default::default()
+        },
+    );
+    b.metadata.namespace = Some(VELERO.into());
+    b.metadata.labels = Some(
+        labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    );
+    b.status = phase.map(|p| BackupStatus {
+        phase: Some(p),
+        ..Default::default()
+    });
+    b
+}
+
+async fn plant(w: &World, layout: &StorageLayout, backup: &Backup) {
+    let keys = layout.backup(&backup.name_any()).expect("keys");
+    w.store
+        .put(
+            TENANTS,
+            &keys.metadata(),
+            serde_json::to_vec(backup).expect("json").into(),
+        )
+        .await
+        .expect("plant");
+}
+
+/// Polls until the Velero Backup `name` exists, moving the test's clock so that the
+/// locations' syncs come due.
+async fn wait_imported(w: &World, name: &str) -> Backup {
+    let backups = w.velero::<Backup>();
+    poll_until(&format!("backup {name} imported"), || async {
+        w.clock.advance(TimeDelta::seconds(2));
+        backups.get_opt(name).await.expect("get").is_some()
+    })
+    .await;
+    backups.get(name).await.expect("backup")
+}
+
+async fn events_with_reason(client: &Client, reason: &str) -> Vec<Event> {
+    Api::<Event>::namespaced(client.clone(), VELERO)
+        .list(&ListParams::default())
+        .await
+        .expect("events")
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some(reason))
+        .collect()
+}
+
+fn phase_of(b: &Backup) -> Option<BackupPhase> {
+    b.status.as_ref().and_then(|s| s.phase)
+}
+
+/// Every key under the tenants' bucket.
+async fn tenant_bucket(w: &World) -> Vec<String> {
+    use futures::TryStreamExt;
+    w.store
+        .list(TENANTS, "", None)
+        .try_filter_map(|e| async move {
+            Ok(match e {
+                ListEntry::Object(m) => Some(m.key),
+                ListEntry::Prefix(_) => None,
+            })
+        })
+        .try_collect()
+        .await
+        .expect("list")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_planted_unfinished_backup_is_a_record_and_never_runs() {
+    let w = fast_sync().await;
+    let (_, layout) = own_location(&w).await;
+    // New with every namespace and the cluster's resources, and the schedule label of
+    // an administrator's schedule; InProgress with every namespace; a name of the
+    // administrator's.
+    let new = planted("ns-a-new", None, &[(SCHEDULE_NAME_LABEL, "nightly")]);
+    let running = planted("ns-a-running", Some(BackupPhase::InProgress), &[]);
+    let foreign = planted("nightly-20260101000000", Some(BackupPhase::Completed), &[]);
+    for b in [&new, &running, &foreign] {
+        plant(&w, &layout, b).await;
+    }
+    let imported = wait_imported(&w, "ns-a-new").await;
+    // The race: the json goes away right after the sync read it.
+    w.store
+        .delete_many(
+            TENANTS,
+            &[layout.backup("ns-a-new").expect("keys").metadata()],
+        )
+        .await
+        .expect("delete json");
+    let other = wait_imported(&w, "ns-a-running").await;
+    for (b, was) in [(&imported, "New"), (&other, "InProgress")] {
+        assert_eq!(phase_of(b), Some(BackupPhase::Failed), "{was}: {b:?}");
+        let reason = b
+            .status
+            .as_ref()
+            .and_then(|s| s.failure_reason.clone())
+            .unwrap_or_default();
+        assert!(reason.contains(&format!("phase {was}")), "{reason}");
+        assert_eq!(b.labels()[SYNCED_LABEL], "true");
+        assert!(!b.labels().contains_key(SCHEDULE_NAME_LABEL), "{b:?}");
+    }
+    poll_until("a Warning for each unfinished import", || async {
+        events_with_reason(&w.admin, "SyncedUnfinished").await.len() >= 2
+    })
+    .await;
+    // A name outside ns-a's prefix is refused, with a Warning on the location.
+    poll_until("the foreign name refused", || async {
+        w.clock.advance(TimeDelta::seconds(2));
+        events_with_reason(&w.admin, "BackupNotSynced")
+            .await
+            .iter()
+            .any(|e| {
+                e.message
+                    .as_deref()
+                    .is_some_and(|m| m.contains("nightly-20260101000000"))
+            })
+    })
+    .await;
+    assert!(
+        w.velero::<Backup>()
+            .get_opt("nightly-20260101000000")
+            .await
+            .expect("get")
+            .is_none()
+    );
+    // An administrator's backup runs: nothing planted holds it back.
+    let mut admins = Backup::new(
+        "admins",
+        BackupSpec {
+            included_namespaces: Some(vec!["ns-b".into()]),
+            ..Default::default()
+        },
+    );
+    admins.metadata.namespace = Some(VELERO.into());
+    let backups = w.velero::<Backup>();
+    backups
+        .create(&PostParams::default(), &admins)
+        .await
+        .expect("admin backup");
+    poll_until("the administrator's backup completes", || async {
+        phase_of(&backups.get("admins").await.expect("get")) == Some(BackupPhase::Completed)
+    })
+    .await;
+    // The planted ones are still records, and nothing was written into the bucket for
+    // them: the tenant's bucket holds what the tenant put there, less what they took.
+    for name in ["ns-a-new", "ns-a-running"] {
+        let b = backups.get(name).await.expect("get");
+        assert_eq!(phase_of(&b), Some(BackupPhase::Failed), "{name}");
+    }
+    assert_eq!(
+        tenant_bucket(&w).await,
+        vec![
+            layout.backup("ns-a-running").expect("keys").metadata(),
+            layout
+                .backup("nightly-20260101000000")
+                .expect("keys")
+                .metadata(),
+        ]
+        .into_iter()
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect::<Vec<_>>()
+    );
+}
+
+fn scheduled(name: &str) -> Schedule {
+    let mut s = Schedule::new(
+        name,
+        ScheduleSpec {
+            schedule: "@every 1h".into(),
+            ..Default::default()
+        },
+    );
+    s.metadata.namespace = Some(VELERO.into());
+    s.spec.template.included_namespaces = Some(vec!["ns-b".into()]);
+    s
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn planted_backups_steer_neither_schedules_nor_restores_from_them() {
+    let w = fast_sync().await;
+    let (_, layout) = own_location(&w).await;
+    // A Completed backup labelled with the schedule, started a day from now.
+    let mut newest = planted(
+        "ns-a-latest",
+        Some(BackupPhase::Completed),
+        &[(SCHEDULE_NAME_LABEL, "nightly")],
+    );
+    let later: DateTime<Utc> = w.clock.now() + TimeDelta::days(1);
+    newest.status.as_mut().expect("status").start_timestamp = Some(later);
+    newest.status.as_mut().expect("status").completion_timestamp = Some(later);
+    plant(&w, &layout, &newest).await;
+    let imported = wait_imported(&w, "ns-a-latest").await;
+    assert!(!imported.labels().contains_key(SCHEDULE_NAME_LABEL));
+
+    // The tick's name, taken by a backup made by hand (not the schedule's own).
+    let now = w.clock.now();
+    let schedule = scheduled("nightly");
+    let tick = schedule.timestamped_name(now);
+    let backups = w.velero::<Backup>();
+    let mut by_hand = Backup::new(
+        &tick,
+        BackupSpec {
+            included_namespaces: Some(vec!["ns-b".into()]),
+            ..Default::default()
+        },
+    );
+    by_hand.metadata.namespace = Some(VELERO.into());
+    by_hand.metadata.labels =
+        Some([(SCHEDULE_NAME_LABEL.to_string(), "nightly".to_string())].into());
+    backups
+        .create(&PostParams::default(), &by_hand)
+        .await
+        .expect("backup by hand");
+    let schedules = w.velero::<Schedule>();
+    let created = schedules
+        .create(&PostParams::default(), &schedule)
+        .await
+        .expect("schedule");
+    let own = format!("{tick}-1");
+    poll_until("the tick under another name", || async {
+        backups.get_opt(&own).await.expect("get").is_some()
+    })
+    .await;
+    let b = backups.get(&own).await.expect("own");
+    assert_eq!(
+        b.annotations().get(SCHEDULE_UID_ANNOTATION),
+        created.uid().as_ref()
+    );
+    poll_until("the name collision said", || async {
+        events_with_reason(&w.admin, "BackupNameTaken")
+            .await
+            .iter()
+            .any(|e| e.message.as_deref().is_some_and(|m| m.contains(&own)))
+    })
+    .await;
+    poll_until("both complete", || async {
+        let mut done = true;
+        for n in [&tick, &own] {
+            done &= backups.get(n).await.ok().and_then(|b| phase_of(&b))
+                == Some(BackupPhase::Completed);
+        }
+        done
+    })
+    .await;
+    // lastBackup is the tick, not the planted backup's time.
+    let last = schedules
+        .get("nightly")
+        .await
+        .expect("schedule")
+        .status
+        .and_then(|s| s.last_backup)
+        .expect("lastBackup");
+    assert!(last < later, "{last} moved by the planted backup");
+    // --from-schedule takes the schedule's newest, never the planted one.
+    let restore = Restore {
+        metadata: kube::api::ObjectMeta {
+            name: Some("from-nightly".into()),
+            namespace: Some(VELERO.into()),
+            ..Default::default()
+        },
+        spec: RestoreSpec {
+            schedule_name: Some("nightly".into()),
+            namespace_mapping: Some([("ns-b".to_string(), "ns-b-copy".to_string())].into()),
+            ..Default::default()
+        },
+        status: None,
+    };
+    let restores = w.velero::<Restore>();
+    restores
+        .create(&PostParams::default(), &restore)
+        .await
+        .expect("restore");
+    poll_until("the restore ends", || async {
+        let r = restores.get("from-nightly").await.expect("restore");
+        matches!(
+            r.status.and_then(|s| s.phase),
+            Some(
+                RestorePhase::Completed
+                    | RestorePhase::PartiallyFailed
+                    | RestorePhase::Failed
+                    | RestorePhase::FailedValidation
+            )
+        )
+    })
+    .await;
+    let r = restores.get("from-nightly").await.expect("restore");
+    assert_eq!(r.spec.backup_name.as_deref(), Some(own.as_str()), "{r:?}");
+}
+
+/// A restore NAC would make of a planted backup: the administrator backs up a
+/// ClusterRoleBinding of owner-a to cluster-admin and a ConfigMap of ns-a, then the
+/// owner copies that backup's files into their own bucket under a name of theirs, with
+/// the metadata of a NonAdminBackup of ns-a, as a Velero of their own could write them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nonadmin_restore_never_creates_cluster_scoped_objects() {
+    let w = fast_sync().await;
+    let (uuid, layout) = own_location(&w).await;
+    let pp = PostParams::default();
+    // Asking for cluster resources is refused, naming the field.
+    let nars: Api<NonAdminRestore> = Api::namespaced(w.owner_a.clone(), "ns-a");
+    let mut asking = NonAdminRestore::new(
+        "asking",
+        NonAdminRestoreSpec {
+            restore_spec: RestoreSpec {
+                backup_name: Some("whatever".into()),
+                include_cluster_resources: Some(true),
+                ..Default::default()
+            },
+        },
+    );
+    asking.metadata.namespace = Some("ns-a".into());
+    nars.create(&pp, &asking).await.expect("nar");
+    let m = wait_refused(&nars, "asking").await;
+    assert!(
+        m.contains("spec.restoreSpec.includeClusterResources"),
+        "{m}"
+    );
+
+    // The administrator's backup with the binding.
+    let selector = [("app".to_string(), "planted".to_string())].into();
+    let crb = ClusterRoleBinding {
+        metadata: kube::api::ObjectMeta {
+            name: Some("owner-a-cluster-admin".into()),
+            labels: Some(std::collections::BTreeMap::clone(&selector)),
+            ..Default::default()
+        },
+        role_ref: RoleRef {
+            api_group: "rbac.authorization.k8s.io".into(),
+            kind: "ClusterRole".into(),
+            name: "cluster-admin".into(),
+        },
+        subjects: Some(vec![Subject {
+            kind: "User".into(),
+            name: "owner-a".into(),
+            api_group: Some("rbac.authorization.k8s.io".into()),
+            ..Default::default()
+        }]),
+    };
+    let crbs: Api<ClusterRoleBinding> = Api::all(w.admin.clone());
+    crbs.create(&pp, &crb).await.expect("crb");
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some("settings".into());
+    cm.metadata.labels = Some(std::collections::BTreeMap::clone(&selector));
+    let cms: Api<ConfigMap> = Api::namespaced(w.admin.clone(), "ns-a");
+    cms.create(&pp, &cm).await.expect("configmap");
+    let mut source = Backup::new(
+        "source",
+        BackupSpec {
+            included_namespaces: Some(vec!["ns-a".into()]),
+            include_cluster_resources: Some(true),
+            label_selector: Some(
+                k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector {
+                    match_labels: Some(selector),
+                    ..Default::default()
+                },
+            ),
+            ..Default::default()
+        },
+    );
+    source.metadata.namespace = Some(VELERO.into());
+    let backups = w.velero::<Backup>();
+    backups.create(&pp, &source).await.expect("backup");
+    poll_until("the source backup completes", || async {
+        phase_of(&backups.get("source").await.expect("get")) == Some(BackupPhase::Completed)
+    })
+    .await;
+    crbs.delete("owner-a-cluster-admin", &Default::default())
+        .await
+        .expect("delete crb");
+    cms.delete("settings", &Default::default())
+        .await
+        .expect("delete cm");
+
+    // The owner's copy, named and labelled as a NonAdminBackup `planted` of ns-a.
+    let name = "ns-a-planted-1a3d4da8-0f97-4117-a9c6-19e2c97d978a";
+    let from = StorageLayout::new(BUCKET, Some(PREFIX)).expect("layout");
+    let from_keys = from.backup("source").expect("keys");
+    let to_keys = layout.backup(name).expect("keys");
+    for (a, b) in [
+        (from_keys.contents(), to_keys.contents()),
+        (from_keys.resource_list(), to_keys.resource_list()),
+    ] {
+        let bytes = granary_providers::get_bytes(w.store.as_ref(), BUCKET, &a)
+            .await
+            .expect("read");
+        w.store.put(TENANTS, &b, bytes).await.expect("copy");
+    }
+    let mut json = backups.get("source").await.expect("source");
+    json.metadata = kube::api::ObjectMeta {
+        name: Some(name.into()),
+        namespace: Some(VELERO.into()),
+        labels: Some(
+            [
+                (OADP_LABEL, "True"),
+                (MANAGED_BY_LABEL, "oadp-nac-controller"),
+                (NAB_ORIGIN_NACUUID_LABEL, name),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        ),
+        annotations: Some(
+            [
+                (NAB_ORIGIN_NAME_ANNOTATION, "planted"),
+                (NAB_ORIGIN_NAMESPACE_ANNOTATION, "ns-a"),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        ),
+        ..Default::default()
+    };
+    json.spec.storage_location = Some(uuid);
+    plant(&w, &layout, &json).await;
+    wait_imported(&w, name).await;
+    let nabs: Api<NonAdminBackup> = Api::namespaced(w.owner_a.clone(), "ns-a");
+    poll_until("the NonAdminBackup synced into ns-a", || async {
+        w.clock.advance(TimeDelta::seconds(2));
+        nabs.get_opt("planted")
+            .await
+            .ok()
+            .flatten()
+            .and_then(|n| n.status)
+            .and_then(|s| s.phase)
+            == Some(NonAdminPhase::Created)
+    })
+    .await;
+    let mut restore = NonAdminRestore::new(
+        "bring-back",
+        NonAdminRestoreSpec {
+            restore_spec: RestoreSpec {
+                backup_name: Some("planted".into()),
+                ..Default::default()
+            },
+        },
+    );
+    restore.metadata.namespace = Some("ns-a".into());
+    nars.create(&pp, &restore).await.expect("nar");
+    poll_until("the non-admin restore ends", || async {
+        let n = nars.get("bring-back").await.expect("nar");
+        n.status
+            .and_then(|s| s.velero_restore)
+            .and_then(|v| v.status)
+            .and_then(|s| s.phase)
+            .is_some_and(|p| {
+                matches!(
+                    p,
+                    RestorePhase::Completed | RestorePhase::PartiallyFailed | RestorePhase::Failed
+                )
+            })
+    })
+    .await;
+    // The namespace's own object is back; the binding is not.
+    assert!(cms.get_opt("settings").await.expect("get").is_some());
+    assert!(
+        crbs.get_opt("owner-a-cluster-admin")
+            .await
+            .expect("get")
+            .is_none(),
+        "a non-admin restore created a ClusterRoleBinding"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_location_stays_off_landscape_and_administrator_buckets() {
+    let w = start(|s| {
+        s.non_admin
+            .allowed_local_buckets
+            .push("landscape-pool-1".into())
+    })
+    .await;
+    let pp = PostParams::default();
+    // A landscape bucket the seed knows.
+    let bucket: granary::api::extensions::BackupBucket = serde_json::from_value(serde_json::json!({
+        "apiVersion": "extensions.gardener.cloud/v1alpha1",
+        "kind": "BackupBucket",
+        "metadata": {"name": "landscape-pool-1"},
+        "spec": {"type": "local", "region": "local", "secretRef": {"name": "s", "namespace": "garden"}},
+    }))
+    .expect("bucket");
+    Api::<granary::api::extensions::BackupBucket>::all(w.admin.clone())
+        .create(&pp, &bucket)
+        .await
+        .expect("backup bucket");
+    let nabsls: Api<NonAdminBackupStorageLocation> = Api::namespaced(w.owner_a.clone(), "ns-a");
+    w.secret(&w.owner_a, "ns-a", "creds").await;
+    for (name, bucket, says) in [
+        ("pool", "landscape-pool-1", "landscape's shoot backups"),
+        ("admins", BUCKET, "administrator's backup storage location"),
+        ("elsewhere", "elsewhere", "nonAdmin.allowedLocalBuckets"),
+    ] {
+        nabsls
+            .create(&pp, &nabsl(name, bucket, Some("team"), "creds"))
+            .await
+            .expect("create");
+        let m = wait_refused(&nabsls, name).await;
+        assert!(
+            m.contains("spec.backupStorageLocationSpec.objectStorage.bucket") && m.contains(says),
+            "{name}: {m}"
+        );
+    }
+    // The allowed bucket is fine.
+    nabsls
+        .create(&pp, &nabsl("mine", TENANTS, Some("team"), "creds"))
+        .await
+        .expect("create");
+    wait_available(&nabsls, "mine").await;
+}
