@@ -372,25 +372,7 @@ async fn a_nonadmin_restore_never_creates_cluster_scoped_objects() {
     let w = fast_sync().await;
     let (uuid, layout) = own_location(&w).await;
     let pp = PostParams::default();
-    // Asking for cluster resources is refused, naming the field.
     let nars: Api<NonAdminRestore> = Api::namespaced(w.owner_a.clone(), "ns-a");
-    let mut asking = NonAdminRestore::new(
-        "asking",
-        NonAdminRestoreSpec {
-            restore_spec: RestoreSpec {
-                backup_name: Some("whatever".into()),
-                include_cluster_resources: Some(true),
-                ..Default::default()
-            },
-        },
-    );
-    asking.metadata.namespace = Some("ns-a".into());
-    nars.create(&pp, &asking).await.expect("nar");
-    let m = wait_refused(&nars, "asking").await;
-    assert!(
-        m.contains("spec.restoreSpec.includeClusterResources"),
-        "{m}"
-    );
 
     // The administrator's backup with the binding.
     let selector = [("app".to_string(), "planted".to_string())].into();
@@ -501,6 +483,25 @@ async fn a_nonadmin_restore_never_creates_cluster_scoped_objects() {
             == Some(NonAdminPhase::Created)
     })
     .await;
+    // Asking for the cluster's resources is refused, naming the field: nothing runs.
+    let mut asking = NonAdminRestore::new(
+        "asking",
+        NonAdminRestoreSpec {
+            restore_spec: RestoreSpec {
+                backup_name: Some("planted".into()),
+                include_cluster_resources: Some(true),
+                ..Default::default()
+            },
+        },
+    );
+    asking.metadata.namespace = Some("ns-a".into());
+    nars.create(&pp, &asking).await.expect("nar");
+    let m = wait_refused(&nars, "asking").await;
+    assert!(
+        m.contains("spec.restoreSpec.includeClusterResources"),
+        "{m}"
+    );
+
     let mut restore = NonAdminRestore::new(
         "bring-back",
         NonAdminRestoreSpec {
