@@ -20,11 +20,14 @@ use std::path::Path;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
+use serde_json::Value;
+
 use super::archive::{
-    ArchiveEntry, ArchiveError, ArchiveLimits, FORMAT_VERSION, ItemPath, PER_ITEM_OVERHEAD,
-    RetainedBudget, Scope, VERSION_FILE_CONTENTS, VersionDir, read_archive_within,
+    ArchiveEntry, ArchiveError, ArchiveLimits, FORMAT_VERSION, ItemEntry, ItemPath,
+    PER_ITEM_OVERHEAD, RetainedBudget, Scope, VERSION_FILE_CONTENTS, VersionDir,
+    read_archive_within,
 };
-use super::manifest::{Manifest, item_from_object};
+use super::manifest::{Manifest, ManifestItem, item_from_object};
 use super::resource::GroupResource;
 
 /// File name of the stored manifest beside a tarball.
@@ -174,12 +177,33 @@ pub fn verify_reader<R: Read>(
     stored: Option<Manifest>,
     limits: &ArchiveLimits,
 ) -> Result<VerifyReport, ArchiveError> {
+    verify_reader_with(input, stored, limits, |_| Ok(()))
+}
+
+/// [`verify_reader`] handing each item file to `visit` as well, in archive order, so a
+/// reader of the items (a restore) verifies the archive in the same pass. What `visit`
+/// keeps is its own to bound; an error from it ends the read.
+pub fn verify_reader_with<R, F>(
+    input: R,
+    stored: Option<Manifest>,
+    limits: &ArchiveLimits,
+    mut visit: F,
+) -> Result<VerifyReport, ArchiveError>
+where
+    R: Read,
+    F: FnMut(&ItemEntry<'_>) -> Result<(), ArchiveError>,
+{
     let budget = RetainedBudget::for_limits(limits);
     if let Some(m) = &stored {
         budget.charge(m.heap_bytes())?;
     }
     let mut scan = Scan::new(&budget, true);
-    let stats = read_archive_within(input, limits, &budget, |e| scan.entry(e))?;
+    let stats = read_archive_within(input, limits, &budget, |e| {
+        if let ArchiveEntry::Item(item) = &e {
+            visit(item)?;
+        }
+        scan.entry(e)
+    })?;
     let mut problems = std::mem::take(&mut scan.problems);
     let mut notes = std::mem::take(&mut scan.notes);
     match scan.version.as_deref() {
@@ -233,6 +257,32 @@ pub fn verify_reader<R: Read>(
         problems: problems.into_list("problems"),
         notes: notes.into_list("notes"),
     })
+}
+
+/// The item an item file holds, when it is what its path says: its `apiVersion` in the
+/// path's group, its `metadata.namespace` the path's namespace (none under `cluster/`),
+/// its `metadata.name` the path's name, and, in a version directory, its version that
+/// directory's. Velero derives every path from the object it writes, so a contradiction
+/// is a damaged or planted file; the error says which field contradicts the path. (The
+/// kind is checked against discovery by a restore: the archive alone cannot tell which
+/// kind a resource serves.)
+pub fn check_item_path(path: &ItemPath, object: &Value) -> Result<ManifestItem, String> {
+    let d = item_from_object(&path.group_resource, object).map_err(|e| e.to_string())?;
+    if d.namespace != path.scope.namespace() || d.name != path.name {
+        return Err(format!(
+            "object is {:?}/{:?}, not what its path says",
+            d.namespace, d.name
+        ));
+    }
+    if let Some(v) = path.version_dir.version()
+        && d.version != v
+    {
+        return Err(format!(
+            "object has version {:?}, its directory says {v:?}",
+            d.version
+        ));
+    }
+    Ok(d)
 }
 
 /// Reads the stored manifest beside `tarball`. Its JSON text, the items parsed from it
@@ -384,7 +434,7 @@ impl<'b> Scan<'b> {
                     self.keep(v)?;
                 }
                 let summary = self.resources.entry(gr).or_default();
-                let described = item_from_object(&p.group_resource, item.object);
+                let checked = check_item_path(p, item.object);
                 match &p.version_dir {
                     VersionDir::Unversioned => {
                         match &p.scope {
@@ -393,15 +443,11 @@ impl<'b> Scan<'b> {
                                 *summary.namespaces.entry(ns.clone()).or_default() += 1
                             }
                         }
-                        match described {
-                            Ok(d) if d.namespace == p.scope.namespace() && d.name == p.name => {
+                        match checked {
+                            Ok(d) => {
                                 self.budget.charge(d.heap_bytes())?;
                                 self.manifest.add(d)?;
                             }
-                            Ok(d) => self.problems.push(format!(
-                                "{}: object is {:?}/{:?}, not what its path says",
-                                item.entry_path, d.namespace, d.name
-                            )),
                             Err(e) => self.problems.push(format!("{}: {e}", item.entry_path)),
                         }
                     }
@@ -415,13 +461,9 @@ impl<'b> Scan<'b> {
                                 .insert(v.clone());
                         }
                         if self.verify
-                            && let Ok(d) = &described
-                            && &d.version != v
+                            && let Err(e) = checked
                         {
-                            self.problems.push(format!(
-                                "{}: object has version {:?}, its directory says {v:?}",
-                                item.entry_path, d.version
-                            ));
+                            self.problems.push(format!("{}: {e}", item.entry_path));
                         }
                     }
                 }

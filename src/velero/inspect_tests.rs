@@ -152,3 +152,107 @@ fn verify_refuses_hostile_archives_with_the_reason() {
         "entry \"../escape\" escapes the archive root"
     );
 }
+
+#[test]
+fn an_item_must_be_what_its_path_says() {
+    let path = |p: &str| ItemPath::parse(p).expect("an item path");
+    let secret = |ns: Option<&str>, name: &str, api_version: &str| {
+        let mut o =
+            json!({"apiVersion": api_version, "kind": "Secret", "metadata": {"name": name}});
+        if let Some(ns) = ns {
+            o["metadata"]["namespace"] = json!(ns);
+        }
+        o
+    };
+    let here = path("resources/secrets/namespaces/team-a/s.json");
+    let ok = check_item_path(&here, &secret(Some("team-a"), "s", "v1")).expect("valid");
+    assert_eq!((ok.namespace.as_str(), ok.name.as_str()), ("team-a", "s"));
+    // Velero's version directories hold the same object.
+    check_item_path(
+        &path("resources/secrets/v1-preferredversion/namespaces/team-a/s.json"),
+        &secret(Some("team-a"), "s", "v1"),
+    )
+    .expect("preferred copy");
+    check_item_path(
+        &path("resources/deployments.apps/v1beta2/namespaces/n/d.json"),
+        &json!({"apiVersion": "apps/v1beta2", "kind": "Deployment", "metadata": {"name": "d", "namespace": "n"}}),
+    )
+    .expect("another version");
+    check_item_path(
+        &path("resources/clusterroles.rbac.authorization.k8s.io/cluster/r.json"),
+        &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "r"}}),
+    )
+    .expect("cluster-scoped");
+
+    let refused = |p: &ItemPath, o: Value| check_item_path(p, &o).unwrap_err();
+    assert_eq!(
+        refused(&here, secret(Some("victim"), "s", "v1")),
+        "object is \"victim\"/\"s\", not what its path says"
+    );
+    assert_eq!(
+        refused(&here, secret(Some("team-a"), "other", "v1")),
+        "object is \"team-a\"/\"other\", not what its path says"
+    );
+    assert_eq!(
+        refused(&here, secret(None, "s", "v1")),
+        "object is \"\"/\"s\", not what its path says"
+    );
+    assert!(
+        refused(
+            &here,
+            secret(Some("team-a"), "s", "rbac.authorization.k8s.io/v1")
+        )
+        .contains("is not in the group of resource secrets"),
+    );
+    assert_eq!(
+        refused(
+            &path("resources/namespaces/cluster/s.json"),
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "s", "namespace": "x"}})
+        ),
+        "object is \"x\"/\"s\", not what its path says"
+    );
+    assert_eq!(
+        refused(
+            &path("resources/secrets/v2-preferredversion/namespaces/team-a/s.json"),
+            secret(Some("team-a"), "s", "v1")
+        ),
+        "object has version \"v1\", its directory says \"v2\""
+    );
+}
+
+#[test]
+fn verify_reports_copies_that_contradict_their_path() {
+    let mut b = tar::Builder::new(GzEncoder::new(Vec::new(), Compression::default()));
+    let good = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"a"}}"#;
+    let moved = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"b"}}"#;
+    for (path, data) in [
+        ("metadata/version", "1.1.0\n"),
+        ("resources/pods/namespaces/a/p.json", good),
+        (
+            "resources/pods/v1-preferredversion/namespaces/a/p.json",
+            good,
+        ),
+        ("resources/pods/v2/namespaces/a/p.json", moved),
+    ] {
+        let mut h = tar::Header::new_ustar();
+        h.set_size(data.len() as u64);
+        h.set_mode(0o644);
+        b.append_data(&mut h, path, data.as_bytes())
+            .expect("append");
+    }
+    let gz = b.into_inner().expect("tar").finish().expect("gz");
+    let mut seen = Vec::new();
+    let report = verify_reader_with(&gz[..], None, &ArchiveLimits::default(), |item| {
+        seen.push(item.entry_path.to_owned());
+        Ok(())
+    })
+    .expect("reads");
+    assert_eq!(seen.len(), 3, "every item file is visited: {seen:?}");
+    assert_eq!(
+        report.problems,
+        vec![
+            "resources/pods/v2/namespaces/a/p.json: object is \"b\"/\"p\", not what its path says"
+                .to_string()
+        ]
+    );
+}

@@ -17,6 +17,7 @@ mod proxy;
 mod provider_emulators;
 
 mod attack_planted_backups;
+mod attack_restore_items;
 mod backup_runner;
 mod backup_runner_world;
 mod bench;

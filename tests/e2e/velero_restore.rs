@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 /// Starts every controller, the restore controller with `actions` (the built-in ones
 /// when `None`).
-fn controllers(
+pub(crate) fn controllers(
     w: &World,
     settings: VeleroSettings,
     actions: Option<Vec<Box<dyn RestoreItemAction>>>,
@@ -61,7 +61,7 @@ fn controllers(
     }
 }
 
-fn dynamic(
+pub(crate) fn dynamic(
     client: &Client,
     group: &str,
     version: &str,
@@ -77,7 +77,7 @@ fn dynamic(
     }
 }
 
-async fn create(api: &Api<DynamicObject>, obj: Value) -> DynamicObject {
+pub(crate) async fn create(api: &Api<DynamicObject>, obj: Value) -> DynamicObject {
     let o: DynamicObject = serde_json::from_value(obj).expect("object");
     api.create(&PostParams::default(), &o)
         .await
@@ -98,14 +98,14 @@ fn owner_uids(o: &DynamicObject) -> Vec<String> {
     o.owner_references().iter().map(|r| r.uid.clone()).collect()
 }
 
-async fn restore(w: &World, name: &str, spec: RestoreSpec) {
+pub(crate) async fn restore(w: &World, name: &str, spec: RestoreSpec) {
     w.api::<Restore>()
         .create(&PostParams::default(), &Restore::new(name, spec))
         .await
         .expect("create restore");
 }
 
-async fn wait_restore(w: &World, name: &str, want: &[RestorePhase]) -> Restore {
+pub(crate) async fn wait_restore(w: &World, name: &str, want: &[RestorePhase]) -> Restore {
     let api = w.api::<Restore>();
     poll_until(&format!("restore {name} in {want:?}"), || async {
         let r = api.get(name).await.ok();
@@ -125,7 +125,7 @@ async fn wait_restore(w: &World, name: &str, want: &[RestorePhase]) -> Restore {
     api.get(name).await.expect("restore")
 }
 
-fn from_backup(backup: &str) -> RestoreSpec {
+pub(crate) fn from_backup(backup: &str) -> RestoreSpec {
     RestoreSpec {
         backup_name: Some(backup.into()),
         ..Default::default()
@@ -133,7 +133,7 @@ fn from_backup(backup: &str) -> RestoreSpec {
 }
 
 /// The restore's results file, decoded.
-async fn results(w: &World, name: &str) -> Value {
+pub(crate) async fn results(w: &World, name: &str) -> Value {
     let key = format!("velero/seed-a/restores/{name}/restore-{name}-results.gz");
     let bytes = granary_providers::get_bytes(w.store.as_ref(), &w.bucket, &key)
         .await
@@ -568,7 +568,7 @@ async fn existing_objects_are_kept_with_none_and_updated_with_update() {
 }
 
 /// A gzip'd tar of `files` (path, contents), regular files only, as Velero writes.
-fn tarball(files: &[(&str, Vec<u8>)]) -> Vec<u8> {
+pub(crate) fn tarball(files: &[(&str, Vec<u8>)]) -> Vec<u8> {
     let mut b = tar::Builder::new(flate2::write::GzEncoder::new(
         Vec::new(),
         flate2::Compression::default(),
@@ -589,7 +589,7 @@ fn tarball(files: &[(&str, Vec<u8>)]) -> Vec<u8> {
 
 /// A backup written elsewhere (by Velero 1.18's layout), present in the cluster as a
 /// Completed Backup of the location.
-async fn foreign_backup(w: &World, name: &str, tar: Vec<u8>) {
+pub(crate) async fn foreign_backup(w: &World, name: &str, tar: Vec<u8>) {
     w.store
         .put(
             &w.bucket,

@@ -51,6 +51,10 @@ impl DiscoveredResource {
 ///   (`deletebackuprequests`, `downloadrequests`, `podvolumebackups`,
 ///   `podvolumerestores`, `datauploads`, `datadownloads`, `serverstatusrequests`) are
 ///   left out for the same reason: they describe a server's work, not the cluster.
+/// - Download requests of both APIs (`downloadrequests.velero.io`,
+///   `nonadmindownloadrequests.oadp.openshift.io`): their status holds a signed URL to
+///   the object store, a credential that must not be copied into a backup (whose
+///   bucket a namespace owner may read) nor brought back by a restore.
 pub const NEVER_BACKED_UP: &[&str] = &[
     "events",
     "events.events.k8s.io",
@@ -70,6 +74,7 @@ pub const NEVER_BACKED_UP: &[&str] = &[
     "datauploads.velero.io",
     "datadownloads.velero.io",
     "serverstatusrequests.velero.io",
+    "nonadmindownloadrequests.oadp.openshift.io",
 ];
 
 /// The verbs a resource must support to be backed up (Velero's discovery helper keeps
@@ -287,6 +292,19 @@ pub(crate) mod tests {
             res("", "events", "Event", true),
             res("events.k8s.io", "events", "Event", true),
             res("velero.io", "backups", "Backup", true),
+            res("velero.io", "downloadrequests", "DownloadRequest", true),
+            res(
+                "velero.io",
+                "deletebackuprequests",
+                "DeleteBackupRequest",
+                true,
+            ),
+            res(
+                "oadp.openshift.io",
+                "nonadmindownloadrequests",
+                "NonAdminDownloadRequest",
+                true,
+            ),
         ] {
             assert!(!is_backed_up(&r), "{}", r.name());
         }

@@ -29,6 +29,65 @@ fn includes_excludes_follow_velero() {
 }
 
 #[test]
+fn download_requests_are_never_collected_whatever_the_filters_say() {
+    use crate::velero_server::backup::catalog::{Catalog, tests::res};
+    let mut all = sample().all().to_vec();
+    all.push(res(
+        "velero.io",
+        "downloadrequests",
+        "DownloadRequest",
+        true,
+    ));
+    all.push(res(
+        "oadp.openshift.io",
+        "nonadmindownloadrequests",
+        "NonAdminDownloadRequest",
+        true,
+    ));
+    let catalog = Catalog::new(all);
+    let collected = |spec: BackupSpec| -> Vec<String> {
+        let ns = ie(&["a"], &[]);
+        let f = ResourceFilter::new(&spec, &catalog, &ns);
+        catalog
+            .collectable()
+            .filter(|r| f.should_include(&r.name(), r.namespaced))
+            .map(|r| r.name())
+            .collect()
+    };
+    let named = s(&[
+        "downloadrequests",
+        "downloadrequests.velero.io",
+        "nonadmindownloadrequests",
+        "NonAdminDownloadRequest",
+        "configmaps",
+    ]);
+    for spec in [
+        BackupSpec::default(),
+        BackupSpec {
+            included_resources: Some(s(&["*"])),
+            ..Default::default()
+        },
+        BackupSpec {
+            included_resources: Some(named.clone()),
+            ..Default::default()
+        },
+        BackupSpec {
+            included_namespace_scoped_resources: Some(named),
+            ..Default::default()
+        },
+    ] {
+        let got = collected(spec.clone());
+        assert!(got.contains(&"configmaps".to_string()), "{spec:?}: {got:?}");
+        for never in [
+            "downloadrequests.velero.io",
+            "nonadmindownloadrequests.oadp.openshift.io",
+        ] {
+            assert!(!got.iter().any(|r| r == never), "{spec:?} collects {never}");
+        }
+    }
+}
+
+#[test]
 fn old_style_cluster_resources() {
     let all = ie(&[], &[]);
     let some = ie(&["ns1"], &[]);

@@ -1,7 +1,8 @@
 //! What a restore brings back, one pure function: the backup's items through the
 //! restore's filters (Velero's `restore.go`: namespaces, resources with discovery's
 //! names, the resources Velero never restores, cluster-scoped items only when
-//! `includeClusterResources` says so, label selectors), with each item's target
+//! `includeClusterResources` says so, label selectors; an item whose kind is not the kind
+//! discovery gives its resource is refused), with each item's target
 //! namespace (`namespaceMapping`), the namespaces to create first, and the order of the
 //! rest ([`super::order`]: Velero's priorities, owners before dependents).
 
@@ -80,8 +81,36 @@ pub struct Plan {
     pub namespaces: Vec<NamespacePlan>,
     /// The items to create, in order.
     pub items: Vec<Selected>,
+    /// Items the filters select that are refused: each an error of the restore.
+    pub refused: Vec<Refused>,
     /// Warnings about the plan (resources the cluster does not serve).
     pub warnings: Vec<String>,
+}
+
+/// An item the restore would create but refuses, and why.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Refused {
+    pub selected: Selected,
+    pub reason: String,
+}
+
+/// Why an item filed under the cluster's `resource` is not created as one: its `kind`
+/// is not the kind discovery gives that resource (a ClusterRoleBinding filed under
+/// `configmaps`). A resource has one kind at every version, so an item written at
+/// another version than the cluster's is not refused.
+pub fn kind_contradiction(item: &BackupItem, resource: &DiscoveredResource) -> Option<String> {
+    let kind = item
+        .object
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    (kind != resource.kind).then(|| {
+        format!(
+            "not restored: the object's kind {kind:?} is not {:?}, the kind of {}",
+            resource.kind,
+            resource.name()
+        )
+    })
 }
 
 /// Which items a pass covers.
@@ -250,11 +279,20 @@ pub fn plan(
     let filters = Filters::new(spec, catalog);
     let mut warnings = BTreeSet::new();
     let mut selected: Vec<Selected> = Vec::new();
+    let mut refused: Vec<Refused> = Vec::new();
     // Target namespace → the backup's Namespace item for it.
     let mut namespaces: BTreeMap<String, Option<usize>> = BTreeMap::new();
+    let namespace_resource = catalog.get(&GroupResource::new("", "namespaces"));
+    // The backup's Namespace items whose kind is Namespace; the others are refused.
+    let namespace_contradiction = |it: &BackupItem| {
+        namespace_resource.and_then(|r| kind_contradiction(it, r).map(|why| (r, why)))
+    };
     let mut namespace_items: BTreeMap<&str, usize> = BTreeMap::new();
     for (i, it) in items.iter().enumerate() {
-        if it.group_resource.group.is_empty() && it.group_resource.resource == "namespaces" {
+        if it.group_resource.group.is_empty()
+            && it.group_resource.resource == "namespaces"
+            && namespace_contradiction(it).is_none()
+        {
             namespace_items.insert(it.name.as_str(), i);
         }
     }
@@ -271,7 +309,21 @@ pub fn plan(
                 && filters.resources.should_include("namespaces")
                 && filters.labels_match(&it.object)
             {
-                namespaces.insert(filters.target_namespace(&it.name).to_owned(), Some(i));
+                let target = filters.target_namespace(&it.name).to_owned();
+                match namespace_contradiction(it) {
+                    Some((resource, reason)) => refused.push(Refused {
+                        selected: Selected {
+                            index: i,
+                            target_namespace: String::new(),
+                            resource: resource.clone(),
+                            restore_status: false,
+                        },
+                        reason,
+                    }),
+                    None => {
+                        namespaces.insert(target, Some(i));
+                    }
+                }
             }
             continue;
         }
@@ -295,21 +347,31 @@ pub fn plan(
             continue;
         }
         let target_namespace = if namespaced {
-            let t = filters.target_namespace(&it.namespace).to_owned();
-            namespaces
-                .entry(t.clone())
-                .or_insert_with(|| namespace_items.get(it.namespace.as_str()).copied());
-            t
+            filters.target_namespace(&it.namespace).to_owned()
         } else {
             String::new()
         };
         let restore_status = filters.status_set && filters.status.should_include(&gr_name);
-        selected.push(Selected {
+        let s = Selected {
             index: i,
             target_namespace,
             resource: resource.clone(),
             restore_status,
-        });
+        };
+        if let Some(reason) = kind_contradiction(it, resource) {
+            // Refused items make no namespace.
+            refused.push(Refused {
+                selected: s,
+                reason,
+            });
+            continue;
+        }
+        if namespaced {
+            namespaces
+                .entry(s.target_namespace.clone())
+                .or_insert_with(|| namespace_items.get(it.namespace.as_str()).copied());
+        }
+        selected.push(s);
     }
     let order_items: Vec<RestoreItem> = selected
         .iter()
@@ -336,6 +398,7 @@ pub fn plan(
             })
             .collect(),
         items: items_in_order,
+        refused,
         warnings: warnings.into_iter().collect(),
     }
 }
@@ -389,11 +452,18 @@ mod tests {
         if !refs.is_empty() {
             meta["ownerReferences"] = json!(refs);
         }
+        let gr = GroupResource::new(group, resource);
+        // The kind discovery gives the resource (events and widgets are not served).
+        let kind = match catalog().get(&gr) {
+            Some(r) => r.kind.clone(),
+            None if resource == "events" => "Event".into(),
+            None => "Widget".into(),
+        };
         BackupItem {
-            group_resource: GroupResource::new(group, resource),
+            group_resource: gr,
             namespace: ns.into(),
             name: name.into(),
-            object: json!({"metadata": meta}),
+            object: json!({"kind": kind, "metadata": meta}),
         }
     }
 
@@ -633,6 +703,70 @@ mod tests {
         assert_eq!(
             names(&items, &p),
             vec!["persistentvolumes:/pv", "configmaps:ns2/cm2"]
+        );
+    }
+
+    #[test]
+    fn an_item_whose_kind_is_not_its_resources_is_refused() {
+        let mut items = backup();
+        // A ClusterRoleBinding filed under configmaps, alone in its namespace.
+        let mut crb = item("", "configmaps", "ns3", "escalate", "u-crb", &[]);
+        crb.object["kind"] = json!("ClusterRoleBinding");
+        crb.object["apiVersion"] = json!("v1");
+        items.push(crb);
+        // An item written at another version than the cluster serves is not refused.
+        let mut old = item("apps", "deployments", "ns2", "old", "u-old", &[]);
+        old.object["kind"] = json!("Deployment");
+        old.object["apiVersion"] = json!("apps/v1beta2");
+        items.push(old);
+        // A Namespace item that is something else is refused; its namespace is still
+        // made for the items in it, without its labels.
+        items[1].object["kind"] = json!("ClusterRole");
+        let p = plan(
+            &items,
+            &RestoreSpec::default(),
+            &catalog(),
+            &Priorities::default(),
+            Pass::Rest,
+        );
+        let refused: Vec<(String, String)> = p
+            .refused
+            .iter()
+            .map(|r| (items[r.selected.index].name.clone(), r.reason.clone()))
+            .collect();
+        assert_eq!(
+            refused,
+            vec![
+                (
+                    "ns2".to_string(),
+                    "not restored: the object's kind \"ClusterRole\" is not \"Namespace\", the kind of namespaces".to_string()
+                ),
+                (
+                    "escalate".to_string(),
+                    "not restored: the object's kind \"ClusterRoleBinding\" is not \"ConfigMap\", the kind of configmaps".to_string()
+                ),
+            ]
+        );
+        assert_eq!(p.refused[1].selected.target_namespace, "ns3");
+        assert!(
+            !names(&items, &p).iter().any(|n| n.contains("escalate")),
+            "{:?}",
+            names(&items, &p)
+        );
+        assert!(names(&items, &p).contains(&"deployments.apps:ns2/old".to_string()));
+        assert_eq!(
+            p.namespaces,
+            vec![
+                NamespacePlan {
+                    target: "ns1".into(),
+                    from_backup: Some(0)
+                },
+                NamespacePlan {
+                    target: "ns2".into(),
+                    from_backup: None
+                },
+            ],
+            "no namespace for a refused item, no labels from a refused Namespace"
         );
     }
 

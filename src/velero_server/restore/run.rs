@@ -1,7 +1,10 @@
 //! Running one restore against a cluster: the backup's tarball read with the archive
-//! reader's limits (a hostile archive fails the restore and nothing is written
-//! anywhere), CustomResourceDefinitions first and waited on until Established, then
-//! discovery read again and the rest in [`super::plan`]'s order: namespaces, then each
+//! reader's limits and verified as `granary archive verify` does, in the same pass (a
+//! hostile archive, or one with format problems such as an item whose object is not
+//! what its path says, fails the restore and nothing is written anywhere; the refused
+//! items are named in its results), CustomResourceDefinitions first and waited on until
+//! Established, then discovery read again and the rest in [`super::plan`]'s order
+//! (items whose kind is not their resource's refused, each an error): namespaces, then each
 //! item prepared ([`super::transform`]), passed through the restore item actions
 //! (additional items restored first, waited on when asked), and created; an existing
 //! object is kept or updated by `existingResourcePolicy`. The restore's log, results and
@@ -23,11 +26,12 @@ use super::actions::{
     ResourceIdentifier, RestoreActionContext, RestoreActionInput, RestoreItemAction,
 };
 use super::order::Priorities;
-use super::plan::{BackupItem, Pass, Plan, Selected, plan};
+use super::plan::{BackupItem, Pass, Plan, Refused, Selected, kind_contradiction, plan};
 use super::transform::{self, OwnerUids};
 use crate::api::velero::{Backup, PolicyType, Restore, RestoreProgress};
-use crate::velero::archive::{ArchiveEntry, ArchiveLimits, Scope, VersionDir, read_archive};
+use crate::velero::archive::{ArchiveLimits, Scope, VersionDir};
 use crate::velero::files::{Results, encode_logs};
+use crate::velero::inspect::{check_item_path, verify_reader_with};
 use crate::velero::layout::StorageLayout;
 use crate::velero::resource::{GroupResource, split_api_version};
 use crate::velero_server::backup::catalog::{Catalog, DiscoveredResource};
@@ -137,28 +141,84 @@ impl RestoreOutcome {
     }
 }
 
-/// Reads the items of a tarball (their unversioned copies, which Velero's restore
-/// reads), refusing what the archive reader refuses.
-pub fn read_items(tarball: &[u8], limits: &ArchiveLimits) -> Result<Vec<BackupItem>, String> {
-    let mut items = Vec::new();
-    read_archive(tarball, limits, |entry| {
-        if let ArchiveEntry::Item(item) = entry
-            && item.path.version_dir == VersionDir::Unversioned
-        {
-            items.push(BackupItem {
+/// What a restore reads from a backup's tarball.
+#[derive(Debug, Default)]
+pub struct BackupContents {
+    /// The items (their unversioned copies, which Velero's restore reads) that are what
+    /// their path says.
+    pub items: Vec<BackupItem>,
+    /// Item files whose object contradicts their path: never restored.
+    pub refused: Vec<RefusedItem>,
+    /// What `granary archive verify` reports as the archive's format problems (the
+    /// refused items among them); any of them fails the restore before it writes.
+    pub problems: Vec<String>,
+}
+
+/// An item file refused because its object is not what its path says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RefusedItem {
+    /// Resource, namespace (`""` under `cluster/`) and name as the path gives them: the
+    /// backup's own, before any namespace mapping.
+    pub group_resource: GroupResource,
+    pub namespace: String,
+    pub name: String,
+    /// The entry path and what contradicts it.
+    pub reason: String,
+}
+
+/// Most format problems a failure reason quotes; the results hold the refused items.
+const PROBLEMS_QUOTED: usize = 3;
+
+impl BackupContents {
+    /// The restore's failure reason when the archive has format problems.
+    pub fn failure(&self) -> Option<String> {
+        if self.problems.is_empty() {
+            return None;
+        }
+        let quoted = self.problems[..self.problems.len().min(PROBLEMS_QUOTED)].join("; ");
+        let more = match self.problems.len().saturating_sub(PROBLEMS_QUOTED) {
+            0 => String::new(),
+            n => format!(" (and {n} more)"),
+        };
+        Some(format!(
+            "the backup's tarball is not a valid backup archive, nothing was restored: {quoted}{more}"
+        ))
+    }
+}
+
+/// Reads the items of a tarball, refusing what the archive reader refuses, and verifies
+/// the archive in the same pass as `granary archive verify` does: an item file whose
+/// object contradicts its path is refused (its path's namespace is the backup's, the
+/// namespace mapping comes later), and every format problem is reported.
+pub fn read_items(tarball: &[u8], limits: &ArchiveLimits) -> Result<BackupContents, String> {
+    let mut out = BackupContents::default();
+    let report = verify_reader_with(tarball, None, limits, |item| {
+        if item.path.version_dir != VersionDir::Unversioned {
+            return Ok(());
+        }
+        let namespace = match &item.path.scope {
+            Scope::Cluster => String::new(),
+            Scope::Namespaced(ns) => ns.clone(),
+        };
+        match check_item_path(item.path, item.object) {
+            Ok(_) => out.items.push(BackupItem {
                 group_resource: item.path.group_resource.clone(),
-                namespace: match &item.path.scope {
-                    Scope::Cluster => String::new(),
-                    Scope::Namespaced(ns) => ns.clone(),
-                },
+                namespace,
                 name: item.path.name.clone(),
                 object: item.object.clone(),
-            });
+            }),
+            Err(e) => out.refused.push(RefusedItem {
+                group_resource: item.path.group_resource.clone(),
+                namespace,
+                name: item.path.name.clone(),
+                reason: format!("{}: {e}", item.entry_path),
+            }),
         }
         Ok(())
     })
     .map_err(|e| format!("the backup's tarball is refused: {e}"))?;
-    Ok(items)
+    out.problems = report.problems;
+    Ok(out)
 }
 
 /// Runs the restore.
@@ -323,9 +383,19 @@ impl<'a> Run<'a> {
             .await
             .map_err(|e| format!("error downloading the backup's tarball: {e}"))?;
         let limits = self.req.limits.clone();
-        self.items = tokio::task::spawn_blocking(move || read_items(&tarball, &limits))
+        let contents = tokio::task::spawn_blocking(move || read_items(&tarball, &limits))
             .await
             .map_err(|e| format!("reading the backup's tarball stopped: {e}"))??;
+        for r in &contents.refused {
+            self.log.error(
+                Subject::Item(&r.group_resource.to_string(), &r.namespace, &r.name),
+                &format!("not restored: the object contradicts its path {}", r.reason),
+            );
+        }
+        if let Some(failure) = contents.failure() {
+            return Err(failure);
+        }
+        self.items = contents.items;
         if self.items.is_empty() {
             self.log.warn(Subject::Backup, "zero items to be restored");
         }
@@ -350,9 +420,12 @@ impl<'a> Run<'a> {
             self.req.priorities,
             Pass::Crds,
         );
-        self.total = crds.items.len() as u64;
+        self.total = (crds.items.len() + crds.refused.len()) as u64;
         self.planned = crds.items.iter().map(|s| s.index).collect();
         self.report();
+        for r in &crds.refused {
+            self.refuse(r);
+        }
         let mut restored_crds = Vec::new();
         for s in crds.items.clone() {
             if let Some(name) = self.restore_selected(&s).await {
@@ -385,9 +458,12 @@ impl<'a> Run<'a> {
         for w in &rest.warnings {
             self.log.warn(Subject::Backup, w);
         }
-        self.total += (rest.namespaces.len() + rest.items.len()) as u64;
+        self.total += (rest.namespaces.len() + rest.items.len() + rest.refused.len()) as u64;
         self.planned = rest.items.iter().map(|s| s.index).collect();
         self.report();
+        for r in &rest.refused {
+            self.refuse(r);
+        }
         self.ensure_namespaces(&rest).await;
         // Independent items are created WAVE at a time (a dry run writes nothing and
         // reads one at a time).
@@ -577,6 +653,25 @@ impl<'a> Run<'a> {
             }
             self.record("v1/Namespace", "", &subject_name, action);
         }
+    }
+
+    /// An item the plan refuses: an error naming it, never created.
+    fn refuse(&mut self, r: &Refused) {
+        let s = &r.selected;
+        self.done.insert(s.index);
+        let item = &self.items[s.index];
+        let (gr_name, name) = (item.group_resource.to_string(), item.name.clone());
+        self.log.error(
+            Subject::Item(&gr_name, &s.target_namespace, &name),
+            &r.reason,
+        );
+        let resource_key = format!("{}/{}", s.resource.api_version(), s.resource.kind);
+        self.record(
+            &resource_key,
+            &s.target_namespace,
+            &name,
+            ItemAction::Failed,
+        );
     }
 
     fn record(&mut self, resource_key: &str, namespace: &str, name: &str, action: ItemAction) {
@@ -811,6 +906,13 @@ impl<'a> Run<'a> {
             if !self.planned.contains(&index) {
                 self.total += 1;
             }
+            if let Some(reason) = kind_contradiction(&self.items[index], &s.resource) {
+                self.refuse(&Refused {
+                    selected: s,
+                    reason,
+                });
+                continue;
+            }
             self.restore_selected(&s).await;
         }
     }
@@ -1033,10 +1135,121 @@ mod tests {
         w.add_item(&GroupResource::new("", "configmaps"), "v1", &cm)
             .expect("add");
         let (bytes, _) = w.finish().expect("finish");
-        let items = read_items(&bytes, &ArchiveLimits::default()).expect("read");
+        let read = read_items(&bytes, &ArchiveLimits::default()).expect("read");
+        assert!(read.problems.is_empty(), "{:?}", read.problems);
+        assert!(read.failure().is_none());
+        let items = read.items;
         assert_eq!(items.len(), 1);
         assert_eq!(items[0].namespace, "n");
         assert_eq!(items[0].uid(), "u");
+    }
+
+    /// A gzip'd tar of `files`, `metadata/version` first.
+    fn tarball(files: &[(&str, Value)]) -> Vec<u8> {
+        let mut b = tar::Builder::new(flate2::write::GzEncoder::new(
+            Vec::new(),
+            flate2::Compression::default(),
+        ));
+        let mut append = |path: &str, data: &[u8]| {
+            let mut h = tar::Header::new_gnu();
+            h.set_size(data.len() as u64);
+            h.set_mode(0o755);
+            b.append_data(&mut h, path, data).expect("append");
+        };
+        append("metadata/version", b"1.1.0\n");
+        for (path, v) in files {
+            append(path, &serde_json::to_vec(v).expect("json"));
+        }
+        b.into_inner().expect("tar").finish().expect("gzip")
+    }
+
+    #[test]
+    fn items_contradicting_their_path_are_refused_and_fail_the_archive() {
+        let secret = json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "stolen", "namespace": "victim"}});
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "ok", "namespace": "team-a"}});
+        let crb = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": "crb"}});
+        let bytes = tarball(&[
+            (
+                "resources/secrets/namespaces/team-a/stolen.json",
+                secret.clone(),
+            ),
+            (
+                "resources/secrets/v1-preferredversion/namespaces/team-a/stolen.json",
+                secret,
+            ),
+            ("resources/configmaps/namespaces/team-a/ok.json", cm.clone()),
+            (
+                "resources/configmaps/v1-preferredversion/namespaces/team-a/ok.json",
+                cm,
+            ),
+            ("resources/configmaps/namespaces/team-a/crb.json", crb),
+        ]);
+        let read = read_items(&bytes, &ArchiveLimits::default()).expect("read");
+        assert_eq!(
+            read.items
+                .iter()
+                .map(|i| i.name.as_str())
+                .collect::<Vec<_>>(),
+            vec!["ok"]
+        );
+        assert_eq!(
+            read.refused,
+            vec![
+                RefusedItem {
+                    group_resource: GroupResource::new("", "secrets"),
+                    namespace: "team-a".into(),
+                    name: "stolen".into(),
+                    reason: "resources/secrets/namespaces/team-a/stolen.json: object is \"victim\"/\"stolen\", not what its path says".into(),
+                },
+                RefusedItem {
+                    group_resource: GroupResource::new("", "configmaps"),
+                    namespace: "team-a".into(),
+                    name: "crb".into(),
+                    reason: "resources/configmaps/namespaces/team-a/crb.json: object cannot be described in a manifest: apiVersion \"rbac.authorization.k8s.io/v1\" is not in the group of resource configmaps".into(),
+                },
+            ]
+        );
+        let failure = read.failure().expect("the archive is invalid");
+        assert!(
+            failure.starts_with("the backup's tarball is not a valid backup archive")
+                && failure.contains("team-a/stolen.json: object is \"victim\"")
+                && failure.contains("team-a/crb.json"),
+            "{failure}"
+        );
+    }
+
+    #[test]
+    fn format_problems_fail_the_archive_and_are_quoted_first_few() {
+        let cm = |name: &str, v: &str| {
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": name, "namespace": "n"}, "data": {"k": v}})
+        };
+        let mut files = Vec::new();
+        let paths: Vec<(String, String)> = (0..5)
+            .map(|i| {
+                (
+                    format!("resources/configmaps/namespaces/n/c{i}.json"),
+                    format!("resources/configmaps/v1-preferredversion/namespaces/n/c{i}.json"),
+                )
+            })
+            .collect();
+        for (i, (plain, preferred)) in paths.iter().enumerate() {
+            files.push((plain.as_str(), cm(&format!("c{i}"), "a")));
+            files.push((preferred.as_str(), cm(&format!("c{i}"), "b")));
+        }
+        let read = read_items(&tarball(&files), &ArchiveLimits::default()).expect("read");
+        assert!(read.refused.is_empty());
+        assert_eq!(read.items.len(), 5);
+        assert_eq!(read.problems.len(), 5);
+        let failure = read.failure().expect("invalid");
+        assert!(
+            failure.contains("c0.json differs from its preferred-version copy")
+                && failure.ends_with("(and 2 more)"),
+            "{failure}"
+        );
     }
 
     #[test]
