@@ -9,7 +9,8 @@
 //! - a planted backup labelled with an administrator's schedule steers neither the
 //!   schedule (`lastBackup`, its tick) nor `--from-schedule`; a tick whose name is taken
 //!   by a backup that is not the schedule's own is created under another name;
-//! - a non-admin restore never creates a cluster-scoped object;
+//! - a non-admin restore never creates a cluster-scoped object, also not one an action
+//!   brings along (a Pod's PriorityClass);
 //! - a namespace owner's location never names a landscape bucket, an administrator's
 //!   location's bucket, or a `local` bucket the administrator did not allow.
 
@@ -30,8 +31,9 @@ use granary::api::velero::{
 use granary::runtime::config::ConfigDuration;
 use granary::velero::layout::StorageLayout;
 use granary_providers::ListEntry;
-use k8s_openapi::api::core::v1::{ConfigMap, Event};
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Pod};
 use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleRef, Subject};
+use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::api::{Api, ListParams, PostParams};
 use kube::{Client, ResourceExt};
 use std::time::Duration;
@@ -401,6 +403,23 @@ async fn a_nonadmin_restore_never_creates_cluster_scoped_objects() {
     cm.metadata.labels = Some(std::collections::BTreeMap::clone(&selector));
     let cms: Api<ConfigMap> = Api::namespaced(w.admin.clone(), "ns-a");
     cms.create(&pp, &cm).await.expect("configmap");
+    // A Pod whose PriorityClass the pod action would bring along as an additional item.
+    let class: PriorityClass = serde_json::from_value(serde_json::json!({
+        "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+        "metadata": {"name": "planted-high", "labels": {"app": "planted"}},
+        "value": 1000000000,
+    }))
+    .expect("priority class");
+    let classes: Api<PriorityClass> = Api::all(w.admin.clone());
+    classes.create(&pp, &class).await.expect("priority class");
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "app", "labels": {"app": "planted"}},
+        "spec": {"priorityClassName": "planted-high", "containers": [{"name": "c", "image": "busybox"}]},
+    }))
+    .expect("pod");
+    let pods: Api<Pod> = Api::namespaced(w.admin.clone(), "ns-a");
+    pods.create(&pp, &pod).await.expect("pod");
     let mut source = Backup::new(
         "source",
         BackupSpec {
@@ -428,6 +447,13 @@ async fn a_nonadmin_restore_never_creates_cluster_scoped_objects() {
     cms.delete("settings", &Default::default())
         .await
         .expect("delete cm");
+    pods.delete("app", &Default::default())
+        .await
+        .expect("delete pod");
+    classes
+        .delete("planted-high", &Default::default())
+        .await
+        .expect("delete priority class");
 
     // The owner's copy, named and labelled as a NonAdminBackup `planted` of ns-a.
     let name = "ns-a-planted-1a3d4da8-0f97-4117-a9c6-19e2c97d978a";
@@ -527,8 +553,17 @@ async fn a_nonadmin_restore_never_creates_cluster_scoped_objects() {
             })
     })
     .await;
-    // The namespace's own object is back; the binding is not.
+    // The namespace's own objects are back; the binding and the class are not.
     assert!(cms.get_opt("settings").await.expect("get").is_some());
+    assert!(pods.get_opt("app").await.expect("get").is_some());
+    assert!(
+        classes
+            .get_opt("planted-high")
+            .await
+            .expect("get")
+            .is_none(),
+        "a non-admin restore created a PriorityClass"
+    );
     assert!(
         crbs.get_opt("owner-a-cluster-admin")
             .await

@@ -195,6 +195,28 @@ impl<'a> Filters<'a> {
         }
     }
 
+    /// Why an additional item an action names (a Pod's PriorityClass, …) is not
+    /// restored, as Velero decides for one: never a resource Velero never restores,
+    /// never outside the restore's namespaces, and never cluster-scoped when
+    /// `includeClusterResources` is false (unset, it is restored: it is what the item
+    /// needs). The filters on resources and labels do not apply to it.
+    pub fn additional_refusal(
+        &self,
+        gr_name: &str,
+        namespaced: bool,
+        ns: &str,
+    ) -> Option<&'static str> {
+        if NON_RESTORABLE_RESOURCES.contains(&gr_name) {
+            return Some("non-restorable resource");
+        }
+        if namespaced {
+            (!self.namespaces.should_include(ns)).then_some("namespace excluded")
+        } else {
+            (self.spec.include_cluster_resources == Some(false))
+                .then_some("cluster-scoped resources excluded")
+        }
+    }
+
     /// Whether a cluster-scoped item (other than a Namespace) is restored: never with
     /// `includeClusterResources: false`; unset, only when every namespace is restored.
     fn cluster_scoped_allowed(&self) -> bool {
@@ -703,6 +725,40 @@ mod tests {
         assert_eq!(
             names(&items, &p),
             vec!["persistentvolumes:/pv", "configmaps:ns2/cm2"]
+        );
+    }
+
+    #[test]
+    fn additional_items_stay_inside_the_restore_s_scope() {
+        let cat = catalog();
+        let spec = RestoreSpec {
+            included_namespaces: Some(vec!["ns1".into()]),
+            include_cluster_resources: Some(false),
+            ..Default::default()
+        };
+        let f = Filters::new(&spec, &cat);
+        assert_eq!(f.additional_refusal("configmaps", true, "ns1"), None);
+        assert_eq!(
+            f.additional_refusal("configmaps", true, "ns2"),
+            Some("namespace excluded")
+        );
+        assert_eq!(
+            f.additional_refusal("priorityclasses.scheduling.k8s.io", false, ""),
+            Some("cluster-scoped resources excluded")
+        );
+        assert_eq!(
+            f.additional_refusal("nodes", false, ""),
+            Some("non-restorable resource")
+        );
+        // Unset: what the item needs comes along, as in Velero.
+        let unset = RestoreSpec {
+            included_namespaces: Some(vec!["ns1".into()]),
+            ..Default::default()
+        };
+        let f = Filters::new(&unset, &cat);
+        assert_eq!(
+            f.additional_refusal("priorityclasses.scheduling.k8s.io", false, ""),
+            None
         );
     }
 

@@ -891,6 +891,16 @@ impl<'a> Run<'a> {
             let Some(resource) = self.catalog.get(&id.group_resource).cloned() else {
                 continue;
             };
+            let filters = super::plan::Filters::new(&self.req.restore.spec, &self.catalog);
+            if let Some(why) =
+                filters.additional_refusal(&key.0, resource.namespaced, &id.namespace)
+            {
+                self.log.info(
+                    Subject::Item(&key.0, &id.namespace, &id.name),
+                    &format!("additional item not restored: {why}"),
+                );
+                continue;
+            }
             let target_namespace = if resource.namespaced {
                 super::actions::map_namespace(self.req.restore, &id.namespace).to_owned()
             } else {
