@@ -20,6 +20,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::core::ApiResource;
 use serde_json::json;
 
+use granary::api::rbac::covers;
 use granary::embedded::{EmbeddedOptions, EmbeddedServer};
 
 use crate::conformance::api_error;
@@ -290,11 +291,22 @@ async fn escalation_world() -> Escalation {
         .await
         .expect("namespace");
     let roles: Api<ClusterRole> = Api::all(admin.clone());
-    poll_until("admin is aggregated", || async {
-        roles
-            .get("admin")
-            .await
-            .is_ok_and(|r| has_rule(&r, "rolebindings") && has_rule(&r, "configmaps"))
+    // Aggregation settles in steps (view into edit, edit into admin): wait until admin
+    // holds all of edit and edit all of view.
+    poll_until("admin ⊇ edit ⊇ view", || async {
+        let rules = |name: &'static str| {
+            let roles = roles.clone();
+            async move {
+                roles
+                    .get(name)
+                    .await
+                    .ok()
+                    .and_then(|r| r.rules)
+                    .unwrap_or_default()
+            }
+        };
+        let (admin, edit, view) = (rules("admin").await, rules("edit").await, rules("view").await);
+        !view.is_empty() && covers(&admin, &edit) && covers(&edit, &view)
     })
     .await;
     Api::<RoleBinding>::namespaced(admin.clone(), TEAM)
