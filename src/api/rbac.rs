@@ -135,7 +135,11 @@ pub fn compact(rules: &[PolicyRule]) -> Vec<PolicyRule> {
             out.push(rule.clone());
             continue;
         }
-        let key = (groups[0].clone(), resources[0].clone(), names.first().cloned());
+        let key = (
+            groups[0].clone(),
+            resources[0].clone(),
+            names.first().cloned(),
+        );
         simple
             .entry(key)
             .and_modify(|r| r.verbs.extend(rule.verbs.iter().cloned()))
@@ -293,13 +297,19 @@ mod tests {
             &[r(&[""], &["pods", "services"], &["*"])],
             &[pods_read.clone()]
         ));
-        assert!(!covers(&[pods_read.clone()], &[r(&[""], &["pods"], &["watch"])]));
+        assert!(!covers(
+            &[pods_read.clone()],
+            &[r(&[""], &["pods"], &["watch"])]
+        ));
         // A requested `*` needs an owner `*`.
         assert!(!covers(
             &[r(&[""], &["pods"], &["get", "list", "watch"])],
             &[r(&[""], &["pods"], &["*"])]
         ));
-        assert!(!covers(&[pods_read.clone()], &[r(&["*"], &["pods"], &["get"])]));
+        assert!(!covers(
+            &[pods_read.clone()],
+            &[r(&["*"], &["pods"], &["get"])]
+        ));
         // Subresources: exact, or `*/<sub>`.
         assert!(covers(
             &[r(&["apps"], &["*/scale"], &["update"])],
@@ -343,7 +353,11 @@ mod tests {
     fn missing_rules_read_as_kube_apiserver_lists_them() {
         let owner = [r(&[""], &["configmaps"], &["get", "list"])];
         let requested = [
-            r(&["", "apps"], &["configmaps", "deployments"], &["get", "list", "watch"]),
+            r(
+                &["", "apps"],
+                &["configmaps", "deployments"],
+                &["get", "list", "watch"],
+            ),
             named(r(&[""], &["secrets"], &["get"]), &["b", "a"]),
             urls(&["/metrics"], &["get"]),
         ];
@@ -425,7 +439,11 @@ mod tests {
 
     /// The set of atoms a list of rules grants, as comparable tuples.
     fn atoms(rules: &[PolicyRule]) -> BTreeSet<String> {
-        rules.iter().flat_map(breakdown).map(|a| compact_string(&a)).collect()
+        rules
+            .iter()
+            .flat_map(breakdown)
+            .map(|a| compact_string(&a))
+            .collect()
     }
 
     proptest! {

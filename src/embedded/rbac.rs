@@ -102,7 +102,11 @@ impl Policy {
                 )));
             }
         };
-        let resource = if kind == "Role" { "roles" } else { "clusterroles" };
+        let resource = if kind == "Role" {
+            "roles"
+        } else {
+            "clusterroles"
+        };
         found
             .map(Vec::as_slice)
             .ok_or_else(|| ApiError::not_found(RBAC_GROUP, resource, name))
@@ -451,8 +455,7 @@ impl EscalationCheck {
                 let rules = coverage::rules_from_json(new);
                 self.confirm_no_escalation(ns, &rules)
                     .map_err(|why| self.forbidden(&name, &why))?;
-                let aggregates =
-                    has_aggregation_rule(new) || old.is_some_and(has_aggregation_rule);
+                let aggregates = has_aggregation_rule(new) || old.is_some_and(has_aggregation_rule);
                 if self.kind == RbacKind::ClusterRole && aggregates {
                     self.confirm_no_escalation("", &coverage::full_authority())
                         .map_err(|_| {

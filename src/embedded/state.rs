@@ -237,7 +237,11 @@ impl State {
         self.check_namespace(info, ns, &name)?;
         self.check_crd_active(info)?;
         if let Some(check) = self.escalation_check(info) {
-            let ns = if info.namespaced { ns.unwrap_or_default() } else { "" };
+            let ns = if info.namespaced {
+                ns.unwrap_or_default()
+            } else {
+                ""
+            };
             check.check(None, &obj, ns)?;
         }
         if info.crd.is_some() {

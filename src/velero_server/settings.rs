@@ -605,7 +605,10 @@ mod tests {
             let e = load::<ServerConfiguration>(Some(&path), &[])
                 .expect_err("refused")
                 .to_string();
-            assert!(e.contains("velero.nonAdmin.restoreRoleCeiling"), "{bad}: {e}");
+            assert!(
+                e.contains("velero.nonAdmin.restoreRoleCeiling"),
+                "{bad}: {e}"
+            );
         }
         std::fs::write(
             &path,

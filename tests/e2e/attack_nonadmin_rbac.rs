@@ -61,8 +61,18 @@ async fn a_non_admin_restore_creates_no_rbac_object_beyond_the_ceiling() {
     }]);
     admin_roles.create(&pp, &everything).await.expect("role");
     let planted = [
-        binding("planted-cluster-admin", "ClusterRole", "cluster-admin", &t.user_a),
-        binding("planted-everything", "Role", "planted-everything", &t.user_a),
+        binding(
+            "planted-cluster-admin",
+            "ClusterRole",
+            "cluster-admin",
+            &t.user_a,
+        ),
+        binding(
+            "planted-everything",
+            "Role",
+            "planted-everything",
+            &t.user_a,
+        ),
         binding("team-edit", "ClusterRole", "edit", "dev"),
     ];
     for b in &planted {
@@ -205,7 +215,9 @@ async fn a_non_admin_restore_creates_no_rbac_object_beyond_the_ceiling() {
             && e.contains("{APIGroups:[\"*\"], Resources:[\"*\"], Verbs:[\"*\"]}"),
         "{e}"
     );
-    let e = about(&format!("roles.rbac.authorization.k8s.io {ns}/planted-everything: "));
+    let e = about(&format!(
+        "roles.rbac.authorization.k8s.io {ns}/planted-everything: "
+    ));
     assert!(
         e.contains("{APIGroups:[\"*\"], Resources:[\"*\"], Verbs:[\"*\"]}"),
         "{e}"
@@ -215,11 +227,7 @@ async fn a_non_admin_restore_creates_no_rbac_object_beyond_the_ceiling() {
     ));
     assert!(e.contains("Role \"planted-everything\""), "{e}");
     assert!(
-        results
-            .errors
-            .namespaces
-            .keys()
-            .all(|n| n.as_str() == ns),
+        results.errors.namespaces.keys().all(|n| n.as_str() == ns),
         "{results:?}"
     );
 }

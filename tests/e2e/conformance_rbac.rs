@@ -305,7 +305,11 @@ async fn escalation_world() -> Escalation {
                     .unwrap_or_default()
             }
         };
-        let (admin, edit, view) = (rules("admin").await, rules("edit").await, rules("view").await);
+        let (admin, edit, view) = (
+            rules("admin").await,
+            rules("edit").await,
+            rules("view").await,
+        );
         !view.is_empty() && covers(&admin, &edit) && covers(&edit, &view)
     })
     .await;
@@ -363,7 +367,12 @@ async fn a_namespace_owner_cannot_grant_what_they_do_not_hold() {
         bindings
             .create(
                 &pp,
-                &role_binding("owner-cluster-admin", "ClusterRole", "cluster-admin", "owner"),
+                &role_binding(
+                    "owner-cluster-admin",
+                    "ClusterRole",
+                    "cluster-admin",
+                    "owner",
+                ),
             )
             .await,
         "rolebindings",
@@ -373,7 +382,11 @@ async fn a_namespace_owner_cannot_grant_what_they_do_not_hold() {
         &[EVERYTHING, EVERY_URL],
     );
     assert!(
-        bindings.get_opt("owner-cluster-admin").await.unwrap().is_none(),
+        bindings
+            .get_opt("owner-cluster-admin")
+            .await
+            .unwrap()
+            .is_none(),
         "nothing was stored"
     );
     // Nor create a ClusterRoleBinding at all (RBAC refuses the request itself).
@@ -509,7 +522,8 @@ async fn bind_and_escalate_let_a_user_grant_beyond_their_permissions() {
         )
         .await
         .expect("node-reader");
-    let node_reader = "{APIGroups:[\"\"], Resources:[\"nodes\"], Verbs:[\"get\" \"list\" \"watch\"]}";
+    let node_reader =
+        "{APIGroups:[\"\"], Resources:[\"nodes\"], Verbs:[\"get\" \"list\" \"watch\"]}";
     assert_escalation(
         bindings
             .create(
@@ -532,13 +546,21 @@ async fn bind_and_escalate_let_a_user_grant_beyond_their_permissions() {
             &pp,
             &role(
                 "binder",
-                vec![named_rule(&[RBAC], &["clusterroles"], &["bind"], &["node-reader"])],
+                vec![named_rule(
+                    &[RBAC],
+                    &["clusterroles"],
+                    &["bind"],
+                    &["node-reader"],
+                )],
             ),
         )
         .await
         .expect("binder");
     admin_bindings
-        .create(&pp, &role_binding("owner-binder", "Role", "binder", "owner"))
+        .create(
+            &pp,
+            &role_binding("owner-binder", "Role", "binder", "owner"),
+        )
         .await
         .expect("owner-binder");
     bindings
@@ -552,7 +574,12 @@ async fn bind_and_escalate_let_a_user_grant_beyond_their_permissions() {
         bindings
             .create(
                 &pp,
-                &role_binding("owner-cluster-admin", "ClusterRole", "cluster-admin", "owner"),
+                &role_binding(
+                    "owner-cluster-admin",
+                    "ClusterRole",
+                    "cluster-admin",
+                    "owner",
+                ),
             )
             .await,
         "rolebindings",
@@ -652,7 +679,10 @@ async fn cluster_roles_and_cluster_role_bindings_are_checked_cluster_wide() {
         &[EVERYTHING, EVERY_URL],
     );
     bindings
-        .create(&pp, &cluster_role_binding("dev-crb-writer", "crb-writer", "dev"))
+        .create(
+            &pp,
+            &cluster_role_binding("dev-crb-writer", "crb-writer", "dev"),
+        )
         .await
         .expect("a binding to a role the delegate holds");
 
@@ -731,7 +761,10 @@ async fn cluster_roles_and_cluster_role_bindings_are_checked_cluster_wide() {
         .await
         .expect("a superuser binds anything");
     Api::<Role>::namespaced(w.root.clone(), TEAM)
-        .create(&pp, &role("root-everything", vec![rule(&["*"], &["*"], &["*"])]))
+        .create(
+            &pp,
+            &role("root-everything", vec![rule(&["*"], &["*"], &["*"])]),
+        )
         .await
         .expect("a superuser creates any Role");
 }

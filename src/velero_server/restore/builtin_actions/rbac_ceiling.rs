@@ -99,7 +99,9 @@ pub fn decide(resource: &str, item: &Value, found: &Found<'_>) -> Result<(), Str
             let (kind, name) = (field("kind"), field("name"));
             let role = format!("{kind} {}", go_quote(name));
             if !matches!(kind, "ClusterRole" | "Role") || field("apiGroup") != RBAC_GROUP {
-                return Err(format!("not restored: it binds {role}, which is no RBAC role"));
+                return Err(format!(
+                    "not restored: it binds {role}, which is no RBAC role"
+                ));
             }
             let Some(rules) = found.referenced else {
                 let nowhere = if kind == "Role" {
@@ -123,7 +125,12 @@ pub fn decide(resource: &str, item: &Value, found: &Found<'_>) -> Result<(), Str
 /// subject of `item` (restoring `item` then grants nothing new).
 fn already_binds(existing: &Value, item: &Value) -> bool {
     let subject_key = |s: &Value| {
-        let f = |k: &str| s.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+        let f = |k: &str| {
+            s.get(k)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
         (f("kind"), f("name"), f("namespace"))
     };
     let subjects = |v: &Value| -> Vec<(String, String, String)> {
@@ -317,13 +324,19 @@ mod tests {
     use serde_json::json;
 
     fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> PolicyRule {
-        coverage::rule_from_json(&json!({"apiGroups": groups, "resources": resources, "verbs": verbs}))
+        coverage::rule_from_json(
+            &json!({"apiGroups": groups, "resources": resources, "verbs": verbs}),
+        )
     }
 
     /// A ceiling like `admin`: everything on a few namespaced resources.
     fn ceiling() -> Vec<PolicyRule> {
         vec![
-            rule(&["", "apps"], &["configmaps", "secrets", "deployments"], &["*"]),
+            rule(
+                &["", "apps"],
+                &["configmaps", "secrets", "deployments"],
+                &["*"],
+            ),
             rule(&[RBAC_GROUP], &["roles", "rolebindings"], &["*"]),
         ]
     }
@@ -350,7 +363,8 @@ mod tests {
     #[test]
     fn roles_within_the_ceiling_are_restored_others_refused() {
         let c = ceiling();
-        let within = role(json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]));
+        let within =
+            role(json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]));
         assert_eq!(decide("roles", &within, &found(&c, None)), Ok(()));
         let everything = role(json!([{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]));
         let e = decide("roles", &everything, &found(&c, None)).unwrap_err();
@@ -380,7 +394,11 @@ mod tests {
         let c = ceiling();
         let edit = vec![rule(&[""], &["configmaps"], &["get", "update"])];
         assert_eq!(
-            decide("rolebindings", &binding("ClusterRole", "edit", "dev"), &found(&c, Some(&edit))),
+            decide(
+                "rolebindings",
+                &binding("ClusterRole", "edit", "dev"),
+                &found(&c, Some(&edit))
+            ),
             Ok(())
         );
         let admin_all = coverage::full_authority();
@@ -398,11 +416,19 @@ mod tests {
              {NonResourceURLs:[\"*\"], Verbs:[\"*\"]}"
         );
         assert_eq!(
-            decide("rolebindings", &binding("ClusterRole", "gone", "me"), &found(&c, None)),
+            decide(
+                "rolebindings",
+                &binding("ClusterRole", "gone", "me"),
+                &found(&c, None)
+            ),
             Err("not restored: it binds ClusterRole \"gone\", which does not exist".into())
         );
         assert_eq!(
-            decide("rolebindings", &binding("Role", "gone", "me"), &found(&c, None)),
+            decide(
+                "rolebindings",
+                &binding("Role", "gone", "me"),
+                &found(&c, None)
+            ),
             Err(
                 "not restored: it binds Role \"gone\", which is found neither in the namespace \
                  nor in the backup"
@@ -410,24 +436,38 @@ mod tests {
             )
         );
         assert!(
-            decide("rolebindings", &binding("Group", "x", "me"), &found(&c, Some(&[])))
-                .unwrap_err()
-                .contains("no RBAC role")
+            decide(
+                "rolebindings",
+                &binding("Group", "x", "me"),
+                &found(&c, Some(&[]))
+            )
+            .unwrap_err()
+            .contains("no RBAC role")
         );
         // Already bound to the same role for the same subjects (and more): passes.
         let mut there = binding("ClusterRole", "cluster-admin", "me");
-        there["subjects"] = json!([{"kind": "User", "name": "me"}, {"kind": "User", "name": "you"}]);
+        there["subjects"] =
+            json!([{"kind": "User", "name": "me"}, {"kind": "User", "name": "you"}]);
         let f = Found {
             existing: Some(&there),
             ..found(&c, Some(&admin_all))
         };
         assert_eq!(
-            decide("rolebindings", &binding("ClusterRole", "cluster-admin", "me"), &f),
+            decide(
+                "rolebindings",
+                &binding("ClusterRole", "cluster-admin", "me"),
+                &f
+            ),
             Ok(())
         );
         // A new subject for the same role is a new grant.
         assert!(
-            decide("rolebindings", &binding("ClusterRole", "cluster-admin", "them"), &f).is_err()
+            decide(
+                "rolebindings",
+                &binding("ClusterRole", "cluster-admin", "them"),
+                &f
+            )
+            .is_err()
         );
     }
 
