@@ -295,10 +295,10 @@ mod tests {
         let pods_read = r(&[""], &["pods"], &["get", "list"]);
         assert!(covers(
             &[r(&[""], &["pods", "services"], &["*"])],
-            &[pods_read.clone()]
+            std::slice::from_ref(&pods_read)
         ));
         assert!(!covers(
-            &[pods_read.clone()],
+            std::slice::from_ref(&pods_read),
             &[r(&[""], &["pods"], &["watch"])]
         ));
         // A requested `*` needs an owner `*`.
@@ -307,7 +307,7 @@ mod tests {
             &[r(&[""], &["pods"], &["*"])]
         ));
         assert!(!covers(
-            &[pods_read.clone()],
+            std::slice::from_ref(&pods_read),
             &[r(&["*"], &["pods"], &["get"])]
         ));
         // Subresources: exact, or `*/<sub>`.
@@ -321,9 +321,12 @@ mod tests {
         ));
         // Resource names: an owner limited to names covers those names only.
         let one_secret = named(r(&[""], &["secrets"], &["get"]), &["s1"]);
-        assert!(covers(&[one_secret.clone()], &[one_secret.clone()]));
+        assert!(covers(
+            std::slice::from_ref(&one_secret),
+            std::slice::from_ref(&one_secret)
+        ));
         assert!(!covers(
-            &[one_secret.clone()],
+            std::slice::from_ref(&one_secret),
             &[r(&[""], &["secrets"], &["get"])]
         ));
         assert!(!covers(
