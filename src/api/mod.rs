@@ -9,4 +9,5 @@ pub mod crds;
 pub mod extensions;
 pub mod lean;
 pub mod oadp;
+pub mod rbac;
 pub mod velero;

@@ -111,7 +111,7 @@ impl ApiError {
         }
     }
 
-    fn with_details(mut self, group: &str, kind: &str, name: &str) -> Self {
+    pub(crate) fn with_details(mut self, group: &str, kind: &str, name: &str) -> Self {
         self.details = Some(json!({"name": name, "group": group, "kind": kind}));
         self
     }

@@ -132,7 +132,11 @@ async fn handle(AxumState(state): AxumState<SharedState>, req: Request) -> Respo
             Err(e) => error_response(&e),
         };
     }
-    match route(&state, &path, &req) {
+    let routed = match &identity {
+        Identity::User(u) => super::rbac::as_requester(u, &call, || route(&state, &path, &req)),
+        Identity::Admin => route(&state, &path, &req),
+    };
+    match routed {
         Ok(r) => r,
         Err(e) => error_response(&e),
     }

@@ -236,6 +236,14 @@ impl State {
         let name = meta_str(&obj, "name").unwrap_or_default().to_string();
         self.check_namespace(info, ns, &name)?;
         self.check_crd_active(info)?;
+        if let Some(check) = self.escalation_check(info) {
+            let ns = if info.namespaced {
+                ns.unwrap_or_default()
+            } else {
+                ""
+            };
+            check.check(None, &obj, ns)?;
+        }
         if info.crd.is_some() {
             validate_custom(info, &mut obj)?;
         }
@@ -281,6 +289,7 @@ impl State {
         change: impl FnOnce(Value) -> Result<Value, ApiError>,
     ) -> Result<Value, ApiError> {
         let now = self.now();
+        let escalation = self.escalation_check(info);
         let out = self.store.mutate(&info.gr(), ns, name, |cur, _| {
             let Some(cur) = cur else {
                 return Err(ApiError::not_found(&info.group, &info.plural, name));
@@ -297,6 +306,9 @@ impl State {
             }
             objects::check_type(info, &mut desired)?;
             check_identity(info, &desired, ns, name)?;
+            if let Some(check) = &escalation {
+                check.check(Some(&cur), &desired, ns)?;
+            }
             if info.crd.is_some() {
                 // Prune first so unknown fields alone do not count as a change.
                 let _ = validate_and_prune(

@@ -71,7 +71,8 @@ impl Drop for StopOnDrop {
 
 /// Runs the controller with the built-in restore item actions until dropped.
 pub async fn run(ctx: Arc<VeleroContext>) {
-    run_with_actions(ctx, builtin_actions::builtin()).await
+    let ceiling = ctx.settings.non_admin.restore_role_ceiling.clone();
+    run_with_actions(ctx, builtin_actions::builtin_with(&ceiling)).await
 }
 
 /// Runs the controller with `actions` (in their order) until dropped.
@@ -582,7 +583,7 @@ pub async fn dry_run(
     let priorities = ctx.settings.priorities().map_err(|e| vec![e])?;
     let mut restore = restore.clone();
     restore.spec.backup_name = Some(source.backup.name_any());
-    let actions = builtin_actions::builtin();
+    let actions = builtin_actions::builtin_with(&ctx.settings.non_admin.restore_role_ceiling);
     Ok(run::run(RestoreRequest {
         client: ctx.client.clone(),
         restore: &restore,

@@ -158,7 +158,17 @@ pub struct NonAdminSettings {
     /// How often Velero Backups and Restores made for NonAdminBackups and
     /// NonAdminRestores that are gone are deleted (24h, as OADP); 0 turns that off.
     pub garbage_collection_period: ConfigDuration,
+    /// The ClusterRole whose rules are the most a non-admin restore may grant inside the
+    /// restored namespace (`admin`, the role namespace owners are bound to by
+    /// convention): a Role is restored only when this role covers its rules, a
+    /// RoleBinding only when it covers the role the binding references; ClusterRoles and
+    /// ClusterRoleBindings never are. OADP's non-admin objects do not record who made
+    /// them, so the administrator decides this ceiling, not the requesting user.
+    pub restore_role_ceiling: String,
 }
+
+/// `velero.nonAdmin.restoreRoleCeiling` unless set.
+pub const DEFAULT_RESTORE_ROLE_CEILING: &str = "admin";
 
 impl Default for NonAdminSettings {
     fn default() -> Self {
@@ -175,6 +185,7 @@ impl Default for NonAdminSettings {
             garbage_collection_period: ConfigDuration(Duration::from_secs(
                 crate::api::oadp::DEFAULT_GARBAGE_COLLECTION_PERIOD_SECS as u64,
             )),
+            restore_role_ceiling: DEFAULT_RESTORE_ROLE_CEILING.to_string(),
         }
     }
 }
@@ -327,6 +338,21 @@ impl VeleroSettings {
             errors.push(FieldError::new(
                 at("nonAdmin.enforceBSLSpec.objectStorage.prefix"),
                 problem,
+            ));
+        }
+        let ceiling = &self.non_admin.restore_role_ceiling;
+        if ceiling.is_empty() {
+            errors.push(FieldError::new(
+                at("nonAdmin.restoreRoleCeiling"),
+                "required: the ClusterRole whose rules bound what a non-admin restore may grant",
+            ));
+        } else if matches!(ceiling.as_str(), "." | "..")
+            || ceiling.contains(['/', '%'])
+            || ceiling.len() > 253
+        {
+            errors.push(FieldError::new(
+                at("nonAdmin.restoreRoleCeiling"),
+                "must be a ClusterRole name (no '/' or '%', not '.' or '..', at most 253 characters)",
             ));
         }
         if self.default_location.enabled && self.default_location.name.is_empty() {
@@ -574,6 +600,28 @@ mod tests {
         assert!(c.velero.non_admin.enable);
         assert!(c.velero.non_admin.enforce_backup_spec.ttl.is_some());
         assert!(!c.velero.non_admin.require_approval_for_bsl);
+        assert_eq!(c.velero.non_admin.restore_role_ceiling, "admin");
+        std::fs::write(
+            &path,
+            "kind: ServerConfiguration\nvelero:\n  nonAdmin:\n    restoreRoleCeiling: tenant-owner\n",
+        )
+        .expect("write");
+        let c: ServerConfiguration = load(Some(&path), &[]).expect("a ceiling loads");
+        assert_eq!(c.velero.non_admin.restore_role_ceiling, "tenant-owner");
+        for bad in ["\"\"", "a/b", "..", "50%"] {
+            std::fs::write(
+                &path,
+                format!("kind: ServerConfiguration\nvelero:\n  nonAdmin:\n    restoreRoleCeiling: {bad}\n"),
+            )
+            .expect("write");
+            let e = load::<ServerConfiguration>(Some(&path), &[])
+                .expect_err("refused")
+                .to_string();
+            assert!(
+                e.contains("velero.nonAdmin.restoreRoleCeiling"),
+                "{bad}: {e}"
+            );
+        }
         std::fs::write(
             &path,
             "kind: ServerConfiguration\nvelero:\n  nonAdmin:\n    requireApprovalForBSL: true\n    \

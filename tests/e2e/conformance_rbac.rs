@@ -2,11 +2,29 @@
 //! has `cluster-admin`, `admin`, `edit`, `view` and the `system:aggregate-to-*` roles,
 //! the `cluster-admin` binding of `system:masters`, and a ClusterRole labelled to
 //! aggregate into `admin` shows up in (and leaves) `admin`'s rules.
+//!
+//! Escalation prevention, as kube-apiserver's RBAC storage enforces it for users of the
+//! static token file: a Role or ClusterRole is written only by someone who holds every
+//! permission it grants (or `escalate` on it), a binding only by someone who holds every
+//! permission of the role it references (or `bind` on that role); an aggregationRule
+//! needs cluster-admin's permissions. Refusals are kube-apiserver's 403 (and its 404 for
+//! a binding to a role that does not exist).
 
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule};
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::rbac::v1::{
+    AggregationRule, ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef,
+    Subject,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::core::ApiResource;
+use serde_json::json;
 
+use granary::api::rbac::covers;
+use granary::embedded::{EmbeddedOptions, EmbeddedServer};
+
+use crate::conformance::api_error;
+use crate::nonadmin::client_as;
 use crate::support::{TestCluster, poll_until};
 
 const TO: &str = "rbac.authorization.k8s.io/aggregate-to-";
@@ -148,4 +166,605 @@ async fn a_labelled_cluster_role_joins_and_leaves_admin() {
         .await
         .expect("delete");
     poll_until("deleted: the rules leave admin", || has(false, "admin")).await;
+}
+
+const RBAC: &str = "rbac.authorization.k8s.io";
+const TEAM: &str = "team";
+/// `owner` owns namespace `team` (bound there to `admin`); `delegate` may write
+/// ClusterRoles and ClusterRoleBindings but holds little else; `root` is a superuser.
+const ESCALATION_TOKENS: &str = "owner-token-0123456789,owner,uid-owner\n\
+                                 delegate-token-0123456789,delegate,uid-delegate,\"ops\"\n\
+                                 root-token-0123456789,root,uid-root,system:masters\n";
+
+fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> PolicyRule {
+    PolicyRule {
+        api_groups: Some(groups.iter().map(|s| s.to_string()).collect()),
+        resources: Some(resources.iter().map(|s| s.to_string()).collect()),
+        verbs: verbs.iter().map(|s| s.to_string()).collect(),
+        ..Default::default()
+    }
+}
+
+fn named_rule(groups: &[&str], resources: &[&str], verbs: &[&str], names: &[&str]) -> PolicyRule {
+    PolicyRule {
+        resource_names: Some(names.iter().map(|s| s.to_string()).collect()),
+        ..rule(groups, resources, verbs)
+    }
+}
+
+fn role(name: &str, rules: Vec<PolicyRule>) -> Role {
+    let mut r = Role::default();
+    r.metadata.name = Some(name.into());
+    r.rules = Some(rules);
+    r
+}
+
+fn cluster_role(name: &str, rules: Vec<PolicyRule>) -> ClusterRole {
+    let mut r = ClusterRole::default();
+    r.metadata.name = Some(name.into());
+    r.rules = Some(rules);
+    r
+}
+
+fn user(name: &str) -> Subject {
+    Subject {
+        kind: "User".into(),
+        name: name.into(),
+        api_group: Some(RBAC.into()),
+        ..Default::default()
+    }
+}
+
+fn role_ref(kind: &str, name: &str) -> RoleRef {
+    RoleRef {
+        api_group: RBAC.into(),
+        kind: kind.into(),
+        name: name.into(),
+    }
+}
+
+fn role_binding(name: &str, kind: &str, role: &str, who: &str) -> RoleBinding {
+    let mut b = RoleBinding::default();
+    b.metadata.name = Some(name.into());
+    b.role_ref = role_ref(kind, role);
+    b.subjects = Some(vec![user(who)]);
+    b
+}
+
+fn cluster_role_binding(name: &str, role: &str, who: &str) -> ClusterRoleBinding {
+    let mut b = ClusterRoleBinding::default();
+    b.metadata.name = Some(name.into());
+    b.role_ref = role_ref("ClusterRole", role);
+    b.subjects = Some(vec![user(who)]);
+    b
+}
+
+/// kube-apiserver's refusal of an escalating write: 403, naming the object and every
+/// permission (compacted, sorted) the user does not hold.
+fn assert_escalation<T: std::fmt::Debug>(
+    r: Result<T, kube::Error>,
+    resource: &str,
+    name: &str,
+    who: &str,
+    groups: &str,
+    missing: &[&str],
+) {
+    let e = api_error(r);
+    assert_eq!((e.code, e.reason.as_str()), (403, "Forbidden"), "{e:?}");
+    assert_eq!(
+        e.message,
+        format!(
+            "{resource}.{RBAC} \"{name}\" is forbidden: user \"{who}\" (groups={groups}) is attempting to grant RBAC permissions not currently held:\n{}",
+            missing.join("\n")
+        )
+    );
+}
+
+const OWNER_GROUPS: &str = "[\"system:authenticated\"]";
+const EVERYTHING: &str = "{APIGroups:[\"*\"], Resources:[\"*\"], Verbs:[\"*\"]}";
+const EVERY_URL: &str = "{NonResourceURLs:[\"*\"], Verbs:[\"*\"]}";
+
+struct Escalation {
+    _server: EmbeddedServer,
+    _dir: tempfile::TempDir,
+    admin: kube::Client,
+    owner: kube::Client,
+    delegate: kube::Client,
+    root: kube::Client,
+}
+
+/// An embedded server whose `owner` is bound to `admin` in `team` (once `admin` is
+/// aggregated) and whose `delegate` may create and update ClusterRoles and
+/// ClusterRoleBindings.
+async fn escalation_world() -> Escalation {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tokens = dir.path().join("tokens.csv");
+    std::fs::write(&tokens, ESCALATION_TOKENS).expect("token file");
+    let server = EmbeddedServer::start_with_token_file(EmbeddedOptions::default(), &tokens)
+        .await
+        .expect("server");
+    let admin = server.client().await.expect("admin client");
+    let mut ns = Namespace::default();
+    ns.metadata.name = Some(TEAM.into());
+    Api::<Namespace>::all(admin.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .expect("namespace");
+    let roles: Api<ClusterRole> = Api::all(admin.clone());
+    // Aggregation settles in steps (view into edit, edit into admin): wait until admin
+    // holds all of edit and edit all of view.
+    poll_until("admin ⊇ edit ⊇ view", || async {
+        let rules = |name: &'static str| {
+            let roles = roles.clone();
+            async move {
+                roles
+                    .get(name)
+                    .await
+                    .ok()
+                    .and_then(|r| r.rules)
+                    .unwrap_or_default()
+            }
+        };
+        let (admin, edit, view) = (
+            rules("admin").await,
+            rules("edit").await,
+            rules("view").await,
+        );
+        !view.is_empty() && covers(&admin, &edit) && covers(&edit, &view)
+    })
+    .await;
+    Api::<RoleBinding>::namespaced(admin.clone(), TEAM)
+        .create(
+            &PostParams::default(),
+            &role_binding("owner-admin", "ClusterRole", "admin", "owner"),
+        )
+        .await
+        .expect("owner's binding");
+    roles
+        .create(
+            &PostParams::default(),
+            &cluster_role(
+                "rbac-writer",
+                vec![rule(
+                    &[RBAC],
+                    &["clusterroles", "clusterrolebindings"],
+                    &["create", "update", "patch", "get"],
+                )],
+            ),
+        )
+        .await
+        .expect("rbac-writer");
+    Api::<ClusterRoleBinding>::all(admin.clone())
+        .create(
+            &PostParams::default(),
+            &cluster_role_binding("delegate-rbac-writer", "rbac-writer", "delegate"),
+        )
+        .await
+        .expect("delegate's binding");
+    let owner = client_as(&server, "owner-token-0123456789").await;
+    let delegate = client_as(&server, "delegate-token-0123456789").await;
+    let root = client_as(&server, "root-token-0123456789").await;
+    Escalation {
+        _server: server,
+        _dir: dir,
+        admin,
+        owner,
+        delegate,
+        root,
+    }
+}
+
+#[tokio::test]
+async fn a_namespace_owner_cannot_grant_what_they_do_not_hold() {
+    let w = escalation_world().await;
+    let pp = PostParams::default();
+    let bindings: Api<RoleBinding> = Api::namespaced(w.owner.clone(), TEAM);
+    let roles: Api<Role> = Api::namespaced(w.owner.clone(), TEAM);
+
+    // Bound to admin in their namespace, the owner cannot bind themselves to
+    // cluster-admin there.
+    assert_escalation(
+        bindings
+            .create(
+                &pp,
+                &role_binding(
+                    "owner-cluster-admin",
+                    "ClusterRole",
+                    "cluster-admin",
+                    "owner",
+                ),
+            )
+            .await,
+        "rolebindings",
+        "owner-cluster-admin",
+        "owner",
+        OWNER_GROUPS,
+        &[EVERYTHING, EVERY_URL],
+    );
+    assert!(
+        bindings
+            .get_opt("owner-cluster-admin")
+            .await
+            .unwrap()
+            .is_none(),
+        "nothing was stored"
+    );
+    // Nor create a ClusterRoleBinding at all (RBAC refuses the request itself).
+    let e = api_error(
+        Api::<ClusterRoleBinding>::all(w.owner.clone())
+            .create(
+                &pp,
+                &cluster_role_binding("owner-cluster-admin", "cluster-admin", "owner"),
+            )
+            .await,
+    );
+    assert_eq!(
+        (e.code, e.message.as_str()),
+        (
+            403,
+            "clusterrolebindings.rbac.authorization.k8s.io is forbidden: User \"owner\" cannot create resource \"clusterrolebindings\" in API group \"rbac.authorization.k8s.io\" at the cluster scope"
+        )
+    );
+    // Nor a Role granting everything.
+    assert_escalation(
+        roles
+            .create(&pp, &role("everything", vec![rule(&["*"], &["*"], &["*"])]))
+            .await,
+        "roles",
+        "everything",
+        "owner",
+        OWNER_GROUPS,
+        &[EVERYTHING],
+    );
+    assert!(roles.get_opt("everything").await.unwrap().is_none());
+
+    // What admin holds may be granted: view, edit and admin itself, in the namespace.
+    for granted in ["view", "edit", "admin"] {
+        bindings
+            .create(
+                &pp,
+                &role_binding(&format!("dev-{granted}"), "ClusterRole", granted, "dev"),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("binding {granted}: {e}"));
+    }
+    // A Role of permissions the owner holds, and a binding to it.
+    roles
+        .create(
+            &pp,
+            &role(
+                "config-reader",
+                vec![rule(&[""], &["configmaps"], &["get", "list"])],
+            ),
+        )
+        .await
+        .expect("a Role within the owner's permissions");
+    bindings
+        .create(
+            &pp,
+            &role_binding("dev-config-reader", "Role", "config-reader", "dev"),
+        )
+        .await
+        .expect("a binding to it");
+
+    // Updating that Role beyond the owner's permissions is refused too, by update and by
+    // patch; the missing permissions are compacted (verbs of one resource together).
+    let mut wider = roles.get("config-reader").await.expect("role");
+    wider.rules = Some(vec![
+        rule(&[""], &["configmaps"], &["get", "list"]),
+        rule(&[""], &["nodes"], &["get", "list"]),
+        rule(&["apps"], &["deployments"], &["get"]),
+    ]);
+    let nodes = "{APIGroups:[\"\"], Resources:[\"nodes\"], Verbs:[\"get\" \"list\"]}";
+    assert_escalation(
+        roles.replace("config-reader", &pp, &wider).await,
+        "roles",
+        "config-reader",
+        "owner",
+        OWNER_GROUPS,
+        &[nodes],
+    );
+    assert_escalation(
+        roles
+            .patch(
+                "config-reader",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"rules": [
+                    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]},
+                    {"apiGroups": [""], "resources": ["persistentvolumes"], "verbs": ["get"], "resourceNames": ["pv1"]},
+                ]})),
+            )
+            .await,
+        "roles",
+        "config-reader",
+        "owner",
+        OWNER_GROUPS,
+        &[
+            nodes,
+            "{APIGroups:[\"\"], Resources:[\"persistentvolumes\"], ResourceNames:[\"pv1\"], Verbs:[\"get\"]}",
+        ],
+    );
+    let kept = roles.get("config-reader").await.expect("role");
+    assert_eq!(kept.rules.expect("rules").len(), 1, "the Role is unchanged");
+
+    // A binding to a role that does not exist is kube-apiserver's 404.
+    let e = api_error(
+        bindings
+            .create(
+                &pp,
+                &role_binding("dev-nothing", "ClusterRole", "no-such-role", "dev"),
+            )
+            .await,
+    );
+    assert_eq!(
+        (e.code, e.reason.as_str(), e.message.as_str()),
+        (
+            404,
+            "NotFound",
+            "clusterroles.rbac.authorization.k8s.io \"no-such-role\" not found"
+        )
+    );
+}
+
+#[tokio::test]
+async fn bind_and_escalate_let_a_user_grant_beyond_their_permissions() {
+    let w = escalation_world().await;
+    let pp = PostParams::default();
+    let bindings: Api<RoleBinding> = Api::namespaced(w.owner.clone(), TEAM);
+    let roles: Api<Role> = Api::namespaced(w.owner.clone(), TEAM);
+    Api::<ClusterRole>::all(w.admin.clone())
+        .create(
+            &pp,
+            &cluster_role(
+                "node-reader",
+                vec![rule(&[""], &["nodes"], &["get", "list", "watch"])],
+            ),
+        )
+        .await
+        .expect("node-reader");
+    let node_reader =
+        "{APIGroups:[\"\"], Resources:[\"nodes\"], Verbs:[\"get\" \"list\" \"watch\"]}";
+    assert_escalation(
+        bindings
+            .create(
+                &pp,
+                &role_binding("dev-node-reader", "ClusterRole", "node-reader", "dev"),
+            )
+            .await,
+        "rolebindings",
+        "dev-node-reader",
+        "owner",
+        OWNER_GROUPS,
+        &[node_reader],
+    );
+
+    // `bind` on node-reader (by name) in the namespace: the owner may bind it, and only it.
+    let admin_roles: Api<Role> = Api::namespaced(w.admin.clone(), TEAM);
+    let admin_bindings: Api<RoleBinding> = Api::namespaced(w.admin.clone(), TEAM);
+    admin_roles
+        .create(
+            &pp,
+            &role(
+                "binder",
+                vec![named_rule(
+                    &[RBAC],
+                    &["clusterroles"],
+                    &["bind"],
+                    &["node-reader"],
+                )],
+            ),
+        )
+        .await
+        .expect("binder");
+    admin_bindings
+        .create(
+            &pp,
+            &role_binding("owner-binder", "Role", "binder", "owner"),
+        )
+        .await
+        .expect("owner-binder");
+    bindings
+        .create(
+            &pp,
+            &role_binding("dev-node-reader", "ClusterRole", "node-reader", "dev"),
+        )
+        .await
+        .expect("bind allows binding node-reader");
+    assert_escalation(
+        bindings
+            .create(
+                &pp,
+                &role_binding(
+                    "owner-cluster-admin",
+                    "ClusterRole",
+                    "cluster-admin",
+                    "owner",
+                ),
+            )
+            .await,
+        "rolebindings",
+        "owner-cluster-admin",
+        "owner",
+        OWNER_GROUPS,
+        &[EVERYTHING, EVERY_URL],
+    );
+
+    // `escalate` on roles in the namespace: a Role beyond the owner's permissions.
+    assert_escalation(
+        roles
+            .create(&pp, &role("everything", vec![rule(&["*"], &["*"], &["*"])]))
+            .await,
+        "roles",
+        "everything",
+        "owner",
+        OWNER_GROUPS,
+        &[EVERYTHING],
+    );
+    admin_roles
+        .create(
+            &pp,
+            &role("escalator", vec![rule(&[RBAC], &["roles"], &["escalate"])]),
+        )
+        .await
+        .expect("escalator");
+    admin_bindings
+        .create(
+            &pp,
+            &role_binding("owner-escalator", "Role", "escalator", "owner"),
+        )
+        .await
+        .expect("owner-escalator");
+    roles
+        .create(&pp, &role("everything", vec![rule(&["*"], &["*"], &["*"])]))
+        .await
+        .expect("escalate allows any Role");
+    // Escalate is no bind: binding that Role is still refused.
+    assert_escalation(
+        bindings
+            .create(
+                &pp,
+                &role_binding("owner-everything", "Role", "everything", "owner"),
+            )
+            .await,
+        "rolebindings",
+        "owner-everything",
+        "owner",
+        OWNER_GROUPS,
+        &[EVERYTHING],
+    );
+}
+
+#[tokio::test]
+async fn cluster_roles_and_cluster_role_bindings_are_checked_cluster_wide() {
+    let w = escalation_world().await;
+    let pp = PostParams::default();
+    let delegate_groups = "[\"ops\" \"system:authenticated\"]";
+    let roles: Api<ClusterRole> = Api::all(w.delegate.clone());
+    let bindings: Api<ClusterRoleBinding> = Api::all(w.delegate.clone());
+    // The delegate holds what rbac-writer grants, and may grant exactly that.
+    roles
+        .create(
+            &pp,
+            &cluster_role(
+                "crb-writer",
+                vec![rule(&[RBAC], &["clusterrolebindings"], &["create", "get"])],
+            ),
+        )
+        .await
+        .expect("a ClusterRole within the delegate's permissions");
+    assert_escalation(
+        roles
+            .create(
+                &pp,
+                &cluster_role("secret-reader", vec![rule(&[""], &["secrets"], &["get"])]),
+            )
+            .await,
+        "clusterroles",
+        "secret-reader",
+        "delegate",
+        delegate_groups,
+        &["{APIGroups:[\"\"], Resources:[\"secrets\"], Verbs:[\"get\"]}"],
+    );
+    assert_escalation(
+        bindings
+            .create(
+                &pp,
+                &cluster_role_binding("delegate-cluster-admin", "cluster-admin", "delegate"),
+            )
+            .await,
+        "clusterrolebindings",
+        "delegate-cluster-admin",
+        "delegate",
+        delegate_groups,
+        &[EVERYTHING, EVERY_URL],
+    );
+    bindings
+        .create(
+            &pp,
+            &cluster_role_binding("dev-crb-writer", "crb-writer", "dev"),
+        )
+        .await
+        .expect("a binding to a role the delegate holds");
+
+    // An aggregationRule needs cluster-admin's permissions, even with no rules.
+    let mut aggregated = cluster_role("gathers-everything", vec![]);
+    aggregated.aggregation_rule = Some(AggregationRule {
+        cluster_role_selectors: Some(vec![LabelSelector {
+            match_labels: Some([("gather".to_string(), "true".to_string())].into()),
+            ..Default::default()
+        }]),
+    });
+    let e = api_error(roles.create(&pp, &aggregated).await);
+    assert_eq!(
+        (e.code, e.reason.as_str(), e.message.as_str()),
+        (
+            403,
+            "Forbidden",
+            "clusterroles.rbac.authorization.k8s.io \"gathers-everything\" is forbidden: must have cluster-admin privileges to use the aggregationRule"
+        )
+    );
+    // ... and so does adding one to an existing ClusterRole.
+    let e = api_error(
+        roles
+            .patch(
+                "crb-writer",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"aggregationRule": {"clusterRoleSelectors": [
+                    {"matchLabels": {"gather": "true"}}
+                ]}})),
+            )
+            .await,
+    );
+    assert_eq!(
+        e.message,
+        "clusterroles.rbac.authorization.k8s.io \"crb-writer\" is forbidden: must have cluster-admin privileges to use the aggregationRule"
+    );
+
+    // `escalate` on clusterroles lifts both checks; `bind` on clusterroles lets a
+    // ClusterRoleBinding name any ClusterRole.
+    let admin_roles: Api<ClusterRole> = Api::all(w.admin.clone());
+    admin_roles
+        .create(
+            &pp,
+            &cluster_role(
+                "escalate-bind",
+                vec![rule(&[RBAC], &["clusterroles"], &["escalate", "bind"])],
+            ),
+        )
+        .await
+        .expect("escalate-bind");
+    Api::<ClusterRoleBinding>::all(w.admin.clone())
+        .create(
+            &pp,
+            &cluster_role_binding("delegate-escalate-bind", "escalate-bind", "delegate"),
+        )
+        .await
+        .expect("binding");
+    roles
+        .create(&pp, &aggregated)
+        .await
+        .expect("escalate allows an aggregationRule");
+    bindings
+        .create(
+            &pp,
+            &cluster_role_binding("delegate-cluster-admin", "cluster-admin", "delegate"),
+        )
+        .await
+        .expect("bind allows binding cluster-admin");
+
+    // A member of system:masters (and the server's own token) is never checked.
+    Api::<ClusterRoleBinding>::all(w.root.clone())
+        .create(
+            &pp,
+            &cluster_role_binding("dev-cluster-admin", "cluster-admin", "dev"),
+        )
+        .await
+        .expect("a superuser binds anything");
+    Api::<Role>::namespaced(w.root.clone(), TEAM)
+        .create(
+            &pp,
+            &role("root-everything", vec![rule(&["*"], &["*"], &["*"])]),
+        )
+        .await
+        .expect("a superuser creates any Role");
 }

@@ -16,6 +16,7 @@ mod proxy;
 #[allow(dead_code)]
 mod provider_emulators;
 
+mod attack_nonadmin_rbac;
 mod attack_planted_backups;
 mod attack_restore_items;
 mod backup_runner;

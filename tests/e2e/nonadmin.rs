@@ -68,8 +68,8 @@ use std::time::Duration;
 pub(crate) const TOKENS: &str = "owner-a-token-0123456789,owner-a,uid-owner-a\n\
                       owner-b-token-0123456789,owner-b,uid-owner-b\n\
                       root-token-0123456789,root,uid-root,system:masters\n";
-const BUCKET: &str = "nonadmin";
-const PREFIX: &str = "velero";
+pub(crate) const BUCKET: &str = "nonadmin";
+pub(crate) const PREFIX: &str = "velero";
 /// The ConfigMap every owner's namespace starts with (its data names the namespace).
 const CONFIG: &str = "team-config";
 
@@ -84,21 +84,21 @@ enum Cluster {
     Real(Box<TestCluster>),
 }
 
-struct Tenancy {
-    admin: Client,
-    owner_a: Client,
+pub(crate) struct Tenancy {
+    pub(crate) admin: Client,
+    pub(crate) owner_a: Client,
     owner_b: Client,
     /// The first owner's user name (in kube-apiserver's 403 messages).
-    user_a: String,
+    pub(crate) user_a: String,
     /// The owners' namespaces and the Velero namespace: `ns-a`, `ns-b` and `velero` on
     /// the embedded server, with a unique suffix on a real cluster.
-    ns_a: String,
+    pub(crate) ns_a: String,
     ns_b: String,
-    velero_ns: String,
+    pub(crate) velero_ns: String,
     /// The controllers' `--object-selector` value; every object the tests make for
     /// them carries it.
     selector: String,
-    store: Arc<dyn ObjectStore>,
+    pub(crate) store: Arc<dyn ObjectStore>,
     _data: tempfile::TempDir,
     controllers: tokio::task::JoinHandle<()>,
     cluster: Cluster,
@@ -328,7 +328,7 @@ async fn cluster() -> Option<Parts> {
     Some((cluster, admin, owners, names, selector))
 }
 
-async fn start() -> Option<Tenancy> {
+pub(crate) async fn start() -> Option<Tenancy> {
     start_with(|_| {}).await
 }
 
@@ -422,7 +422,7 @@ async fn start_with(adjust: impl FnOnce(&mut VeleroSettings)) -> Option<Tenancy>
 }
 
 impl Tenancy {
-    fn velero<K>(&self) -> Api<K>
+    pub(crate) fn velero<K>(&self) -> Api<K>
     where
         K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
     {
@@ -474,7 +474,7 @@ impl Tenancy {
         [(INSTANCE_LABEL.to_string(), self.selector.clone())].into()
     }
 
-    fn nab(&self, name: &str, spec: BackupSpec) -> NonAdminBackup {
+    pub(crate) fn nab(&self, name: &str, spec: BackupSpec) -> NonAdminBackup {
         let mut n = NonAdminBackup::new(
             name,
             NonAdminBackupSpec {
@@ -486,7 +486,7 @@ impl Tenancy {
         n
     }
 
-    fn nar(&self, name: &str, spec: RestoreSpec) -> NonAdminRestore {
+    pub(crate) fn nar(&self, name: &str, spec: RestoreSpec) -> NonAdminRestore {
         let mut n = NonAdminRestore::new(name, NonAdminRestoreSpec { restore_spec: spec });
         n.metadata.labels = Some(self.instance());
         n
@@ -523,7 +523,7 @@ impl Tenancy {
 }
 
 /// Waits until the NAB's Velero backup is Completed; returns the NAB.
-async fn wait_backed_up(api: &Api<NonAdminBackup>, name: &str) -> NonAdminBackup {
+pub(crate) async fn wait_backed_up(api: &Api<NonAdminBackup>, name: &str) -> NonAdminBackup {
     poll_until(&format!("NonAdminBackup {name} backed up"), || async {
         let n = api.get(name).await.expect("nab");
         let s = n.status.unwrap_or_default();

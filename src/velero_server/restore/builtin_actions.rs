@@ -12,6 +12,9 @@
 //! - [`SecretAction`] (`velero.io/secret`): generated service-account tokens are skipped;
 //! - [`CustomResourceCrdAction`] (`granary.gardener.cloud/custom-resource-crd`): a
 //!   custom resource waits for its CRD to be Established.
+//! - [`rbac_ceiling::RbacCeilingAction`] (`granary.gardener.cloud/nonadmin-rbac-ceiling`):
+//!   a restore made for a NonAdminRestore creates no Role or RoleBinding granting more
+//!   than `velero.nonAdmin.restoreRoleCeiling`, and no cluster-scoped RBAC object.
 //!
 //! Velero's volume actions (`add-pvc-from-pod`, `add-pv-from-pvc`, pod volume restores,
 //! CSI) are left out: Granary restores no volume data. What each action decides is a
@@ -20,6 +23,7 @@
 
 pub mod crds;
 pub mod identity;
+pub mod rbac_ceiling;
 pub mod workloads;
 
 use std::collections::HashSet;
@@ -39,8 +43,14 @@ use super::actions::{
 use crate::velero::resource::GroupResource;
 
 /// The built-in actions, in the order they run (Velero's registration order, then
-/// Granary's).
+/// Granary's), with the default non-admin restore ceiling.
 pub fn builtin() -> Vec<Box<dyn RestoreItemAction>> {
+    builtin_with(crate::velero_server::settings::DEFAULT_RESTORE_ROLE_CEILING)
+}
+
+/// The built-in actions, non-admin restores bounded by the ClusterRole `ceiling`
+/// (`velero.nonAdmin.restoreRoleCeiling`).
+pub fn builtin_with(ceiling: &str) -> Vec<Box<dyn RestoreItemAction>> {
     vec![
         Box::new(JobAction),
         Box::new(PodAction),
@@ -51,6 +61,7 @@ pub fn builtin() -> Vec<Box<dyn RestoreItemAction>> {
         Box::new(CrdPreserveFieldsAction),
         Box::new(SecretAction),
         Box::new(CustomResourceCrdAction::default()),
+        Box::new(rbac_ceiling::RbacCeilingAction::new(ceiling)),
     ]
 }
 
@@ -387,13 +398,19 @@ mod tests {
             ["velero.io/service-account"]
         );
         assert_eq!(applying("", "secrets"), ["velero.io/secret"]);
+        let ceiling = "granary.gardener.cloud/nonadmin-rbac-ceiling";
         assert_eq!(
             applying("rbac.authorization.k8s.io", "rolebindings"),
-            ["velero.io/role-bindings"]
+            ["velero.io/role-bindings", ceiling]
         );
         assert_eq!(
             applying("rbac.authorization.k8s.io", "clusterrolebindings"),
-            ["velero.io/cluster-role-bindings"]
+            ["velero.io/cluster-role-bindings", ceiling]
+        );
+        assert_eq!(applying("rbac.authorization.k8s.io", "roles"), [ceiling]);
+        assert_eq!(
+            applying("rbac.authorization.k8s.io", "clusterroles"),
+            [ceiling]
         );
         assert_eq!(
             applying("apiextensions.k8s.io", "customresourcedefinitions"),
