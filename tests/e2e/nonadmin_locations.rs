@@ -51,16 +51,17 @@ const VELERO: &str = "velero";
 const BUCKET: &str = "nonadmin";
 const PREFIX: &str = "velero";
 /// The bucket the namespace owners point their own locations at.
-const TENANTS: &str = "tenants";
+pub(crate) const TENANTS: &str = "tenants";
 
-struct World {
+pub(crate) struct World {
     _server: EmbeddedServer,
     admin: Client,
-    owner_a: Client,
+    pub(crate) owner_a: Client,
     owner_b: Client,
-    store: Arc<dyn ObjectStore>,
+    pub(crate) store: Arc<dyn ObjectStore>,
     clock: Clock,
-    _data: tempfile::TempDir,
+    /// The `local` store's data directory.
+    pub(crate) data: tempfile::TempDir,
     _dir: tempfile::TempDir,
     controllers: tokio::task::JoinHandle<()>,
 }
@@ -110,7 +111,7 @@ async fn download_role(admin: &Client, ns: &str) {
         .expect("role");
 }
 
-async fn start(adjust: impl FnOnce(&mut VeleroSettings)) -> World {
+pub(crate) async fn start(adjust: impl FnOnce(&mut VeleroSettings)) -> World {
     let dir = tempfile::tempdir().expect("tempdir");
     let tokens = dir.path().join("tokens.csv");
     std::fs::write(&tokens, TOKENS).expect("token file");
@@ -203,7 +204,7 @@ async fn start(adjust: impl FnOnce(&mut VeleroSettings)) -> World {
         admin,
         store,
         clock,
-        _data: data,
+        data,
         _dir: dir,
         controllers,
     }
@@ -235,7 +236,7 @@ impl World {
     }
 
     /// The owner's credentials Secret `creds` (key `cloud`) in `ns`.
-    async fn secret(&self, owner: &Client, ns: &str, name: &str) {
+    pub(crate) async fn secret(&self, owner: &Client, ns: &str, name: &str) {
         let mut s = Secret::default();
         s.metadata.name = Some(name.into());
         s.data = Some(
@@ -264,7 +265,7 @@ impl World {
     }
 }
 
-fn nabsl(
+pub(crate) fn nabsl(
     name: &str,
     bucket: &str,
     prefix: Option<&str>,
@@ -291,7 +292,7 @@ fn nabsl(
     )
 }
 
-fn nab(name: &str, location: Option<&str>) -> NonAdminBackup {
+pub(crate) fn nab(name: &str, location: Option<&str>) -> NonAdminBackup {
     NonAdminBackup::new(
         name,
         NonAdminBackupSpec {
@@ -304,7 +305,7 @@ fn nab(name: &str, location: Option<&str>) -> NonAdminBackup {
     )
 }
 
-fn nadr(name: &str, kind: DownloadTargetKind, target: &str) -> NonAdminDownloadRequest {
+pub(crate) fn nadr(name: &str, kind: DownloadTargetKind, target: &str) -> NonAdminDownloadRequest {
     NonAdminDownloadRequest::new(
         name,
         NonAdminDownloadRequestSpec {
@@ -317,7 +318,10 @@ fn nadr(name: &str, kind: DownloadTargetKind, target: &str) -> NonAdminDownloadR
 }
 
 /// Creates `request` and waits until it is served (Created); a refusal fails the test.
-async fn created_download(api: &Api<NonAdminDownloadRequest>, request: NonAdminDownloadRequest) {
+pub(crate) async fn created_download(
+    api: &Api<NonAdminDownloadRequest>,
+    request: NonAdminDownloadRequest,
+) {
     let name = request.name_any();
     api.create(&PostParams::default(), &request)
         .await
@@ -354,7 +358,7 @@ where
 }
 
 /// Waits until the NABSL is `Created` with an Available Velero location; returns it.
-async fn wait_available(
+pub(crate) async fn wait_available(
     api: &Api<NonAdminBackupStorageLocation>,
     name: &str,
 ) -> NonAdminBackupStorageLocation {
@@ -393,7 +397,7 @@ where
     c["message"].as_str().unwrap_or_default().to_string()
 }
 
-fn uuid_of(n: &NonAdminBackupStorageLocation) -> String {
+pub(crate) fn uuid_of(n: &NonAdminBackupStorageLocation) -> String {
     n.status
         .clone()
         .and_then(|s| s.velero_backup_storage_location)
