@@ -16,6 +16,7 @@ mod proxy;
 #[allow(dead_code)]
 mod provider_emulators;
 
+mod attack_entry_readopt;
 mod attack_local_links;
 mod backup_runner;
 mod backup_runner_world;
