@@ -2,6 +2,28 @@
 //! (`--data-dir`), objects are files. Writes go to a temp file under `<root>/.tmp` and
 //! are renamed into place, so a reader never sees half an object. Keys that would
 //! leave the bucket directory (`..`, absolute paths, empty segments) are refused.
+//!
+//! Whoever can write a bucket directory (a tenant whose location is on this provider)
+//! must reach nothing but that bucket's files, so the store never follows a symbolic
+//! link at or below a bucket directory:
+//! - the root itself is the operator's and may be, or lie below, a link; a bucket
+//!   directory that is a link (planted in the root) is refused for every operation,
+//!   `ensure_bucket` included;
+//! - every path component below the bucket directory is checked with `lstat`
+//!   ([`std::fs::symlink_metadata`]) before it is used: a read, copy or write through a
+//!   linked directory or of a linked file is refused (`Conflict`, naming the key); a
+//!   listing neither shows a link nor walks into a linked directory; a delete removes a
+//!   link at the key itself (never its target) and refuses a key below a linked
+//!   directory; deleting a bucket whole removes links without following them (std's
+//!   `remove_dir_all` does not follow links);
+//! - `libc` is not a dependency of this crate and std opens no path relative to a
+//!   directory handle, so there is no `O_NOFOLLOW`/`openat` walk. The checks leave a
+//!   window: a directory checked as real can be swapped for a link before the `open`,
+//!   `rename` or `unlink` that uses the path. For reads the window is closed after the
+//!   fact: the opened file must be the one `lstat` found (same device and inode), and on
+//!   Linux the kernel's own path of the opened handle (`/proc/self/fd/N`) must be the
+//!   key's path inside the bucket, else nothing is served. Writes and deletes keep the
+//!   window; winning it needs a process racing the store's own calls.
 
 use std::io::ErrorKind as IoKind;
 use std::path::{Path, PathBuf};
@@ -23,6 +45,8 @@ use crate::store::{
 #[derive(Debug)]
 pub struct LocalStore {
     root: PathBuf,
+    /// `root` with every link resolved, to check where an opened file really is.
+    real_root: PathBuf,
     stats: RetryStats,
     /// Keys per `delete_many` round of a prefix delete (`StoreOptions::delete_batch_size`).
     delete_batch: usize,
@@ -40,8 +64,11 @@ impl LocalStore {
         let root = root.into();
         std::fs::create_dir_all(root.join(".tmp"))
             .map_err(|e| io_err(e, format!("create local root {}", root.display())))?;
+        let real_root = std::fs::canonicalize(&root)
+            .map_err(|e| io_err(e, format!("resolve local root {}", root.display())))?;
         Ok(LocalStore {
             root,
+            real_root,
             stats: RetryStats::default(),
             delete_batch: opts.delete_batch_size.max(1),
         })
@@ -57,9 +84,17 @@ impl LocalStore {
         Ok(self.root.join(bucket))
     }
 
+    /// The bucket's directory, which must be a directory and not a link to one.
     async fn existing_bucket(&self, bucket: &str) -> Result<PathBuf> {
         let dir = self.bucket_dir(bucket)?;
-        match tokio::fs::metadata(&dir).await {
+        match tokio::fs::symlink_metadata(&dir).await {
+            Ok(m) if m.is_symlink() => Err(Error::new(
+                ErrorKind::Conflict,
+                format!(
+                    "bucket {bucket}: its directory is a symbolic link, and the local provider \
+                     follows no link below its data directory"
+                ),
+            )),
             Ok(m) if m.is_dir() => Ok(dir),
             Ok(_) => Err(Error::new(
                 ErrorKind::Conflict,
@@ -72,9 +107,38 @@ impl LocalStore {
         }
     }
 
-    async fn object_path(&self, bucket: &str, key: &str) -> Result<PathBuf> {
+    /// The bucket directory and the key's path relative to it.
+    async fn object_rel(&self, bucket: &str, key: &str) -> Result<(PathBuf, PathBuf)> {
+        let rel = checked_key(key)?;
         let dir = self.existing_bucket(bucket).await?;
-        Ok(dir.join(checked_key(key)?))
+        Ok((dir, rel))
+    }
+
+    /// Opens the object file of `key` for reading: a regular file reached through real
+    /// directories only, and (closing the window between the checks and the open) the
+    /// very file the checks found, at the key's own path.
+    async fn open_object(&self, bucket: &str, key: &str) -> Result<tokio::fs::File> {
+        let (dir, rel) = self.object_rel(bucket, key).await?;
+        let md = lstat_object(&dir, &rel, key)
+            .await?
+            .filter(|md| md.is_file())
+            .ok_or_else(|| Error::new(ErrorKind::NotFound, key.to_string()))?;
+        let path = dir.join(&rel);
+        let f = tokio::fs::File::open(&path)
+            .await
+            .map_err(|e| io_err(e, key))?;
+        let opened = f.metadata().await.map_err(|e| io_err(e, key))?;
+        let expected = self.real_root.join(bucket).join(&rel);
+        if !same_file(&md, &opened) || !opened_at(&f, &expected) {
+            return Err(Error::new(
+                ErrorKind::Conflict,
+                format!(
+                    "{key}: a directory on its path was replaced while it was opened; the local \
+                     provider follows no symbolic link"
+                ),
+            ));
+        }
+        Ok(f)
     }
 
     fn temp_path(&self) -> PathBuf {
@@ -83,27 +147,38 @@ impl LocalStore {
             .join(uuid::Uuid::new_v4().to_string())
     }
 
-    /// Renames a finished temp file to its key, creating parent directories.
-    async fn commit(&self, tmp: &Path, dest: &Path) -> Result<()> {
-        if let Some(parent) = dest.parent() {
-            tokio::fs::create_dir_all(parent)
+    /// Renames a finished temp file to `key` in bucket directory `dir`, creating the
+    /// key's directories; a link among them refuses the write (the temp file goes). A
+    /// link at the key itself is replaced, its target untouched.
+    async fn commit(&self, tmp: &Path, dir: &Path, rel: &Path, key: &str) -> Result<()> {
+        let result = async {
+            make_dirs(dir, rel, key).await?;
+            tokio::fs::rename(tmp, dir.join(rel))
                 .await
-                .map_err(|e| io_err(e, "create parent directory"))?;
+                .map_err(|e| io_err(e, format!("{key}: rename into place")))
         }
-        if let Err(e) = tokio::fs::rename(tmp, dest).await {
+        .await;
+        if result.is_err() {
             let _ = tokio::fs::remove_file(tmp).await;
-            return Err(io_err(e, "rename into place"));
         }
-        Ok(())
+        result
+    }
+
+    /// A new temp file; `create_new` never opens an existing file or follows a link.
+    async fn create_temp(&self, tmp: &Path) -> Result<tokio::fs::File> {
+        tokio::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(tmp)
+            .await
+            .map_err(|e| io_err(e, "create temp file"))
     }
 
     async fn write_reader(&self, bucket: &str, key: &str, mut reader: BoxReader) -> Result<u64> {
-        let dest = self.object_path(bucket, key).await?;
+        let (dir, rel) = self.object_rel(bucket, key).await?;
         let tmp = self.temp_path();
         let result = async {
-            let mut f = tokio::fs::File::create(&tmp)
-                .await
-                .map_err(|e| io_err(e, "create temp file"))?;
+            let mut f = self.create_temp(&tmp).await?;
             let n = tokio::io::copy(&mut reader, &mut f)
                 .await
                 .map_err(|e| io_err(e, "write"))?;
@@ -113,7 +188,7 @@ impl LocalStore {
         .await;
         match result {
             Ok(n) => {
-                self.commit(&tmp, &dest).await?;
+                self.commit(&tmp, &dir, &rel, key).await?;
                 Ok(n)
             }
             Err(e) => {
@@ -123,7 +198,9 @@ impl LocalStore {
         }
     }
 
-    /// All keys under `prefix` in the bucket, sorted.
+    /// All keys under `prefix` in the bucket, sorted. Links are no objects: a linked
+    /// file is not listed, a linked directory not walked into (the directory entries'
+    /// types are those of the entries themselves, never of what they point at).
     async fn keys(&self, bucket: &str, prefix: &str) -> Result<Vec<ObjectMeta>> {
         let dir = self.existing_bucket(bucket).await?;
         // Start at the deepest directory the prefix names, to avoid walking everything.
@@ -134,9 +211,17 @@ impl LocalStore {
         let start = if start_rel.is_empty() {
             dir.clone()
         } else {
-            match dir_path(start_rel) {
-                Some(p) => dir.join(p),
-                None => return Ok(Vec::new()),
+            let Some(p) = dir_path(start_rel) else {
+                return Ok(Vec::new());
+            };
+            // The start directory and those above it are checked like an object's.
+            match lstat_object(&dir, &p, prefix).await {
+                Ok(Some(md)) if md.is_dir() => dir.join(p),
+                Ok(_) => return Ok(Vec::new()),
+                Err(e) => {
+                    tracing::warn!(bucket, prefix, error = %e, "local store: a listing stops at a symbolic link");
+                    return Ok(Vec::new());
+                }
             }
         };
         let mut out = Vec::new();
@@ -157,6 +242,10 @@ impl LocalStore {
                 let Ok(rel) = path.strip_prefix(&dir) else {
                     continue;
                 };
+                if ft.is_symlink() {
+                    tracing::warn!(bucket, path = %rel.display(), "local store: a symbolic link in a bucket is not listed");
+                    continue;
+                }
                 let Some(key) = decode_rel(rel, ft.is_file()) else {
                     continue;
                 };
@@ -202,6 +291,8 @@ impl ObjectStore for LocalStore {
 
     async fn ensure_bucket(&self, bucket: &str, _opts: &BucketOptions) -> Result<BucketReport> {
         let dir = self.bucket_dir(bucket)?;
+        // `mkdir` never follows a link: an existing one (even dangling) is AlreadyExists,
+        // and `existing_bucket` refuses it.
         match tokio::fs::create_dir(&dir).await {
             Ok(()) => Ok(BucketReport {
                 created: true,
@@ -221,6 +312,7 @@ impl ObjectStore for LocalStore {
             Err(Error::BucketNotFound(_)) => return Ok(()),
             Err(e) => return Err(e),
         };
+        // `remove_dir_all` removes links inside the bucket without following them.
         if empty_first {
             tokio::fs::remove_dir_all(&dir)
                 .await
@@ -249,27 +341,18 @@ impl ObjectStore for LocalStore {
     }
 
     async fn get(&self, bucket: &str, key: &str) -> Result<ByteStream> {
-        let path = self.object_path(bucket, key).await?;
-        let f = tokio::fs::File::open(&path)
-            .await
-            .map_err(|e| io_err(e, key))?;
-        let md = f.metadata().await.map_err(|e| io_err(e, key))?;
-        if !md.is_file() {
-            return Err(Error::new(ErrorKind::NotFound, key.to_string()));
-        }
+        let f = self.open_object(bucket, key).await?;
         Ok(ReaderStream::with_capacity(f, 256 * 1024)
             .map(|r| r.map_err(|e| io_err(e, "read")))
             .boxed())
     }
 
     async fn head(&self, bucket: &str, key: &str) -> Result<ObjectMeta> {
-        let path = self.object_path(bucket, key).await?;
-        let md = tokio::fs::metadata(&path)
-            .await
-            .map_err(|e| io_err(e, key))?;
-        if !md.is_file() {
-            return Err(Error::new(ErrorKind::NotFound, key.to_string()));
-        }
+        let (dir, rel) = self.object_rel(bucket, key).await?;
+        let md = lstat_object(&dir, &rel, key)
+            .await?
+            .filter(|md| md.is_file())
+            .ok_or_else(|| Error::new(ErrorKind::NotFound, key.to_string()))?;
         Ok(meta_of(key.to_string(), &md))
     }
 
@@ -302,7 +385,15 @@ impl ObjectStore for LocalStore {
         let dir = self.existing_bucket(bucket).await?;
         let mut report = DeleteReport::default();
         for key in keys {
-            let path = dir.join(checked_key(key)?);
+            let rel = checked_key(key)?;
+            let path = dir.join(&rel);
+            // A key below a linked directory is refused; a link at the key itself is
+            // removed (`unlink` never follows it), its target untouched.
+            if !dirs_without_links(&dir, &rel, key).await? {
+                report.deleted += 1;
+                report.requests += 1;
+                continue;
+            }
             match tokio::fs::remove_file(&path).await {
                 Ok(()) => self.prune_dirs(&dir, &path).await,
                 Err(e) if e.kind() == IoKind::NotFound => {}
@@ -321,14 +412,22 @@ impl ObjectStore for LocalStore {
         dst_bucket: &str,
         dst_key: &str,
     ) -> Result<()> {
-        let src = self.object_path(src_bucket, src_key).await?;
-        let dst = self.object_path(dst_bucket, dst_key).await?;
+        let mut src = self.open_object(src_bucket, src_key).await?;
+        let (dir, rel) = self.object_rel(dst_bucket, dst_key).await?;
         let tmp = self.temp_path();
-        if let Err(e) = tokio::fs::copy(&src, &tmp).await {
-            let _ = tokio::fs::remove_file(&tmp).await;
-            return Err(io_err(e, src_key));
+        let copied = async {
+            let mut f = self.create_temp(&tmp).await?;
+            tokio::io::copy(&mut src, &mut f)
+                .await
+                .map_err(|e| io_err(e, src_key))?;
+            f.sync_all().await.map_err(|e| io_err(e, "sync"))
         }
-        self.commit(&tmp, &dst).await
+        .await;
+        if let Err(e) = copied {
+            let _ = tokio::fs::remove_file(&tmp).await;
+            return Err(e);
+        }
+        self.commit(&tmp, &dir, &rel, dst_key).await
     }
 
     fn delete_batch_size(&self) -> usize {
@@ -372,6 +471,130 @@ fn checked_key(key: &str) -> Result<PathBuf> {
             }
         })
         .collect())
+}
+
+/// The refusal of a path through (or of) a symbolic link below a bucket directory.
+fn link_refused(key: &str, at: &Path) -> Error {
+    Error::new(
+        ErrorKind::Conflict,
+        format!(
+            "{key}: {} below the bucket directory is a symbolic link, and the local provider \
+             follows no link",
+            at.display()
+        ),
+    )
+}
+
+/// Whether every directory of `rel` (all components but the last) below the bucket
+/// directory `dir` is a real directory: `Ok(false)` when one is missing or a file, an
+/// error when one is a link. Each is checked with `lstat`, top down.
+async fn dirs_without_links(dir: &Path, rel: &Path, key: &str) -> Result<bool> {
+    let Some(parent) = rel.parent() else {
+        return Ok(true);
+    };
+    let mut cur = dir.to_path_buf();
+    for c in parent.components() {
+        cur.push(c);
+        match tokio::fs::symlink_metadata(&cur).await {
+            Ok(md) if md.is_symlink() => {
+                return Err(link_refused(key, cur.strip_prefix(dir).unwrap_or(&cur)));
+            }
+            Ok(md) if md.is_dir() => {}
+            Ok(_) => return Ok(false),
+            Err(e) if matches!(e.kind(), IoKind::NotFound | IoKind::NotADirectory) => {
+                return Ok(false);
+            }
+            Err(e) => return Err(io_err(e, key)),
+        }
+    }
+    Ok(true)
+}
+
+/// What is at `rel` below the bucket directory `dir`, by `lstat`, reached through real
+/// directories only: `None` when absent, an error when it or a directory above it is a
+/// link.
+async fn lstat_object(dir: &Path, rel: &Path, key: &str) -> Result<Option<std::fs::Metadata>> {
+    if !dirs_without_links(dir, rel, key).await? {
+        return Ok(None);
+    }
+    match tokio::fs::symlink_metadata(dir.join(rel)).await {
+        Ok(md) if md.is_symlink() => Err(link_refused(key, rel)),
+        Ok(md) => Ok(Some(md)),
+        Err(e) if matches!(e.kind(), IoKind::NotFound | IoKind::NotADirectory) => Ok(None),
+        Err(e) => Err(io_err(e, key)),
+    }
+}
+
+/// Creates the directories of `rel` below the bucket directory `dir` one at a time,
+/// checking each with `lstat` after `mkdir` (which never follows a link): a link or a
+/// file among them refuses the write.
+async fn make_dirs(dir: &Path, rel: &Path, key: &str) -> Result<()> {
+    let Some(parent) = rel.parent() else {
+        return Ok(());
+    };
+    let mut cur = dir.to_path_buf();
+    for c in parent.components() {
+        cur.push(c);
+        let md = match tokio::fs::symlink_metadata(&cur).await {
+            Ok(md) => md,
+            Err(e) if e.kind() == IoKind::NotFound => {
+                match tokio::fs::create_dir(&cur).await {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == IoKind::AlreadyExists => {}
+                    Err(e) => return Err(io_err(e, format!("{key}: create directory"))),
+                }
+                tokio::fs::symlink_metadata(&cur)
+                    .await
+                    .map_err(|e| io_err(e, format!("{key}: create directory")))?
+            }
+            Err(e) => return Err(io_err(e, format!("{key}: create directory"))),
+        };
+        let at = cur.strip_prefix(dir).unwrap_or(&cur);
+        if md.is_symlink() {
+            return Err(link_refused(key, at));
+        }
+        if !md.is_dir() {
+            return Err(Error::new(
+                ErrorKind::Conflict,
+                format!("{key}: {} is a file, not a directory", at.display()),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Whether the opened file is the one `lstat` found (same device and inode).
+#[cfg(unix)]
+fn same_file(found: &std::fs::Metadata, opened: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    found.dev() == opened.dev() && found.ino() == opened.ino()
+}
+
+#[cfg(not(unix))]
+fn same_file(_found: &std::fs::Metadata, _opened: &std::fs::Metadata) -> bool {
+    true
+}
+
+/// Whether the kernel's path of the open file is `expected` (Linux's
+/// `/proc/self/fd/N`, links resolved). Where `/proc` cannot be read the check is
+/// skipped: [`same_file`] still holds.
+#[cfg(target_os = "linux")]
+fn opened_at(f: &tokio::fs::File, expected: &Path) -> bool {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(actual) = std::fs::read_link(format!("/proc/self/fd/{}", f.as_raw_fd())) else {
+        return true;
+    };
+    // A file deleted since it was opened is shown with this suffix; where it was is
+    // still what counts.
+    let actual = actual.as_os_str().as_bytes();
+    let actual = actual.strip_suffix(b" (deleted)").unwrap_or(actual);
+    actual == expected.as_os_str().as_bytes()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn opened_at(_f: &tokio::fs::File, _expected: &Path) -> bool {
+    true
 }
 
 /// The directory path of a key prefix made of whole segments (`a/b` → `a/b`).
@@ -544,6 +767,40 @@ mod tests {
                 .delete_batch_size(),
             1
         );
+    }
+
+    /// The check that closes the window between `lstat` and `open`: a file opened
+    /// through a directory swapped for a link is not at the key's path.
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn an_opened_file_is_checked_against_the_keys_real_path() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = LocalStore::new(tmp.path().join("data")).unwrap();
+        store
+            .ensure_bucket("b", &BucketOptions::default())
+            .await
+            .unwrap();
+        store
+            .put("b", "d/k", Bytes::from_static(b"v"))
+            .await
+            .unwrap();
+        let outside = tmp.path().join("outside");
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("k%f"), b"secret").unwrap();
+        let expected = store.real_root.join("b/d/k%f");
+        let f = tokio::fs::File::open(tmp.path().join("data/b/d/k%f"))
+            .await
+            .unwrap();
+        assert!(opened_at(&f, &expected));
+        // `d` swapped for a link after the checks, before the open.
+        std::fs::remove_dir_all(tmp.path().join("data/b/d")).unwrap();
+        std::os::unix::fs::symlink(&outside, tmp.path().join("data/b/d")).unwrap();
+        let f = tokio::fs::File::open(tmp.path().join("data/b/d/k%f"))
+            .await
+            .unwrap();
+        assert!(!opened_at(&f, &expected));
+        let e = store.get("b", "d/k").await.err().expect("refused");
+        assert_eq!(e.kind(), ErrorKind::Conflict, "{e}");
     }
 
     #[test]

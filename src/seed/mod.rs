@@ -32,3 +32,8 @@ pub const ANNOTATION_GARDEN_NAMESPACE: &str = "granary.gardener.cloud/garden-nam
 /// is the seed object's identity: a garden entry of the same name from another
 /// namespace never maps onto it, and its prefix marker records it.
 pub const ANNOTATION_GARDEN_UID: &str = "granary.gardener.cloud/garden-uid";
+
+/// On an extension BackupEntry: the UID of the Shoot owning its garden BackupEntry (the
+/// entry's owner reference). A garden entry of the same Shoot recreated under the same
+/// name and namespace (a new UID) takes over the seed object and the prefix by it.
+pub const ANNOTATION_SHOOT_UID: &str = "granary.gardener.cloud/shoot-uid";

@@ -6,8 +6,10 @@
 //!   legacy) once, when Granary first takes the bucket; a later `pool-kind` label
 //!   edit is ignored with a warning ([`resolve_layout`]);
 //! - the prefix marker `<prefix>/.granary/entry.json` names the garden BackupEntry
-//!   (namespace and UID) that owns the prefix; an entry that is not its owner (nor the
-//!   owner's own migration source) may neither adopt nor delete it ([`claim`]);
+//!   (namespace and UID) that owns the prefix, and the Shoot it belongs to; an entry
+//!   that is not its owner (nor the owner's own migration source) may neither adopt nor
+//!   delete it ([`claim`]), except the same Shoot's entry recreated in the garden under
+//!   the same name and namespace, which re-adopts it;
 //! - a legacy bucket is deleted whole only when the provider's listing shows no other
 //!   entry in it ([`whole_bucket_deletable`]).
 
@@ -108,6 +110,11 @@ pub struct EntryRecord {
     /// lack it and are claimed by name.
     #[serde(default, skip_serializing_if = "Option::is_none", rename = "gardenUID")]
     pub garden_uid: Option<String>,
+    /// The UID of the Shoot owning the garden entry (its owner reference): a recreated
+    /// entry of the same Shoot re-adopts the prefix by it. Markers written before it was
+    /// recorded lack it.
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "shootUID")]
+    pub shoot_uid: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub creation_time: Option<DateTime<Utc>>,
 }
@@ -119,6 +126,8 @@ pub struct EntryIdentity {
     pub name: String,
     pub garden_namespace: Option<String>,
     pub garden_uid: Option<String>,
+    /// The UID of the Shoot owning the garden entry, when it has one.
+    pub shoot_uid: Option<String>,
 }
 
 impl EntryIdentity {
@@ -129,6 +138,7 @@ impl EntryIdentity {
             uid: seed_uid,
             garden_namespace: self.garden_namespace.clone(),
             garden_uid: self.garden_uid.clone(),
+            shoot_uid: self.shoot_uid.clone(),
             creation_time: created,
         }
     }
@@ -154,7 +164,7 @@ fn describe(namespace: Option<&str>, name: &str, uid: Option<&str>) -> String {
 }
 
 /// What an entry may do with a prefix whose marker is `record`.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Claim {
     /// The marker is this entry's.
     Owner,
@@ -164,8 +174,29 @@ pub enum Claim {
     /// This entry is the `source-` entry of the owner, in the owner's namespace: it may
     /// delete the prefix it migrated from, never rewrite its marker.
     MigrationSource,
+    /// The marker names an earlier garden entry of the same name, namespace and Shoot
+    /// (the garden recreated the entry, e.g. after a forced deletion): this entry takes
+    /// the prefix over and rewrites the marker. The text names the earlier entry.
+    Readopt(String),
     /// Another entry's prefix: the text says whose.
     Foreign(String),
+}
+
+/// Whether the entry named `name` of Shoot `mine` belongs to the same Shoot as a record
+/// or seed object naming Shoot `recorded`. Without a recorded Shoot UID (written before
+/// it was kept), the entry's name decides: the garden names a shoot's entry
+/// `<technicalID>--<shoot uid>`, so a name ending in `--<mine>` is that Shoot's. An entry
+/// without an owning Shoot is nobody's.
+pub fn same_shoot(recorded: Option<&str>, name: &str, mine: Option<&str>) -> bool {
+    let Some(mine) = mine.filter(|m| !m.is_empty()) else {
+        return false;
+    };
+    match recorded {
+        Some(r) => r == mine,
+        None => name
+            .strip_suffix(mine)
+            .is_some_and(|rest| rest.ends_with("--")),
+    }
 }
 
 /// Whether `me` owns the prefix whose marker is `record`.
@@ -174,9 +205,22 @@ pub fn claim(record: &EntryRecord, me: &EntryIdentity) -> Claim {
     let is_source = me.name != strip_source(&me.name);
     let same_namespace =
         record.garden_namespace.is_some() && record.garden_namespace == me.garden_namespace;
+    let recreated = !is_source
+        && record.entry == me.name
+        && same_namespace
+        && same_shoot(
+            record.shoot_uid.as_deref(),
+            &me.name,
+            me.shoot_uid.as_deref(),
+        );
     match &record.garden_uid {
         Some(uid) if me.garden_uid.as_ref() == Some(uid) => Claim::Owner,
         Some(_) if is_source && same_entry && same_namespace => Claim::MigrationSource,
+        Some(uid) if recreated => Claim::Readopt(describe(
+            record.garden_namespace.as_deref(),
+            &record.entry,
+            Some(uid),
+        )),
         None if same_entry && is_source => Claim::MigrationSource,
         None if same_entry && (record.garden_namespace.is_none() || same_namespace) => {
             Claim::OwnerUnrecorded
@@ -265,6 +309,15 @@ mod tests {
             name: name.into(),
             garden_namespace: Some(ns.into()),
             garden_uid: Some(uid.into()),
+            shoot_uid: None,
+        }
+    }
+
+    /// An entry of Shoot `shoot`, named as the garden names it.
+    fn of_shoot(technical: &str, ns: &str, uid: &str, shoot: &str) -> EntryIdentity {
+        EntryIdentity {
+            shoot_uid: Some(shoot.into()),
+            ..me(&format!("{technical}--{shoot}"), ns, uid)
         }
     }
 
@@ -290,9 +343,155 @@ mod tests {
             why.contains("garden-b/shoot--a--x--1 (uid u-attacker)"),
             "{why}"
         );
-        // Same name and namespace, another UID (a recreated entry): refused too.
+        // Same name and namespace, another UID, no owning Shoot to tie them: refused too.
         let again = me("shoot--a--x--1", "garden-a", "u-new");
         assert!(matches!(claim(&rec, &again), Claim::Foreign(_)));
+    }
+
+    #[test]
+    fn a_recreated_entry_of_the_same_shoot_readopts_its_prefix() {
+        let old = of_shoot("shoot--a--x", "garden-a", "u-old", "s1");
+        let name = old.name.clone();
+        let recreated = of_shoot("shoot--a--x", "garden-a", "u-new", "s1");
+        let readopt = Claim::Readopt(format!("garden-a/{name} (uid u-old)"));
+        // A marker written before shoot UIDs were recorded.
+        let unrecorded = EntryRecord {
+            shoot_uid: None,
+            ..record_of(&old)
+        };
+        let cases: Vec<(&str, EntryRecord, EntryIdentity, Claim)> = vec![
+            (
+                "same shoot, new UID",
+                record_of(&old),
+                recreated.clone(),
+                readopt.clone(),
+            ),
+            (
+                "marker without shoot UID, name of the same shoot",
+                unrecorded.clone(),
+                recreated.clone(),
+                readopt.clone(),
+            ),
+            (
+                "the owner itself",
+                record_of(&old),
+                old.clone(),
+                Claim::Owner,
+            ),
+            (
+                "another shoot's entry given the same name",
+                record_of(&old),
+                EntryIdentity {
+                    shoot_uid: Some("s2".into()),
+                    ..recreated.clone()
+                },
+                Claim::Foreign(String::new()),
+            ),
+            (
+                "marker without shoot UID, another shoot's entry given the name",
+                unrecorded.clone(),
+                EntryIdentity {
+                    shoot_uid: Some("s2".into()),
+                    ..recreated.clone()
+                },
+                Claim::Foreign(String::new()),
+            ),
+            (
+                "an entry without an owning shoot",
+                record_of(&old),
+                EntryIdentity {
+                    shoot_uid: None,
+                    ..recreated.clone()
+                },
+                Claim::Foreign(String::new()),
+            ),
+            (
+                "same shoot, another namespace",
+                record_of(&old),
+                of_shoot("shoot--a--x", "garden-b", "u-new", "s1"),
+                Claim::Foreign(String::new()),
+            ),
+            (
+                "same shoot, another entry name",
+                record_of(&old),
+                EntryIdentity {
+                    name: "shoot--a--y--s1".into(),
+                    ..recreated.clone()
+                },
+                Claim::Foreign(String::new()),
+            ),
+            (
+                "marker without a namespace",
+                EntryRecord {
+                    garden_namespace: None,
+                    ..record_of(&old)
+                },
+                recreated.clone(),
+                Claim::Foreign(String::new()),
+            ),
+            (
+                "a hand-made seed object (no garden namespace)",
+                record_of(&old),
+                EntryIdentity {
+                    garden_namespace: None,
+                    ..recreated.clone()
+                },
+                Claim::Foreign(String::new()),
+            ),
+            (
+                "a migration source of the same shoot deletes, never re-adopts",
+                record_of(&old),
+                of_shoot("source-shoot--a--x", "garden-a", "u-src", "s1"),
+                Claim::MigrationSource,
+            ),
+        ];
+        for (case, record, who, want) in cases {
+            match (claim(&record, &who), want) {
+                (Claim::Foreign(why), Claim::Foreign(_)) => {
+                    assert!(why.contains("(uid u-old)"), "{case}: {why}");
+                }
+                (got, want) => assert_eq!(got, want, "{case}"),
+            }
+        }
+        // The marker the re-adopting entry writes names it and its shoot.
+        let rewritten = recreated.record(None, None);
+        assert_eq!(rewritten.garden_uid.as_deref(), Some("u-new"));
+        assert_eq!(rewritten.shoot_uid.as_deref(), Some("s1"));
+        assert_eq!(claim(&rewritten, &recreated), Claim::Owner);
+        // Another shoot's entry under the same name, against the rewritten marker.
+        let intruder = EntryIdentity {
+            garden_uid: Some("u-3".into()),
+            shoot_uid: Some("s2".into()),
+            ..recreated.clone()
+        };
+        assert!(matches!(claim(&rewritten, &intruder), Claim::Foreign(_)));
+    }
+
+    #[test]
+    fn old_markers_stay_readable_and_new_ones_carry_the_shoot() {
+        let old: EntryRecord = serde_json::from_str(
+            r#"{"entry":"shoot--a--x--s1","uid":"seed","gardenNamespace":"garden-a","gardenUID":"u1"}"#,
+        )
+        .expect("a marker without shootUID");
+        assert_eq!(old.shoot_uid, None);
+        assert_eq!(old.garden_uid.as_deref(), Some("u1"));
+        let new = serde_json::to_value(
+            of_shoot("shoot--a--x", "garden-a", "u2", "s1").record(None, None),
+        )
+        .unwrap();
+        assert_eq!(new["shootUID"], "s1");
+        assert_eq!(new["gardenUID"], "u2");
+    }
+
+    #[test]
+    fn the_same_shoot() {
+        assert!(same_shoot(Some("s1"), "anything", Some("s1")));
+        assert!(!same_shoot(Some("s1"), "shoot--a--x--s2", Some("s2")));
+        assert!(same_shoot(None, "shoot--a--x--s1", Some("s1")));
+        assert!(!same_shoot(None, "shoot--a--x--ss1", Some("s1")));
+        assert!(!same_shoot(None, "shoot--a--x--s1", None));
+        assert!(!same_shoot(None, "shoot--a--x--", Some("")));
+        assert!(!same_shoot(Some(""), "x", Some("")));
     }
 
     #[test]

@@ -16,6 +16,8 @@ mod proxy;
 #[allow(dead_code)]
 mod provider_emulators;
 
+mod attack_entry_readopt;
+mod attack_local_links;
 mod attack_nonadmin_rbac;
 mod attack_planted_backups;
 mod attack_restore_items;

@@ -60,7 +60,8 @@ pub(crate) struct World {
     pub(crate) owner_b: Client,
     pub(crate) store: Arc<dyn ObjectStore>,
     pub(crate) clock: Clock,
-    _data: tempfile::TempDir,
+    /// The `local` store's data directory.
+    pub(crate) data: tempfile::TempDir,
     _dir: tempfile::TempDir,
     controllers: tokio::task::JoinHandle<()>,
 }
@@ -204,7 +205,7 @@ pub(crate) async fn start(adjust: impl FnOnce(&mut VeleroSettings)) -> World {
         admin,
         store,
         clock,
-        _data: data,
+        data,
         _dir: dir,
         controllers,
     }
@@ -305,7 +306,7 @@ pub(crate) fn nab(name: &str, location: Option<&str>) -> NonAdminBackup {
     )
 }
 
-fn nadr(name: &str, kind: DownloadTargetKind, target: &str) -> NonAdminDownloadRequest {
+pub(crate) fn nadr(name: &str, kind: DownloadTargetKind, target: &str) -> NonAdminDownloadRequest {
     NonAdminDownloadRequest::new(
         name,
         NonAdminDownloadRequestSpec {
@@ -318,7 +319,10 @@ fn nadr(name: &str, kind: DownloadTargetKind, target: &str) -> NonAdminDownloadR
 }
 
 /// Creates `request` and waits until it is served (Created); a refusal fails the test.
-async fn created_download(api: &Api<NonAdminDownloadRequest>, request: NonAdminDownloadRequest) {
+pub(crate) async fn created_download(
+    api: &Api<NonAdminDownloadRequest>,
+    request: NonAdminDownloadRequest,
+) {
     let name = request.name_any();
     api.create(&PostParams::default(), &request)
         .await

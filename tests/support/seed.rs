@@ -270,7 +270,7 @@ impl Landscape {
         (format!("{technical}--{uid}"), technical)
     }
 
-    fn labels(&self, seed: &str) -> BTreeMap<String, String> {
+    pub fn labels(&self, seed: &str) -> BTreeMap<String, String> {
         let (k, v) = self.cluster.instance_label();
         [(k, v), (LABEL_SEED.to_string(), seed.to_string())].into()
     }

@@ -24,6 +24,7 @@ use crate::seed::etcd_secret::{CREATED_BY_ANNOTATION, etcd_backup_secret_data};
 use crate::seed::extension::records::{ensure_bucket_record, read_record, scan_root, write_record};
 use crate::seed::grace::{DeletionSchedule, deletion_schedule, grace_period};
 use crate::seed::kube_ops::{is_not_found, namespace_usable};
+use crate::seed::mirror::reference;
 use crate::seed::ownership::{
     BucketRecord, Claim, EntryIdentity, EntryRecord, LayoutDecision, claim, resolve_layout,
     whole_bucket_deletable,
@@ -31,13 +32,14 @@ use crate::seed::ownership::{
 use crate::seed::prefix::{
     BUCKET_RECORD, BucketLayout, ENTRY_MARKER, entry_key_prefix, entry_prefix, marker_key,
 };
-use crate::seed::{ANNOTATION_GARDEN_NAMESPACE, ANNOTATION_GARDEN_UID};
+use crate::seed::{ANNOTATION_GARDEN_NAMESPACE, ANNOTATION_GARDEN_UID, ANNOTATION_SHOOT_UID};
 use chrono::{DateTime, Utc};
 use futures::TryStreamExt;
 use granary_providers::{ErrorKind, ListEntry, ObjectStore, SecretData};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, PostParams};
+use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Mutex;
@@ -85,6 +87,7 @@ pub(crate) fn identity(entry: &BackupEntry) -> EntryIdentity {
         name: entry.name_any(),
         garden_uid: garden_uid.or_else(|| entry.meta().uid.clone()),
         garden_namespace,
+        shoot_uid: annotations.get(ANNOTATION_SHOOT_UID).cloned(),
     }
 }
 
@@ -320,9 +323,14 @@ impl Actuator<BackupEntry> for EntryActuator {
         let layout = self.layout(ctx, entry, store).await?;
         let marker = marker_key(layout, &name).map_err(prefix_error)?;
         let me = identity(entry);
+        let mut readopted = None;
         let write = match self.claim(store, bucket, &marker, &me).await? {
             None | Some(Claim::OwnerUnrecorded) => true,
             Some(Claim::Owner | Claim::MigrationSource) => false,
+            Some(Claim::Readopt(previous)) => {
+                readopted = Some(previous);
+                true
+            }
             Some(Claim::Foreign(why)) => {
                 return Err(ReconcileError::Invalid(format!(
                     "{bucket}/{marker}: {why}; nothing is written there (if that entry is \
@@ -340,10 +348,27 @@ impl Actuator<BackupEntry> for EntryActuator {
             write_record(store, bucket, &marker, &record).await?;
         }
         let prefix = entry_prefix(layout, &name).map_err(prefix_error)?;
+        if let Some(previous) = &readopted {
+            let note = format!(
+                "{bucket}/{prefix} re-adopted from BackupEntry {previous}, an earlier garden \
+                 entry of the same Shoot; its marker now names this entry"
+            );
+            tracing::info!(entry = %name, bucket = %bucket, prefix = %prefix, previous = %previous, "entry prefix re-adopted");
+            ctx.seed_event(
+                &reference(entry),
+                EventType::Normal,
+                "PrefixReadopted",
+                note,
+            )
+            .await;
+        }
         let written = self
             .write_etcd_secret(ctx, entry, credentials, &prefix)
             .await?;
         let mut description = format!("entry prefix {bucket}/{prefix} is in place");
+        if let Some(previous) = &readopted {
+            description.push_str(&format!(" (re-adopted from BackupEntry {previous})"));
+        }
         if let Some(ns) = written {
             description.push_str(&format!("; {ns}/etcd-backup written"));
         }

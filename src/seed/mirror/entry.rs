@@ -20,8 +20,9 @@ use crate::seed::context::{Context, ReconcileError};
 use crate::seed::kube_ops::{
     add_finalizer, is_not_found, patch_annotations, patch_status, remove_finalizer,
 };
+use crate::seed::ownership::same_shoot;
 use crate::seed::queue::Next;
-use crate::seed::{ANNOTATION_GARDEN_NAMESPACE, ANNOTATION_GARDEN_UID};
+use crate::seed::{ANNOTATION_GARDEN_NAMESPACE, ANNOTATION_GARDEN_UID, ANNOTATION_SHOOT_UID};
 use kube::api::{Api, DeleteParams};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
@@ -44,24 +45,37 @@ fn seed_api(ctx: &Context) -> Api<extensions::BackupEntry> {
 /// another seed, whose changes this seed's watches do not see.
 const WAIT_FOR_BUCKET: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// Why the seed object `ext` does not stand for the garden entry `namespace`/`uid`
-/// (`uid` unknown when the garden entry is gone), or `None` when it does. The seed
-/// object is cluster-scoped and named after the entry alone, so its identity is the
-/// garden namespace and UID it carries; a seed object from before the UID was carried
-/// is matched by namespace (and gets the UID on the next update).
+/// The UID of the Shoot owning a garden entry (its owner reference), if any.
+pub(crate) fn shoot_uid(garden: &core::BackupEntry) -> Option<String> {
+    garden
+        .owner_references()
+        .iter()
+        .find(|o| o.kind == "Shoot" && o.api_version.starts_with("core.gardener.cloud/"))
+        .map(|o| o.uid.clone())
+}
+
+/// Why the seed object `ext` does not stand for the garden entry `namespace`/`uid` of
+/// Shoot `shoot` (`uid` unknown when the garden entry is gone), or `None` when it does.
+/// The seed object is cluster-scoped and named after the entry alone, so its identity
+/// is the garden namespace and UID it carries; a seed object from before the UID was
+/// carried is matched by namespace (and gets the UID on the next update). One of an
+/// earlier garden entry of the same name, namespace and Shoot (the garden recreated the
+/// entry) stands for the new one, which takes it over ([`same_shoot`]).
 pub(crate) fn foreign_seed_object(
     ext: &extensions::BackupEntry,
     namespace: &str,
     uid: Option<&str>,
+    shoot: Option<&str>,
 ) -> Option<String> {
     let annotations = ext.annotations();
     let ext_namespace = annotations
         .get(ANNOTATION_GARDEN_NAMESPACE)
         .map(String::as_str);
     let ext_uid = annotations.get(ANNOTATION_GARDEN_UID).map(String::as_str);
+    let ext_shoot = annotations.get(ANNOTATION_SHOOT_UID).map(String::as_str);
     let same_namespace = ext_namespace == Some(namespace);
     let same_uid = match (ext_uid, uid) {
-        (Some(a), Some(b)) => a == b,
+        (Some(a), Some(b)) => a == b || same_shoot(ext_shoot, &ext.name_any(), shoot),
         _ => true,
     };
     (!same_namespace || !same_uid).then(|| {
@@ -88,11 +102,21 @@ pub(crate) async fn reconcile(ctx: &Context, key: &str) -> Result<Next, Reconcil
     let me = ctx.seed_name.as_str();
     let garden = garden.filter(|g| ctx.selector.matches(g.meta().labels.as_ref()));
     let uid = garden.as_ref().and_then(|g| g.meta().uid.clone());
+    let shoot = garden.as_ref().and_then(shoot_uid);
     if let Some(why) = ext
         .as_ref()
-        .and_then(|e| foreign_seed_object(e, namespace, uid.as_deref()))
+        .and_then(|e| foreign_seed_object(e, namespace, uid.as_deref(), shoot.as_deref()))
     {
         return refuse_foreign(ctx, garden, why).await;
+    }
+    if let (Some(ext), Some(uid)) = (&ext, &uid)
+        && let Some(previous) = ext.annotations().get(ANNOTATION_GARDEN_UID)
+        && previous != uid
+    {
+        tracing::info!(
+            entry = %key, previous_uid = %previous, uid = %uid,
+            "the seed object of an earlier garden entry of the same shoot is taken over"
+        );
     }
     let Some(garden) = garden.filter(|g| g.responsible_seed() == Some(me)) else {
         // Gone from the garden or another seed's now: let go without provider calls.
@@ -167,6 +191,9 @@ fn carried_annotations(garden: &core::BackupEntry) -> BTreeMap<String, String> {
     );
     if let Some(uid) = garden.meta().uid.as_ref() {
         out.insert(ANNOTATION_GARDEN_UID.to_string(), uid.clone());
+    }
+    if let Some(shoot) = shoot_uid(garden) {
+        out.insert(ANNOTATION_SHOOT_UID.to_string(), shoot);
     }
     for key in [ANNOTATION_SHOOT_PURPOSE, ANNOTATION_FORCE_DELETION] {
         if let Some(v) = garden.annotations().get(key) {
@@ -311,12 +338,20 @@ async fn provision(
     {
         return Ok(Next::After(ctx.resync));
     }
+    // A seed object taken over from an earlier garden entry of the same shoot: its last
+    // success was that entry's, so any is too old and the extension reconciles now
+    // (the prefix marker is rewritten with this entry's identity).
+    let taken_over = ext.as_ref().is_some_and(|e| {
+        e.annotations()
+            .get(ANNOTATION_GARDEN_UID)
+            .is_some_and(|u| Some(u) != garden.meta().uid.as_ref())
+    });
     let ensured = ensure_extension(
         ctx,
         ext.as_ref(),
         desired(ctx, &garden, &bucket),
         changed_at,
-        None,
+        taken_over.then_some(std::time::Duration::ZERO),
         handed_over(last),
     )
     .await?;
