@@ -9,11 +9,8 @@
 use crate::nonadmin_locations::{
     TENANTS, created_download, nab, nabsl, nadr, start, uuid_of, wait_available,
 };
-use crate::support::poll_until;
-use granary::api::oadp::{
-    NonAdminBackup, NonAdminBackupStorageLocation, NonAdminDownloadRequest, NonAdminPhase,
-};
-use granary::api::velero::{BackupPhase, DownloadTargetKind};
+use granary::api::oadp::{NonAdminBackup, NonAdminBackupStorageLocation, NonAdminDownloadRequest};
+use granary::api::velero::DownloadTargetKind;
 use granary::velero::layout::StorageLayout;
 use kube::api::{Api, PostParams};
 use std::os::unix::fs::symlink;
@@ -70,19 +67,7 @@ async fn a_planted_link_in_an_owners_location_is_never_served() {
         .create(&pp, &nab("b1", Some("mine")))
         .await
         .expect("nab");
-    poll_until("b1 backed up", || async {
-        let s = nabs_a
-            .get("b1")
-            .await
-            .expect("nab")
-            .status
-            .unwrap_or_default();
-        if s.phase == Some(NonAdminPhase::BackingOff) {
-            panic!("b1 refused: {:?}", s.conditions);
-        }
-        s.velero_backup.and_then(|v| v.status).and_then(|s| s.phase) == Some(BackupPhase::Completed)
-    })
-    .await;
+    crate::nonadmin::wait_backed_up(&nabs_a, "b1").await;
     let vb = nabs_a
         .get("b1")
         .await

@@ -533,19 +533,7 @@ async fn an_owner_backs_up_into_their_own_location_and_downloads_from_it() {
         .create(&pp, &nab("b1", Some("mine")))
         .await
         .expect("nab");
-    poll_until("b1 backed up", || async {
-        let s = nabs_a
-            .get("b1")
-            .await
-            .expect("nab")
-            .status
-            .unwrap_or_default();
-        if s.phase == Some(NonAdminPhase::BackingOff) {
-            panic!("b1 refused: {:?}", s.conditions);
-        }
-        s.velero_backup.and_then(|v| v.status).and_then(|s| s.phase) == Some(BackupPhase::Completed)
-    })
-    .await;
+    crate::nonadmin::wait_backed_up(&nabs_a, "b1").await;
     let b1 = nabs_a.get("b1").await.expect("nab");
     let vb = b1.velero_backup_name().expect("velero backup").to_string();
     let backup = w.velero::<Backup>().get(&vb).await.expect("velero backup");
@@ -1211,19 +1199,7 @@ async fn a_plain_delete_on_an_own_location_and_the_sync_brings_the_backup_back()
         .create(&pp, &nab("keep", Some("mine")))
         .await
         .expect("nab");
-    poll_until("keep backed up", || async {
-        let s = nabs_a
-            .get("keep")
-            .await
-            .expect("nab")
-            .status
-            .unwrap_or_default();
-        if s.phase == Some(NonAdminPhase::BackingOff) {
-            panic!("keep refused: {:?}", s.conditions);
-        }
-        s.velero_backup.and_then(|v| v.status).and_then(|s| s.phase) == Some(BackupPhase::Completed)
-    })
-    .await;
+    crate::nonadmin::wait_backed_up(&nabs_a, "keep").await;
     let first = nabs_a.get("keep").await.expect("nab");
     let vb = first.velero_backup_name().expect("velero name").to_string();
     let keys = w.tenant_keys(&format!("ns-a/team/backups/{vb}/")).await;
