@@ -419,6 +419,7 @@ async fn reconcile(ctx: &VeleroContext, name: &str) -> Result<Next, kube::Error>
     let base = backup.name_any();
     let api = ctx.api::<Backup>();
     let mut n = 0;
+    let mut vanished = 0;
     loop {
         let backup_name = tick_name(&base, n);
         backup.metadata.name = Some(backup_name.clone());
@@ -431,9 +432,16 @@ async fn reconcile(ctx: &VeleroContext, name: &str) -> Result<Next, kube::Error>
                 // Same second, same name, our own backup: this tick is served. Anyone
                 // else's backup under that name (one planted in a bucket and synced, or
                 // made by hand) does not serve it.
-                let taken = api.get_opt(&backup_name).await?;
-                if taken.as_ref().is_none_or(|b| is_own(&schedule, b)) {
-                    break;
+                match api.get_opt(&backup_name).await? {
+                    Some(b) if is_own(&schedule, &b) => break,
+                    Some(_) => {}
+                    // Gone between the create and the read: not served, try that name
+                    // again (at most a few times, then later).
+                    None if vanished < OTHER_NAMES => {
+                        vanished += 1;
+                        continue;
+                    }
+                    None => return Ok(Next::After(WAITING_RECHECK)),
                 }
                 n += 1;
                 let next = (n <= OTHER_NAMES).then(|| tick_name(&base, n));
