@@ -6,10 +6,8 @@
 //! request names the owner's own backup) and refuses to serve: nothing of the link's
 //! target reaches the owner. Set up as tests/e2e/nonadmin_locations.rs does.
 
-use crate::nonadmin_locations::{
-    TENANTS, created_download, nab, nabsl, nadr, start, uuid_of, wait_available,
-};
-use granary::api::oadp::{NonAdminBackup, NonAdminBackupStorageLocation, NonAdminDownloadRequest};
+use crate::nonadmin_locations::{TENANTS, created_download, nab, nabsl, nadr, start, uuid_of};
+use granary::api::oadp::{NonAdminBackup, NonAdminDownloadRequest};
 use granary::api::velero::DownloadTargetKind;
 use granary::velero::layout::StorageLayout;
 use kube::api::{Api, PostParams};
@@ -53,15 +51,11 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
 async fn a_planted_link_in_an_owners_location_is_never_served() {
     let w = start(|_| {}).await;
     let pp = PostParams::default();
-    let nabsls_a: Api<NonAdminBackupStorageLocation> = Api::namespaced(w.owner_a.clone(), "ns-a");
     let nabs_a: Api<NonAdminBackup> = Api::namespaced(w.owner_a.clone(), "ns-a");
     let nadrs_a: Api<NonAdminDownloadRequest> = Api::namespaced(w.owner_a.clone(), "ns-a");
-    w.secret(&w.owner_a, "ns-a", "creds").await;
-    nabsls_a
-        .create(&pp, &nabsl("mine", TENANTS, Some("team"), "creds"))
-        .await
-        .expect("create nabsl");
-    let mine = wait_available(&nabsls_a, "mine").await;
+    let mine = w
+        .own_location(&nabsl("mine", TENANTS, Some("team"), "creds"))
+        .await;
     assert!(!uuid_of(&mine).is_empty());
     nabs_a
         .create(&pp, &nab("b1", Some("mine")))

@@ -50,15 +50,9 @@ async fn fast_sync() -> World {
 /// ns-a's own location `mine` (prefix `team` in the tenants' bucket), syncing every
 /// second; returns its Velero location's name and its layout in the bucket.
 async fn own_location(w: &World) -> (String, StorageLayout) {
-    let nabsls: Api<NonAdminBackupStorageLocation> = Api::namespaced(w.owner_a.clone(), "ns-a");
-    w.secret(&w.owner_a, "ns-a", "creds").await;
     let mut body = nabsl("mine", TENANTS, Some("team"), "creds");
     body.spec.backup_storage_location_spec.backup_sync_period = Some("1s".parse().expect("1s"));
-    nabsls
-        .create(&PostParams::default(), &body)
-        .await
-        .expect("create nabsl");
-    let uuid = uuid_of(&wait_available(&nabsls, "mine").await);
+    let uuid = uuid_of(&w.own_location(&body).await);
     let layout = StorageLayout::new(TENANTS, Some("ns-a/team")).expect("layout");
     (uuid, layout)
 }

@@ -239,6 +239,25 @@ fn cluster_role_binding(name: &str, role: &str, who: &str) -> ClusterRoleBinding
     b
 }
 
+/// The owner's RoleBinding of themselves to `cluster-admin` in their namespace is
+/// refused with kube-apiserver's escalation message.
+async fn owner_cannot_bind_cluster_admin(bindings: &Api<RoleBinding>) {
+    let binding = role_binding(
+        "owner-cluster-admin",
+        "ClusterRole",
+        "cluster-admin",
+        "owner",
+    );
+    assert_escalation(
+        bindings.create(&PostParams::default(), &binding).await,
+        "rolebindings",
+        "owner-cluster-admin",
+        "owner",
+        OWNER_GROUPS,
+        &[EVERYTHING, EVERY_URL],
+    );
+}
+
 /// kube-apiserver's refusal of an escalating write: 403, naming the object and every
 /// permission (compacted, sorted) the user does not hold.
 fn assert_escalation<T: std::fmt::Debug>(
@@ -363,24 +382,7 @@ async fn a_namespace_owner_cannot_grant_what_they_do_not_hold() {
 
     // Bound to admin in their namespace, the owner cannot bind themselves to
     // cluster-admin there.
-    assert_escalation(
-        bindings
-            .create(
-                &pp,
-                &role_binding(
-                    "owner-cluster-admin",
-                    "ClusterRole",
-                    "cluster-admin",
-                    "owner",
-                ),
-            )
-            .await,
-        "rolebindings",
-        "owner-cluster-admin",
-        "owner",
-        OWNER_GROUPS,
-        &[EVERYTHING, EVERY_URL],
-    );
+    owner_cannot_bind_cluster_admin(&bindings).await;
     assert!(
         bindings
             .get_opt("owner-cluster-admin")
@@ -570,24 +572,7 @@ async fn bind_and_escalate_let_a_user_grant_beyond_their_permissions() {
         )
         .await
         .expect("bind allows binding node-reader");
-    assert_escalation(
-        bindings
-            .create(
-                &pp,
-                &role_binding(
-                    "owner-cluster-admin",
-                    "ClusterRole",
-                    "cluster-admin",
-                    "owner",
-                ),
-            )
-            .await,
-        "rolebindings",
-        "owner-cluster-admin",
-        "owner",
-        OWNER_GROUPS,
-        &[EVERYTHING, EVERY_URL],
-    );
+    owner_cannot_bind_cluster_admin(&bindings).await;
 
     // `escalate` on roles in the namespace: a Role beyond the owner's permissions.
     assert_escalation(

@@ -253,6 +253,22 @@ impl World {
             .expect("secret");
     }
 
+    /// ns-a's own location `body` (credentials: ns-a's Secret `creds`, made here),
+    /// created by ns-a's owner and waited on until it is available.
+    pub(crate) async fn own_location(
+        &self,
+        body: &NonAdminBackupStorageLocation,
+    ) -> NonAdminBackupStorageLocation {
+        let nabsls: Api<NonAdminBackupStorageLocation> =
+            Api::namespaced(self.owner_a.clone(), "ns-a");
+        self.secret(&self.owner_a, "ns-a", "creds").await;
+        nabsls
+            .create(&PostParams::default(), body)
+            .await
+            .expect("create nabsl");
+        wait_available(&nabsls, &body.name_any()).await
+    }
+
     pub(crate) async fn tenant_keys(&self, dir: &str) -> Vec<String> {
         granary_providers::list_all(self.store.as_ref(), TENANTS, dir, None)
             .await
@@ -461,12 +477,9 @@ async fn an_owner_backs_up_into_their_own_location_and_downloads_from_it() {
     let nabsls_a: Api<NonAdminBackupStorageLocation> = Api::namespaced(w.owner_a.clone(), "ns-a");
     let nabs_a: Api<NonAdminBackup> = Api::namespaced(w.owner_a.clone(), "ns-a");
     let nadrs_a: Api<NonAdminDownloadRequest> = Api::namespaced(w.owner_a.clone(), "ns-a");
-    w.secret(&w.owner_a, "ns-a", "creds").await;
-    nabsls_a
-        .create(&pp, &nabsl("mine", TENANTS, Some("team"), "creds"))
-        .await
-        .expect("create nabsl");
-    let mine = wait_available(&nabsls_a, "mine").await;
+    let mine = w
+        .own_location(&nabsl("mine", TENANTS, Some("team"), "creds"))
+        .await;
     let uuid = uuid_of(&mine);
     assert!(uuid.starts_with("ns-a-mine-") && uuid.len() <= 63, "{uuid}");
     assert!(
