@@ -1,5 +1,5 @@
 //! The migration's bucket-to-bucket copy on moto against rclone copy and aws s3 cp: `cargo bench --bench copy [-- --size N --json]`, the same code as `granary bench
-//! copy` (`granary::bench`). Results in `<target dir>/bench/copy.json`.
+//! copy` (`granary_bench`). Results in `<target dir>/bench/copy.json`.
 
 mod support;
 

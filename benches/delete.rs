@@ -1,5 +1,5 @@
 //! Deleting an object prefix on moto against rclone purge and aws s3 rm: `cargo bench --bench delete [-- --size N --json]`, the same code as `granary bench
-//! delete` (`granary::bench`). Results in `<target dir>/bench/delete.json`.
+//! delete` (`granary_bench`). Results in `<target dir>/bench/delete.json`.
 
 mod support;
 

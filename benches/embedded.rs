@@ -1,8 +1,10 @@
 //! The embedded API server: creates, lists, watch fan-out and memory per object:
 //! `cargo bench --bench embedded [-- --size N --json]`, the same code as `granary bench
-//! embedded` (`granary::bench`), with one addition: this binary's global allocator counts
+//! embedded` (`granary_bench`), with one addition: this binary's global allocator counts
 //! the live heap, so the server's overhead per stored object is measured (the `granary`
 //! binary has no counting allocator). Results in `<target dir>/bench/embedded.json`.
+// The counting global allocator below is unsafe by nature.
+#![allow(unsafe_code)]
 
 mod support;
 
@@ -65,7 +67,7 @@ fn live_heap_blocks() -> i64 {
 fn main() -> std::process::ExitCode {
     support::main(
         "embedded",
-        Some(granary::bench::HeapProbe {
+        Some(granary_bench::HeapProbe {
             live_bytes: live_heap_bytes,
             live_blocks: live_heap_blocks,
         }),

@@ -1,5 +1,5 @@
 //! Garden placement, cold start and restart, against a bare client: `cargo bench --bench garden [-- --size N --json]`, the same code as `granary bench
-//! garden` (`granary::bench`). Results in `<target dir>/bench/garden.json`.
+//! garden` (`granary_bench`). Results in `<target dir>/bench/garden.json`.
 
 mod support;
 

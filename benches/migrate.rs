@@ -1,6 +1,6 @@
 //! A whole `granary migrate entry` on moto (bulk copy against rclone copy, then the
 //! cut-over's etcd downtime): `cargo bench --bench migrate [-- --size N --json]`, the same
-//! code as `granary bench migrate` (`granary::bench`). Results in
+//! code as `granary bench migrate` (`granary_bench`). Results in
 //! `<target dir>/bench/migrate.json`.
 
 mod support;

@@ -1,5 +1,5 @@
 //! The Velero archive writer/reader and the manifest: `cargo bench --bench velero_archive [-- --size N --json]`, the same code as `granary bench
-//! velero_archive` (`granary::bench`). Results in `<target dir>/bench/velero_archive.json`.
+//! velero_archive` (`granary_bench`). Results in `<target dir>/bench/velero_archive.json`.
 
 mod support;
 

@@ -1,5 +1,5 @@
 //! The backup runner against kubectl get -o json | gzip: `cargo bench --bench velero_backup [-- --size N --json]`, the same code as `granary bench
-//! velero_backup` (`granary::bench`). Results in `<target dir>/bench/velero_backup.json`.
+//! velero_backup` (`granary_bench`). Results in `<target dir>/bench/velero_backup.json`.
 
 mod support;
 

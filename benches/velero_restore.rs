@@ -1,5 +1,5 @@
 //! The restore runner against kubectl apply --server-side: `cargo bench --bench velero_restore [-- --size N --json]`, the same code as `granary bench
-//! velero_restore` (`granary::bench`). Results in `<target dir>/bench/velero_restore.json`.
+//! velero_restore` (`granary_bench`). Results in `<target dir>/bench/velero_restore.json`.
 
 mod support;
 

@@ -43,8 +43,8 @@ fi
 
 echo "fuzz: writing the seed corpus" >&2
 GRANARY_FUZZ_CORPUS="$root/fuzz/corpus" \
-    cargo test -q -p granary --lib velero::fuzz_seeds -- --ignored --exact \
-    velero::fuzz_seeds::write_fuzz_seed_corpus >&2
+    cargo test -q -p granary-velero --lib fuzz_seeds -- --ignored --exact \
+    fuzz_seeds::write_fuzz_seed_corpus >&2
 
 # The protobuf decoder's seeds: the bodies kubectl 1.32 sent (tests/fixtures/protobuf),
 # after the target's mode byte (even: it puts the `k8s\0` prefix back).

@@ -3,13 +3,14 @@
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use granary::api::crds::{self, Side};
-use granary::runtime::{failpoints, logging};
+use granary_api::crds::{self, Side};
+use granary_runtime::{failpoints, logging};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use velero_cli::{BackupCommand, LocationCommand, RestoreCommand, ScheduleCommand, VeleroTarget};
 
-#[path = "main_velero_cli.rs"]
+mod cli;
+mod dev;
 mod velero_cli;
 
 /// Backup infrastructure for Gardener-style Kubernetes landscapes.
@@ -190,8 +191,8 @@ struct VeleroArgs {
 }
 
 impl VeleroArgs {
-    fn flags(self) -> granary::velero_server::settings::VeleroFlags {
-        granary::velero_server::settings::VeleroFlags {
+    fn flags(self) -> granary_velero_server::settings::VeleroFlags {
+        granary_velero_server::settings::VeleroFlags {
             namespace: self.namespace,
             concurrent_backups: self.concurrent_backups,
             item_block_worker_count: self.item_block_worker_count,
@@ -396,7 +397,7 @@ struct DevArgs {
 }
 
 fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
-    granary::runtime::duration::parse_duration(text).map_err(|e| e.to_string())
+    granary_runtime::duration::parse_duration(text).map_err(|e| e.to_string())
 }
 
 #[derive(Subcommand, Debug)]
@@ -426,13 +427,13 @@ enum ArchiveCommand {
 struct MemoryArgs {
     /// Most bytes to keep in memory while reading (paths, collected items, the stored
     /// manifest); an archive that needs more is refused.
-    #[arg(long, value_name = "BYTES", default_value_t = granary::velero::archive::ArchiveLimits::default().max_retained_bytes)]
+    #[arg(long, value_name = "BYTES", default_value_t = granary_velero::archive::ArchiveLimits::default().max_retained_bytes)]
     max_memory: u64,
 }
 
 impl MemoryArgs {
-    fn limits(&self) -> granary::velero::archive::ArchiveLimits {
-        granary::velero::archive::ArchiveLimits {
+    fn limits(&self) -> granary_velero::archive::ArchiveLimits {
+        granary_velero::archive::ArchiveLimits {
             max_retained_bytes: self.max_memory,
             ..Default::default()
         }
@@ -534,7 +535,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Restore { target, command } => velero_cli::restore(target, command),
         Command::Schedule { target, command } => velero_cli::schedule(target, command),
         Command::Seed(args) => {
-            let opts = granary::seed::SeedOptions {
+            let opts = granary_seed::SeedOptions {
                 seed_name: args.seed_name,
                 garden_kubeconfig: args.garden_kubeconfig,
                 kubeconfig: args.kubeconfig,
@@ -548,7 +549,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             };
             tokio::runtime::Runtime::new()
                 .context("starting the async runtime")?
-                .block_on(granary::seed::run(opts))
+                .block_on(granary_seed::run(opts))
                 .context("granary seed")
         }
         Command::Migrate(args) => migrate(args),
@@ -557,9 +558,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             size,
             rounds,
             json,
-        } => granary::bench::main_blocking(
+        } => granary_bench::main_blocking(
             &names,
-            &granary::bench::BenchOptions {
+            &granary_bench::BenchOptions {
                 size,
                 rounds,
                 ..Default::default()
@@ -567,7 +568,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             json,
         ),
         Command::Server(args) => {
-            let opts = granary::velero_server::server::ServerOptions {
+            let opts = granary_velero_server::server::ServerOptions {
                 kubeconfig: args.kubeconfig,
                 config: args.config,
                 data_dir: args.data_dir,
@@ -578,11 +579,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             };
             tokio::runtime::Runtime::new()
                 .context("starting the async runtime")?
-                .block_on(granary::velero_server::server::run(opts))
+                .block_on(granary_velero_server::server::run(opts))
                 .context("granary server")
         }
         Command::Dev(_) => unreachable!("handled above"),
-        Command::Garden(args) => Ok(granary::garden::run(granary::garden::GardenOptions {
+        Command::Garden(args) => Ok(granary_garden::run(granary_garden::GardenOptions {
             kubeconfig: args.kubeconfig,
             config: args.config,
             object_selector: args.object_selector,
@@ -594,7 +595,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
 }
 
 fn migrate(args: MigrateArgs) -> anyhow::Result<()> {
-    use granary::migrate::cli::{MigrateCommand as Cmd, MigrateOptions};
+    use granary_migrate::cli::{MigrateCommand as Cmd, MigrateOptions};
     fn split(value: &str, what: &str) -> anyhow::Result<(String, String)> {
         let (ns, name) = value
             .split_once('/')
@@ -616,7 +617,7 @@ fn migrate(args: MigrateArgs) -> anyhow::Result<()> {
             allow_other_pool,
         } => {
             let (namespace, name) = split(&entry, "the entry")?;
-            Cmd::Entry(granary::migrate::EntryMigration {
+            Cmd::Entry(granary_migrate::EntryMigration {
                 namespace,
                 name,
                 to_bucket,
@@ -642,7 +643,7 @@ fn migrate(args: MigrateArgs) -> anyhow::Result<()> {
                 Cmd::ImportDiscover {
                     provider: provider.unwrap_or_default(),
                     region: region.unwrap_or_default(),
-                    secret_ref: granary::api::common::SecretReference { name, namespace },
+                    secret_ref: granary_api::common::SecretReference { name, namespace },
                 }
             }
             _ => anyhow::bail!("give either --file FILE or --discover"),
@@ -661,19 +662,19 @@ fn migrate(args: MigrateArgs) -> anyhow::Result<()> {
     };
     tokio::runtime::Runtime::new()
         .context("starting the async runtime")?
-        .block_on(granary::migrate::cli::run(opts, command))
+        .block_on(granary_migrate::cli::run(opts, command))
         .context("granary migrate")
 }
 
 fn dev(args: DevArgs, log_format: logging::LogFormat, log_level: String) -> anyhow::Result<()> {
-    let opts = granary::dev::DevOptions {
+    let opts = crate::dev::DevOptions {
         data_dir: args.data_dir,
         grace_period: args.grace_period,
         reset: args.reset,
         seeds: args.seeds.map(usize::from),
         shoots: args.shoots.map(usize::from),
         quota: args.quota,
-        store: granary::dev::provider::StoreArgs {
+        store: crate::dev::provider::StoreArgs {
             provider: args.provider,
             endpoint: args.endpoint,
             region: args.region,
@@ -683,13 +684,13 @@ fn dev(args: DevArgs, log_format: logging::LogFormat, log_level: String) -> anyh
         log_format,
         log_level,
     };
-    granary::dev::run(opts).context("granary dev")
+    crate::dev::run(opts).context("granary dev")
 }
 
 /// Names the flag that raises the memory budget when an archive needs more.
-fn over_budget_hint(e: granary::velero::archive::ArchiveError) -> anyhow::Error {
+fn over_budget_hint(e: granary_velero::archive::ArchiveError) -> anyhow::Error {
     match e {
-        granary::velero::archive::ArchiveError::RetainedBudgetExceeded { .. } => {
+        granary_velero::archive::ArchiveError::RetainedBudgetExceeded { .. } => {
             anyhow::anyhow!("{e}; --max-memory raises the limit")
         }
         other => other.into(),
@@ -697,7 +698,7 @@ fn over_budget_hint(e: granary::velero::archive::ArchiveError) -> anyhow::Error 
 }
 
 fn archive(command: ArchiveCommand) -> anyhow::Result<()> {
-    use granary::velero::inspect;
+    use granary_velero::inspect;
     match command {
         ArchiveCommand::Inspect {
             file,

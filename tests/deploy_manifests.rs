@@ -14,8 +14,9 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
 
-use granary::embedded::ApiCall;
-use granary::runtime::config::{GardenConfiguration, SeedConfiguration};
+use granary_apiserver::ApiCall;
+use granary_garden::config::GardenConfiguration;
+use granary_seed::config::SeedConfiguration;
 use manifests::{Doc, deploy_dir, kustomization_resources, load_config_text, load_kustomization};
 use serde_json::Value;
 

@@ -1,10 +1,10 @@
 //! What the thin `cargo bench` targets share: `--size N` and `--json` from the command
-//! line, then the library's benchmark (`granary::bench`, the same code as `granary
+//! line, then the library's benchmark (`granary_bench`, the same code as `granary
 //! bench <name>`).
 
 use std::process::ExitCode;
 
-use granary::bench::{BenchOptions, HeapProbe};
+use granary_bench::{BenchOptions, HeapProbe};
 
 /// Runs the benchmark `name` with `--size N` / `--json` from the command line.
 pub fn main(name: &str, heap: Option<HeapProbe>) -> ExitCode {
@@ -22,7 +22,7 @@ pub fn main(name: &str, heap: Option<HeapProbe>) -> ExitCode {
         granary_exe: Some(env!("CARGO_BIN_EXE_granary").into()),
         ..BenchOptions::default()
     };
-    match granary::bench::main_blocking(&[name.to_string()], &opts, json) {
+    match granary_bench::main_blocking(&[name.to_string()], &opts, json) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");

@@ -5,10 +5,10 @@
 
 #![no_main]
 
-use granary::velero::archive::{
+use granary_velero::archive::{
     ArchiveEntry, ArchiveError, ArchiveLimits, parse_archive, read_archive,
 };
-use granary::velero::manifest::Manifest;
+use granary_velero::manifest::Manifest;
 use granary_fuzz::{frame, measure};
 use libfuzzer_sys::fuzz_target;
 

@@ -5,8 +5,8 @@
 
 #![no_main]
 
-use granary::velero::files::{FilesError, ResourceList, Results};
-use granary::velero::manifest::{Manifest, ManifestError};
+use granary_velero::files::{FilesError, ResourceList, Results};
+use granary_velero::manifest::{Manifest, ManifestError};
 use granary_fuzz::{frame, measure};
 use libfuzzer_sys::fuzz_target;
 

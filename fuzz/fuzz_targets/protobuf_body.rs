@@ -1,12 +1,12 @@
 //! Arbitrary bytes into the embedded API server's protobuf body decoder
-//! (`granary::embedded::decode_protobuf_body`): what kubectl sends as
+//! (`granary_apiserver::decode_protobuf_body`): what kubectl sends as
 //! `application/vnd.kubernetes.protobuf`, from any client that can reach the server. Any
 //! panic is a bug; so is a refusal other than 400/415, memory use past the budget, or an
 //! accepted body whose JSON is not an object naming its apiVersion and kind.
 
 #![no_main]
 
-use granary::embedded::decode_protobuf_body;
+use granary_apiserver::decode_protobuf_body;
 use granary_fuzz::measure;
 use libfuzzer_sys::fuzz_target;
 

@@ -15,15 +15,15 @@ use super::describe::{
 };
 use super::output::{self, OutputFormat};
 use super::{Target, confirmed, download, is_conflict, is_not_found, store, wait};
-use crate::api::velero::{
+use granary_api::velero::{
     BACKUP_NAME_LABEL, BACKUP_UID_LABEL, Backup, BackupPhase, BackupStorageLocation,
     BackupStorageLocationAccessMode, BackupStorageLocationPhase, DeleteBackupRequest,
     DeleteBackupRequestSpec, DownloadTargetKind, STORAGE_LOCATION_LABEL,
 };
-use crate::runtime::clock::from_k8s;
-use crate::velero::files::{ResourceList, Results};
-use crate::velero::label::valid_label_value;
-use crate::velero::manifest::Manifest;
+use granary_runtime::clock::from_k8s;
+use granary_velero::files::{ResourceList, Results};
+use granary_velero::label::valid_label_value;
+use granary_velero::manifest::Manifest;
 
 /// A `granary backup` subcommand with its flags.
 #[derive(Clone, Debug)]
@@ -643,7 +643,7 @@ async fn delete(client: &Client, ns: &str, names: &[String], confirm: bool) -> a
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::velero::BackupSpec;
+    use granary_api::velero::BackupSpec;
 
     #[test]
     fn delete_request_as_velero_builds_it() {

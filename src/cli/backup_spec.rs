@@ -8,7 +8,7 @@
 use kube::api::ObjectMeta;
 
 use super::flags::{self, FlagError, take};
-use crate::api::velero::{Backup, BackupHooks, BackupSpec, Duration, Metadata};
+use granary_api::velero::{Backup, BackupHooks, BackupSpec, Duration, Metadata};
 
 /// The flags of `granary backup create` as given (unparsed strings).
 #[derive(Clone, Debug, Default)]
@@ -49,7 +49,7 @@ pub fn build_backup(
     f: &BackupFlags,
 ) -> Result<Backup, Vec<FlagError>> {
     let mut errs = Vec::new();
-    if !flags::valid_object_name(name) {
+    if !granary_api::names::is_dns1123_subdomain(name) {
         errs.push(FlagError::new(
             "NAME",
             name,
@@ -75,7 +75,7 @@ pub fn build_backup(
         .map(str::trim)
         .filter(|s| !s.is_empty());
     if let Some(loc) = storage_location
-        && !flags::valid_object_name(loc)
+        && !granary_api::names::is_dns1123_subdomain(loc)
     {
         errs.push(FlagError::new(
             "--storage-location",

@@ -10,10 +10,10 @@ use chrono::{DateTime, Utc};
 
 use super::flags::format_label_selector;
 use super::output::{go_time, short_human_duration, table, time_from_now};
-use crate::api::velero::{Backup, BackupPhase};
-use crate::runtime::clock::from_k8s;
-use crate::velero::files::{MessageSet, ResourceList};
-use crate::velero_server::namespaces::{self, NamespaceScope};
+use granary_api::velero::{Backup, BackupPhase};
+use granary_runtime::clock::from_k8s;
+use granary_velero::files::{MessageSet, ResourceList};
+use granary_velero_server::namespaces::{self, NamespaceScope};
 
 /// The phase velero shows: `New` when unset, `Deleting` once a deletion started.
 pub fn shown_phase(b: &Backup) -> String {
@@ -114,7 +114,7 @@ pub fn waiting_for(b: &Backup, others: &[Backup], live: &[String]) -> Vec<String
                 .metadata
                 .annotations
                 .as_ref()
-                .and_then(|a| a.get(crate::velero_server::queue_controller::ANNOTATION_WAITING_FOR))
+                .and_then(|a| a.get(granary_velero_server::queue_controller::ANNOTATION_WAITING_FOR))
             {
                 return vec![reason.clone()];
             }
@@ -345,7 +345,7 @@ pub fn describe_backup(b: &Backup, ctx: &DescribeContext) -> String {
         "Storage Location:  {}\n",
         spec.storage_location.as_deref().unwrap_or_default()
     );
-    let duration = |d: &Option<crate::api::velero::Duration>| {
+    let duration = |d: &Option<granary_api::velero::Duration>| {
         d.as_ref().map(|d| d.to_string()).unwrap_or_default()
     };
     let _ = writeln!(o, "TTL:  {}\n", duration(&spec.ttl));
@@ -512,5 +512,4 @@ fn describe_details(o: &mut String, d: &Details) {
 }
 
 #[cfg(test)]
-#[path = "describe_tests.rs"]
 mod tests;

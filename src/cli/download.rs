@@ -21,10 +21,10 @@ use kube::{Api, Client};
 
 use super::store::LocationStore;
 use super::{is_conflict, is_not_found};
-use crate::api::velero::{
+use granary_api::velero::{
     DownloadRequest, DownloadRequestSpec, DownloadTarget, DownloadTargetKind,
 };
-use crate::velero_server::download::gunzipped_by_clients;
+use granary_velero_server::download::gunzipped_by_clients;
 
 /// velero's default `--timeout` for `logs` and `download`.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);

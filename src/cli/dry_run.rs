@@ -1,5 +1,5 @@
 //! `granary backup create NAME --dry-run` (beyond Velero): what the backup would hold,
-//! collected by the backup runner itself ([`crate::velero_server::backup::collect`]: the
+//! collected by the backup runner itself ([`granary_velero_server::backup::collect`]: the
 //! same discovery, filters, item actions and tarball writer, the tarball going nowhere),
 //! and which running or queued backups it would wait for, by the queue's own overlap
 //! test. Nothing is created in the cluster and the object store is never opened.
@@ -15,12 +15,12 @@ use serde::Serialize;
 
 use super::backup_spec::{BackupFlags, build_backup, describe_errors};
 use super::output::{OutputFormat, table};
-use crate::api::velero::{Backup, BackupPhase};
-use crate::velero::files::MessageSet;
-use crate::velero::manifest::ManifestItem;
-use crate::velero_server::backup::{self, CollectRequest};
-use crate::velero_server::namespaces::overlap;
-use crate::velero_server::queue_controller::scope_of;
+use granary_api::velero::{Backup, BackupPhase};
+use granary_velero::files::MessageSet;
+use granary_velero::manifest::ManifestItem;
+use granary_velero_server::backup::{self, CollectRequest};
+use granary_velero_server::namespaces::overlap;
+use granary_velero_server::queue_controller::scope_of;
 
 /// Items per list page: Velero's default `clientPageSize`.
 const PAGE_SIZE: u32 = 500;
@@ -103,7 +103,7 @@ pub fn overlaps(mine: &Backup, others: &[Backup], live: &[String]) -> Vec<Overla
 }
 
 fn resource_name(i: &ManifestItem) -> String {
-    crate::velero::resource::GroupResource::new(i.group.clone(), i.resource.clone()).to_string()
+    granary_velero::resource::GroupResource::new(i.group.clone(), i.resource.clone()).to_string()
 }
 
 /// The report as text for people: the items, the counts, the overlaps, the messages.
@@ -250,7 +250,7 @@ pub async fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::velero::{BackupSpec, BackupStatus};
+    use granary_api::velero::{BackupSpec, BackupStatus};
 
     fn backup(name: &str, include: &[&str], phase: Option<BackupPhase>, pos: i64) -> Backup {
         let mut b = Backup::new(

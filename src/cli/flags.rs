@@ -3,12 +3,13 @@
 //! `k=v,…` maps, `--ordered-resources`, Go durations. Pure functions; every error names
 //! the flag it came from.
 
+use granary_api::names::{is_label_value, is_qualified_name};
 use std::collections::BTreeMap;
 
 use chrono::TimeDelta;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 
-use crate::api::velero::Duration;
+use granary_api::velero::Duration;
 
 /// A flag value that cannot be used; the message names the flag.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -53,44 +54,6 @@ fn split_terms(s: &str) -> Vec<&str> {
     out
 }
 
-/// A label name part: at most 63 characters, alphanumeric at both ends, `-_.` inside.
-fn valid_name(name: &str) -> bool {
-    let alnum = |c: char| c.is_ascii_alphanumeric();
-    !name.is_empty()
-        && name.len() <= 63
-        && name.starts_with(alnum)
-        && name.ends_with(alnum)
-        && name
-            .chars()
-            .all(|c| alnum(c) || c == '-' || c == '_' || c == '.')
-}
-
-/// A label key: `[prefix/]name`, the prefix a DNS subdomain.
-pub fn valid_label_key(key: &str) -> bool {
-    match key.split_once('/') {
-        None => valid_name(key),
-        Some((prefix, name)) => {
-            valid_name(name)
-                && !prefix.is_empty()
-                && prefix.len() <= 253
-                && prefix.split('.').all(|part| {
-                    !part.is_empty()
-                        && part.len() <= 63
-                        && part.starts_with(|c: char| c.is_ascii_alphanumeric())
-                        && part.ends_with(|c: char| c.is_ascii_alphanumeric())
-                        && part
-                            .chars()
-                            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-                })
-        }
-    }
-}
-
-/// A label value: empty, or a label name part.
-pub fn valid_label_value(value: &str) -> bool {
-    value.is_empty() || valid_name(value)
-}
-
 /// Parses a label selector the way `metav1.ParseToLabelSelector` does: `k=v`/`k==v` go to
 /// `matchLabels`; `k!=v`, `k in (…)`, `k notin (…)`, `k`, `!k` to `matchExpressions`
 /// (sorted by key, values sorted); `<`/`>` are refused.
@@ -104,7 +67,7 @@ pub fn parse_label_selector(flag: &str, text: &str) -> Result<LabelSelector, Fla
     for raw in split_terms(text) {
         let term = raw.trim();
         let key_ok = |k: &str| {
-            if valid_label_key(k) {
+            if is_qualified_name(k) {
                 Ok(k.to_string())
             } else {
                 Err(bad(format!("{k:?} is not a valid label key")))
@@ -112,7 +75,7 @@ pub fn parse_label_selector(flag: &str, text: &str) -> Result<LabelSelector, Fla
         };
         let value_ok = |v: &str| {
             let v = v.trim();
-            if valid_label_value(v) {
+            if is_label_value(v) {
                 Ok(v.to_string())
             } else {
                 Err(bad(format!("{v:?} is not a valid label value")))
@@ -252,14 +215,14 @@ pub fn parse_map(flag: &str, values: &[String]) -> Result<BTreeMap<String, Strin
 pub fn parse_labels(flag: &str, values: &[String]) -> Result<BTreeMap<String, String>, FlagError> {
     let map = parse_map(flag, values)?;
     for (k, v) in &map {
-        if !valid_label_key(k) {
+        if !is_qualified_name(k) {
             return Err(FlagError::new(
                 flag,
                 &values.join(","),
                 format!("{k:?} is not a valid label key"),
             ));
         }
-        if !valid_label_value(v) {
+        if !is_label_value(v) {
             return Err(FlagError::new(
                 flag,
                 &values.join(","),
@@ -326,23 +289,10 @@ pub fn parse_credential(flag: &str, text: &str) -> Result<(String, String), Flag
     }
 }
 
-/// A DNS-1123 subdomain, what Kubernetes accepts as the name of a custom object.
-pub fn valid_object_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 253
-        && name.split('.').all(|part| {
-            !part.is_empty()
-                && part.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
-                && part.ends_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
-                && part
-                    .chars()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use granary_api::names::is_dns1123_subdomain;
 
     fn sel(text: &str) -> serde_json::Value {
         serde_json::to_value(parse_label_selector("--selector", text).expect("valid")).unwrap()
@@ -456,9 +406,9 @@ mod tests {
 
     #[test]
     fn object_names() {
-        assert!(valid_object_name("nightly-1.v2"));
+        assert!(is_dns1123_subdomain("nightly-1.v2"));
         for bad in ["", "Upper", "a_b", "-a", "a..b"] {
-            assert!(!valid_object_name(bad), "{bad}");
+            assert!(!is_dns1123_subdomain(bad), "{bad}");
         }
     }
 }

@@ -13,8 +13,8 @@ use super::location_spec::{
 };
 use super::output::{self, OutputFormat};
 use super::{Target, confirmed, is_conflict, is_not_found};
-use crate::api::velero::{Backup, BackupStorageLocation, STORAGE_LOCATION_LABEL};
-use crate::velero::label::valid_label_value;
+use granary_api::velero::{Backup, BackupStorageLocation, STORAGE_LOCATION_LABEL};
+use granary_velero::label::valid_label_value;
 
 /// A `granary backup-location` subcommand with its flags.
 #[derive(Clone, Debug)]
@@ -66,7 +66,7 @@ pub async fn run(target: &Target, command: LocationCommand) -> anyhow::Result<()
         LocationCommand::Create { name, flags, .. } => {
             let bsl = build_location(&name, ns, &flags)
                 .map_err(|errs| anyhow::anyhow!("{}", describe_errors(&errs)))?;
-            if crate::velero_server::location::provider_kind(&bsl.spec.provider).is_none() {
+            if granary_velero_server::location::provider_kind(&bsl.spec.provider).is_none() {
                 eprintln!(
                     "warning: provider {:?} is not one Granary can use (aws, azure, gcp, local, \
                      or velero.io/<name>); the location will stay Unavailable in Granary",

@@ -8,7 +8,7 @@ use serde_json::{Map, Value, json};
 
 use super::flags::{self, FlagError, take};
 use super::output::{go_time, table};
-use crate::api::velero::{
+use granary_api::velero::{
     BackupStorageLocation, BackupStorageLocationAccessMode, BackupStorageLocationPhase,
     BackupStorageLocationSpec, ObjectStorageLocation,
 };
@@ -84,7 +84,7 @@ pub fn build_location(
     f: &LocationFlags,
 ) -> Result<BackupStorageLocation, Vec<FlagError>> {
     let mut errs = Vec::new();
-    if !flags::valid_object_name(name) {
+    if !granary_api::names::is_dns1123_subdomain(name) {
         errs.push(FlagError::new(
             "NAME",
             name,
@@ -265,7 +265,7 @@ pub fn locations_table(locations: &[BackupStorageLocation]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::velero::BackupStorageLocationStatus;
+    use granary_api::velero::BackupStorageLocationStatus;
     use chrono::TimeZone;
 
     #[test]

@@ -15,7 +15,7 @@ use super::output::{self, OutputFormat};
 use super::restore_describe::{describe_restore, phase, restore_waiting_for, restores_table};
 use super::restore_spec::{RestoreFlags, build_restore};
 use super::{Target, confirmed, create_in_velero_namespace, is_not_found};
-use crate::api::velero::{Backup, DownloadTargetKind, Restore, RestorePhase, SCHEDULE_NAME_LABEL};
+use granary_api::velero::{Backup, DownloadTargetKind, Restore, RestorePhase, SCHEDULE_NAME_LABEL};
 
 /// A `granary restore` subcommand with its flags.
 #[derive(Clone, Debug)]
@@ -122,13 +122,13 @@ pub async fn run(target: &Target, command: RestoreCommand) -> anyhow::Result<()>
 }
 
 /// `restore create --dry-run`: the restore run against the live cluster with every
-/// write left out ([`crate::velero_server::restore_controller::dry_run`]).
+/// write left out ([`granary_velero_server::restore_controller::dry_run`]).
 async fn preview(target: &Target, client: Client, restore: Restore) -> anyhow::Result<()> {
-    use crate::velero_server::restore::run::ItemAction;
+    use granary_velero_server::restore::run::ItemAction;
     let ns = target.namespace.clone();
-    let ctx = crate::velero_server::context::VeleroContext::new(
+    let ctx = granary_velero_server::context::VeleroContext::new(
         client,
-        crate::velero_server::settings::VeleroSettings {
+        granary_velero_server::settings::VeleroSettings {
             namespace: ns,
             ..Default::default()
         },
@@ -136,11 +136,11 @@ async fn preview(target: &Target, client: Client, restore: Restore) -> anyhow::R
             local_root: target.data_dir.clone(),
             ..Default::default()
         },
-        crate::runtime::clock::Clock::system(),
-        crate::velero_server::metrics::VeleroMetrics::new(&crate::runtime::metrics::Metrics::new()),
-        crate::runtime::selector::ObjectSelector::new(None),
+        granary_runtime::clock::Clock::system(),
+        granary_velero_server::metrics::VeleroMetrics::new(&granary_runtime::metrics::Metrics::new()),
+        granary_runtime::selector::ObjectSelector::new(None),
     );
-    let outcome = crate::velero_server::restore_controller::dry_run(&ctx, &restore)
+    let outcome = granary_velero_server::restore_controller::dry_run(&ctx, &restore)
         .await
         .map_err(|errors| {
             anyhow::anyhow!(
@@ -181,7 +181,7 @@ async fn preview(target: &Target, client: Client, restore: Restore) -> anyhow::R
         counts[ItemAction::Failed as usize]
     );
     let r = &outcome.results;
-    let messages = |set: &crate::velero::files::MessageSet| -> Vec<String> {
+    let messages = |set: &granary_velero::files::MessageSet| -> Vec<String> {
         set.velero
             .iter()
             .chain(set.cluster.iter())
@@ -408,7 +408,7 @@ async fn describe_details(
     match fetch(DownloadTargetKind::RestoreResults)
         .await
         .and_then(|b| {
-            serde_json::from_slice::<crate::velero::files::Results>(&b).map_err(Into::into)
+            serde_json::from_slice::<granary_velero::files::Results>(&b).map_err(Into::into)
         }) {
         Ok(results) => {
             for (title, set) in [("Warnings", &results.warnings), ("Errors", &results.errors)] {

@@ -10,8 +10,8 @@ use kube::ResourceExt;
 
 use super::flags::format_label_selector;
 use super::output::{self, go_time};
-use crate::api::velero::{Restore, RestorePhase};
-use crate::runtime::clock::from_k8s;
+use granary_api::velero::{Restore, RestorePhase};
+use granary_runtime::clock::from_k8s;
 
 /// Set by the restore controller on a Restore waiting in the concurrent-restore queue:
 /// what it waits for.
@@ -274,8 +274,8 @@ pub fn describe_restore(r: &Restore) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::velero::RestoreSpec;
-    use crate::api::velero::{RestoreProgress, RestoreStatus};
+    use granary_api::velero::RestoreSpec;
+    use granary_api::velero::{RestoreProgress, RestoreStatus};
     use chrono::TimeZone;
 
     fn now() -> DateTime<Utc> {

@@ -12,7 +12,7 @@ use kube::api::ObjectMeta;
 
 use super::backup_spec::list;
 use super::flags::{self, FlagError, take};
-use crate::api::velero::{
+use granary_api::velero::{
     PolicyType, Restore, RestoreSpec, RestoreStatusSpec, UploaderConfigForRestore,
 };
 
@@ -43,7 +43,7 @@ pub struct RestoreFlags {
 /// `--namespace-mappings`: `src:dst` pairs separated by commas, both namespace names.
 fn parse_namespace_mappings(values: &[String]) -> Result<BTreeMap<String, String>, FlagError> {
     let flag = "--namespace-mappings";
-    let namespace = |n: &str| n.len() <= 63 && !n.contains('.') && flags::valid_object_name(n);
+    let namespace = |n: &str| n.len() <= 63 && !n.contains('.') && granary_api::names::is_dns1123_subdomain(n);
     let mut out = BTreeMap::new();
     for value in values {
         for pair in value.split(',').filter(|p| !p.trim().is_empty()) {
@@ -120,7 +120,7 @@ where
             now.format("%Y%m%d%H%M%S")
         ),
     };
-    if !flags::valid_object_name(&name) {
+    if !granary_api::names::is_dns1123_subdomain(&name) {
         errs.push(FlagError::new(
             "NAME",
             &name,
@@ -181,7 +181,7 @@ where
         include_cluster_resources: f.include_cluster_resources,
         hooks: Some(Default::default()),
         existing_resource_policy: policy.map(String::from),
-        item_operation_timeout: Some(crate::api::velero::Duration::from_delta(
+        item_operation_timeout: Some(granary_api::velero::Duration::from_delta(
             chrono::TimeDelta::zero(),
         )),
         uploader_config: Some(UploaderConfigForRestore::default()),

@@ -12,9 +12,9 @@ use super::backup_spec::{BackupFlags, build_backup, describe_errors};
 use super::flags::FlagError;
 use super::output::{self, OutputFormat};
 use super::{Target, confirmed, is_conflict, is_not_found};
-use crate::api::velero::{Schedule, ScheduleSpec};
-use crate::runtime::clock::from_k8s;
-use crate::velero_server::schedules::{ANNOTATION_WAITING_FOR, Cadence};
+use granary_api::velero::{Schedule, ScheduleSpec};
+use granary_runtime::clock::from_k8s;
+use granary_velero_server::schedules::{ANNOTATION_WAITING_FOR, Cadence};
 
 /// A `granary schedule` subcommand with its flags.
 #[derive(Clone, Debug)]
@@ -410,8 +410,8 @@ mod tests {
             false,
         )
         .expect("valid");
-        s.status = Some(crate::api::velero::ScheduleStatus {
-            phase: Some(crate::api::velero::SchedulePhase::Enabled),
+        s.status = Some(granary_api::velero::ScheduleStatus {
+            phase: Some(granary_api::velero::SchedulePhase::Enabled),
             ..Default::default()
         });
         s.annotations_mut().insert(

@@ -17,10 +17,10 @@ use anyhow::{Context, bail};
 use granary_providers::{ObjectStore, RetryPolicy, StoreOptions};
 use kube::Client;
 
-use crate::api::velero::BackupStorageLocation;
-use crate::velero::layout::StorageLayout;
-use crate::velero_server::context::read_credential;
-use crate::velero_server::location::location_access;
+use granary_api::velero::BackupStorageLocation;
+use granary_velero::layout::StorageLayout;
+use granary_velero_server::context::read_credential;
+use granary_velero_server::location::location_access;
 
 /// The most a downloaded file may grow to when gunzipped (logs, manifests, results).
 pub const MAX_FILE_BYTES: u64 = 1 << 30;
@@ -33,7 +33,7 @@ pub struct LocationStore {
 }
 
 /// Opens `bsl` for reading, the way the controllers do
-/// ([`crate::velero_server::location`]): its credentials from the cluster, its store,
+/// ([`granary_velero_server::location`]): its credentials from the cluster, its store,
 /// its layout.
 pub async fn open(
     client: &Client,

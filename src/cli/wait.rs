@@ -10,7 +10,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use kube::Api;
 use serde_json::json;
 
-use crate::api::velero::{Backup, BackupPhase};
+use granary_api::velero::{Backup, BackupPhase};
 
 /// What a person or a pipeline sees of one state of the backup.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -155,7 +155,7 @@ pub async fn wait(api: &Api<Backup>, name: &str, every: Duration) -> anyhow::Res
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::velero::{BackupProgress, BackupSpec, BackupStatus};
+    use granary_api::velero::{BackupProgress, BackupSpec, BackupStatus};
 
     #[test]
     fn states_and_lines() {

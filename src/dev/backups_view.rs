@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use chrono::{DateTime, Utc};
 use kube::ResourceExt;
 
-use crate::api::velero::{Backup, BackupPhase, BackupStorageLocation, BackupStorageLocationPhase};
+use granary_api::velero::{Backup, BackupPhase, BackupStorageLocation, BackupStorageLocationPhase};
 
 /// What one Velero backup looks like in the view.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -201,7 +201,7 @@ pub fn render(seeds: &[SeedBackups], out: &mut String) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::velero::{
+    use granary_api::velero::{
         BackupProgress, BackupSpec, BackupStatus, BackupStorageLocationSpec,
         BackupStorageLocationStatus,
     };

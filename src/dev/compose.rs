@@ -27,21 +27,21 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 
-use crate::api::core::Seed;
-use crate::api::crds::{self, Side};
+use granary_api::core::Seed;
+use granary_api::crds::{self, Side};
 use crate::dev::DevError;
 use crate::dev::landscape::Landscape;
 use crate::dev::metrics::Components;
 use crate::dev::provider::BackupStore;
-use crate::embedded::{EmbeddedOptions, EmbeddedServer};
-use crate::garden::{GardenController, RunningGarden};
-use crate::runtime::config::{
-    ConfigDuration, GardenConfiguration, ProviderQuota, SeedConfiguration,
-};
-use crate::runtime::health::{HealthServer, ReadinessFlag};
-use crate::runtime::metrics::Metrics;
-use crate::seed::{RunningSeed, SeedAgent};
-use crate::velero_server::settings::VeleroSettings;
+use granary_apiserver::{EmbeddedOptions, EmbeddedServer};
+use granary_garden::{GardenController, RunningGarden};
+use granary_garden::config::{GardenConfiguration, ProviderQuota};
+use granary_runtime::config::ConfigDuration;
+use granary_seed::config::SeedConfiguration;
+use granary_runtime::health::{HealthServer, ReadinessFlag};
+use granary_runtime::metrics::Metrics;
+use granary_seed::{RunningSeed, SeedAgent};
+use granary_velero_server::settings::VeleroSettings;
 
 /// The entries of the data directory `--reset` removes (and nothing else, so a data
 /// directory pointed at a folder with other files loses only what `granary dev` made).
@@ -363,7 +363,7 @@ fn quota_providers(named: &[String]) -> std::collections::BTreeSet<String> {
 /// Every provider the `spec.backup` of these profiles and seeds names (a profile's
 /// machine type when its backup names none).
 fn backup_providers<'a>(
-    profiles: impl IntoIterator<Item = &'a crate::api::core::CloudProfile>,
+    profiles: impl IntoIterator<Item = &'a granary_api::core::CloudProfile>,
     seeds: impl IntoIterator<Item = &'a Seed>,
 ) -> Vec<String> {
     let of_profiles = profiles.into_iter().filter_map(|p| {
@@ -554,7 +554,7 @@ async fn start_seed(
 /// region's seed has no bucket for its default BackupStorageLocation.
 async fn seed_leases_renewed(garden: &Client, seeds: &[SeedSide]) {
     use k8s_openapi::api::coordination::v1::Lease;
-    let leases: Api<Lease> = Api::namespaced(garden.clone(), crate::api::core::GARDEN_NAMESPACE);
+    let leases: Api<Lease> = Api::namespaced(garden.clone(), granary_api::core::GARDEN_NAMESPACE);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     for seed in seeds {
         let name = format!("seed-{}", seed.name);
@@ -584,7 +584,7 @@ async fn current_backup_providers(garden: &Client) -> Result<Vec<String>, DevErr
         what: format!("listing {what}"),
         source,
     };
-    let profiles = Api::<crate::api::core::CloudProfile>::all(garden.clone())
+    let profiles = Api::<granary_api::core::CloudProfile>::all(garden.clone())
         .list(&ListParams::default())
         .await
         .map_err(|e| listing("cloud profiles", e))?;
@@ -641,7 +641,7 @@ impl Running {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::core::{BackupSpec, CloudProfile, CloudProfileSpec, SeedSpec};
+    use granary_api::core::{BackupSpec, CloudProfile, CloudProfileSpec, SeedSpec};
 
     /// #20: after a restart the quota followed the first profile with a `spec.backup`
     /// only; one with another provider sorting first (even an invalid one) left the

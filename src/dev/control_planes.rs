@@ -17,8 +17,8 @@ use kube::{Client, ResourceExt};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::api::core::Shoot;
-use crate::runtime::backoff::WatchBackoff;
+use granary_api::core::Shoot;
+use granary_runtime::backoff::WatchBackoff;
 
 /// The etcd StatefulSet's name, and the replicas a new one gets.
 const ETCD_MAIN: &str = "etcd-main";

@@ -14,7 +14,7 @@ use kube::api::{Api, PostParams};
 use kube::{Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
-use crate::api::core::{CloudProfile, Seed, Shoot};
+use granary_api::core::{CloudProfile, Seed, Shoot};
 use crate::dev::provider::BackupStore;
 
 /// The sample files, in the order they are created.
@@ -227,7 +227,7 @@ impl Landscape {
             .find(|n| n.starts_with("garden-"))?;
         let mut shoot = Shoot::new("shoot", Default::default());
         shoot.metadata.namespace = Some(namespace);
-        shoot.spec.cloud_profile = Some(crate::api::core::CloudProfileReference {
+        shoot.spec.cloud_profile = Some(granary_api::core::CloudProfileReference {
             kind: "CloudProfile".into(),
             name: self.profile.name_any(),
             ..Default::default()
@@ -446,7 +446,7 @@ mod tests {
         let data = l.credentials.data.as_ref().unwrap();
         assert_eq!(data.len(), 1);
         assert_eq!(data["accessKeyID"].0, b"AK");
-        let errors = crate::api::core::validate_cloud_profile(&l.profile);
+        let errors = granary_api::core::validate_cloud_profile(&l.profile);
         assert!(errors.is_empty(), "{errors:?}");
     }
 }

@@ -17,14 +17,14 @@ use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::api::core::{BackupBucket, BackupEntry, Shoot};
-use crate::api::velero::{Backup, BackupStorageLocation};
+use granary_api::core::{BackupBucket, BackupEntry, Shoot};
+use granary_api::velero::{Backup, BackupStorageLocation};
 use crate::dev::backups_view::SeedBackups;
 use crate::dev::view::{
     Snapshot, changes, forget_events_of_gone_objects, new_warnings, render_fitted,
 };
-use crate::runtime::backoff::WatchBackoff;
-use crate::runtime::clock::Clock;
+use granary_runtime::backoff::WatchBackoff;
+use granary_runtime::clock::Clock;
 
 /// How many recent events the screen keeps.
 const RECENT: usize = 12;

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::{LabelPair, MetricFamily};
 
-use crate::runtime::metrics::Metrics;
+use granary_runtime::metrics::Metrics;
 
 /// The label that names where a series comes from.
 pub const COMPONENT_LABEL: &str = "component";

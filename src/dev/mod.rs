@@ -26,9 +26,9 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::runtime::clock::Clock;
-use crate::runtime::duration::format_go_duration;
-use crate::runtime::logging::{self, LogFormat};
+use granary_runtime::clock::Clock;
+use granary_runtime::duration::format_go_duration;
+use granary_runtime::logging::{self, LogFormat};
 use compose::{Plan, Running};
 use provider::{BackupStore, StoreArgs};
 
@@ -65,7 +65,7 @@ pub enum DevError {
         source: std::io::Error,
     },
     #[error("embedded API server: {0}")]
-    Embedded(#[from] crate::embedded::EmbeddedError),
+    Embedded(#[from] granary_apiserver::EmbeddedError),
     #[error(transparent)]
     Landscape(#[from] landscape::LandscapeError),
     #[error("{what}: {source}")]
@@ -73,7 +73,7 @@ pub enum DevError {
     #[error("{0}")]
     Start(String),
     #[error(transparent)]
-    Health(#[from] crate::runtime::health::HealthError),
+    Health(#[from] granary_runtime::health::HealthError),
     #[error(transparent)]
     Logging(#[from] logging::LoggingError),
 }

@@ -19,7 +19,7 @@ use kube::{Client, ResourceExt};
 
 use crate::dev::DevError;
 use crate::dev::compose::private_file;
-use crate::embedded::EmbeddedServer;
+use granary_apiserver::EmbeddedServer;
 
 /// The sample owner's namespace.
 pub const OWNER_NAMESPACE: &str = "team-a";

@@ -198,7 +198,7 @@ fn read_credentials(kind: ProviderKind, bytes: &[u8]) -> Result<BTreeMap<String,
 /// snippet of the offending source line it would show (that line is the secret), and
 /// with any source text the message itself quotes blanked out.
 fn yaml_error(e: &serde_saphyr::Error, source: &str) -> String {
-    crate::runtime::redact::without_source(&e.without_snippet().to_string(), source)
+    granary_runtime::redact::without_source(&e.without_snippet().to_string(), source)
 }
 
 #[cfg(test)]

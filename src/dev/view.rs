@@ -9,8 +9,8 @@ use std::fmt::Write as _;
 use chrono::{DateTime, Utc};
 use kube::ResourceExt;
 
-use crate::api::common::{LastOperation, LastOperationState};
-use crate::api::core::{BackupBucket, BackupEntry, LABEL_REGION, LABEL_SHARD};
+use granary_api::common::{LastOperation, LastOperationState};
+use granary_api::core::{BackupBucket, BackupEntry, LABEL_REGION, LABEL_SHARD};
 use crate::dev::backups_view::{self, SeedBackups};
 
 /// What one bucket looks like in the view.
@@ -516,8 +516,8 @@ fn events_section(events: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::common::{LastError, LastOperationType};
-    use crate::api::core::{
+    use granary_api::common::{LastError, LastOperationType};
+    use granary_api::core::{
         BackupBucketSpec, BackupBucketStatus, BackupEntrySpec, BackupEntryStatus,
     };
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;

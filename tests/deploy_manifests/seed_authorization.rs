@@ -6,7 +6,7 @@
 
 use std::collections::BTreeSet;
 
-use granary::runtime::config::GardenConfiguration;
+use granary_garden::config::GardenConfiguration;
 use serde_json::Value;
 
 use super::manifests::{self, Doc, deploy_dir, grants_for, load_config_text, read_docs};
@@ -252,7 +252,7 @@ fn the_seed_agent_writes_only_its_own_secrets() {
     // The non-admin location copies: only in the Velero namespace, and only a Secret that
     // is NAC's copy (named by its NABSL origin label, managed by NAC) both before and after
     // the write, so labelling another Secret does not bring it into reach.
-    let velero = granary::velero_server::settings::VeleroSettings::default().namespace;
+    let velero = granary_velero_server::settings::VeleroSettings::default().namespace;
     assert!(
         validation.contains(&format!("request.namespace == '{velero}'"))
             && validation.contains("variables.newIsLocationCopy && variables.oldIsLocationCopy"),
@@ -279,12 +279,12 @@ fn the_seed_agent_writes_only_its_own_secrets() {
         for want in [
             format!(
                 "{obj}.metadata.labels.exists(k, k == '{}' && {obj}.metadata.labels[k] == variables.name)",
-                granary::api::oadp::NABSL_ORIGIN_NACUUID_LABEL
+                granary_api::oadp::NABSL_ORIGIN_NACUUID_LABEL
             ),
             format!(
                 "{obj}.metadata.labels.exists(k, k == '{}' && {obj}.metadata.labels[k] == '{}')",
-                granary::api::oadp::MANAGED_BY_LABEL,
-                granary::api::oadp::MANAGED_BY_LABEL_VALUE
+                granary_api::oadp::MANAGED_BY_LABEL,
+                granary_api::oadp::MANAGED_BY_LABEL_VALUE
             ),
         ] {
             assert!(e.contains(&want), "{name}: {want} not in {e}");

@@ -10,12 +10,13 @@
 use crate::garden::{events_about, shoot};
 use crate::seed_support::{Landscape, ensure_namespace};
 use crate::support::poll_until;
-use granary::api::common::LastOperationState;
-use granary::api::core::{self, BackupEntrySpec, Shoot};
-use granary::api::extensions;
-use granary::garden::entries::shoot_owner_reference;
-use granary::runtime::config::{ConfigDuration, SeedConfiguration};
-use granary::seed::RunningSeed;
+use granary_api::common::LastOperationState;
+use granary_api::core::{self, BackupEntrySpec, Shoot};
+use granary_api::extensions;
+use granary_garden::entries::shoot_owner_reference;
+use granary_runtime::config::ConfigDuration;
+use granary_seed::config::SeedConfiguration;
+use granary_seed::RunningSeed;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
@@ -237,7 +238,7 @@ async fn an_entry_recreated_while_the_seed_was_down_readopts_its_seed_object_and
     let ext = seed_entries(&l).get(&p.name).await.expect("seed object");
     assert_eq!(
         ext.annotations()
-            .get(granary::seed::ANNOTATION_GARDEN_UID)
+            .get(granary_seed::ANNOTATION_GARDEN_UID)
             .map(String::as_str),
         Some(new_uid.as_str()),
         "the seed object names the new entry"

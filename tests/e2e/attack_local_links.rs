@@ -7,9 +7,9 @@
 //! target reaches the owner. Set up as tests/e2e/nonadmin_locations.rs does.
 
 use crate::nonadmin_locations::{TENANTS, created_download, nab, nabsl, nadr, start, uuid_of};
-use granary::api::oadp::{NonAdminBackup, NonAdminDownloadRequest};
-use granary::api::velero::DownloadTargetKind;
-use granary::velero::layout::StorageLayout;
+use granary_api::oadp::{NonAdminBackup, NonAdminDownloadRequest};
+use granary_api::velero::DownloadTargetKind;
+use granary_velero::layout::StorageLayout;
 use kube::api::{Api, PostParams};
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};

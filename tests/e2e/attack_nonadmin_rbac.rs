@@ -12,11 +12,11 @@
 //! owner's namespace, the owner backs the namespace up with a NonAdminBackup, and the
 //! administrator deletes the objects again before the owner restores.
 
-use granary::api::oadp::NonAdminBackup;
-use granary::api::oadp::NonAdminRestore;
-use granary::api::velero::{BackupSpec, RestorePhase, RestoreSpec};
-use granary::velero::files::Results;
-use granary::velero::layout::StorageLayout;
+use granary_api::oadp::NonAdminBackup;
+use granary_api::oadp::NonAdminRestore;
+use granary_api::velero::{BackupSpec, RestorePhase, RestoreSpec};
+use granary_velero::files::Results;
+use granary_velero::layout::StorageLayout;
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use kube::api::{Api, DeleteParams, PostParams};
 

@@ -19,17 +19,17 @@ use crate::nonadmin_locations::{
 };
 use crate::support::poll_until;
 use chrono::{DateTime, TimeDelta, Utc};
-use granary::api::oadp::{
+use granary_api::oadp::{
     MANAGED_BY_LABEL, NAB_ORIGIN_NACUUID_LABEL, NAB_ORIGIN_NAME_ANNOTATION,
     NAB_ORIGIN_NAMESPACE_ANNOTATION, NonAdminBackup, NonAdminBackupStorageLocation, NonAdminPhase,
     NonAdminRestore, NonAdminRestoreSpec, OADP_LABEL,
 };
-use granary::api::velero::{
+use granary_api::velero::{
     Backup, BackupPhase, BackupSpec, BackupStatus, Restore, RestorePhase, RestoreSpec,
     SCHEDULE_NAME_LABEL, SCHEDULE_UID_ANNOTATION, SYNCED_LABEL, Schedule, ScheduleSpec,
 };
-use granary::runtime::config::ConfigDuration;
-use granary::velero::layout::StorageLayout;
+use granary_runtime::config::ConfigDuration;
+use granary_velero::layout::StorageLayout;
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Pod};
 use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleRef, Subject};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
@@ -553,14 +553,14 @@ async fn a_tenant_location_stays_off_landscape_and_administrator_buckets() {
     .await;
     let pp = PostParams::default();
     // A landscape bucket the seed knows.
-    let bucket: granary::api::extensions::BackupBucket = serde_json::from_value(serde_json::json!({
+    let bucket: granary_api::extensions::BackupBucket = serde_json::from_value(serde_json::json!({
         "apiVersion": "extensions.gardener.cloud/v1alpha1",
         "kind": "BackupBucket",
         "metadata": {"name": "landscape-pool-1"},
         "spec": {"type": "local", "region": "local", "secretRef": {"name": "s", "namespace": "garden"}},
     }))
     .expect("bucket");
-    Api::<granary::api::extensions::BackupBucket>::all(w.admin.clone())
+    Api::<granary_api::extensions::BackupBucket>::all(w.admin.clone())
         .create(&pp, &bucket)
         .await
         .expect("backup bucket");

@@ -15,8 +15,8 @@ use crate::velero_lifecycle::World;
 use crate::velero_restore::{
     controllers, create, dynamic, foreign_backup, restore, results, tarball, wait_restore,
 };
-use granary::api::velero::{Backup, BackupPhase, BackupSpec, RestorePhase, RestoreSpec};
-use granary::velero::archive::{ArchiveLimits, parse_archive};
+use granary_api::velero::{Backup, BackupPhase, BackupSpec, RestorePhase, RestoreSpec};
+use granary_velero::archive::{ArchiveLimits, parse_archive};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::Client;
@@ -29,7 +29,7 @@ use std::time::Duration;
 async fn world() -> (World, Vec<tokio::task::JoinHandle<()>>) {
     let w = World::start().await;
     let mut settings = w.settings();
-    settings.backup_sync_period = granary::runtime::config::ConfigDuration(Duration::ZERO);
+    settings.backup_sync_period = granary_runtime::config::ConfigDuration(Duration::ZERO);
     let handles = controllers(&w, settings, None);
     w.location("default", false).await;
     (w, handles)
@@ -88,7 +88,7 @@ async fn configmap_exists(c: &Client, ns: &str, name: &str) -> bool {
         .is_some()
 }
 
-fn failure_reason(r: &granary::api::velero::Restore) -> String {
+fn failure_reason(r: &granary_api::velero::Restore) -> String {
     r.status
         .as_ref()
         .and_then(|s| s.failure_reason.clone())
@@ -417,7 +417,7 @@ async fn download_requests_are_never_backed_up() {
             );
         }
         let text = String::from_utf8_lossy(
-            &granary::velero::files::gunzip_limited(&tar[..], 1 << 30).expect("gzip"),
+            &granary_velero::files::gunzip_limited(&tar[..], 1 << 30).expect("gzip"),
         )
         .into_owned();
         assert!(

@@ -1,4 +1,4 @@
-//! The Velero backup runner (`granary::velero_server::backup`) end to end against the
+//! The Velero backup runner (`granary_velero_server::backup`) end to end against the
 //! embedded API server and a real object store: a backup of ~2,200 objects in 22
 //! namespaces read back with the archive reader (Velero's tarball layout, the manifest
 //! equal to the tarball, the resource list, results, log and `velero-backup.json`);
@@ -10,12 +10,12 @@ use std::io::Read;
 use std::sync::Arc;
 use std::sync::atomic::AtomicI64;
 
-use granary::api::velero::{BackupPhase, BackupSpec};
-use granary::velero::archive::{ArchiveLimits, ItemPath, Scope, VersionDir};
-use granary::velero::files::ResourceList;
-use granary::velero::manifest::{ItemKey, Manifest};
-use granary::velero::resource::GroupResource;
-use granary::velero_server::backup::{BackupError, BackupResultPhase};
+use granary_api::velero::{BackupPhase, BackupSpec};
+use granary_velero::archive::{ArchiveLimits, ItemPath, Scope, VersionDir};
+use granary_velero::files::ResourceList;
+use granary_velero::manifest::{ItemKey, Manifest};
+use granary_velero::resource::GroupResource;
+use granary_velero_server::backup::{BackupError, BackupResultPhase};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use crate::backup_runner_world::*;

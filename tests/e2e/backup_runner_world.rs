@@ -11,12 +11,12 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::StreamExt;
-use granary::api::velero::{Backup, BackupPhase, BackupSpec, BackupStatus};
-use granary::velero::archive::{ArchiveLimits, ParsedArchive, parse_archive};
-use granary::velero::files::{ResourceList, Results, decode_backup_json, gunzip_limited};
-use granary::velero::layout::StorageLayout;
-use granary::velero::manifest::{ItemKey, Manifest};
-use granary::velero_server::backup::{
+use granary_api::velero::{Backup, BackupPhase, BackupSpec, BackupStatus};
+use granary_velero::archive::{ArchiveLimits, ParsedArchive, parse_archive};
+use granary_velero::files::{ResourceList, Results, decode_backup_json, gunzip_limited};
+use granary_velero::layout::StorageLayout;
+use granary_velero::manifest::{ItemKey, Manifest};
+use granary_velero_server::backup::{
     BackupError, BackupOutcome, BackupProgress, BackupRequest, run,
 };
 use granary_providers::{

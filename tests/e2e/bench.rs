@@ -5,7 +5,7 @@
 //! tests'); without it they are skipped loudly (under CI=true, the emulator finder fails
 //! instead).
 
-use granary::bench::{BenchOptions, NAMES, run};
+use granary_bench::{BenchOptions, NAMES, run};
 use serde_json::Value;
 
 use crate::provider_emulators;

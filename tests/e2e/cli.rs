@@ -1,7 +1,7 @@
 //! The `granary` binary's offline commands, run as a user runs them.
 
-use granary::velero::archive::ArchiveWriter;
-use granary::velero::resource::GroupResource;
+use granary_velero::archive::ArchiveWriter;
+use granary_velero::resource::GroupResource;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use std::process::{Command, Output};
 
@@ -26,7 +26,7 @@ fn crds_prints_every_crd_and_splits_by_side() {
     assert!(all.status.success(), "{}", stderr(&all));
     let crds: Vec<CustomResourceDefinition> =
         serde_saphyr::from_multiple(&stdout(&all)).expect("valid CRD YAML");
-    assert_eq!(crds.len(), granary::api::crds::crds(None).len());
+    assert_eq!(crds.len(), granary_api::crds::crds(None).len());
     let names: Vec<String> = crds
         .iter()
         .filter_map(|c| c.metadata.name.clone())

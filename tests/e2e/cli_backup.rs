@@ -8,7 +8,7 @@ use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
-use granary::api::velero::{Backup, DeleteBackupRequest};
+use granary_api::velero::{Backup, DeleteBackupRequest};
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::{Value, json};

@@ -9,8 +9,8 @@ use std::io::Read;
 use std::process::{Command, Output};
 
 use futures::StreamExt;
-use granary::api::velero::{Backup, BackupPhase};
-use granary::velero::manifest::ManifestItem;
+use granary_api::velero::{Backup, BackupPhase};
+use granary_velero::manifest::ManifestItem;
 use granary_providers::get_bytes;
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};

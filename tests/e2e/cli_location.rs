@@ -3,11 +3,11 @@
 //! the `local` provider, with files the test writes through the format library.
 
 use bytes::Bytes;
-use granary::api::velero::BackupStorageLocation;
-use granary::velero::files::{Results, encode_logs};
-use granary::velero::layout::StorageLayout;
-use granary::velero::manifest::{Manifest, item_from_object};
-use granary::velero::resource::GroupResource;
+use granary_api::velero::BackupStorageLocation;
+use granary_velero::files::{Results, encode_logs};
+use granary_velero::layout::StorageLayout;
+use granary_velero::manifest::{Manifest, item_from_object};
+use granary_velero::resource::GroupResource;
 use granary_providers::{BucketOptions, LocalStore, ObjectStore};
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams};

@@ -7,7 +7,7 @@
 
 use std::io::Write;
 
-use granary::api::velero::{Backup, BackupSpec, DownloadRequest, Restore, SCHEDULE_NAME_LABEL};
+use granary_api::velero::{Backup, BackupSpec, DownloadRequest, Restore, SCHEDULE_NAME_LABEL};
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};

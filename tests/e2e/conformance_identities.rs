@@ -13,7 +13,7 @@ use k8s_openapi::api::rbac::v1::{
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::Value;
 
-use granary::embedded::{EmbeddedOptions, EmbeddedServer};
+use granary_apiserver::{EmbeddedOptions, EmbeddedServer};
 
 use crate::conformance::{api_error, cm};
 

@@ -20,8 +20,8 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::core::ApiResource;
 use serde_json::json;
 
-use granary::api::rbac::covers;
-use granary::embedded::{EmbeddedOptions, EmbeddedServer};
+use granary_api::rbac::covers;
+use granary_apiserver::{EmbeddedOptions, EmbeddedServer};
 
 use crate::conformance::api_error;
 use crate::nonadmin::client_as;

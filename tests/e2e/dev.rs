@@ -15,8 +15,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use granary::api::common::LastOperationState;
-use granary::api::core::{BackupBucket, BackupEntry, CloudProfileReference, Shoot, ShootSpec};
+use granary_api::common::LastOperationState;
+use granary_api::core::{BackupBucket, BackupEntry, CloudProfileReference, Shoot, ShootSpec};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, ResourceExt};
@@ -145,7 +145,7 @@ impl Drop for Dev {
     }
 }
 
-fn succeeded(op: Option<&granary::api::common::LastOperation>) -> bool {
+fn succeeded(op: Option<&granary_api::common::LastOperation>) -> bool {
     op.is_some_and(|o| o.state == LastOperationState::Succeeded)
 }
 
@@ -627,8 +627,8 @@ async fn granary_dev_keeps_buckets_at_an_s3_endpoint() {
 /// in the Velero namespace.
 #[tokio::test]
 async fn granary_dev_gives_a_namespace_owner_self_service_backups() {
-    use granary::api::oadp::{NonAdminBackup, NonAdminBackupSpec, NonAdminPhase};
-    use granary::api::velero::{Backup, BackupPhase};
+    use granary_api::oadp::{NonAdminBackup, NonAdminBackupSpec, NonAdminPhase};
+    use granary_api::velero::{Backup, BackupPhase};
     use k8s_openapi::api::core::v1::ConfigMap;
 
     let dir = tempfile::tempdir().expect("temp dir");

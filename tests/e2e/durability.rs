@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use granary::embedded::{EmbeddedOptions, EmbeddedServer};
+use granary_apiserver::{EmbeddedOptions, EmbeddedServer};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};

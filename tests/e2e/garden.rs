@@ -8,16 +8,17 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use granary::api::common::{ConditionStatus, ObjectReference};
-use granary::api::core::{
+use granary_api::common::{ConditionStatus, ObjectReference};
+use granary_api::core::{
     BackupBucket, BackupEntry, BackupSpec, CONDITION_BACKUP_BUCKETS_READY,
     CONDITION_BACKUP_CONFIGURATION_VALID, CloudProfile, CloudProfileReference, CloudProfileSpec,
     FINALIZER_GARDEN_BUCKET_GUARD, LABEL_POOL_KIND, LABEL_REGION, LABEL_SEED, LABEL_SHARD, Seed,
     SeedProvider, SeedSpec, Shoot, ShootSpec,
 };
-use granary::garden::{GardenController, RunningGarden};
-use granary::runtime::config::{ConfigDuration, GardenConfiguration, ProviderQuota};
-use granary::runtime::selector::ObjectSelector;
+use granary_garden::{GardenController, RunningGarden};
+use granary_garden::config::{GardenConfiguration, ProviderQuota};
+use granary_runtime::config::ConfigDuration;
+use granary_runtime::selector::ObjectSelector;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
@@ -65,8 +66,8 @@ pub fn config(quota: Option<u32>, liveness: Option<(u64, u64)>) -> GardenConfigu
 pub fn start(tc: &TestCluster, config: GardenConfiguration) -> RunningGarden {
     // RUST_LOG=granary=debug shows what the controllers do.
     // Granary's own setup, so that test logs keep response bodies out as well.
-    let _ = granary::runtime::logging::init_with(
-        granary::runtime::logging::LogFormat::Text,
+    let _ = granary_runtime::logging::init_with(
+        granary_runtime::logging::LogFormat::Text,
         "error",
         false,
         tracing_subscriber::fmt::TestWriter::new(),
@@ -411,7 +412,7 @@ async fn pools_appear_per_region_follow_credentials_and_survive_owner_deletion()
             .get(&eu)
             .await
             .is_ok_and(|s| {
-                s.condition(granary::garden::guards::CONDITION_DELETION_REFUSED)
+                s.condition(granary_garden::guards::CONDITION_DELETION_REFUSED)
                     .is_some_and(|c| c.message.contains("2 objects still use this seed"))
             })
     })

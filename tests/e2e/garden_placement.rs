@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use futures::future::join_all;
-use granary::api::core::{BackupEntry, LABEL_SHARD, Shoot};
+use granary_api::core::{BackupEntry, LABEL_SHARD, Shoot};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::json;

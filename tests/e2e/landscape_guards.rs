@@ -6,8 +6,8 @@
 use crate::garden::shoot;
 use crate::seed_support::{Backend, Landscape};
 use crate::support::{TestCluster, poll_until};
-use granary::api::common::LastOperationState;
-use granary::api::core::Shoot;
+use granary_api::common::LastOperationState;
+use granary_api::core::Shoot;
 use kube::api::{Api, PostParams};
 use std::path::Path;
 
@@ -99,7 +99,7 @@ async fn a_hand_made_bucket_with_a_bad_name_gets_nothing_created() {
 async fn a_refused_bucket_deletion_leaves_its_entries_healthy() {
     use crate::seed_support::ensure_namespace;
     use crate::support::http_get;
-    use granary::api::core::{FINALIZER_GARDEN_BUCKET_GUARD, FINALIZER_GARDENER};
+    use granary_api::core::{FINALIZER_GARDEN_BUCKET_GUARD, FINALIZER_GARDENER};
     use kube::api::{DeleteParams, Patch, PatchParams};
     let Some(l) = Landscape::start(Backend::Local).await else {
         return;
@@ -168,7 +168,7 @@ async fn a_refused_bucket_deletion_leaves_its_entries_healthy() {
 }
 
 /// The test plays seed `seed`: it provisioned the entry for generation 1 and says so.
-async fn play_seed_done(api: &Api<granary::api::core::BackupEntry>, name: &str, seed: &str) {
+async fn play_seed_done(api: &Api<granary_api::core::BackupEntry>, name: &str, seed: &str) {
     use kube::api::{Patch, PatchParams};
     let done = serde_json::json!({"status": {
         "seedName": seed,
@@ -189,12 +189,12 @@ async fn an_entry_on_a_seed(
     crate::garden::Heartbeats,
     [String; 2],
     String,
-    Api<granary::api::core::BackupEntry>,
+    Api<granary_api::core::BackupEntry>,
     String,
     String,
 ) {
     use crate::garden::{create_shoot, entries, two_live_seeds_and_an_assigned_bucket};
-    use granary::api::core::LABEL_SEED;
+    use granary_api::core::LABEL_SEED;
     use kube::ResourceExt;
     let (heartbeats, seeds, profile, _) = two_live_seeds_and_an_assigned_bucket(tc).await;
     let ns = tc.namespace("garden-m").await;
@@ -207,7 +207,7 @@ async fn an_entry_on_a_seed(
     })
     .await;
     let name = entries(tc).await[0].name_any();
-    let api: Api<granary::api::core::BackupEntry> = Api::namespaced(tc.client(), &ns);
+    let api: Api<granary_api::core::BackupEntry> = Api::namespaced(tc.client(), &ns);
     play_seed_done(&api, &name, &seeds[0]).await;
     (heartbeats, seeds, profile, api, ns, name)
 }
@@ -223,8 +223,8 @@ fn move_shoot(seed: &str) -> kube::api::Patch<serde_json::Value> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_moved_entry_says_what_it_waits_for_and_is_handed_over_when_its_seed_is_silent() {
     use crate::garden::{config, events_about, garden_cluster, start};
-    use granary::api::common::LastOperationType;
-    use granary::api::core::LABEL_SEED;
+    use granary_api::common::LastOperationType;
+    use granary_api::core::LABEL_SEED;
     use kube::ResourceExt;
     use kube::api::PatchParams;
     let tc = garden_cluster().await;
@@ -289,9 +289,9 @@ async fn a_moved_entry_says_what_it_waits_for_and_is_handed_over_when_its_seed_i
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_seed_with_an_entry_waits_and_its_entry_is_handed_over() {
     use crate::garden::{config, events_about, garden_cluster, start};
-    use granary::api::common::ConditionStatus;
-    use granary::api::core::{LABEL_SEED, Seed};
-    use granary::garden::guards::CONDITION_DELETION_REFUSED;
+    use granary_api::common::ConditionStatus;
+    use granary_api::core::{LABEL_SEED, Seed};
+    use granary_garden::guards::CONDITION_DELETION_REFUSED;
     use kube::ResourceExt;
     use kube::api::{DeleteParams, PatchParams};
     let tc = garden_cluster().await;
@@ -302,7 +302,7 @@ async fn a_seed_with_an_entry_waits_and_its_entry_is_handed_over() {
         seeds.get(&a).await.is_ok_and(|s| {
             s.finalizers()
                 .iter()
-                .any(|f| f == granary::garden::guards::FINALIZER_GARDEN_GUARD)
+                .any(|f| f == granary_garden::guards::FINALIZER_GARDEN_GUARD)
         })
     })
     .await;
@@ -363,9 +363,9 @@ async fn a_cloud_profile_in_use_waits_for_its_shoots() {
         backup, config, create_profile, create_seed, create_shoot, events_about, garden_cluster,
         renew, start,
     };
-    use granary::api::common::ConditionStatus;
-    use granary::api::core::CloudProfile;
-    use granary::garden::guards::CONDITION_DELETION_REFUSED;
+    use granary_api::common::ConditionStatus;
+    use granary_api::core::CloudProfile;
+    use granary_garden::guards::CONDITION_DELETION_REFUSED;
     use kube::ResourceExt;
     use kube::api::DeleteParams;
     let tc = garden_cluster().await;
@@ -383,7 +383,7 @@ async fn a_cloud_profile_in_use_waits_for_its_shoots() {
             profiles.get(p).await.is_ok_and(|x| {
                 x.finalizers()
                     .iter()
-                    .any(|f| f == granary::garden::guards::FINALIZER_GARDEN_GUARD)
+                    .any(|f| f == granary_garden::guards::FINALIZER_GARDEN_GUARD)
             })
         })
         .await;
@@ -443,8 +443,8 @@ async fn a_relabelled_bucket_stays_in_its_pool_and_gets_its_labels_back() {
         backup, buckets, config, create_profile, create_seed, events_about, garden_cluster, renew,
         start,
     };
-    use granary::api::core::{BackupBucket, LABEL_REGION, LABEL_SHARD};
-    use granary::garden::buckets::ANNOTATION_POOL_RECORD;
+    use granary_api::core::{BackupBucket, LABEL_REGION, LABEL_SHARD};
+    use granary_garden::buckets::ANNOTATION_POOL_RECORD;
     use kube::ResourceExt;
     use kube::api::{Patch, PatchParams};
     let tc = garden_cluster().await;

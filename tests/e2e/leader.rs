@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use granary::runtime::clock::Clock;
-use granary::runtime::leader::{ElectionSettings, run_as_leader};
+use granary_runtime::clock::Clock;
+use granary_runtime::leader::{ElectionSettings, run_as_leader};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::ResourceExt;
 use kube::api::Api;

@@ -6,12 +6,12 @@
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
-use granary::api::common::SecretReference;
-use granary::api::core::{BackupBucketProvider, BackupBucketSpec, GARDEN_NAMESPACE, LABEL_SEED};
-use granary::migrate::manifest::ObjectState;
-use granary::migrate::phase::{ANNOTATION_ETCD_REPLICAS, ANNOTATION_PHASE};
-use granary::migrate::{discover_legacy, import_legacy, migrate_entry, migration_status};
-use granary::runtime::selector::ObjectSelector;
+use granary_api::common::SecretReference;
+use granary_api::core::{BackupBucketProvider, BackupBucketSpec, GARDEN_NAMESPACE, LABEL_SEED};
+use granary_migrate::manifest::ObjectState;
+use granary_migrate::phase::{ANNOTATION_ETCD_REPLICAS, ANNOTATION_PHASE};
+use granary_migrate::{discover_legacy, import_legacy, migrate_entry, migration_status};
+use granary_runtime::selector::ObjectSelector;
 use granary_providers::SecretData;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
@@ -318,14 +318,14 @@ async fn cross_provider_move_streams_identical_bytes_from_local_to_s3() {
         .await
         .expect("create secret");
     let from = w.land.bucket_name("loc");
-    let mut b = granary::api::core::BackupBucket::new(
+    let mut b = granary_api::core::BackupBucket::new(
         &from,
         BackupBucketSpec {
             provider: BackupBucketProvider {
                 type_: "local".into(),
                 region: "local".into(),
             },
-            credentials_ref: Some(granary::api::common::ObjectReference {
+            credentials_ref: Some(granary_api::common::ObjectReference {
                 api_version: "v1".into(),
                 kind: "Secret".into(),
                 name: local_secret.into(),

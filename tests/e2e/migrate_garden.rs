@@ -4,12 +4,12 @@
 
 use std::time::Duration;
 
-use granary::api::core::{
+use granary_api::core::{
     ANNOTATION_MIGRATION_REFUSED, ANNOTATION_MIGRATION_RESERVED, ANNOTATION_MIGRATION_TARGET,
 };
-use granary::migrate::phase::ANNOTATION_PHASE;
-use granary::migrate::{EntryMigration, MigrateError, migrate_entry};
-use granary::runtime::config::ConfigDuration;
+use granary_migrate::phase::ANNOTATION_PHASE;
+use granary_migrate::{EntryMigration, MigrateError, migrate_entry};
+use granary_runtime::config::ConfigDuration;
 use kube::ResourceExt;
 use serde_json::json;
 

@@ -10,17 +10,17 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
-use granary::api::common::SecretReference;
-use granary::api::core::{
+use granary_api::common::SecretReference;
+use granary_api::core::{
     BackupEntry, GARDEN_NAMESPACE, LABEL_POOL_KIND, LABEL_POOL_OWNER, LABEL_REGION, LABEL_SHARD,
     Shoot, ShootSpec,
 };
-use granary::garden::RunningGarden;
-use granary::migrate::manifest::{Manifest, manifest_key};
-use granary::migrate::{EntryMigration, LegacyBucket, MigrateContext, Output, import_legacy};
-use granary::runtime::clock::Clock;
-use granary::runtime::config::ProviderQuota;
-use granary::runtime::selector::ObjectSelector;
+use granary_garden::RunningGarden;
+use granary_migrate::manifest::{Manifest, manifest_key};
+use granary_migrate::{EntryMigration, LegacyBucket, MigrateContext, Output, import_legacy};
+use granary_runtime::clock::Clock;
+use granary_garden::config::ProviderQuota;
+use granary_runtime::selector::ObjectSelector;
 use granary_providers::{ListEntry, ObjectMeta, ObjectStore};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, Patch, PatchParams, PostParams};

@@ -36,24 +36,24 @@
 //! other tests do when the cluster lacks what they need.
 
 use crate::support::{INSTANCE_LABEL, TestCluster, poll_until};
-use granary::api::oadp::{
+use granary_api::oadp::{
     NonAdminBackup, NonAdminBackupSpec, NonAdminBackupStorageLocation,
     NonAdminBackupStorageLocationSpec, NonAdminPhase, NonAdminRestore, NonAdminRestoreSpec,
 };
-use granary::api::velero::{
+use granary_api::velero::{
     Backup, BackupPhase, BackupSpec, BackupStorageLocation, BackupStorageLocationPhase,
     BackupStorageLocationSpec, DeleteBackupRequest, DownloadRequest, DownloadRequestSpec,
     DownloadTarget, DownloadTargetKind, ObjectStorageLocation, Restore, RestorePhase, RestoreSpec,
 };
-use granary::embedded::{EmbeddedOptions, EmbeddedServer};
-use granary::runtime::clock::Clock;
-use granary::runtime::config::ConfigDuration;
-use granary::runtime::metrics::Metrics;
-use granary::runtime::selector::ObjectSelector;
-use granary::velero_server::context::VeleroContext;
-use granary::velero_server::metrics::VeleroMetrics;
-use granary::velero_server::server::run_controllers;
-use granary::velero_server::settings::VeleroSettings;
+use granary_apiserver::{EmbeddedOptions, EmbeddedServer};
+use granary_runtime::clock::Clock;
+use granary_runtime::config::ConfigDuration;
+use granary_runtime::metrics::Metrics;
+use granary_runtime::selector::ObjectSelector;
+use granary_velero_server::context::VeleroContext;
+use granary_velero_server::metrics::VeleroMetrics;
+use granary_velero_server::server::run_controllers;
+use granary_velero_server::settings::VeleroSettings;
 use granary_providers::{BucketOptions, ListEntry, ObjectStore, StoreOptions};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::api::rbac::v1::{RoleBinding, RoleRef, Subject};
@@ -928,7 +928,7 @@ async fn a_namespace_owner_backs_up_and_restores_only_their_own_namespace() {
                 &pp,
                 &DeleteBackupRequest::new(
                     "drop-b",
-                    granary::api::velero::DeleteBackupRequestSpec {
+                    granary_api::velero::DeleteBackupRequestSpec {
                         backup_name: bb_velero.clone(),
                     },
                 ),

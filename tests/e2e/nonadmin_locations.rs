@@ -14,27 +14,27 @@
 
 use crate::support::poll_until;
 use chrono::Utc;
-use granary::api::oadp::{
+use granary_api::oadp::{
     NonAdminBackup, NonAdminBackupSpec, NonAdminBackupStorageLocation,
     NonAdminBackupStorageLocationRequest, NonAdminBackupStorageLocationSpec,
     NonAdminDownloadRequest, NonAdminDownloadRequestSpec, NonAdminPhase, NonAdminRestore,
     NonAdminRestoreSpec,
 };
-use granary::api::velero::{
+use granary_api::velero::{
     Backup, BackupPhase, BackupSpec, BackupStorageLocation, BackupStorageLocationPhase,
     BackupStorageLocationSpec, DownloadRequest, DownloadTarget, DownloadTargetKind,
     ObjectStorageLocation, RestorePhase, RestoreSpec,
 };
-use granary::embedded::{EmbeddedOptions, EmbeddedServer};
-use granary::runtime::clock::Clock;
-use granary::runtime::config::ConfigDuration;
-use granary::runtime::metrics::Metrics;
-use granary::runtime::selector::ObjectSelector;
-use granary::velero::layout::StorageLayout;
-use granary::velero_server::context::VeleroContext;
-use granary::velero_server::metrics::VeleroMetrics;
-use granary::velero_server::server::run_controllers;
-use granary::velero_server::settings::VeleroSettings;
+use granary_apiserver::{EmbeddedOptions, EmbeddedServer};
+use granary_runtime::clock::Clock;
+use granary_runtime::config::ConfigDuration;
+use granary_runtime::metrics::Metrics;
+use granary_runtime::selector::ObjectSelector;
+use granary_velero::layout::StorageLayout;
+use granary_velero_server::context::VeleroContext;
+use granary_velero_server::metrics::VeleroMetrics;
+use granary_velero_server::server::run_controllers;
+use granary_velero_server::settings::VeleroSettings;
 use granary_providers::{BucketOptions, ListEntry, ObjectStore, StoreOptions};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, SecretKeySelector};

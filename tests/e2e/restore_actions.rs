@@ -4,13 +4,13 @@
 //! the ones that read the Restore's spec (preserveNodePorts, namespaceMapping). Their
 //! pure decisions are unit-tested beside them.
 
-use granary::api::velero::{Restore, RestoreSpec};
-use granary::velero::resource::GroupResource;
-use granary::velero_server::backup::catalog::Catalog;
-use granary::velero_server::restore::actions::{
+use granary_api::velero::{Restore, RestoreSpec};
+use granary_velero::resource::GroupResource;
+use granary_velero_server::backup::catalog::Catalog;
+use granary_velero_server::restore::actions::{
     RestoreActionContext, RestoreActionInput, RestoreActionOutput, RestoreItemAction,
 };
-use granary::velero_server::restore::builtin_actions::builtin;
+use granary_velero_server::restore::builtin_actions::builtin;
 use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::Api;
 use kube::api::PostParams;

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use base64::Engine;
-use granary::api::core::GARDEN_NAMESPACE;
+use granary_api::core::GARDEN_NAMESPACE;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams};

@@ -6,11 +6,11 @@
 use crate::seed_support::{Backend, Landscape, ensure_namespace, has_gardener_finalizer};
 use crate::support::{http_get, poll_until};
 use bytes::Bytes;
-use granary::api::core::{
+use granary_api::core::{
     ANNOTATION_CREATED_BY, FINALIZER_GARDEN_BUCKET_GUARD, FINALIZER_GARDENER, GARDEN_NAMESPACE,
     bucket_secret_name,
 };
-use granary::api::extensions;
+use granary_api::extensions;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};

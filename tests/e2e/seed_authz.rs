@@ -11,8 +11,8 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 
-use granary::api::common::ObjectReference;
-use granary::api::core::{
+use granary_api::common::ObjectReference;
+use granary_api::core::{
     BackupBucket, BackupBucketSpec, BackupEntry, BackupEntrySpec, LABEL_POOL_KIND, LABEL_SEED,
 };
 use k8s_openapi::ByteString;

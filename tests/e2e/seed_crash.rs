@@ -4,7 +4,7 @@
 //! store and on S3 (moto).
 
 use crate::seed_support::{Backend, Landscape, ensure_namespace};
-use granary::seed::FAILPOINT_DELETE_BATCH;
+use granary_seed::FAILPOINT_DELETE_BATCH;
 use kube::api::DeleteParams;
 use std::process::Stdio;
 use std::time::Duration;

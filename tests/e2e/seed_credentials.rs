@@ -6,8 +6,8 @@
 
 use crate::seed_support::{Backend, Landscape, ensure_namespace};
 use crate::support::poll_until;
-use granary::api::common::ErrorCode;
-use granary::api::core::{GARDEN_NAMESPACE, bucket_secret_name, entry_secret_name};
+use granary_api::common::ErrorCode;
+use granary_api::core::{GARDEN_NAMESPACE, bucket_secret_name, entry_secret_name};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
 

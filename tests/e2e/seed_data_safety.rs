@@ -12,12 +12,12 @@
 use crate::seed_support::{Backend, Landscape, ensure_namespace};
 use crate::support::poll_until;
 use bytes::Bytes;
-use granary::api::common::{LastOperationState, SecretReference};
-use granary::api::core::{
+use granary_api::common::{LastOperationState, SecretReference};
+use granary_api::core::{
     ANNOTATION_FORCE_DELETION, FINALIZER_EXTENSIONS_BACKUPENTRY, GARDEN_NAMESPACE, LABEL_POOL_KIND,
     bucket_secret_name,
 };
-use granary::api::extensions::{self, BackupEntrySpec};
+use granary_api::extensions::{self, BackupEntrySpec};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
@@ -145,7 +145,7 @@ async fn an_entry_named_like_another_projects_entry_touches_nothing_of_it() {
     let ext = seed_entries(&l).get(&name).await.unwrap();
     assert_eq!(
         ext.annotations()
-            .get(granary::seed::ANNOTATION_GARDEN_NAMESPACE)
+            .get(granary_seed::ANNOTATION_GARDEN_NAMESPACE)
             .map(String::as_str),
         Some(victim_ns.as_str()),
         "the seed object stays the victim's"

@@ -6,10 +6,10 @@
 use crate::seed_support::{Backend, Landscape, ensure_namespace};
 use crate::support::http_get;
 use crate::support::poll_until;
-use granary::api::common::{LastOperationState, LastOperationType};
-use granary::api::core::{ANNOTATION_FORCE_DELETION, ANNOTATION_SHOOT_PURPOSE};
-use granary::api::extensions;
-use granary::runtime::config::ConfigDuration;
+use granary_api::common::{LastOperationState, LastOperationType};
+use granary_api::core::{ANNOTATION_FORCE_DELETION, ANNOTATION_SHOOT_PURPOSE};
+use granary_api::extensions;
+use granary_runtime::config::ConfigDuration;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::json;
 use std::time::{Duration, Instant};

@@ -5,14 +5,14 @@
 
 use crate::seed_support::{Backend, Landscape, ensure_namespace, install_seed_crds};
 use crate::support::poll_until;
-use granary::api::common::{LastOperationState, LastOperationType};
-use granary::api::core::LABEL_SEED;
-use granary::api::extensions;
-use granary::embedded::{EmbeddedOptions, EmbeddedServer};
+use granary_api::common::{LastOperationState, LastOperationType};
+use granary_api::core::LABEL_SEED;
+use granary_api::extensions;
+use granary_apiserver::{EmbeddedOptions, EmbeddedServer};
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
-fn migrated(op: Option<&granary::api::common::LastOperation>) -> bool {
+fn migrated(op: Option<&granary_api::common::LastOperation>) -> bool {
     op.is_some_and(|o| {
         o.type_ == LastOperationType::Migrate && o.state == LastOperationState::Succeeded
     })
@@ -154,7 +154,7 @@ async fn a_shoot_moved_off_a_deleted_seed_is_restored_on_the_new_seed() {
         backup, config, create_profile, create_seed, create_shoot, entries, start,
     };
     use crate::seed_support::CREDENTIALS;
-    use granary::api::core::{Seed, Shoot};
+    use granary_api::core::{Seed, Shoot};
     use k8s_openapi::api::core::v1::Secret;
     use kube::ResourceExt;
     use kube::api::DeleteParams;

@@ -7,9 +7,9 @@
 use crate::proxy::Proxy;
 use crate::seed_support::{Backend, Landscape, ensure_namespace};
 use crate::support::{http_get, poll_until};
-use granary::api::extensions;
-use granary::runtime::config::ConfigDuration;
-use granary::seed::SeedAgent;
+use granary_api::extensions;
+use granary_runtime::config::ConfigDuration;
+use granary_seed::SeedAgent;
 use kube::api::{Api, DeleteParams};
 use std::time::{Duration, Instant};
 

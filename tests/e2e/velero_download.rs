@@ -6,11 +6,11 @@
 use crate::seed_support::Backend;
 use crate::support::poll_until;
 use crate::velero_lifecycle::World;
-use granary::api::velero::{
+use granary_api::velero::{
     DownloadRequest, DownloadRequestPhase, DownloadRequestSpec, DownloadTarget, DownloadTargetKind,
 };
-use granary::velero::files::gunzip_limited;
-use granary::velero::layout::StorageLayout;
+use granary_velero::files::gunzip_limited;
+use granary_velero::layout::StorageLayout;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{ListParams, PostParams};
 use serde_json::json;
@@ -270,7 +270,7 @@ async fn a_local_download_url_works_once() {
     // A request for a file the backup does not have: the URL is made (as Velero's
     // signed URLs are), the fetch says the object is missing.
     request(&w, "absent", DownloadTargetKind::RestoreLog, "b1").await;
-    w.api::<granary::api::velero::Restore>()
+    w.api::<granary_api::velero::Restore>()
         .create(
             &PostParams::default(),
             &serde_json::from_value(json!({

@@ -6,19 +6,19 @@
 use crate::seed_support::{Backend, endpoint};
 use crate::support::{DEADLINE, TestCluster, poll_until};
 use futures::StreamExt;
-use granary::api::velero::{
+use granary_api::velero::{
     Backup, BackupPhase, BackupSpec, BackupStorageLocation, BackupStorageLocationPhase,
     BackupStorageLocationSpec, DeleteBackupRequest, DeleteBackupRequestPhase,
     DeleteBackupRequestSpec, ObjectStorageLocation, Restore, RestoreSpec,
 };
-use granary::runtime::clock::Clock;
-use granary::runtime::metrics::Metrics;
-use granary::runtime::selector::ObjectSelector;
-use granary::velero_server::backup_deletion::ANNOTATION_STORAGE_LOCATION;
-use granary::velero_server::context::VeleroContext;
-use granary::velero_server::metrics::VeleroMetrics;
-use granary::velero_server::server::run_controllers;
-use granary::velero_server::settings::VeleroSettings;
+use granary_runtime::clock::Clock;
+use granary_runtime::metrics::Metrics;
+use granary_runtime::selector::ObjectSelector;
+use granary_velero_server::backup_deletion::ANNOTATION_STORAGE_LOCATION;
+use granary_velero_server::context::VeleroContext;
+use granary_velero_server::metrics::VeleroMetrics;
+use granary_velero_server::server::run_controllers;
+use granary_velero_server::settings::VeleroSettings;
 use granary_providers::{BucketOptions, ListEntry, ObjectStore, StoreOptions};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
@@ -209,7 +209,7 @@ impl World {
         }
         if read_only {
             spec.access_mode =
-                Some(granary::api::velero::BackupStorageLocationAccessMode::ReadOnly);
+                Some(granary_api::velero::BackupStorageLocationAccessMode::ReadOnly);
         }
         self.api::<BackupStorageLocation>()
             .create(
@@ -453,7 +453,7 @@ async fn a_delete_request_removes_data_restores_and_the_backup() {
     );
     old.metadata.labels = Some([("velero.io/backup-name".to_string(), "b1".to_string())].into());
     // With its status from the start, so the controller never sees it New.
-    old.status = Some(granary::api::velero::DeleteBackupRequestStatus {
+    old.status = Some(granary_api::velero::DeleteBackupRequestStatus {
         phase: Some(DeleteBackupRequestPhase::Processed),
         errors: Some(vec!["earlier".into()]),
     });
@@ -637,7 +637,7 @@ async fn an_interrupted_deletion_finishes_after_a_restart() {
 async fn expired_backups_are_collected_unless_their_location_forbids() {
     let w = World::start().await;
     let settings = VeleroSettings {
-        garbage_collection_frequency: granary::runtime::config::ConfigDuration(
+        garbage_collection_frequency: granary_runtime::config::ConfigDuration(
             Duration::from_millis(500),
         ),
         ..w.settings()
@@ -760,7 +760,7 @@ async fn a_second_seed_syncs_the_backups_of_a_shared_location() {
     let w = World::start().await;
     let fast = |namespace: &str| VeleroSettings {
         namespace: namespace.to_string(),
-        backup_sync_period: granary::runtime::config::ConfigDuration(Duration::from_millis(500)),
+        backup_sync_period: granary_runtime::config::ConfigDuration(Duration::from_millis(500)),
         ..VeleroSettings::default()
     };
     let seed_a = w.controllers(fast(&w.namespace));
@@ -876,7 +876,7 @@ async fn a_second_seed_syncs_the_backups_of_a_shared_location() {
 /// the request Processed without errors.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_crashing_after_each_deletion_step_finishes_on_restart() {
-    use granary::velero_server::backup_deletion::FAILPOINTS;
+    use granary_velero_server::backup_deletion::FAILPOINTS;
     let w = World::start().await;
     let server = |failpoint: Option<&str>| {
         let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_granary"));

@@ -9,18 +9,18 @@
 use crate::support::poll_until;
 use crate::velero_lifecycle::World;
 use futures::future::BoxFuture;
-use granary::api::velero::{Backup, BackupSpec, Restore, RestorePhase, RestoreSpec};
-use granary::runtime::clock::Clock;
-use granary::velero::resource::GroupResource;
-use granary::velero_server::context::VeleroContext;
-use granary::velero_server::metrics::VeleroMetrics;
-use granary::velero_server::restore::actions::{
+use granary_api::velero::{Backup, BackupSpec, Restore, RestorePhase, RestoreSpec};
+use granary_runtime::clock::Clock;
+use granary_velero::resource::GroupResource;
+use granary_velero_server::context::VeleroContext;
+use granary_velero_server::metrics::VeleroMetrics;
+use granary_velero_server::restore::actions::{
     ActionError, ResourceIdentifier, RestoreActionContext, RestoreActionInput, RestoreActionOutput,
     RestoreItemAction,
 };
-use granary::velero_server::restore_controller::{self, ANNOTATION_WAITING_FOR};
-use granary::velero_server::server::run_controllers;
-use granary::velero_server::settings::{CONTROLLER_RESTORE, VeleroSettings};
+use granary_velero_server::restore_controller::{self, ANNOTATION_WAITING_FOR};
+use granary_velero_server::server::run_controllers;
+use granary_velero_server::settings::{CONTROLLER_RESTORE, VeleroSettings};
 use granary_providers::StoreOptions;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, PostParams};
@@ -47,7 +47,7 @@ pub(crate) fn controllers(
             },
             Clock::system(),
             VeleroMetrics::new(&w.metrics),
-            granary::runtime::selector::ObjectSelector::new(Some(
+            granary_runtime::selector::ObjectSelector::new(Some(
                 w.cluster.object_selector.clone(),
             )),
         ))
@@ -138,7 +138,7 @@ pub(crate) async fn results(w: &World, name: &str) -> Value {
     let bytes = granary_providers::get_bytes(w.store.as_ref(), &w.bucket, &key)
         .await
         .expect("results uploaded");
-    let json = granary::velero::files::gunzip_limited(&bytes[..], 1 << 20).expect("gzip");
+    let json = granary_velero::files::gunzip_limited(&bytes[..], 1 << 20).expect("gzip");
     serde_json::from_slice(&json).expect("json")
 }
 
@@ -281,7 +281,7 @@ async fn an_application_comes_back_into_a_mapped_namespace_owners_first_and_inta
     assert!(
         r.finalizers()
             .iter()
-            .any(|f| f == granary::api::velero::RESTORE_FINALIZER)
+            .any(|f| f == granary_api::velero::RESTORE_FINALIZER)
     );
 
     let get = |api: Api<DynamicObject>, name: &'static str| async move {
@@ -615,7 +615,7 @@ pub(crate) async fn foreign_backup(w: &World, name: &str, tar: Vec<u8>) {
 async fn a_velero_written_backup_restores_and_a_hostile_one_is_refused() {
     let w = World::start().await;
     let mut settings = w.settings();
-    settings.backup_sync_period = granary::runtime::config::ConfigDuration(Duration::ZERO);
+    settings.backup_sync_period = granary_runtime::config::ConfigDuration(Duration::ZERO);
     let _controllers = controllers(&w, settings, None);
     w.location("default", false).await;
     let cm = |ns: &str| {
@@ -739,7 +739,7 @@ async fn non_overlapping_restores_run_together_and_overlapping_ones_wait() {
     let mut settings = w.settings();
     settings.concurrent_restores = 2;
     settings.queued_backup_recheck_frequency =
-        granary::runtime::config::ConfigDuration(Duration::from_millis(500));
+        granary_runtime::config::ConfigDuration(Duration::from_millis(500));
     let actions: Vec<Box<dyn RestoreItemAction>> = vec![Box::new(Gate {
         namespace: w.namespace.clone(),
     })];
@@ -757,7 +757,7 @@ async fn non_overlapping_restores_run_together_and_overlapping_ones_wait() {
         .create(&PostParams::default(), &b)
         .await
         .expect("backup");
-    w.wait_backup_phase("both", granary::api::velero::BackupPhase::Completed)
+    w.wait_backup_phase("both", granary_api::velero::BackupPhase::Completed)
         .await;
 
     let only = |ns: &str, to: &str| RestoreSpec {
@@ -824,8 +824,8 @@ async fn invalid_restores_fail_validation_with_velero_messages() {
         ])
     );
     let mut spec = from_backup("missing");
-    spec.hooks = Some(granary::api::velero::RestoreHooks {
-        resources: Some(vec![granary::api::velero::RestoreResourceHookSpec {
+    spec.hooks = Some(granary_api::velero::RestoreHooks {
+        resources: Some(vec![granary_api::velero::RestoreResourceHookSpec {
             name: "h".into(),
             ..Default::default()
         }]),
@@ -844,7 +844,7 @@ async fn invalid_restores_fail_validation_with_velero_messages() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dry_run_reports_every_item_in_order_and_changes_nothing() {
-    use granary::velero_server::restore::run::ItemAction;
+    use granary_velero_server::restore::run::ItemAction;
     let w = World::start().await;
     let _controllers = controllers(&w, w.settings(), None);
     w.location("default", false).await;
@@ -875,7 +875,7 @@ async fn a_dry_run_reports_every_item_in_order_and_changes_nothing() {
         },
         Clock::system(),
         VeleroMetrics::new(&w.metrics),
-        granary::runtime::selector::ObjectSelector::new(None),
+        granary_runtime::selector::ObjectSelector::new(None),
     );
     let mut r = Restore::new("preview", from_backup("b"));
     r.metadata.namespace = Some(w.namespace.clone());

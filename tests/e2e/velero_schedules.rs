@@ -4,8 +4,8 @@
 
 use crate::support::poll_until;
 use crate::velero_lifecycle::World;
-use granary::api::velero::{Backup, BackupPhase, Schedule, SchedulePhase, ScheduleStatus};
-use granary::velero_server::schedules::ANNOTATION_WAITING_FOR;
+use granary_api::velero::{Backup, BackupPhase, Schedule, SchedulePhase, ScheduleStatus};
+use granary_velero_server::schedules::ANNOTATION_WAITING_FOR;
 use kube::ResourceExt;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;

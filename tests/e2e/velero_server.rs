@@ -4,20 +4,20 @@
 //! marked Failed at start-up; `granary server` as a process.
 
 use crate::support::{TestCluster, poll_until};
-use granary::api::velero::{
+use granary_api::velero::{
     Backup, BackupPhase, BackupSpec, BackupStorageLocation, BackupStorageLocationPhase,
     BackupStorageLocationSpec, ObjectStorageLocation,
 };
-use granary::runtime::clock::Clock;
-use granary::runtime::metrics::Metrics;
-use granary::runtime::selector::ObjectSelector;
-use granary::velero_server::context::VeleroContext;
-use granary::velero_server::metrics::VeleroMetrics;
-use granary::velero_server::queue_controller::{
+use granary_runtime::clock::Clock;
+use granary_runtime::metrics::Metrics;
+use granary_runtime::selector::ObjectSelector;
+use granary_velero_server::context::VeleroContext;
+use granary_velero_server::metrics::VeleroMetrics;
+use granary_velero_server::queue_controller::{
     ANNOTATION_WAITING_FOR, in_progress_at_start_reason,
 };
-use granary::velero_server::server::run_controllers;
-use granary::velero_server::settings::VeleroSettings;
+use granary_velero_server::server::run_controllers;
+use granary_velero_server::settings::VeleroSettings;
 use granary_providers::{BucketOptions, ObjectStore, StoreOptions};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
@@ -550,7 +550,7 @@ async fn backups_run_through_the_controllers() {
     )
     .await
     .expect("manifest");
-    let manifest = granary::velero::manifest::Manifest::read_gz(&manifest[..], 1 << 30)
+    let manifest = granary_velero::manifest::Manifest::read_gz(&manifest[..], 1 << 30)
         .expect("manifest reads");
     let names: Vec<String> = manifest
         .keys()

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use granary::embedded::{EmbeddedOptions, EmbeddedServer};
+use granary_apiserver::{EmbeddedOptions, EmbeddedServer};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
@@ -21,7 +21,7 @@ use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParam
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
 /// The label every controller filters on with `--object-selector`.
-pub const INSTANCE_LABEL: &str = granary::runtime::selector::INSTANCE_LABEL;
+pub const INSTANCE_LABEL: &str = granary_runtime::selector::INSTANCE_LABEL;
 
 /// How long polls wait before a test fails. Generous on purpose: a poll returns as soon
 /// as its condition holds, so the deadline only decides how long a real failure takes to

@@ -7,12 +7,13 @@
 
 use crate::provider_emulators as emulators;
 use crate::support::{TestCluster, poll_until};
-use granary::api::core::{
+use granary_api::core::{
     self, BackupBucketProvider, BackupBucketSpec, BackupEntrySpec, FINALIZER_GARDENER,
     GARDEN_NAMESPACE, LABEL_SEED,
 };
-use granary::runtime::config::{ConfigDuration, SeedConfiguration};
-use granary::seed::{RunningSeed, SeedAgent};
+use granary_runtime::config::ConfigDuration;
+use granary_seed::config::SeedConfiguration;
+use granary_seed::{RunningSeed, SeedAgent};
 use granary_providers::{ObjectStore, SecretData, StoreOptions};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
@@ -61,6 +62,7 @@ pub fn endpoint(backend: Backend) -> Option<String> {
     }
 }
 
+#[allow(unsafe_code)] // set_var is unsafe in edition 2024
 fn unsafe_env_init() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     // SAFETY: set once, before any AWS client of this process reads it.
@@ -122,7 +124,7 @@ impl Landscape {
         s3_key: Option<(String, String)>,
     ) -> Landscape {
         // Controller warnings go to stderr, which the test runner shows on failure.
-        let _ = granary::runtime::logging::init(granary::runtime::logging::LogFormat::Text, "warn");
+        let _ = granary_runtime::logging::init(granary_runtime::logging::LogFormat::Text, "warn");
         let mut cluster = TestCluster::start().await;
         let seed = cluster.separate_seed().await.client.clone();
         let garden = cluster.client();
@@ -294,7 +296,7 @@ impl Landscape {
                     type_: self.backend.provider().to_string(),
                     region: "us-east-1".to_string(),
                 },
-                credentials_ref: Some(granary::api::common::ObjectReference {
+                credentials_ref: Some(granary_api::common::ObjectReference {
                     api_version: "v1".into(),
                     kind: "Secret".into(),
                     name: CREDENTIALS.into(),
@@ -431,8 +433,8 @@ impl Landscape {
     }
 }
 
-fn succeeded(op: Option<&granary::api::common::LastOperation>) -> bool {
-    op.is_some_and(|o| o.state == granary::api::common::LastOperationState::Succeeded)
+fn succeeded(op: Option<&granary_api::common::LastOperation>) -> bool {
+    op.is_some_and(|o| o.state == granary_api::common::LastOperationState::Succeeded)
 }
 
 /// Creates namespace `name` if missing.

@@ -7,8 +7,8 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use granary::embedded::ApiCall;
-use granary::runtime::config;
+use granary_apiserver::ApiCall;
+use granary_runtime::config;
 use serde_json::Value;
 
 /// The repository's `deploy/` directory.

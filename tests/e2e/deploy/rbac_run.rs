@@ -9,18 +9,20 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
-use granary::api::core::{
+use granary_api::core::{
     ANNOTATION_OPERATION, BackupBucket, BackupEntry, GARDEN_NAMESPACE, LABEL_INSTANCE, Shoot,
     bucket_secret_name,
 };
-use granary::embedded::{ApiCall, EmbeddedServer};
-use granary::garden::GardenController;
-use granary::garden::seed_authz::{
+use granary_apiserver::{ApiCall, EmbeddedServer};
+use granary_garden::GardenController;
+use granary_garden::seed_authz::{
     Attributes, Decision, GardenView, Policy, ResourceRequest, decide,
 };
-use granary::runtime::config::{GardenConfiguration, Override, SeedConfiguration};
-use granary::runtime::selector::ObjectSelector;
-use granary::seed::SeedAgent;
+use granary_garden::config::GardenConfiguration;
+use granary_runtime::config::Override;
+use granary_seed::config::SeedConfiguration;
+use granary_runtime::selector::ObjectSelector;
+use granary_seed::SeedAgent;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
@@ -282,7 +284,7 @@ impl LastSeen {
             entries: &entries,
         };
         // The recorder keeps no label selectors; the seed's lists and watches select its
-        // seed label (src/seed/agent.rs), which tests/e2e/seed_authz.rs checks end to end.
+        // seed label (granary-seed's `agent`), which tests/e2e/seed_authz.rs checks end to end.
         let policy = Policy {
             allow_list_without_label_selector: true,
             ..Policy::default()

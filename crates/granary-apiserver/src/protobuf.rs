@@ -1,0 +1,176 @@
+//! Kubernetes protobuf request bodies, decoded to the JSON the same object has in the
+//! API. Newer kubectls (1.32 here; 1.20 still sends JSON) encode the objects of their
+//! own generators as `application/vnd.kubernetes.protobuf` (`kubectl create
+//! deployment|job|cronjob|service|configmap|secret|role|…`, `kubectl auth can-i`);
+//! kube-apiserver accepts that for every built-in kind, so the embedded server must too.
+//!
+//! The envelope is the 4-byte magic `k8s\0` followed by a `runtime.Unknown` message
+//! (type meta, the raw object, its encoding and content type). The raw object is parsed
+//! as a dynamic message of its kind's descriptor and its reflection is walked into JSON
+//! (see `protobuf_json.rs`). The descriptors are the Kubernetes v1.33 `generated.proto`
+//! files, compiled into `k8s.fds` (a `FileDescriptorSet`) from the copies the
+//! `k8s-rs-pb` crate ships; a unit test rebuilds it and fails on drift. (k8s-rs-pb's own
+//! generated `file_descriptor()` cannot be used: each one lists itself as its
+//! dependencies and deadlocks on first use.) A field the descriptor does not know is an
+//! error naming it, never silently dropped. A group or kind with no descriptor (custom
+//! resources) gets 415 with what to do instead.
+
+use std::sync::OnceLock;
+
+use protobuf::Message;
+use protobuf::descriptor::FileDescriptorSet;
+use protobuf::reflect::{FileDescriptor, MessageDescriptor, ReflectValueRef};
+use serde_json::Value;
+
+use super::errors::ApiError;
+
+mod json;
+
+/// The prefix of every Kubernetes protobuf body.
+const MAGIC: &[u8] = b"k8s\0";
+
+/// The compiled descriptors (see the module docs and `GENERATED_FROM`).
+const DESCRIPTORS: &[u8] = include_bytes!("k8s.fds");
+
+/// The `.proto` files (paths inside k8s-rs-pb's `src/v1_33/`) compiled into `k8s.fds`.
+#[cfg(test)]
+const GENERATED_FROM: &[&str] = &[
+    "apimachinery/pkg/api/resource/generated.proto",
+    "apimachinery/pkg/apis/meta/v1/generated.proto",
+    "apimachinery/pkg/runtime/generated.proto",
+    "apimachinery/pkg/runtime/schema/generated.proto",
+    "apimachinery/pkg/util/intstr/generated.proto",
+    "apiextensions_apiserver/pkg/apis/apiextensions/v1/generated.proto",
+    "api/admissionregistration/v1/generated.proto",
+    "api/apps/v1/generated.proto",
+    "api/authentication/v1/generated.proto",
+    "api/authorization/v1/generated.proto",
+    "api/autoscaling/v1/generated.proto",
+    "api/autoscaling/v2/generated.proto",
+    "api/batch/v1/generated.proto",
+    "api/certificates/v1/generated.proto",
+    "api/coordination/v1/generated.proto",
+    "api/core/v1/generated.proto",
+    "api/discovery/v1/generated.proto",
+    "api/events/v1/generated.proto",
+    "api/flowcontrol/v1/generated.proto",
+    "api/networking/v1/generated.proto",
+    "api/node/v1/generated.proto",
+    "api/policy/v1/generated.proto",
+    "api/rbac/v1/generated.proto",
+    "api/scheduling/v1/generated.proto",
+    "api/storage/v1/generated.proto",
+];
+
+/// The proto package of each built-in group/version (stable versions: those the server
+/// serves and the ones kubectl's generators write).
+const GROUP_VERSIONS: &[(&str, &str)] = &[
+    ("v1", "api.core.v1"),
+    (
+        "admissionregistration.k8s.io/v1",
+        "api.admissionregistration.v1",
+    ),
+    ("apps/v1", "api.apps.v1"),
+    ("authentication.k8s.io/v1", "api.authentication.v1"),
+    ("authorization.k8s.io/v1", "api.authorization.v1"),
+    ("autoscaling/v1", "api.autoscaling.v1"),
+    ("autoscaling/v2", "api.autoscaling.v2"),
+    ("batch/v1", "api.batch.v1"),
+    ("certificates.k8s.io/v1", "api.certificates.v1"),
+    ("coordination.k8s.io/v1", "api.coordination.v1"),
+    ("discovery.k8s.io/v1", "api.discovery.v1"),
+    ("events.k8s.io/v1", "api.events.v1"),
+    ("flowcontrol.apiserver.k8s.io/v1", "api.flowcontrol.v1"),
+    ("networking.k8s.io/v1", "api.networking.v1"),
+    ("node.k8s.io/v1", "api.node.v1"),
+    ("policy/v1", "api.policy.v1"),
+    ("rbac.authorization.k8s.io/v1", "api.rbac.v1"),
+    ("scheduling.k8s.io/v1", "api.scheduling.v1"),
+    ("storage.k8s.io/v1", "api.storage.v1"),
+    (
+        "apiextensions.k8s.io/v1",
+        "apiextensions_apiserver.pkg.apis.apiextensions.v1",
+    ),
+];
+
+/// Every compiled file, linked once.
+fn files() -> &'static [FileDescriptor] {
+    static FILES: OnceLock<Vec<FileDescriptor>> = OnceLock::new();
+    FILES.get_or_init(|| {
+        let set = FileDescriptorSet::parse_from_bytes(DESCRIPTORS)
+            .expect("k8s.fds is a FileDescriptorSet (a unit test rebuilds and checks it)");
+        FileDescriptor::new_dynamic_fds(set.file, &[])
+            .expect("k8s.fds holds every file its files import (a unit test checks it)")
+    })
+}
+
+/// The message `name` of proto package `package`.
+fn message_in(package: &str, name: &str) -> Option<MessageDescriptor> {
+    files()
+        .iter()
+        .filter(|f| f.package() == package)
+        .find_map(|f| f.message_by_package_relative_name(name))
+}
+
+/// The message of `kind` in `api_version`, if it is a built-in one.
+fn descriptor(api_version: &str, kind: &str) -> Option<MessageDescriptor> {
+    let (_, package) = GROUP_VERSIONS.iter().find(|(gv, _)| *gv == api_version)?;
+    message_in(package, kind)
+}
+
+/// Decodes a protobuf request body to the object's JSON.
+pub(crate) fn decode(body: &[u8]) -> Result<Value, ApiError> {
+    let bad = |m: String| ApiError::bad_request(format!("error decoding protobuf body: {m}"));
+    let envelope = body
+        .strip_prefix(MAGIC)
+        .ok_or_else(|| bad("it does not start with the Kubernetes protobuf prefix".into()))?;
+    let unknown = message_in("apimachinery.pkg.runtime", "Unknown")
+        .expect("k8s.fds has runtime.Unknown")
+        .parse_from_bytes(envelope)
+        .map_err(|e| bad(format!("the runtime.Unknown envelope: {e}")))?;
+    let unknown = &*unknown;
+    let type_meta = match json::get(unknown, "typeMeta") {
+        Some(ReflectValueRef::Message(m)) => Some(m),
+        _ => None,
+    };
+    let api_version = type_meta
+        .as_ref()
+        .map_or("", |m| json::get_str(&**m, "apiVersion"));
+    let kind = type_meta
+        .as_ref()
+        .map_or("", |m| json::get_str(&**m, "kind"));
+    if !json::get_str(unknown, "contentEncoding").is_empty() {
+        return Err(bad(
+            "encoded (compressed) raw objects are not supported".into()
+        ));
+    }
+    let content_type = json::get_str(unknown, "contentType");
+    if !content_type.is_empty() && content_type != "application/vnd.kubernetes.protobuf" {
+        return Err(bad(format!(
+            "contentType {content_type:?}: the raw object must be protobuf"
+        )));
+    }
+    let Some(message) = descriptor(api_version, kind) else {
+        return Err(ApiError::unsupported_media_type_because(format!(
+            "this server decodes protobuf bodies only for built-in kinds, and \
+             {api_version:?} {kind:?} is not one; send it as JSON or YAML (for example with \
+             `kubectl apply -f`)"
+        )));
+    };
+    let raw = json::get_bytes(unknown, "raw").unwrap_or_default();
+    let object = message
+        .parse_from_bytes(raw)
+        .map_err(|e| bad(format!("{kind}: {e}")))?;
+    let mut object = json::message(&*object, kind).map_err(bad)?;
+    if let Value::Object(map) = &mut object {
+        map.insert("apiVersion".into(), Value::String(api_version.to_string()));
+        map.insert("kind".into(), Value::String(kind.to_string()));
+    }
+    Ok(object)
+}
+
+#[cfg(test)]
+mod tests;
+
+#[cfg(test)]
+mod typed_tests;

@@ -1,0 +1,528 @@
+//! Shoot → BackupEntry (DESIGN §3.1, §4): for every Shoot with a seed, its entry exists,
+//! follows the shoot's seed and purpose, and was placed exactly once (placement through
+//! the [`Ledger`](crate::ledger::Ledger), committed before the entry is
+//! written). A second small controller keeps every entry's `granary.gardener.cloud/seed`
+//! label on its responsible seed, also for entries whose shoot is gone, and hands an
+//! entry being deleted to its bucket's seed when its own seed cannot clean up, and answers
+//! a migration's request for a place in another bucket ([`crate::moves`]).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
+use kube::runtime::reflector::ObjectRef;
+use kube::{Resource, ResourceExt};
+
+use serde_json::json;
+
+use granary_api::common::{LastOperationState, LastOperationType};
+use granary_api::core::{
+    ANNOTATION_MIGRATION_REFUSED, ANNOTATION_MIGRATION_RESERVED, BackupEntry, Shoot,
+    validate_cloud_profile, validate_seed,
+};
+use crate::assignment::{
+    EntryHandOver, SeedCandidate, cleanup_hand_over, entry_hand_over, next_check,
+};
+use crate::buckets::{PoolSource, seed_label_patch};
+use crate::context::{Context, GardenError};
+use crate::entries::{entry_update, new_entry};
+use crate::ledger::Reservation;
+use crate::moves::{MoveStep, move_step};
+use crate::pools::{PoolKind, ProfileView, SeedView, pool_for_shoot};
+use granary_runtime::{failpoints, status};
+
+/// Controller names in metrics and events.
+pub const SHOOT_CONTROLLER: &str = "garden-shoot";
+pub const ENTRY_CONTROLLER: &str = "garden-backupentry";
+/// Failpoint between committing a placement (count raised) and creating the entry.
+pub const FAILPOINT_PLACED: &str = "garden.placement.committed";
+
+const RESYNC: Duration = Duration::from_secs(600);
+const WAIT_FOR_DEPENDENCY: Duration = Duration::from_secs(30);
+
+async fn pending(ctx: &Context, shoot: &Shoot, reason: &str, note: String) -> Action {
+    tracing::debug!(shoot = %shoot.name_any(), reason, %note, "no BackupEntry yet");
+    ctx.event(shoot, EventType::Warning, reason, "Backup", note)
+        .await;
+    Action::requeue(WAIT_FOR_DEPENDENCY)
+}
+
+/// Reconciles one Shoot.
+pub async fn reconcile_shoot(shoot: Arc<Shoot>, ctx: Arc<Context>) -> Result<Action, GardenError> {
+    ctx.metrics
+        .reconciles
+        .with_label_values(&[SHOOT_CONTROLLER])
+        .inc();
+    let _timer = ctx
+        .metrics
+        .reconcile_duration
+        .with_label_values(&[SHOOT_CONTROLLER])
+        .start_timer();
+    // Not the whole shoot list: this reads no other shoot.
+    ctx.stores.wait_ready_but_shoots().await?;
+    if shoot.meta().deletion_timestamp.is_some() {
+        // Garbage collection removes the entry through its owner reference.
+        return Ok(Action::await_change());
+    }
+    let Some(seed_name) = shoot.spec.seed_name.clone().filter(|s| !s.is_empty()) else {
+        return Ok(Action::await_change());
+    };
+    let (Some(entry_name), Some(namespace)) = (shoot.backup_entry_name(), shoot.namespace()) else {
+        return Ok(pending(
+            &ctx,
+            &shoot,
+            "BackupEntryPending",
+            "the shoot has no uid yet".to_string(),
+        )
+        .await);
+    };
+    let cached = ctx
+        .stores
+        .entries
+        .get(&ObjectRef::new(&entry_name).within(&namespace));
+    if let Some(entry) = cached {
+        // An entry on its way out is no longer steered by its shoot (its cleanup may
+        // have been handed to another seed).
+        if entry.meta().deletion_timestamp.is_some() {
+            return Ok(Action::await_change());
+        }
+        if let Some(patch) = entry_update(&entry, &shoot) {
+            Api::<BackupEntry>::namespaced(ctx.client.clone(), &namespace)
+                .patch(&entry_name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await?;
+        }
+        return Ok(Action::requeue(RESYNC));
+    }
+
+    // No entry yet: find its pool.
+    let Some(seed) = ctx.stores.seed(&seed_name) else {
+        return Ok(pending(
+            &ctx,
+            &shoot,
+            "BackupEntryPending",
+            format!("seed {seed_name} is not registered"),
+        )
+        .await);
+    };
+    let Some(profile_name) = shoot.cloud_profile_name() else {
+        return Ok(pending(
+            &ctx,
+            &shoot,
+            "BackupEntryPending",
+            "the shoot names no cloud profile (spec.cloudProfile.name)".to_string(),
+        )
+        .await);
+    };
+    if shoot.cloud_profile_kind() != "CloudProfile" {
+        return Ok(pending(
+            &ctx,
+            &shoot,
+            "BackupEntryPending",
+            format!(
+                "cloud profiles of kind {} are not supported for backups",
+                shoot.cloud_profile_kind()
+            ),
+        )
+        .await);
+    }
+    let Some(profile) = ctx.stores.profile(profile_name) else {
+        return Ok(pending(
+            &ctx,
+            &shoot,
+            "BackupEntryPending",
+            format!("cloud profile {profile_name} does not exist"),
+        )
+        .await);
+    };
+    let Some(key) = pool_for_shoot(&ProfileView::of(&profile), &SeedView::of(&seed)) else {
+        if profile.spec.backup.is_some() {
+            return Ok(pending(
+                &ctx,
+                &shoot,
+                "BackupEntryPending",
+                format!("cloud profile {profile_name} has an unusable spec.backup"),
+            )
+            .await);
+        }
+        // Neither the profile nor the seed configures backups.
+        return Ok(Action::await_change());
+    };
+    let (source, problems) = match key.kind {
+        PoolKind::Seed => (
+            PoolSource::from_seed(&seed, key.clone()),
+            validate_seed(&seed),
+        ),
+        _ => (
+            PoolSource::from_profile(&profile, key.clone()),
+            validate_cloud_profile(&profile),
+        ),
+    };
+    let Some(source) = source.filter(|_| problems.is_empty()) else {
+        let owner = if key.kind == PoolKind::Seed {
+            format!("seed {seed_name}")
+        } else {
+            format!("cloud profile {profile_name}")
+        };
+        return Ok(pending(
+            &ctx,
+            &shoot,
+            "BackupEntryPending",
+            format!(
+                "the backup configuration of {owner} is invalid: {}",
+                granary_api::common::describe_field_errors(&problems)
+            ),
+        )
+        .await);
+    };
+    let entry_key = (namespace.clone(), entry_name.clone());
+    if ctx.ledger.is_pending(&key, &entry_key).await {
+        // Created a moment ago; the cache will show it.
+        return Ok(Action::requeue(Duration::from_secs(1)));
+    }
+    ctx.wait_counts_ready().await?;
+    let bucket = ctx.ledger.place(&ctx, &source, &entry_key).await?;
+    let created = match failpoints::hit(FAILPOINT_PLACED) {
+        Err(e) => Err(GardenError::from(e)),
+        Ok(()) => match new_entry(&shoot, &bucket, &ctx.selector) {
+            Ok(entry) => create_entry(&ctx.client, &namespace, &entry)
+                .await
+                .map_err(GardenError::from),
+            Err(e) => Err(GardenError::from(e)),
+        },
+    };
+    match created {
+        Ok(_) => {
+            tracing::debug!(entry = %entry_name, %bucket, "BackupEntry placed");
+            Ok(Action::requeue(RESYNC))
+        }
+        Err(e) => {
+            ctx.ledger.release(&ctx, &key, &entry_key, &bucket).await?;
+            if matches!(&e, GardenError::Kube(kube::Error::Api(s)) if s.code == 409) {
+                // It exists after all (made by an earlier run): it keeps its bucket.
+                return Ok(Action::requeue(Duration::from_secs(1)));
+            }
+            Err(e)
+        }
+    }
+}
+
+/// Creates `entry`, reading the server's answer for its status only: the new entry
+/// reaches the garden through its entry cache anyway, so decoding the answer would be
+/// work done twice per placement.
+async fn create_entry(
+    client: &kube::Client,
+    namespace: &str,
+    entry: &BackupEntry,
+) -> Result<(), kube::Error> {
+    let body = serde_json::to_vec(entry).map_err(kube::Error::SerdeError)?;
+    let mut request = kube::core::Request::new(BackupEntry::url_path(&(), Some(namespace)))
+        .create(&PostParams::default(), body)
+        .map_err(kube::Error::BuildRequest)?;
+    request.extensions_mut().insert("create");
+    client.request_text(request).await.map(drop)
+}
+
+/// Keeps an entry's seed label on its responsible seed.
+pub async fn reconcile_entry(
+    entry: Arc<BackupEntry>,
+    ctx: Arc<Context>,
+) -> Result<Action, GardenError> {
+    ctx.metrics
+        .reconciles
+        .with_label_values(&[ENTRY_CONTROLLER])
+        .inc();
+    let _timer = ctx
+        .metrics
+        .reconcile_duration
+        .with_label_values(&[ENTRY_CONTROLLER])
+        .start_timer();
+    let api: Api<BackupEntry> =
+        Api::namespaced(ctx.client.clone(), &entry.namespace().unwrap_or_default());
+    let mut action = Action::await_change();
+    let mut entry = entry;
+    if entry.meta().deletion_timestamp.is_some() {
+        ctx.stores.wait_ready().await?;
+        let (handed, next) = cleanup_hand_over_entry(&ctx, &api, &entry).await?;
+        if let Some(updated) = handed {
+            entry = Arc::new(updated);
+        }
+        // Seeds' liveness changes trigger no entry reconcile: look again at the latest
+        // when the entry's seed would lose it, and every so often while it waits.
+        action = Action::requeue(next.unwrap_or(WAIT_FOR_DEPENDENCY).min(WAIT_FOR_DEPENDENCY));
+    } else if entry.responsible_seed() != entry.spec.seed_name.as_deref() {
+        ctx.stores.wait_ready().await?;
+        let (updated, next) = seed_hand_over_entry(&ctx, &api, &entry).await?;
+        if let Some(updated) = updated {
+            entry = Arc::new(updated);
+        }
+        action = Action::requeue(next);
+    }
+    apply_move(&ctx, &api, &entry).await?;
+    if let Some(patch) = seed_label_patch(entry.labels(), entry.responsible_seed()) {
+        api.patch(
+            &entry.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await?;
+    }
+    Ok(action)
+}
+
+/// An entry being deleted whose seed can no longer clean up goes to its bucket's seed
+/// (DESIGN §3.2). Returns the entry when it was handed over, and when to look again if
+/// its seed may lose it later without any watch event.
+async fn cleanup_hand_over_entry(
+    ctx: &Context,
+    api: &Api<BackupEntry>,
+    entry: &BackupEntry,
+) -> Result<(Option<BackupEntry>, Option<Duration>), GardenError> {
+    let candidates: Vec<SeedCandidate> = ctx
+        .stores
+        .seeds
+        .state()
+        .iter()
+        .map(|s| ctx.stores.candidate(s))
+        .collect();
+    let bucket = ctx
+        .stores
+        .buckets
+        .get(&ObjectRef::new(&entry.spec.bucket_name));
+    let from = entry.responsible_seed();
+    let now = ctx.clock.now();
+    let timings = ctx.timings();
+    let Some((to, why)) = cleanup_hand_over(
+        from,
+        bucket.as_ref().and_then(|b| b.responsible_seed()),
+        &candidates,
+        now,
+        timings,
+    ) else {
+        let holder = from.and_then(|f| candidates.iter().find(|c| c.name == f));
+        let next = next_check(holder, now, timings)
+            .and_then(|t| (t - now).to_std().ok())
+            .map(|d| d + Duration::from_millis(50));
+        return Ok((None, next));
+    };
+    let name = entry.name_any();
+    let mut updated = api
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({ "spec": { "seedName": to } })),
+        )
+        .await?;
+    if updated
+        .status
+        .as_ref()
+        .and_then(|s| s.seed_name.as_deref())
+        .is_some_and(|s| s != to)
+    {
+        updated = api
+            .patch_status(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(&json!({ "status": { "seedName": null } })),
+            )
+            .await?;
+    }
+    let note = format!("{why}: handed to seed {to}, which holds the bucket, for the cleanup");
+    tracing::info!(entry = %name, seed = %to, %why, "deleted entry handed over for cleanup");
+    ctx.event(&updated, EventType::Normal, "HandedOver", "HandOver", note)
+        .await;
+    Ok((Some(updated), None))
+}
+
+/// A live entry whose shoot moved to another seed (DESIGN §3.2, §4): the old seed
+/// normally releases it; until it does, the entry's status says what it waits for (the
+/// seed's earlier Succeeded is not true for the new seed); when the old seed is gone,
+/// being deleted or unready past the hand-over time, the garden releases it, as it hands
+/// over buckets. Returns the entry when the garden changed it, and when to look again.
+async fn seed_hand_over_entry(
+    ctx: &Context,
+    api: &Api<BackupEntry>,
+    entry: &BackupEntry,
+) -> Result<(Option<BackupEntry>, Duration), GardenError> {
+    let candidates: Vec<SeedCandidate> = ctx
+        .stores
+        .seeds
+        .state()
+        .iter()
+        .map(|s| ctx.stores.candidate(s))
+        .collect();
+    let status = entry.status.clone().unwrap_or_default();
+    let now = ctx.clock.now();
+    let timings = ctx.timings();
+    let name = entry.name_any();
+    let decision = entry_hand_over(
+        entry.spec.seed_name.as_deref(),
+        status.seed_name.as_deref(),
+        &candidates,
+        now,
+        timings,
+    );
+    // A status write on the entry as the garden saw it (409 when the seed wrote since).
+    let write = |body: serde_json::Value| async move {
+        api.patch_status(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({
+                "metadata": { "resourceVersion": entry.resource_version() },
+                "status": body,
+            })),
+        )
+        .await
+    };
+    match decision {
+        EntryHandOver::None => Ok((None, RESYNC)),
+        EntryHandOver::Wait { message } => {
+            let holder = status
+                .seed_name
+                .as_deref()
+                .and_then(|f| candidates.iter().find(|c| c.name == f));
+            let next = next_check(holder, now, timings)
+                .and_then(|t| (t - now).to_std().ok())
+                .map_or(WAIT_FOR_DEPENDENCY, |d| d + Duration::from_millis(50))
+                .min(WAIT_FOR_DEPENDENCY);
+            let last = status.last_operation.as_ref();
+            // The old seed reporting the move itself is the truth already.
+            let seed_reports = last.is_some_and(|o| {
+                o.type_ == LastOperationType::Migrate && o.state == LastOperationState::Processing
+            });
+            let said = last.is_some_and(|o| {
+                o.type_ == LastOperationType::Migrate
+                    && o.state == LastOperationState::Pending
+                    && o.description == message
+            });
+            if seed_reports || said {
+                return Ok((None, next));
+            }
+            let updated =
+                write(json!({ "lastOperation": status::pending(LastOperationType::Migrate, message.clone(), now) }))
+                    .await?;
+            tracing::info!(entry = %entry.name_any(), %message, "hand-over pending");
+            ctx.event(
+                &updated,
+                EventType::Normal,
+                "HandOverPending",
+                "HandOver",
+                message,
+            )
+            .await;
+            Ok((Some(updated), next))
+        }
+        EntryHandOver::Release { from, to, why } => {
+            let message = format!(
+                "{why}: the garden released the entry from seed {from}; waiting for seed {to} \
+                 to take it over"
+            );
+            let updated = write(json!({
+                "seedName": null,
+                "lastError": null,
+                "lastOperation": status::pending(LastOperationType::Migrate, message.clone(), now),
+            }))
+            .await?;
+            tracing::info!(entry = %entry.name_any(), %from, %to, %why, "entry handed over");
+            ctx.event(
+                &updated,
+                EventType::Normal,
+                "HandedOver",
+                "HandOver",
+                message,
+            )
+            .await;
+            Ok((Some(updated), RESYNC))
+        }
+    }
+}
+
+/// Answers a migration's request for a place in another bucket, or lets go of a place
+/// no longer needed ([`crate::moves`]).
+async fn apply_move(
+    ctx: &Context,
+    api: &Api<BackupEntry>,
+    entry: &BackupEntry,
+) -> Result<(), GardenError> {
+    let step = move_step(
+        entry.annotations(),
+        &entry.spec.bucket_name,
+        entry.meta().deletion_timestamp.is_some(),
+    );
+    let name = entry.name_any();
+    let key = (entry.namespace().unwrap_or_default(), name.clone());
+    let mark = |value: serde_json::Value| json!({ "metadata": { "annotations": value } });
+    match step {
+        MoveStep::None => Ok(()),
+        MoveStep::Release(bucket) => {
+            api.patch(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(&mark(json!({ ANNOTATION_MIGRATION_RESERVED: null }))),
+            )
+            .await?;
+            let pool = ctx
+                .stores
+                .buckets
+                .get(&ObjectRef::new(&bucket))
+                .and_then(|b| crate::buckets::pool_of(&b));
+            if let Some(pool) = pool {
+                ctx.ledger.release_move(ctx, &pool, &key, &bucket).await?;
+            }
+            tracing::info!(entry = %name, %bucket, "place held for a move released");
+            Ok(())
+        }
+        MoveStep::Reserve(bucket) => {
+            ctx.stores.wait_ready().await?;
+            ctx.wait_counts_ready().await?;
+            match ctx.ledger.reserve(ctx, &bucket, &key).await? {
+                Reservation::Held(pool) => {
+                    let marked = api
+                        .patch(
+                            &name,
+                            &PatchParams::default(),
+                            &Patch::Merge(&mark(json!({
+                                ANNOTATION_MIGRATION_RESERVED: bucket,
+                                ANNOTATION_MIGRATION_REFUSED: null,
+                            }))),
+                        )
+                        .await;
+                    if let Err(e) = marked {
+                        ctx.ledger.release(ctx, &pool, &key, &bucket).await?;
+                        return Err(e.into());
+                    }
+                    let note = format!("a place in bucket {bucket} is held for the migration");
+                    tracing::info!(entry = %name, %bucket, "place held for a move");
+                    ctx.event(
+                        entry,
+                        EventType::Normal,
+                        "MigrationPlaceHeld",
+                        "Migrate",
+                        note,
+                    )
+                    .await;
+                    Ok(())
+                }
+                Reservation::Refused(why) => {
+                    api.patch(
+                        &name,
+                        &PatchParams::default(),
+                        &Patch::Merge(&mark(json!({ ANNOTATION_MIGRATION_REFUSED: why }))),
+                    )
+                    .await?;
+                    tracing::info!(entry = %name, %bucket, %why, "move refused");
+                    ctx.event(
+                        entry,
+                        EventType::Warning,
+                        "MigrationRefused",
+                        "Migrate",
+                        why,
+                    )
+                    .await;
+                    Ok(())
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,35 @@
+//! The garden side (`granary garden`, DESIGN §3.1, §4): CloudProfile backup pools, bucket
+//! shards, entry placement with quota sharding, bucket → seed assignment, deletion guards
+//! and the `BackupBucketsReady` condition.
+//!
+//! Decisions are pure functions over plain data ([`pools`], [`placement`],
+//! [`assignment`], [`buckets`], [`entries`], [`conditions`], [`moves`], [`guards`]); the controllers fetch,
+//! decide and apply ([`bucket_controller`], [`owner_controllers`],
+//! [`entry_controllers`]), with the placement commit in [`ledger`]. They share one watch
+//! and one cache per kind ([`informers`]); [`triggers`] decides which changes wake which
+//! reconcile. [`runner`] starts them:
+//! [`GardenController`] in-process, [`run()`] for the CLI. [`seed_authz`] keeps each seed
+//! to its own objects (an authorization and admission webhook).
+
+pub mod assignment;
+pub mod bucket_controller;
+pub mod buckets;
+pub mod conditions;
+pub mod config;
+pub mod context;
+pub mod entries;
+pub mod entry_controllers;
+pub mod entry_index;
+pub mod guards;
+pub mod informers;
+pub mod ledger;
+pub mod metrics;
+pub mod moves;
+pub mod owner_controllers;
+pub mod placement;
+pub mod pools;
+pub mod runner;
+pub mod seed_authz;
+pub mod triggers;
+
+pub use runner::{GardenController, GardenOptions, RunError, RunningGarden, run, serve};

@@ -1,0 +1,731 @@
+//! Starting and stopping the garden controllers: [`GardenController`] (a builder tests
+//! start in-process against any `kube::Client` and stop cleanly) and [`run`]/[`serve`]
+//! behind `granary garden` (configuration file and flags, kubeconfig, health/metrics
+//! server, leader election, signals).
+
+use std::collections::BTreeMap;
+use std::future::ready;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::Api;
+use kube::config::KubeConfigOptions;
+use kube::runtime::controller::{Action, Config as ControllerConfig};
+use kube::runtime::events::{EventType, Recorder, Reporter};
+use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::{Controller, watcher};
+use kube::{Client, Resource, ResourceExt};
+use tokio_util::sync::CancellationToken;
+
+use granary_api::core::{BackupBucket, BackupEntry, CloudProfile, GARDEN_NAMESPACE, Seed, Shoot};
+use crate::bucket_controller::{self, reconcile as reconcile_bucket};
+use crate::buckets::pool_of;
+use crate::context::{Context, GardenError, Stores, renewed};
+use crate::entry_controllers::{
+    ENTRY_CONTROLLER, SHOOT_CONTROLLER, reconcile_entry, reconcile_shoot,
+};
+use crate::entry_index::EntryIndex;
+use crate::informers::FirstList::{AsItComes, Whole};
+use crate::informers::informer;
+use crate::ledger::Ledger;
+use crate::metrics::GardenMetrics;
+use crate::owner_controllers::{
+    PROFILE_CONTROLLER, SEED_CONTROLLER, reconcile_profile, reconcile_seed,
+};
+use crate::pools::PoolKind;
+use crate::seed_authz::{RunningWebhook, WebhookError};
+use crate::triggers::{
+    BucketViews, SeedLeases, entry_needs_reconcile, shoot_needs_reconcile,
+};
+use granary_runtime::clock::Clock;
+use crate::config::GardenConfiguration;
+use granary_runtime::config::{self, ConfigError, Override};
+use granary_runtime::health::{HealthError, HealthServer, ReadinessFlag};
+use granary_runtime::leader::{ElectionSettings, run_as_leader};
+use granary_runtime::metrics::Metrics;
+use granary_runtime::selector::ObjectSelector;
+use granary_runtime::shutdown::ShutdownSignals;
+
+/// The name of the garden's leader-election Lease (suffixed with the object selector's
+/// value when one is set, so instances never share it).
+pub const LEADER_LEASE: &str = "granary-garden";
+
+/// What `granary garden` is started with. `None` leaves the file's (or default) value.
+#[derive(Clone, Debug, Default)]
+pub struct GardenOptions {
+    /// The garden kubeconfig; in-cluster or `KUBECONFIG` when absent.
+    pub kubeconfig: Option<PathBuf>,
+    /// The `GardenConfiguration` file.
+    pub config: Option<PathBuf>,
+    pub object_selector: Option<String>,
+    pub metrics_bind_address: Option<String>,
+    pub leader_elect: Option<bool>,
+    /// `seedAuthorization.bindAddress`: where the seed authorization webhook listens.
+    pub seed_authorization_bind_address: Option<String>,
+}
+
+impl GardenOptions {
+    /// The flags as overrides of the configuration file.
+    pub fn overrides(&self) -> Vec<Override> {
+        let mut out = Vec::new();
+        if let Some(address) = &self.metrics_bind_address {
+            out.push(Override::new("server.metricsBindAddress", address.clone()));
+        }
+        if let Some(enabled) = self.leader_elect {
+            out.push(Override::new("leaderElection.enabled", enabled));
+        }
+        if let Some(address) = &self.seed_authorization_bind_address {
+            out.push(Override::new(
+                "seedAuthorization.bindAddress",
+                address.clone(),
+            ));
+        }
+        out
+    }
+}
+
+/// Why `granary garden` could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("kubeconfig {path}: {message}")]
+    Kubeconfig { path: String, message: String },
+    #[error("no usable Kubernetes configuration (in-cluster or KUBECONFIG): {0}")]
+    Infer(String),
+    #[error(transparent)]
+    Health(#[from] HealthError),
+    #[error("registering metrics: {0}")]
+    Metrics(#[from] prometheus::Error),
+    #[error("Kubernetes client: {0}")]
+    Client(#[from] kube::Error),
+    #[error("starting the async runtime: {0}")]
+    Runtime(std::io::Error),
+    #[error(transparent)]
+    Webhook(#[from] WebhookError),
+}
+
+/// `granary garden`: runs until SIGINT/SIGTERM.
+pub fn run(options: GardenOptions) -> Result<(), RunError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(RunError::Runtime)?
+        .block_on(serve(options))
+}
+
+/// The async body of [`run`], for callers that have a runtime.
+pub async fn serve(options: GardenOptions) -> Result<(), RunError> {
+    let signals = ShutdownSignals::install();
+    let config: GardenConfiguration =
+        config::load(options.config.as_deref(), &options.overrides())?;
+    let client = client(options.kubeconfig.as_ref()).await?;
+    let metrics = Metrics::new();
+    let selector = ObjectSelector::new(options.object_selector.clone());
+    let webhook = if config.seed_authorization.enabled() {
+        let webhook = RunningWebhook::start(
+            client.clone(),
+            &config.seed_authorization,
+            &selector,
+            &metrics,
+        )
+        .await?;
+        tracing::info!(
+            address = %webhook.local_addr,
+            "granary garden: serving the seed authorization webhook (/authorize, /validate)"
+        );
+        Some(webhook)
+    } else {
+        None
+    };
+    let running = GardenController::new(client, config.clone())
+        .object_selector(selector)
+        .metrics(metrics.clone())
+        .start()?;
+    // A replica takes webhook traffic only with the webhook's caches filled.
+    let readiness = match &webhook {
+        Some(w) => running.readiness().and(w.readiness()),
+        None => running.readiness(),
+    };
+    let health =
+        HealthServer::start(&config.server.metrics_bind_address, metrics, readiness).await?;
+    tracing::info!(address = %health.local_addr, "granary garden: serving /healthz, /readyz, /metrics");
+    let signal = signals.wait().await;
+    tracing::info!(
+        signal,
+        "granary garden: shutting down (stopping controllers, releasing the lease)"
+    );
+    running.stop().await;
+    if let Some(webhook) = webhook {
+        webhook.stop().await;
+    }
+    health.shutdown().await;
+    Ok(())
+}
+
+async fn client(kubeconfig: Option<&PathBuf>) -> Result<Client, RunError> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let err = |message: String| RunError::Kubeconfig {
+                path: path.display().to_string(),
+                message,
+            };
+            let kc = granary_runtime::redact::read_kubeconfig(path).map_err(err)?;
+            kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+                .await
+                .map_err(|e| err(e.to_string()))?
+        }
+        None => kube::Config::infer().await.map_err(|e| {
+            RunError::Infer(granary_runtime::redact::without_snippets(&e.to_string()))
+        })?,
+    };
+    Ok(Client::try_from(config)?)
+}
+
+/// Builds and starts the garden controllers in-process.
+pub struct GardenController {
+    client: Client,
+    config: GardenConfiguration,
+    selector: ObjectSelector,
+    clock: Clock,
+    metrics: Metrics,
+    identity: String,
+}
+
+impl GardenController {
+    pub fn new(client: Client, config: GardenConfiguration) -> Self {
+        let suffix = uuid::Uuid::new_v4().simple().to_string();
+        let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "granary-garden".to_string());
+        GardenController {
+            client,
+            config,
+            selector: ObjectSelector::default(),
+            clock: Clock::system(),
+            metrics: Metrics::new(),
+            identity: format!("{host}-{}", &suffix[..8]),
+        }
+    }
+
+    /// `--object-selector`: see and label only this instance's objects.
+    pub fn object_selector(mut self, selector: ObjectSelector) -> Self {
+        self.selector = selector;
+        self
+    }
+
+    pub fn clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The registry to put the garden metrics into.
+    pub fn metrics(mut self, metrics: Metrics) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// The leader-election identity (a unique default is generated).
+    pub fn identity(mut self, identity: impl Into<String>) -> Self {
+        self.identity = identity.into();
+        self
+    }
+
+    /// Starts the controllers (behind leader election when the configuration enables
+    /// it) on the current tokio runtime.
+    pub fn start(self) -> Result<RunningGarden, prometheus::Error> {
+        let garden_metrics = GardenMetrics::register(&self.metrics)?;
+        let token = CancellationToken::new();
+        let ready = ReadinessFlag::default();
+        let shared = Arc::new(Shared {
+            client: self.client,
+            config: self.config,
+            selector: self.selector,
+            clock: self.clock,
+            metrics: self.metrics.clone(),
+            garden_metrics,
+            identity: self.identity,
+            ready: ready.clone(),
+        });
+        let task = tokio::spawn(supervise(shared, token.clone()));
+        Ok(RunningGarden {
+            token,
+            task,
+            ready,
+            metrics: self.metrics,
+        })
+    }
+}
+
+/// Garden controllers running in this process.
+pub struct RunningGarden {
+    token: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+    ready: ReadinessFlag,
+    metrics: Metrics,
+}
+
+impl RunningGarden {
+    /// Set once the caches are filled and the counts re-derived (or while standing by).
+    pub fn readiness(&self) -> ReadinessFlag {
+        self.ready.clone()
+    }
+
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// Stops the controllers (letting running reconciles finish) and releases the
+    /// leader lease if held.
+    pub async fn stop(self) {
+        self.token.cancel();
+        if let Err(e) = self.task.await {
+            tracing::error!(error = %e, "garden controllers ended abnormally");
+        }
+    }
+}
+
+/// Everything that outlives one leadership term.
+struct Shared {
+    client: Client,
+    config: GardenConfiguration,
+    selector: ObjectSelector,
+    clock: Clock,
+    metrics: Metrics,
+    garden_metrics: GardenMetrics,
+    identity: String,
+    ready: ReadinessFlag,
+}
+
+async fn supervise(shared: Arc<Shared>, token: CancellationToken) {
+    let election = shared.config.leader_election.clone();
+    if !election.enabled {
+        term(shared, token).await;
+        return;
+    }
+    let lease_name = match shared.selector.value() {
+        Some(v) => format!("{LEADER_LEASE}-{v}"),
+        None => LEADER_LEASE.to_string(),
+    };
+    let mut labels = BTreeMap::new();
+    shared.selector.label(&mut labels);
+    let settings = ElectionSettings {
+        lease_name,
+        identity: shared.identity.clone(),
+        lease_duration: election.lease_duration.0,
+        renew_deadline: election.renew_deadline.0,
+        retry_period: election.retry_period.0,
+        labels,
+    };
+    let api: Api<Lease> = Api::namespaced(shared.client.clone(), &election.namespace);
+    // A standby is healthy and ready; a leader becomes ready again once its caches are.
+    shared.ready.set(true);
+    let result = run_as_leader(
+        api,
+        settings,
+        shared.clock.clone(),
+        || term(shared.clone(), token.child_token()),
+        token.clone().cancelled_owned(),
+    )
+    .await;
+    if let Err(e) = result {
+        tracing::error!(error = %e, "leader election failed");
+    }
+}
+
+fn watch_config(selector: &ObjectSelector) -> watcher::Config {
+    // Paged lists (kube's default 500 a page) keep a restart's memory bounded; the
+    // embedded server serves every page with the first page's resourceVersion, as
+    // kube-apiserver does, so nothing created mid-list is missed by the watch.
+    let config = watcher::Config::default();
+    match selector.label_selector() {
+        Some(s) => config.labels(&s),
+        None => config,
+    }
+}
+
+/// Logs a failed reconcile, counts it, publishes a Warning event (conflicts aside) and
+/// picks the requeue.
+fn error_policy<K>(
+    controller: &'static str,
+) -> impl Fn(Arc<K>, &GardenError, Arc<Context>) -> Action + Send + Sync + 'static
+where
+    K: Resource<DynamicType = ()> + Send + Sync + 'static,
+{
+    move |obj, error, ctx| {
+        let kind = error.kind();
+        ctx.metrics
+            .reconcile_errors
+            .with_label_values(&[controller, kind])
+            .inc();
+        let transient = matches!(kind, "Conflict" | "PlacementContention");
+        if transient {
+            // Retried at once and expected under contention: not a warning.
+            tracing::debug!(controller, object = %obj.name_any(), %error, "reconcile retried");
+        } else {
+            tracing::warn!(controller, object = %obj.name_any(), %error, "reconcile failed");
+        }
+        if !transient {
+            let note = error.to_string();
+            tokio::spawn(async move {
+                ctx.event(
+                    obj.as_ref(),
+                    EventType::Warning,
+                    "ReconcileError",
+                    "Reconcile",
+                    note,
+                )
+                .await;
+            });
+        }
+        Action::requeue(if transient {
+            Duration::from_millis(200)
+        } else {
+            Duration::from_secs(5)
+        })
+    }
+}
+
+/// One leadership term: builds the caches and controllers and runs them until `token`
+/// is cancelled (or the future is dropped on lost leadership).
+async fn term(shared: Arc<Shared>, token: CancellationToken) {
+    let client = shared.client.clone();
+    let wc = || watch_config(&shared.selector);
+    let entry_index = Arc::new(EntryIndex::default());
+    // One watch and one store per kind ([`informers`]): the reconciles read them, each
+    // kind's controller is driven by its own informer, and the triggers between kinds
+    // come from the same watches, sent only after the store has the change.
+    let profiles = informer::<CloudProfile, 0>(Api::all(client.clone()), wc(), Whole, |_| {});
+    let seeds = informer::<Seed, 3>(Api::all(client.clone()), wc(), Whole, |_| {});
+    // A shoot is placed as soon as its page of the list is read: placement reads no other
+    // shoot (a burst of shoots at a cold start need not wait for the whole list).
+    let shoots = informer::<Shoot, 1>(Api::all(client.clone()), wc(), AsItComes, |_| {});
+    let buckets = informer::<BackupBucket, 2>(Api::all(client.clone()), wc(), Whole, |_| {});
+    let entries = {
+        let index = entry_index.clone();
+        informer::<BackupEntry, 3>(Api::all(client.clone()), wc(), Whole, move |e| {
+            index.observe(e)
+        })
+    };
+    let leases = informer::<Lease, 1>(
+        Api::namespaced(client.clone(), GARDEN_NAMESPACE),
+        wc(),
+        Whole,
+        |_| {},
+    );
+    let [seeds_for_profiles, seeds_for_buckets, seeds_for_entries] = seeds.changes;
+    let [shoots_for_profiles] = shoots.changes;
+    let [buckets_for_profiles, buckets_for_seeds] = buckets.changes;
+    let [entries_for_buckets, entries_for_shoots, entries_for_seeds] = entries.changes;
+    let [lease_events] = leases.changes;
+    // No controller follows the leases' own stream.
+    drop(leases.applied);
+    let stores = Stores {
+        profiles: profiles.store.clone(),
+        seeds: seeds.store.clone(),
+        shoots: shoots.store.clone(),
+        buckets: buckets.store.clone(),
+        entries: entries.store.clone(),
+        entry_index,
+        leases: leases.store.clone(),
+        ready: vec![
+            profiles.ready.clone(),
+            seeds.ready.clone(),
+            buckets.ready.clone(),
+            entries.ready.clone(),
+            leases.ready.clone(),
+        ],
+        shoots_ready: shoots.ready.clone(),
+    };
+    let (counts_tx, counts_rx) = tokio::sync::watch::channel(false);
+    let ctx = Arc::new(Context {
+        client: client.clone(),
+        config: shared.config.clone(),
+        selector: shared.selector.clone(),
+        clock: shared.clock.clone(),
+        metrics: shared.metrics.clone(),
+        garden_metrics: shared.garden_metrics.clone(),
+        recorder: Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: "granary-garden".to_string(),
+                instance: Some(shared.identity.clone()),
+            },
+        ),
+        stores: stores.clone(),
+        ledger: Ledger::default(),
+        counts_ready: counts_rx,
+    });
+
+    let profile_store = stores.profiles.clone();
+    let profile_controller = Controller::for_shared_stream(profiles.applied, profiles.store)
+        .reconcile_on(seeds_for_profiles.flat_map(move |seed| {
+            let refs: Vec<ObjectRef<CloudProfile>> = profile_store
+                .state()
+                .iter()
+                .filter(|p| p.spec.type_ == seed.object.spec.provider.type_)
+                .map(|p| ObjectRef::from_obj(p.as_ref()))
+                .collect();
+            futures::stream::iter(refs)
+        }))
+        // Not on every count written: on what the profile reads of its buckets.
+        .reconcile_on(buckets_for_profiles.filter_map({
+            let mut views = BucketViews::default();
+            move |change| {
+                let wake = views.changed(&change.object, change.deleted);
+                ready(
+                    pool_of(&change.object)
+                        .filter(|k| wake && k.kind == PoolKind::CloudProfile)
+                        .map(|k| ObjectRef::new(&k.owner)),
+                )
+            }
+        }))
+        // A shoot that stops using a profile may release the deletion guard of a profile
+        // being deleted. (A shoot's event shows its new profile only: every profile being
+        // deleted looks; a live profile has nothing to do about shoots.)
+        .reconcile_on(shoots_for_profiles.flat_map({
+            let profile_store = stores.profiles.clone();
+            move |_| futures::stream::iter(deleting(&profile_store))
+        }))
+        .with_config(ControllerConfig::default().concurrency(2));
+    let seed_controller = Controller::for_shared_stream(seeds.applied, seeds.store)
+        .reconcile_on(buckets_for_seeds.flat_map({
+            let mut views = BucketViews::default();
+            move |change| {
+                let refs: Vec<ObjectRef<Seed>> = views
+                    .seeds_to_wake(&change.object, change.deleted)
+                    .iter()
+                    .map(|s| ObjectRef::new(s))
+                    .collect();
+                futures::stream::iter(refs)
+            }
+        }))
+        // An entry leaving a seed may release the deletion guard of a seed being deleted.
+        // (An entry's event shows its new seeds only: every seed being deleted looks.)
+        .reconcile_on(entries_for_seeds.flat_map({
+            let seed_store = stores.seeds.clone();
+            move |_| futures::stream::iter(deleting(&seed_store))
+        }))
+        .with_config(ControllerConfig::default().concurrency(2));
+    let bucket_controller = Controller::for_shared_stream(buckets.applied, buckets.store)
+        .reconcile_on(entries_for_buckets.flat_map(|change| {
+            // The bucket it names and the one holding a place for its move.
+            let entry = change.object;
+            let refs: Vec<ObjectRef<BackupBucket>> =
+                std::iter::once(entry.spec.bucket_name.as_str())
+                    .chain(crate::moves::reserved_bucket(&entry))
+                    .filter(|b| !b.is_empty())
+                    .map(ObjectRef::new)
+                    .collect();
+            futures::stream::iter(refs)
+        }))
+        .reconcile_all_on(seeds_for_buckets.map(|_| ()))
+        .reconcile_all_on(lease_events.filter_map({
+            let mut leases = SeedLeases::default();
+            let ctx = ctx.clone();
+            move |change| {
+                let name = change.object.name_any();
+                let wake = name.starts_with("seed-")
+                    && leases.wakes_buckets(
+                        &name,
+                        renewed(&change.object),
+                        change.deleted,
+                        ctx.clock.now(),
+                        ctx.timings().ready_within,
+                    );
+                ready(wake.then_some(()))
+            }
+        }))
+        .with_config(ControllerConfig::default().concurrency(5));
+    let syncs =
+        u16::try_from(shared.config.controllers.backup_entry.concurrent_syncs).unwrap_or(u16::MAX);
+    // A shoot is reconciled when its entry is missing or out of line, judged on the entry
+    // cache once it is filled (a restart has no reconcile per shoot to go through before
+    // the first new placement).
+    let shoots_to_reconcile = shoots
+        .applied
+        .then({
+            let entry_store = stores.entries.clone();
+            let entries_ready = entries.ready.clone();
+            move |shoot| {
+                let entry_store = entry_store.clone();
+                let mut entries_ready = entries_ready.clone();
+                async move {
+                    // Stopped caches: let the reconcile see for itself.
+                    let _ = entries_ready.wait_for(|r| *r).await;
+                    let entry = shoot
+                        .backup_entry_name()
+                        .zip(shoot.namespace())
+                        .and_then(|(name, ns)| entry_store.get(&ObjectRef::new(&name).within(&ns)));
+                    shoot_needs_reconcile(&shoot, entry.as_deref()).then_some(shoot)
+                }
+            }
+        })
+        .filter_map(ready);
+    let shoot_controller = Controller::for_shared_stream(shoots_to_reconcile, shoots.store)
+        .reconcile_on(entries_for_shoots.flat_map({
+            let shoot_store = stores.shoots.clone();
+            move |change| {
+                let entry = change.object;
+                let namespace = entry.namespace().unwrap_or_default();
+                let current = (!change.deleted).then_some(entry.as_ref());
+                let refs: Vec<ObjectRef<Shoot>> = entry
+                    .owner_references()
+                    .iter()
+                    .filter(|o| o.kind == "Shoot")
+                    .map(|o| ObjectRef::new(&o.name).within(&namespace))
+                    .filter(|r| {
+                        shoot_store
+                            .get(r)
+                            .is_some_and(|shoot| shoot_needs_reconcile(&shoot, current))
+                    })
+                    .collect();
+                futures::stream::iter(refs)
+            }
+        }))
+        .with_config(ControllerConfig::default().concurrency(syncs));
+    let entry_store = stores.entries.clone();
+    let entry_controller = Controller::for_shared_stream(
+        entries
+            .applied
+            .filter(|entry| ready(entry_needs_reconcile(entry))),
+        entries.store,
+    )
+    // A seed being deleted or gone lets the entries leaving it be handed over.
+    .reconcile_on(seeds_for_entries.flat_map(move |seed| {
+        let name = seed.object.name_any();
+        let refs: Vec<ObjectRef<BackupEntry>> = entry_store
+            .state()
+            .iter()
+            .filter(|e| {
+                e.status.as_ref().and_then(|s| s.seed_name.as_deref()) == Some(name.as_str())
+                    && e.spec.seed_name.as_deref() != Some(name.as_str())
+            })
+            .map(|e| ObjectRef::from_obj(e.as_ref()))
+            .collect();
+        futures::stream::iter(refs)
+    }))
+    .with_config(ControllerConfig::default().concurrency(5));
+
+    let stop = || token.clone().cancelled_owned();
+    let profile_run = profile_controller
+        .graceful_shutdown_on(stop())
+        .run(
+            reconcile_profile,
+            error_policy(PROFILE_CONTROLLER),
+            ctx.clone(),
+        )
+        .for_each(drain(PROFILE_CONTROLLER));
+    let seed_run = seed_controller
+        .graceful_shutdown_on(stop())
+        .run(reconcile_seed, error_policy(SEED_CONTROLLER), ctx.clone())
+        .for_each(drain(SEED_CONTROLLER));
+    let bucket_run = bucket_controller
+        .graceful_shutdown_on(stop())
+        .run(
+            reconcile_bucket,
+            error_policy(bucket_controller::CONTROLLER),
+            ctx.clone(),
+        )
+        .for_each(drain(bucket_controller::CONTROLLER));
+    let shoot_run = shoot_controller
+        .graceful_shutdown_on(stop())
+        .run(reconcile_shoot, error_policy(SHOOT_CONTROLLER), ctx.clone())
+        .for_each(drain(SHOOT_CONTROLLER));
+    let entry_run = entry_controller
+        .graceful_shutdown_on(stop())
+        .run(reconcile_entry, error_policy(ENTRY_CONTROLLER), ctx.clone())
+        .for_each(drain(ENTRY_CONTROLLER));
+    let recount = initial_recount(ctx.clone(), counts_tx, shared.ready.clone(), token.clone());
+    let caches = async {
+        tokio::join!(
+            profiles.fill,
+            seeds.fill,
+            shoots.fill,
+            buckets.fill,
+            entries.fill,
+            leases.fill
+        );
+    };
+    let caches = async {
+        tokio::select! {
+            _ = caches => {}
+            _ = token.cancelled() => {}
+        }
+    };
+    tokio::join!(
+        profile_run,
+        seed_run,
+        bucket_run,
+        shoot_run,
+        entry_run,
+        recount,
+        caches
+    );
+    tracing::info!("garden controllers stopped");
+}
+
+/// The objects of `store` being deleted (their deletion guards wait for other kinds).
+fn deleting<K>(store: &reflector::Store<K>) -> Vec<ObjectRef<K>>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + 'static,
+{
+    store
+        .state()
+        .iter()
+        .filter(|o| o.meta().deletion_timestamp.is_some())
+        .map(|o| ObjectRef::from_obj(o.as_ref()))
+        .collect()
+}
+
+/// Consumes a controller's output stream item, logging errors of the machinery itself.
+fn drain<T, E: std::fmt::Display>(
+    controller: &'static str,
+) -> impl FnMut(Result<T, E>) -> std::future::Ready<()> {
+    move |result| {
+        if let Err(e) = result {
+            tracing::debug!(controller, error = %e, "controller event");
+        }
+        ready(())
+    }
+}
+
+/// Re-derives every bucket's count from the entries once the caches are filled, then
+/// lets placement start.
+async fn initial_recount(
+    ctx: Arc<Context>,
+    done: tokio::sync::watch::Sender<bool>,
+    ready_flag: ReadinessFlag,
+    token: CancellationToken,
+) {
+    let work = async {
+        // The counts come from the buckets and the entries: the shoots' list may still
+        // be coming (placement starts with its first page).
+        if ctx.stores.wait_ready_but_shoots().await.is_err() {
+            return;
+        }
+        for bucket in ctx.stores.buckets.state() {
+            let Some(key) = pool_of(&bucket) else {
+                continue;
+            };
+            let name = bucket.name_any();
+            let mut delay = Duration::from_millis(100);
+            while let Err(e) = ctx.ledger.recount(&ctx, &key, &name).await {
+                tracing::warn!(bucket = %name, error = %e, "start-up recount failed; retrying");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(5));
+            }
+        }
+        tracing::info!("entry counts re-derived from the BackupEntries; placement starts");
+        let _ = done.send(true);
+        // Ready once every cache is filled.
+        if ctx.stores.wait_ready().await.is_ok() {
+            ready_flag.set(true);
+        }
+    };
+    tokio::select! {
+        _ = work => {}
+        _ = token.cancelled() => {}
+    }
+}

@@ -1,0 +1,442 @@
+//! Which changes wake which garden reconciles (issue 19). Every BackupEntry written during
+//! a burst of placements used to wake its shoot again, itself, and the seed's reconcile;
+//! every bucket count written woke the profile's and the seed's, which walk all buckets of
+//! the landscape: work per entry that grew with the number of entries. These decisions
+//! keep only the wake-ups whose reconcile would do something:
+//!
+//! - a Shoot or BackupEntry is reconciled only when its reconcile would not be a no-op
+//!   ([`shoot_needs_reconcile`], [`entry_needs_reconcile`]); this also spares a restart
+//!   one reconcile per shoot and per entry before the first new placement;
+//! - a BackupBucket change wakes its profile or its seeds only when what they read of it
+//!   changed ([`BucketView`]: the spec they pass on, its pool, its seeds, its error,
+//!   its deletion), not on every `status.entryCount` write; and it wakes the seeds it
+//!   was and is on ([`BucketViews::seeds_to_wake`]), not every seed;
+//! - a seed's Lease wakes the buckets only when the seed comes (back) to life
+//!   ([`SeedLeases`]), not on every renewal of a live seed: with S seeds renewing every
+//!   few seconds, each renewal woke all B buckets, S × B reconciles per renewal period.
+//!
+//! Guards of owners being deleted (profiles, seeds) are still woken by every shoot and
+//! entry change; those wake-ups take the owners being deleted only.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Duration, Utc};
+
+use kube::{Resource, ResourceExt};
+
+use granary_api::common::ObjectReference;
+use granary_api::core::{BackupBucket, BackupEntry, Shoot};
+use crate::buckets::{pool_of, seed_label_patch};
+use crate::entries::entry_update;
+use crate::moves::{MoveStep, move_step};
+use crate::pools::{PoolKey, PoolKind};
+
+/// Whether reconciling `shoot` would do anything, given its entry as the cache shows it
+/// (`None`: no entry cached). Mirrors [`crate::entry_controllers::reconcile_shoot`]:
+/// a shoot being deleted or without a seed waits for a change; an entry being deleted is
+/// no longer steered by its shoot; an entry in line with its shoot needs nothing.
+pub fn shoot_needs_reconcile(shoot: &Shoot, entry: Option<&BackupEntry>) -> bool {
+    if shoot.meta().deletion_timestamp.is_some()
+        || shoot.spec.seed_name.as_deref().is_none_or(str::is_empty)
+    {
+        return false;
+    }
+    match entry {
+        None => true,
+        Some(e) if e.meta().deletion_timestamp.is_some() => false,
+        Some(e) => entry_update(e, shoot).is_some(),
+    }
+}
+
+/// Whether reconciling `entry` would do anything. Mirrors
+/// [`crate::entry_controllers::reconcile_entry`]: an entry being deleted or being
+/// handed to another seed is always looked at; otherwise only a migration step or a seed
+/// label out of line is work.
+pub fn entry_needs_reconcile(entry: &BackupEntry) -> bool {
+    entry.meta().deletion_timestamp.is_some()
+        || entry.responsible_seed() != entry.spec.seed_name.as_deref()
+        || move_step(entry.annotations(), &entry.spec.bucket_name, false) != MoveStep::None
+        || seed_label_patch(entry.labels(), entry.responsible_seed()).is_some()
+}
+
+/// What the owner controllers read of a bucket.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BucketView {
+    /// For its CloudProfile: the pool, and the spec the profile passes on.
+    pool: Option<PoolKey>,
+    credentials: Option<ObjectReference>,
+    has_secret_ref: bool,
+    provider_config: Option<serde_json::Value>,
+    /// For its seeds: the seeds it is on and its error (`BackupBucketsReady`, guards).
+    spec_seed: Option<String>,
+    status_seed: Option<String>,
+    error: Option<String>,
+    deleting: bool,
+}
+
+impl BucketView {
+    pub fn of(bucket: &BackupBucket) -> Self {
+        let status = bucket.status.as_ref();
+        BucketView {
+            pool: pool_of(bucket),
+            credentials: bucket.spec.credentials_ref.clone(),
+            has_secret_ref: bucket.spec.secret_ref.is_some(),
+            provider_config: bucket.spec.provider_config.clone(),
+            spec_seed: bucket.spec.seed_name.clone(),
+            status_seed: status.and_then(|s| s.seed_name.clone()),
+            error: status
+                .and_then(|s| s.last_error.as_ref())
+                .map(|e| e.description.clone()),
+            deleting: bucket.meta().deletion_timestamp.is_some(),
+        }
+    }
+}
+
+/// The last [`BucketView`] of every bucket seen, to tell a change the owners care about
+/// from a count written. Its size is the number of buckets.
+#[derive(Default)]
+pub struct BucketViews {
+    seen: HashMap<String, BucketView>,
+}
+
+impl BucketViews {
+    /// Records a bucket change; true when the owners should look (a new bucket, a bucket
+    /// gone, or a change in what they read).
+    pub fn changed(&mut self, bucket: &BackupBucket, deleted: bool) -> bool {
+        self.change(bucket, deleted).is_some()
+    }
+
+    /// Records a bucket change; the seeds that should look, before and after it: those
+    /// the bucket is on (spec and status) and the seed owning its pool. Empty when
+    /// nothing a seed reads changed. (A seed reads the buckets on it and those of its
+    /// own pool only, so waking every seed made each change cost seeds × buckets.)
+    pub fn seeds_to_wake(&mut self, bucket: &BackupBucket, deleted: bool) -> Vec<String> {
+        let Some((old, new)) = self.change(bucket, deleted) else {
+            return Vec::new();
+        };
+        let mut seeds: Vec<String> = old
+            .iter()
+            .chain(new.iter())
+            .flat_map(|v| {
+                let pool_owner = v
+                    .pool
+                    .as_ref()
+                    .filter(|p| p.kind == PoolKind::Seed)
+                    .map(|p| &p.owner);
+                [v.spec_seed.as_ref(), v.status_seed.as_ref(), pool_owner]
+            })
+            .flatten()
+            .filter(|s| !s.is_empty())
+            .cloned()
+            .collect();
+        seeds.sort();
+        seeds.dedup();
+        seeds
+    }
+
+    /// The view before and after a change (`None` when gone), or `None` when nothing the
+    /// owners read changed.
+    fn change(
+        &mut self,
+        bucket: &BackupBucket,
+        deleted: bool,
+    ) -> Option<(Option<BucketView>, Option<BucketView>)> {
+        let name = bucket.name_any();
+        if deleted {
+            let old = self
+                .seen
+                .remove(&name)
+                .unwrap_or_else(|| BucketView::of(bucket));
+            return Some((Some(old), None));
+        }
+        let view = BucketView::of(bucket);
+        match self.seen.get(&name) {
+            Some(old) if *old == view => None,
+            _ => {
+                let old = self.seen.insert(name, view.clone());
+                Some((old, Some(view)))
+            }
+        }
+    }
+}
+
+/// The last renew time seen of every seed Lease, to tell a seed coming (back) to life
+/// from a renewal of a live one. Its size is the number of seeds.
+#[derive(Default)]
+pub struct SeedLeases {
+    renewed: HashMap<String, Option<DateTime<Utc>>>,
+}
+
+impl SeedLeases {
+    /// Records a change of the seed Lease `name` seen at `now`; true when the buckets
+    /// should look: a Lease new or gone, one without a renew time, or the renewal of a
+    /// seed that was not ready (its last renewal older than `ready_within`). A renewal of
+    /// a ready seed changes no assignment: a bucket looks again by itself when its seed,
+    /// falling silent, would lose it ([`crate::assignment::next_check`]).
+    pub fn wakes_buckets(
+        &mut self,
+        name: &str,
+        renewed: Option<DateTime<Utc>>,
+        deleted: bool,
+        now: DateTime<Utc>,
+        ready_within: Duration,
+    ) -> bool {
+        if deleted {
+            self.renewed.remove(name);
+            return true;
+        }
+        let before = self.renewed.insert(name.to_string(), renewed);
+        match (before, renewed) {
+            (Some(Some(before)), Some(_)) => now - before > ready_within,
+            _ => true,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use granary_api::common::ObjectReference;
+    use granary_api::core::{
+        ANNOTATION_MIGRATION_RESERVED, ANNOTATION_MIGRATION_TARGET, BackupBucketSpec,
+        BackupBucketStatus, BackupEntrySpec, BackupEntryStatus, CloudProfileReference, LABEL_SEED,
+        ShootSpec,
+    };
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    fn shoot(seed: Option<&str>) -> Shoot {
+        let mut s = Shoot::new(
+            "s",
+            ShootSpec {
+                cloud_profile: Some(CloudProfileReference {
+                    kind: "CloudProfile".into(),
+                    name: "aws".into(),
+                    ..CloudProfileReference::default()
+                }),
+                seed_name: seed.map(str::to_string),
+                ..ShootSpec::default()
+            },
+        );
+        s.metadata.namespace = Some("garden-p".into());
+        s.metadata.uid = Some("uid-1".into());
+        s
+    }
+
+    fn now() -> Time {
+        Time(k8s_openapi::jiff::Timestamp::now())
+    }
+
+    #[test]
+    fn a_shoot_is_reconciled_only_when_its_entry_is_missing_or_out_of_line() {
+        let s = shoot(Some("seed-1"));
+        assert!(shoot_needs_reconcile(&s, None), "no entry: place one");
+        let entry = crate::entries::new_entry(
+            &s,
+            "b-0",
+            &granary_runtime::selector::ObjectSelector::default(),
+        )
+        .expect("entry");
+        assert!(!shoot_needs_reconcile(&s, Some(&entry)), "in line");
+        let moved = shoot(Some("seed-2"));
+        assert!(shoot_needs_reconcile(&moved, Some(&entry)), "seed changed");
+        let mut leaving = entry.clone();
+        leaving.metadata.deletion_timestamp = Some(now());
+        assert!(!shoot_needs_reconcile(&moved, Some(&leaving)));
+        assert!(!shoot_needs_reconcile(&shoot(None), None), "no seed");
+        let mut deleted = shoot(Some("seed-1"));
+        deleted.metadata.deletion_timestamp = Some(now());
+        assert!(!shoot_needs_reconcile(&deleted, None));
+        // The decision agrees with the patch the reconcile would write.
+        for (shoot, entry) in [(&s, &entry), (&moved, &entry)] {
+            assert_eq!(
+                shoot_needs_reconcile(shoot, Some(entry)),
+                entry_update(entry, shoot).is_some()
+            );
+        }
+    }
+
+    fn entry() -> BackupEntry {
+        let mut e = BackupEntry::new(
+            "e",
+            BackupEntrySpec {
+                bucket_name: "b-0".into(),
+                seed_name: Some("seed-1".into()),
+                ..BackupEntrySpec::default()
+            },
+        );
+        e.metadata.labels = Some([(LABEL_SEED.to_string(), "seed-1".to_string())].into());
+        e
+    }
+
+    #[test]
+    fn an_entry_is_reconciled_only_when_there_is_something_to_do() {
+        let settled = entry();
+        assert!(!entry_needs_reconcile(&settled));
+
+        let mut unlabelled = entry();
+        unlabelled.metadata.labels = None;
+        assert!(entry_needs_reconcile(&unlabelled), "seed label missing");
+
+        let mut deleting = entry();
+        deleting.metadata.deletion_timestamp = Some(now());
+        assert!(
+            entry_needs_reconcile(&deleting),
+            "grace and cleanup hand-over"
+        );
+
+        let mut handing_over = entry();
+        handing_over.spec.seed_name = Some("seed-2".into());
+        handing_over.status = Some(BackupEntryStatus {
+            seed_name: Some("seed-1".into()),
+            ..BackupEntryStatus::default()
+        });
+        assert!(entry_needs_reconcile(&handing_over), "seed hand-over");
+
+        let mut asking = entry();
+        asking.metadata.annotations =
+            Some([(ANNOTATION_MIGRATION_TARGET.to_string(), "b-1".to_string())].into());
+        assert!(entry_needs_reconcile(&asking), "a move asks for a place");
+
+        let mut holding = entry();
+        holding.metadata.annotations =
+            Some([(ANNOTATION_MIGRATION_RESERVED.to_string(), "b-1".to_string())].into());
+        assert!(
+            entry_needs_reconcile(&holding),
+            "a held place no longer asked for"
+        );
+    }
+
+    fn bucket() -> BackupBucket {
+        let mut b = BackupBucket::new(
+            "aws-eu-1-0123abcd-0",
+            BackupBucketSpec {
+                seed_name: Some("seed-1".into()),
+                ..BackupBucketSpec::default()
+            },
+        );
+        b.status = Some(BackupBucketStatus {
+            entry_count: Some(3),
+            ..BackupBucketStatus::default()
+        });
+        b
+    }
+
+    #[test]
+    fn count_writes_wake_no_owner_but_what_owners_read_does() {
+        let mut views = BucketViews::default();
+        let b = bucket();
+        assert!(views.changed(&b, false), "a new bucket");
+        assert!(!views.changed(&b, false), "the same again");
+        let mut counted = b.clone();
+        if let Some(s) = counted.status.as_mut() {
+            s.entry_count = Some(35);
+        }
+        assert!(!views.changed(&counted, false), "only the count moved");
+
+        let mut credentials = counted.clone();
+        credentials.spec.credentials_ref = Some(ObjectReference {
+            name: "other".into(),
+            ..ObjectReference::default()
+        });
+        assert!(views.changed(&credentials, false));
+
+        let mut failed = credentials.clone();
+        if let Some(s) = failed.status.as_mut() {
+            s.last_error = Some(granary_runtime::status::last_error(
+                "denied",
+                [],
+                chrono::Utc::now(),
+            ));
+        }
+        assert!(
+            views.changed(&failed, false),
+            "an error for BackupBucketsReady"
+        );
+
+        let mut handed = failed.clone();
+        handed.spec.seed_name = Some("seed-2".into());
+        assert!(views.changed(&handed, false), "another seed");
+
+        let mut deleting = handed.clone();
+        deleting.metadata.deletion_timestamp = Some(now());
+        assert!(views.changed(&deleting, false));
+        assert!(views.changed(&deleting, true), "gone");
+        assert!(
+            views.changed(&deleting, false),
+            "seen anew after it was gone"
+        );
+    }
+
+    #[test]
+    fn a_bucket_change_wakes_the_seeds_it_was_and_is_on_only() {
+        let mut views = BucketViews::default();
+        let b = bucket();
+        assert_eq!(views.seeds_to_wake(&b, false), ["seed-1"], "a new bucket");
+        let mut counted = b.clone();
+        if let Some(s) = counted.status.as_mut() {
+            s.entry_count = Some(35);
+        }
+        assert!(views.seeds_to_wake(&counted, false).is_empty(), "a count");
+        let mut handed = counted.clone();
+        handed.spec.seed_name = Some("seed-2".into());
+        if let Some(s) = handed.status.as_mut() {
+            s.seed_name = Some("seed-3".into());
+        }
+        assert_eq!(
+            views.seeds_to_wake(&handed, false),
+            ["seed-1", "seed-2", "seed-3"],
+            "the old seed loses it, the new ones get it"
+        );
+        assert_eq!(
+            views.seeds_to_wake(&handed, true),
+            ["seed-2", "seed-3"],
+            "gone"
+        );
+        // A shard of a seed's own pool wakes that seed too (it keeps its first shard).
+        let mut own = bucket();
+        own.metadata.labels = Some(
+            [
+                (
+                    granary_api::core::LABEL_POOL_KIND.to_string(),
+                    "seed".to_string(),
+                ),
+                (
+                    granary_api::core::LABEL_POOL_OWNER.to_string(),
+                    "seed-9".to_string(),
+                ),
+                (
+                    granary_api::core::LABEL_REGION.to_string(),
+                    "eu-1".to_string(),
+                ),
+            ]
+            .into(),
+        );
+        assert_eq!(pool_of(&own).map(|p| p.owner), Some("seed-9".to_string()));
+        assert_eq!(views.seeds_to_wake(&own, false), ["seed-1", "seed-9"]);
+    }
+
+    #[test]
+    fn only_a_seed_coming_to_life_wakes_the_buckets() {
+        let t0 = chrono::DateTime::from_timestamp(1_000_000, 0).expect("a time");
+        let s = |n: i64| Duration::seconds(n);
+        let within = s(40);
+        let mut leases = SeedLeases::default();
+        // First sight of a Lease, renewed: the seed may be new to every bucket.
+        assert!(leases.wakes_buckets("seed-a", Some(t0), false, t0, within));
+        // Renewals of a live seed: nothing changes for any bucket.
+        for n in [10, 20, 45, 80] {
+            assert!(
+                !leases.wakes_buckets("seed-a", Some(t0 + s(n)), false, t0 + s(n), within),
+                "renewal at +{n}s"
+            );
+        }
+        // Silent for longer than ready_within, then renewed: it comes back to life.
+        assert!(leases.wakes_buckets("seed-a", Some(t0 + s(200)), false, t0 + s(200), within));
+        // A Lease without a renew time, and one deleted, always wake.
+        assert!(leases.wakes_buckets("seed-b", None, false, t0, within));
+        assert!(leases.wakes_buckets("seed-b", Some(t0), false, t0, within));
+        assert!(leases.wakes_buckets("seed-a", Some(t0 + s(200)), true, t0 + s(201), within));
+        // Seen again after its deletion: new.
+        assert!(leases.wakes_buckets("seed-a", Some(t0 + s(210)), false, t0 + s(210), within));
+    }
+}

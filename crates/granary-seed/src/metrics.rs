@@ -1,0 +1,45 @@
+//! The seed's `granary_*` metrics (DESIGN §6): the shared reconcile counters and
+//! durations from [`Metrics`], plus entries waiting out their deletion grace period and
+//! objects deleted from buckets.
+
+use granary_runtime::metrics::Metrics;
+use prometheus::{IntCounterVec, IntGaugeVec, Opts};
+
+/// Metrics of one `granary seed` process. Cheap to clone.
+#[derive(Clone)]
+pub struct SeedMetrics {
+    pub shared: Metrics,
+    /// `granary_backupentries_pending_deletion{seed}`: entries in their grace period.
+    pub pending_deletion: IntGaugeVec,
+    /// `granary_objects_deleted_total{provider}`: objects deleted from buckets.
+    pub objects_deleted: IntCounterVec,
+}
+
+impl SeedMetrics {
+    pub fn new(shared: Metrics) -> Self {
+        let pending_deletion = IntGaugeVec::new(
+            Opts::new(
+                "granary_backupentries_pending_deletion",
+                "BackupEntries whose data waits for the end of the deletion grace period.",
+            ),
+            &["seed"],
+        )
+        .expect("static metric options are valid");
+        let objects_deleted = IntCounterVec::new(
+            Opts::new(
+                "granary_objects_deleted_total",
+                "Objects deleted from buckets when BackupEntries were deleted.",
+            ),
+            &["provider"],
+        )
+        .expect("static metric options are valid");
+        // Registering twice (a second agent on the same registry) keeps the first.
+        let _ = shared.register(Box::new(pending_deletion.clone()));
+        let _ = shared.register(Box::new(objects_deleted.clone()));
+        SeedMetrics {
+            shared,
+            pending_deletion,
+            objects_deleted,
+        }
+    }
+}

@@ -1,0 +1,378 @@
+//! The seed's default BackupStorageLocation (DESIGN §4, #15): unless switched off, every
+//! seed keeps a location `default` (`spec.default: true`) under `velero/<seed>` in a
+//! shared bucket of its own backup pool, with the credentials the seed already holds for
+//! that pool (written into the Velero namespace in Velero's credentials-file format, so
+//! Velero itself can use the location too). It follows when the garden moves buckets:
+//! the location keeps its bucket while that bucket stays with this seed and moves to
+//! another of the seed's shared buckets when it goes. With no bucket yet, the location
+//! is Unavailable and says why ([`ANNOTATION_UNAVAILABLE_REASON`]).
+//!
+//! Only a location this seed created (label [`LABEL_MANAGED`]) is ever changed: an
+//! admin's own `default` location is left alone.
+
+use granary_api::common::LastOperationState;
+use granary_api::core::{
+    GARDEN_NAMESPACE, LABEL_POOL_KIND, PoolKind, bucket_secret_name, entry_secret_name,
+};
+use granary_api::extensions;
+use granary_api::velero::{BackupStorageLocation, BackupStorageLocationSpec, ObjectStorageLocation};
+use crate::context::Context;
+use granary_velero_server::location::velero_credentials_file;
+use granary_velero_server::locations::ANNOTATION_UNAVAILABLE_REASON;
+use granary_velero_server::watch::each_event;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{Secret, SecretKeySelector};
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::watcher::Event;
+use kube::{Resource, ResourceExt};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Notify;
+
+/// On a BackupStorageLocation Granary manages.
+pub const LABEL_MANAGED: &str = "granary.gardener.cloud/managed-by";
+const MANAGED_BY: &str = "granary-seed";
+/// The Secret (in the Velero namespace) holding the default location's credentials file.
+pub const CREDENTIALS_SECRET: &str = "granary-default-location";
+/// The provider of a default location that has no bucket yet.
+pub const PROVIDER_NONE: &str = "granary.gardener.cloud/none";
+
+/// A bucket of the seed's pool this seed has credentials for — one it holds (its
+/// BackupBucket) or one its shoots' entries live in (their BackupEntries) — as far as the
+/// choice of the default location cares.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct HeldBucket {
+    pub name: String,
+    pub shared: bool,
+    pub ready: bool,
+    pub provider: String,
+    pub region: String,
+    /// The copied credentials in the seed's `garden` namespace.
+    pub secret: String,
+}
+
+/// The bucket the default location uses: the current one while it is still a ready
+/// shared bucket of this seed, else the first such bucket by name.
+pub fn choose_bucket(current: Option<&str>, held: &[HeldBucket]) -> Option<String> {
+    let usable = |b: &&HeldBucket| b.shared && b.ready;
+    if let Some(c) = current
+        && held.iter().filter(usable).any(|b| b.name == c)
+    {
+        return Some(c.to_string());
+    }
+    let mut names: Vec<&str> = held
+        .iter()
+        .filter(usable)
+        .map(|b| b.name.as_str())
+        .collect();
+    names.sort_unstable();
+    names.first().map(|s| s.to_string())
+}
+
+/// The prefix of the seed's default location.
+pub fn prefix(seed: &str) -> String {
+    format!("velero/{seed}")
+}
+
+/// Runs until dropped: on every change of the seed's buckets, and every 30 s.
+pub async fn run(ctx: Arc<Context>) {
+    let wake = Arc::new(Notify::new());
+    let feed = {
+        let wake = wake.clone();
+        each_event(
+            Api::<extensions::BackupBucket>::all(ctx.seed.clone()),
+            "BackupBuckets for the default location",
+            move |event| match event {
+                Event::InitDone | Event::Apply(_) | Event::Delete(_) => wake.notify_one(),
+                _ => {}
+            },
+        )
+    };
+    let work = async {
+        loop {
+            if let Err(e) = pass(&ctx).await {
+                tracing::warn!(error = %e, "default BackupStorageLocation");
+            }
+            tokio::select! {
+                _ = wake.notified() => {}
+                _ = tokio::time::sleep(Duration::from_secs(30)) => {}
+            }
+        }
+    };
+    tokio::join!(feed, work);
+}
+
+fn shared(labels: &BTreeMap<String, String>) -> bool {
+    !matches!(
+        labels.get(LABEL_POOL_KIND).map(|v| v.parse()),
+        Some(Ok(PoolKind::Legacy))
+    )
+}
+
+fn ready<K: Resource>(o: &K, status: Option<&granary_api::extensions::DefaultStatus>) -> bool {
+    o.meta().deletion_timestamp.is_none()
+        && status
+            .and_then(|s| s.last_operation.as_ref())
+            .is_some_and(|op| op.state == LastOperationState::Succeeded)
+}
+
+fn held(b: &extensions::BackupBucket) -> HeldBucket {
+    HeldBucket {
+        name: b.name_any(),
+        shared: shared(b.labels()),
+        ready: ready(b, b.default_status()),
+        provider: b.spec.type_.clone(),
+        region: b.spec.region.clone(),
+        secret: bucket_secret_name(&b.name_any()),
+    }
+}
+
+fn entry_bucket(e: &extensions::BackupEntry) -> HeldBucket {
+    HeldBucket {
+        name: e.spec.bucket_name.clone(),
+        shared: shared(e.labels()),
+        ready: ready(e, e.default_status()),
+        provider: e.spec.type_.clone(),
+        region: e.spec.region.clone(),
+        secret: entry_secret_name(&e.name_any()),
+    }
+}
+
+async fn pass(ctx: &Context) -> Result<(), kube::Error> {
+    let settings = &ctx.config.velero;
+    let namespace = settings.namespace.as_str();
+    let name = settings.default_location.name.as_str();
+    let locations: Api<BackupStorageLocation> = Api::namespaced(ctx.seed.clone(), namespace);
+    let existing = locations.get_opt(name).await?;
+    if let Some(l) = &existing
+        && l.labels().get(LABEL_MANAGED).map(String::as_str) != Some(MANAGED_BY)
+    {
+        tracing::debug!(
+            location = name,
+            "an admin's own default location: left alone"
+        );
+        return Ok(());
+    }
+    let mine = |labels: Option<&BTreeMap<String, String>>| ctx.selector.matches(labels);
+    // Buckets the seed holds first, then those of its shoots' entries (a seed may hold
+    // no bucket of its pool itself while its shoots' backups live in one).
+    let mut held: Vec<HeldBucket> = Api::<extensions::BackupBucket>::all(ctx.seed.clone())
+        .list(&Default::default())
+        .await?
+        .items
+        .iter()
+        .filter(|b| mine(b.meta().labels.as_ref()))
+        .map(held)
+        .collect();
+    held.extend(
+        Api::<extensions::BackupEntry>::all(ctx.seed.clone())
+            .list(&Default::default())
+            .await?
+            .items
+            .iter()
+            .filter(|e| mine(e.meta().labels.as_ref()))
+            .map(entry_bucket),
+    );
+    let current = existing
+        .as_ref()
+        .map(|l| l.spec.object_storage.bucket.as_str())
+        .filter(|b| {
+            existing
+                .as_ref()
+                .is_some_and(|l| l.spec.provider != PROVIDER_NONE)
+                && !b.is_empty()
+        });
+    let mut labels = BTreeMap::new();
+    ctx.selector.label(&mut labels);
+    labels.insert(LABEL_MANAGED.to_string(), MANAGED_BY.to_string());
+    let chosen = choose_bucket(current, &held);
+    let mut annotations = BTreeMap::new();
+    let spec = match chosen.and_then(|c| held.iter().find(|b| b.name == c && b.ready && b.shared)) {
+        None => {
+            annotations.insert(
+                ANNOTATION_UNAVAILABLE_REASON.to_string(),
+                format!(
+                    "seed {} has no ready shared bucket of its backup pool yet (it gets one \
+                     with its first shoot's BackupEntry, or when the garden assigns it a bucket)",
+                    ctx.seed_name
+                ),
+            );
+            BackupStorageLocationSpec {
+                provider: PROVIDER_NONE.to_string(),
+                object_storage: ObjectStorageLocation {
+                    bucket: "none".to_string(),
+                    prefix: Some(prefix(&ctx.seed_name)),
+                    ..Default::default()
+                },
+                default: Some(true),
+                ..Default::default()
+            }
+        }
+        Some(bucket) => {
+            let provider = bucket.provider.clone();
+            let secrets: Api<Secret> = Api::namespaced(ctx.seed.clone(), GARDEN_NAMESPACE);
+            let pool_secret = secrets.get_opt(&bucket.secret).await?;
+            let data: granary_providers::SecretData = pool_secret
+                .and_then(|s| s.data)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(k, v)| (k, v.0))
+                .collect();
+            let (file, mut config) = match velero_credentials_file(&provider, &data) {
+                Ok(x) => x,
+                Err(e) => {
+                    tracing::warn!(bucket = %bucket.name, error = %e, "default location credentials");
+                    return Ok(());
+                }
+            };
+            if provider == "aws" && !bucket.region.is_empty() {
+                config
+                    .entry("region".to_string())
+                    .or_insert_with(|| bucket.region.clone());
+            }
+            let credential = if provider == "local" {
+                None
+            } else {
+                write_credentials(ctx, namespace, &labels, file).await?;
+                Some(SecretKeySelector {
+                    name: CREDENTIALS_SECRET.to_string(),
+                    key: "cloud".to_string(),
+                    optional: None,
+                })
+            };
+            BackupStorageLocationSpec {
+                provider,
+                config: (!config.is_empty()).then_some(config),
+                credential,
+                object_storage: ObjectStorageLocation {
+                    bucket: bucket.name.clone(),
+                    prefix: Some(prefix(&ctx.seed_name)),
+                    ..Default::default()
+                },
+                default: Some(true),
+                ..Default::default()
+            }
+        }
+    };
+    let unchanged = existing.as_ref().is_some_and(|l| {
+        l.spec == spec
+            && l.annotations().get(ANNOTATION_UNAVAILABLE_REASON)
+                == annotations.get(ANNOTATION_UNAVAILABLE_REASON)
+    });
+    if unchanged {
+        return Ok(());
+    }
+    let mut desired = BackupStorageLocation::new(name, spec);
+    desired.metadata.namespace = Some(namespace.to_string());
+    desired.metadata.labels = Some(labels);
+    let mut all_annotations: BTreeMap<String, serde_json::Value> = annotations
+        .into_iter()
+        .map(|(k, v)| (k, serde_json::Value::String(v)))
+        .collect();
+    all_annotations
+        .entry(ANNOTATION_UNAVAILABLE_REASON.to_string())
+        .or_insert(serde_json::Value::Null);
+    let mut patch = serde_json::to_value(&desired).expect("a location serializes");
+    patch["metadata"]["annotations"] = serde_json::to_value(all_annotations).expect("map");
+    if existing.is_some() {
+        // Fields the new spec leaves out go (e.g. the credential of a former bucket).
+        for key in ["config", "credential"] {
+            if patch["spec"].get(key).is_none() {
+                patch["spec"][key] = serde_json::Value::Null;
+            }
+        }
+        // Validate again now, not at the next period.
+        patch["status"] = serde_json::json!({"lastValidationTime": null});
+        locations
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+    } else {
+        if let Some(map) = patch["metadata"]["annotations"].as_object_mut() {
+            map.retain(|_, v| !v.is_null());
+        }
+        locations
+            .create(
+                &Default::default(),
+                &serde_json::from_value(patch).expect("a location"),
+            )
+            .await?;
+    }
+    tracing::info!(location = name, "default BackupStorageLocation written");
+    Ok(())
+}
+
+async fn write_credentials(
+    ctx: &Context,
+    namespace: &str,
+    labels: &BTreeMap<String, String>,
+    file: Vec<u8>,
+) -> Result<(), kube::Error> {
+    let secrets: Api<Secret> = Api::namespaced(ctx.seed.clone(), namespace);
+    let data: BTreeMap<String, ByteString> = [("cloud".to_string(), ByteString(file))].into();
+    if let Some(s) = secrets.get_opt(CREDENTIALS_SECRET).await?
+        && s.data.as_ref() == Some(&data)
+    {
+        return Ok(());
+    }
+    let mut secret = Secret {
+        data: Some(data),
+        ..Default::default()
+    };
+    secret.metadata.name = Some(CREDENTIALS_SECRET.to_string());
+    secret.metadata.labels = Some(labels.clone());
+    secrets
+        .patch(
+            CREDENTIALS_SECRET,
+            &PatchParams::apply("granary-seed").force(),
+            &Patch::Apply(&secret),
+        )
+        .await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b(name: &str, shared: bool, ready: bool) -> HeldBucket {
+        HeldBucket {
+            name: name.into(),
+            shared,
+            ready,
+            ..HeldBucket::default()
+        }
+    }
+
+    #[test]
+    fn the_location_keeps_its_bucket_while_it_can_and_follows_when_it_goes() {
+        let held = [
+            b("pool-1", true, true),
+            b("pool-0", true, true),
+            b("legacy", false, true),
+        ];
+        assert_eq!(choose_bucket(None, &held).as_deref(), Some("pool-0"));
+        assert_eq!(
+            choose_bucket(Some("pool-1"), &held).as_deref(),
+            Some("pool-1")
+        );
+        assert_eq!(
+            choose_bucket(Some("legacy"), &held).as_deref(),
+            Some("pool-0")
+        );
+        assert_eq!(
+            choose_bucket(Some("gone"), &held).as_deref(),
+            Some("pool-0")
+        );
+        assert_eq!(
+            choose_bucket(
+                Some("pool-0"),
+                &[b("pool-0", true, false), b("pool-1", true, true)]
+            )
+            .as_deref(),
+            Some("pool-1")
+        );
+        assert_eq!(choose_bucket(None, &[b("legacy", false, true)]), None);
+        assert_eq!(prefix("aws-eu1"), "velero/aws-eu1");
+    }
+}

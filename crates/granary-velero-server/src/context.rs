@@ -1,0 +1,229 @@
+//! What every Velero-compatible controller of one process shares: the cluster client,
+//! the settings, the store options (the `local` provider's root), the clock, metrics and
+//! an event recorder, and the one way to turn a BackupStorageLocation into a store.
+
+use super::location::{LocationAccess, LocationError, location_access};
+use super::metrics::VeleroMetrics;
+use super::settings::VeleroSettings;
+use granary_api::velero::BackupStorageLocation;
+use granary_runtime::clock::Clock;
+use granary_runtime::selector::ObjectSelector;
+use granary_providers::{ObjectStore, StoreOptions};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::Api;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::{Client, Resource};
+use std::sync::Arc;
+
+/// Why a location cannot be used now.
+#[derive(Debug, thiserror::Error)]
+pub enum LocationProblem {
+    #[error("BackupStorageLocation {0:?} does not exist")]
+    NotFound(String),
+    #[error("{0}")]
+    Invalid(#[from] LocationError),
+    #[error("{0}")]
+    Store(#[from] granary_providers::Error),
+    #[error("{0}")]
+    Kube(#[from] kube::Error),
+}
+
+/// A location opened for use.
+pub struct OpenLocation {
+    pub location: BackupStorageLocation,
+    pub access: LocationAccess,
+    pub store: Arc<dyn ObjectStore>,
+}
+
+/// The shared state of the Velero-compatible controllers of one process.
+pub struct VeleroContext {
+    pub client: Client,
+    pub settings: VeleroSettings,
+    pub store_options: StoreOptions,
+    pub clock: Clock,
+    pub metrics: VeleroMetrics,
+    pub selector: ObjectSelector,
+    recorder: Recorder,
+}
+
+impl VeleroContext {
+    pub fn new(
+        client: Client,
+        settings: VeleroSettings,
+        store_options: StoreOptions,
+        clock: Clock,
+        metrics: VeleroMetrics,
+        selector: ObjectSelector,
+    ) -> Self {
+        let reporter = Reporter {
+            controller: "granary-velero".into(),
+            instance: None,
+        };
+        VeleroContext {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            settings,
+            store_options,
+            clock,
+            metrics,
+            selector,
+        }
+    }
+
+    pub fn namespace(&self) -> &str {
+        &self.settings.namespace
+    }
+
+    pub fn api<K>(&self) -> Api<K>
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+    {
+        Api::namespaced(self.client.clone(), &self.settings.namespace)
+    }
+
+    /// Store access for `location`: its credential Secret (in the Velero namespace)
+    /// read and mapped, the store opened. Nothing here logs a credential.
+    pub async fn open(
+        &self,
+        location: BackupStorageLocation,
+    ) -> Result<OpenLocation, LocationProblem> {
+        let spec = &location.spec;
+        let credential = read_credential(&self.client, self.namespace(), &location).await?;
+        let config = spec.config.clone().unwrap_or_default();
+        let access = location_access(
+            &spec.provider,
+            &spec.object_storage.bucket,
+            spec.object_storage.prefix.as_deref(),
+            &config,
+            credential.as_deref(),
+        )?;
+        let store = granary_providers::open(
+            access.provider,
+            access.region.as_deref(),
+            &access.secret,
+            &self.store_options,
+        )
+        .await?;
+        Ok(OpenLocation {
+            location,
+            access,
+            store,
+        })
+    }
+
+    /// Looks up location `name` and opens it.
+    pub async fn open_named(&self, name: &str) -> Result<OpenLocation, LocationProblem> {
+        let location = self
+            .api::<BackupStorageLocation>()
+            .get_opt(name)
+            .await?
+            .ok_or_else(|| LocationProblem::NotFound(name.to_string()))?;
+        self.open(location).await
+    }
+
+    /// Publishes an event on `obj` (failures to publish are logged, never fatal).
+    pub async fn event<K: Resource<DynamicType = ()>>(
+        &self,
+        obj: &K,
+        type_: EventType,
+        reason: &str,
+        note: String,
+    ) {
+        let reference = obj.object_ref(&());
+        let event = Event {
+            type_,
+            reason: reason.into(),
+            note: Some(note),
+            action: reason.into(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&event, &reference).await {
+            tracing::debug!(error = %e, "event not published");
+        }
+    }
+}
+
+/// The credentials file of `location`: the Secret key `spec.credential` names (in the
+/// Velero namespace), else Velero's default Secret when it exists, else none.
+pub async fn read_credential(
+    client: &Client,
+    namespace: &str,
+    location: &BackupStorageLocation,
+) -> Result<Option<Vec<u8>>, LocationProblem> {
+    use super::location::{DEFAULT_CREDENTIALS, provider_kind};
+    let spec = &location.spec;
+    let (name, key, field) = match &spec.credential {
+        Some(c) => (c.name.clone(), c.key.clone(), "spec.credential"),
+        None if provider_kind(&spec.provider) == Some("local") => return Ok(None),
+        None => (
+            DEFAULT_CREDENTIALS.0.to_string(),
+            DEFAULT_CREDENTIALS.1.to_string(),
+            "",
+        ),
+    };
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let Some(secret) = secrets.get_opt(&name).await? else {
+        if field.is_empty() {
+            return Ok(None);
+        }
+        return Err(LocationError {
+            field: format!("{field}.name"),
+            message: format!("Secret {name:?} not found in namespace {namespace}"),
+        }
+        .into());
+    };
+    let value = secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get(&key))
+        .map(|b| b.0.clone())
+        .ok_or_else(|| LocationError {
+            field: if field.is_empty() {
+                "spec.credential".to_string()
+            } else {
+                format!("{field}.key")
+            },
+            message: format!("Secret {name:?} has no key {key:?}"),
+        })?;
+    Ok(Some(value))
+}
+
+/// A time as Kubernetes writes it in status fields (RFC 3339, seconds, `Z`).
+pub fn k8s_time(t: chrono::DateTime<chrono::Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// Writes the latest value of `rx` into `status.progress` of object `name` until the
+/// sender is dropped (intermediate values are skipped, as the channel keeps only the
+/// newest), at most once per `every` (zero: as fast as the values come). Failures are
+/// logged at debug: the final status write carries the final progress anyway.
+pub fn spawn_progress_writer<K, P>(
+    api: Api<K>,
+    name: String,
+    mut rx: tokio::sync::watch::Receiver<P>,
+    every: std::time::Duration,
+) -> tokio::task::JoinHandle<()>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    P: serde::Serialize + Clone + Send + Sync + 'static,
+{
+    tokio::spawn(async move {
+        while rx.changed().await.is_ok() {
+            let p = rx.borrow_and_update().clone();
+            let body = serde_json::json!({"status": {"progress": p}});
+            if let Err(e) = api
+                .patch(
+                    &name,
+                    &kube::api::PatchParams::default(),
+                    &kube::api::Patch::Merge(&body),
+                )
+                .await
+            {
+                tracing::debug!(object = %name, error = %e, "progress not written");
+            }
+            if !every.is_zero() {
+                tokio::time::sleep(every).await;
+            }
+        }
+    })
+}

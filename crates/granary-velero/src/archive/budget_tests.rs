@@ -1,0 +1,224 @@
+//! The total memory budget: archives whose per-entry sizes are all within limits but
+//! whose sum is not (many long paths, many items with large metadata) are read within
+//! [`ArchiveLimits::max_retained_bytes`] or refused, measured in heap bytes actually
+//! held (a counting allocator for this thread), not RSS.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
+use chrono::{TimeZone, Utc};
+use flate2::Compression;
+use flate2::write::GzEncoder;
+use serde_json::json;
+
+use super::*;
+use crate::inspect::{MAX_LISTED, verify_reader};
+use crate::manifest::Manifest;
+use crate::resource::GroupResource;
+
+/// The system allocator, counting the live bytes and their peak of the thread that
+/// asked for it ([`peak_heap`]); other threads (parallel tests) are not counted.
+struct Counting;
+
+thread_local! {
+    static TRACKING: Cell<bool> = const { Cell::new(false) };
+    static LIVE: Cell<isize> = const { Cell::new(0) };
+    static PEAK: Cell<isize> = const { Cell::new(0) };
+}
+
+fn track(delta: isize) {
+    // `try_with`: the allocator also runs while thread-locals are torn down.
+    let _ = TRACKING.try_with(|on| {
+        if on.get() {
+            let _ = LIVE.try_with(|live| {
+                let now = live.get() + delta;
+                live.set(now);
+                let _ = PEAK.try_with(|peak| peak.set(peak.get().max(now)));
+            });
+        }
+    });
+}
+
+// SAFETY: every call is forwarded unchanged to `System`; only counters are added, and
+// counting allocates nothing.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: the caller's contract, passed on.
+        let p = unsafe { System.alloc(layout) };
+        if !p.is_null() {
+            track(layout.size() as isize);
+        }
+        p
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: the caller's contract, passed on.
+        let p = unsafe { System.alloc_zeroed(layout) };
+        if !p.is_null() {
+            track(layout.size() as isize);
+        }
+        p
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { System.dealloc(ptr, layout) };
+        track(-(layout.size() as isize));
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: the caller's contract, passed on.
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        if !p.is_null() {
+            track(new_size as isize - layout.size() as isize);
+        }
+        p
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+/// Runs `f` and returns the most heap bytes this thread held at once above the start.
+fn peak_heap<R>(f: impl FnOnce() -> R) -> (R, usize) {
+    LIVE.with(|l| l.set(0));
+    PEAK.with(|p| p.set(0));
+    TRACKING.with(|t| t.set(true));
+    let out = f();
+    TRACKING.with(|t| t.set(false));
+    (out, PEAK.with(|p| p.get()).max(0) as usize)
+}
+
+/// What one read needs besides what it keeps: the gzip window and tar buffers, one
+/// entry's body and parsed JSON, one report line being formatted.
+const TRANSIENT: usize = 1 << 20;
+
+/// `count` files that are neither items nor the version file, each at a distinct path
+/// of about 3 KiB (GNU long names): every entry within every per-entry limit.
+fn long_paths(count: usize) -> Vec<u8> {
+    let mut b = tar::Builder::new(GzEncoder::new(Vec::new(), Compression::fast()));
+    let tail = "p".repeat(3000);
+    for i in 0..count {
+        let mut h = tar::Header::new_gnu();
+        h.set_size(1);
+        h.set_mode(0o755);
+        b.append_data(&mut h, format!("junk/{i:06}/{tail}"), &b"x"[..])
+            .expect("append");
+    }
+    b.into_inner().expect("tar").finish().expect("gzip")
+}
+
+fn limits(retained: u64) -> ArchiveLimits {
+    ArchiveLimits {
+        max_retained_bytes: retained,
+        ..ArchiveLimits::default()
+    }
+}
+
+#[test]
+fn many_long_paths_are_verified_within_the_budget() {
+    let gz = long_paths(2_000);
+    assert!(gz.len() < 256 << 10, "{} bytes on disk", gz.len());
+    let budget = 1 << 20;
+    let (report, peak) = peak_heap(|| verify_reader(&gz[..], None, &limits(budget)));
+    let report = report.expect("every entry is within the limits and the total fits");
+    assert_eq!(report.entries, 2_000);
+    // Every junk file is a note, but only the first ones are listed.
+    assert_eq!(
+        report.notes.len(),
+        MAX_LISTED + 2,
+        "{:?}",
+        report.notes.last()
+    );
+    assert!(
+        report.notes.iter().any(|n| n.contains("1900 more notes")),
+        "{:?}",
+        &report.notes[MAX_LISTED..]
+    );
+    assert!(
+        peak < budget as usize + TRANSIENT,
+        "verify held {peak} bytes for a {budget}-byte budget"
+    );
+}
+
+#[test]
+fn the_duplicate_check_alone_is_refused_past_the_budget() {
+    let gz = long_paths(2_000);
+    let (err, peak) = peak_heap(|| read_archive(&gz[..], &limits(64 << 10), |_| Ok(())));
+    assert!(
+        matches!(
+            err,
+            Err(ArchiveError::RetainedBudgetExceeded { limit }) if limit == 64 << 10
+        ),
+        "{err:?}"
+    );
+    assert!(peak < (64 << 10) + TRANSIENT, "held {peak} bytes");
+}
+
+/// `count` pods, each with an 8 KiB annotation: small compressed, large held. Returns
+/// the tarball and its manifest.
+fn heavy_items(count: usize) -> (Vec<u8>, Manifest) {
+    let mut w = ArchiveWriter::new(Vec::new(), Utc.timestamp_opt(0, 0).unwrap()).expect("starts");
+    let pods = GroupResource::new("", "pods");
+    let note = "n".repeat(8 << 10);
+    for i in 0..count {
+        let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {
+            "name": format!("p{i}"), "namespace": "a", "uid": format!("u{i}"),
+            "annotations": {"note": note},
+        }});
+        w.add_item(&pods, "v1", &pod).expect("adds");
+    }
+    w.finish().expect("finishes")
+}
+
+#[test]
+fn collected_items_past_the_budget_are_refused_by_every_reader() {
+    let (gz, _) = heavy_items(500);
+    let tight = limits(1 << 20);
+    let (verified, peak) = peak_heap(|| verify_reader(&gz[..], None, &tight));
+    assert!(
+        matches!(verified, Err(ArchiveError::RetainedBudgetExceeded { .. })),
+        "{verified:?}"
+    );
+    assert!(peak < (1 << 20) + TRANSIENT, "verify held {peak} bytes");
+    let (parsed, peak) = peak_heap(|| parse_archive(&gz[..], &tight));
+    assert!(matches!(
+        parsed,
+        Err(ArchiveError::RetainedBudgetExceeded { .. })
+    ));
+    assert!(peak < (1 << 20) + TRANSIENT, "parse held {peak} bytes");
+    let (rebuilt, peak) = peak_heap(|| Manifest::from_archive(&gz[..], &tight));
+    assert!(matches!(
+        rebuilt,
+        Err(ArchiveError::RetainedBudgetExceeded { .. })
+    ));
+    assert!(
+        peak < (1 << 20) + TRANSIENT,
+        "from_archive held {peak} bytes"
+    );
+    // With room for them, the same archive is fine.
+    let report = verify_reader(&gz[..], None, &limits(64 << 20)).expect("fits");
+    assert!(report.is_ok(), "{report}");
+    assert_eq!(report.items, 500);
+}
+
+#[test]
+fn a_stored_manifest_counts_against_the_same_budget() {
+    let (gz, manifest) = heavy_items(500);
+    let held = manifest.heap_bytes();
+    assert!(held > 4 << 20, "{held}");
+    // Room for the manifest rebuilt from the tarball, not for a second one beside it.
+    let budget = limits(held + (held / 2));
+    let report = verify_reader(&gz[..], None, &budget).expect("one manifest fits");
+    assert!(report.is_ok(), "{report}");
+    let (both, peak) = peak_heap(|| verify_reader(&gz[..], Some(manifest), &budget));
+    assert!(
+        matches!(both, Err(ArchiveError::RetainedBudgetExceeded { .. })),
+        "{both:?}"
+    );
+    // The stored manifest was allocated before the measurement started.
+    assert!(
+        peak < budget.max_retained_bytes as usize + TRANSIENT,
+        "held {peak} bytes"
+    );
+}

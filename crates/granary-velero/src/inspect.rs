@@ -1,0 +1,576 @@
+//! `inspect` and `verify`: what an admin reaches for when a restore surprises them
+//! (`granary archive inspect|verify FILE`). Both stream the tarball once with the safe
+//! reader, so they work on any size and refuse hostile archives; both accept Velero's own
+//! tarballs. A `manifest.json.gz` next to the tarball (as in a downloaded
+//! `backups/<name>/` directory) is read and compared with the one rebuilt from the
+//! tarball.
+//!
+//! What a pass keeps (the manifest, per-resource counts, copies' digests) is charged to
+//! the reader's [`RetainedBudget`], and so is a stored manifest compared with it, so
+//! memory is bounded by [`ArchiveLimits::max_retained_bytes`] whatever the archive and
+//! its manifest hold; problems and notes are listed up to [`MAX_LISTED`] each and the
+//! rest counted.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt;
+use std::fs::File;
+use std::io::{BufReader, Read};
+use std::path::Path;
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use serde_json::Value;
+
+use super::archive::{
+    ArchiveEntry, ArchiveError, ArchiveLimits, FORMAT_VERSION, ItemEntry, ItemPath,
+    PER_ITEM_OVERHEAD, RetainedBudget, Scope, VERSION_FILE_CONTENTS, VersionDir,
+    read_archive_within,
+};
+use super::manifest::{Manifest, ManifestItem, item_from_object};
+use super::resource::GroupResource;
+
+/// File name of the stored manifest beside a tarball.
+pub const MANIFEST_FILE_NAME: &str = "manifest.json.gz";
+/// Most problems, and most notes, a report lists; the others are counted.
+pub const MAX_LISTED: usize = 100;
+
+/// What a tarball holds.
+#[derive(Debug, Clone, Serialize)]
+pub struct Inspection {
+    /// Contents of `metadata/version` without the newline.
+    pub format_version: Option<String>,
+    pub entries: u64,
+    pub uncompressed_bytes: u64,
+    /// Objects (unversioned item files).
+    pub items: usize,
+    /// Per group resource (`deployments.apps`).
+    pub resources: BTreeMap<String, ResourceSummary>,
+    pub manifest: ManifestSummary,
+}
+
+/// Items of one group resource.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ResourceSummary {
+    pub preferred_version: Option<String>,
+    /// Version directories present (preferred included).
+    pub versions: BTreeSet<String>,
+    pub cluster: usize,
+    /// Items per namespace.
+    pub namespaces: BTreeMap<String, usize>,
+}
+
+/// Where the manifest shown came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ManifestSource {
+    /// `manifest.json.gz` beside the tarball.
+    Stored,
+    /// Rebuilt from the tarball (the backup carries none, e.g. one written by Velero).
+    RebuiltFromTarball,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ManifestSummary {
+    pub source: ManifestSource,
+    /// For a stored manifest: whether it equals the one rebuilt from the tarball.
+    pub matches_tarball: Option<bool>,
+    pub items: usize,
+    pub items_with_owners: usize,
+    /// Owner references to objects not in the backup.
+    pub missing_owner_refs: usize,
+    /// Ownership cycles the dependency order had to break.
+    pub broken_cycles: usize,
+    pub content: Manifest,
+}
+
+/// Inspects the tarball at `path` with default limits.
+pub fn inspect(path: &Path) -> Result<Inspection, ArchiveError> {
+    inspect_with(path, &ArchiveLimits::default())
+}
+
+/// Inspects the tarball at `path` within `limits`.
+pub fn inspect_with(path: &Path, limits: &ArchiveLimits) -> Result<Inspection, ArchiveError> {
+    let stored = read_sibling_manifest(path, limits)?;
+    inspect_reader(BufReader::new(File::open(path)?), stored, limits)
+}
+
+/// Inspects a tarball stream; `stored` is its stored manifest, if any.
+pub fn inspect_reader<R: Read>(
+    input: R,
+    stored: Option<Manifest>,
+    limits: &ArchiveLimits,
+) -> Result<Inspection, ArchiveError> {
+    let budget = RetainedBudget::for_limits(limits);
+    if let Some(m) = &stored {
+        budget.charge(m.heap_bytes())?;
+    }
+    let mut scan = Scan::new(&budget, false);
+    let stats = read_archive_within(input, limits, &budget, |e| scan.entry(e))?;
+    let rebuilt = scan.manifest;
+    let (source, matches_tarball, content) = match stored {
+        Some(m) => {
+            let same = m == rebuilt;
+            (ManifestSource::Stored, Some(same), m)
+        }
+        None => (ManifestSource::RebuiltFromTarball, None, rebuilt),
+    };
+    let order = content.dependency_order();
+    let manifest = ManifestSummary {
+        source,
+        matches_tarball,
+        items: content.len(),
+        items_with_owners: content.iter().filter(|i| !i.meta.owners.is_empty()).count(),
+        missing_owner_refs: content
+            .keys()
+            .map(|k| content.missing_owners(k).len())
+            .sum(),
+        broken_cycles: order.broken_cycles.len(),
+        content: content.clone(),
+    };
+    Ok(Inspection {
+        format_version: scan.version.map(|v| v.trim_end_matches('\n').to_owned()),
+        entries: stats.entries,
+        uncompressed_bytes: stats.uncompressed_bytes,
+        items: scan
+            .resources
+            .values()
+            .map(|r| r.cluster + r.namespaces.values().sum::<usize>())
+            .sum(),
+        resources: scan.resources,
+        manifest,
+    })
+}
+
+/// The outcome of [`verify`]: the archive was read safely; `problems` lists format
+/// violations (empty = valid), `notes` things worth knowing that are not violations.
+#[derive(Debug, Clone, Serialize)]
+pub struct VerifyReport {
+    pub format_version: Option<String>,
+    pub entries: u64,
+    pub items: usize,
+    pub problems: Vec<String>,
+    pub notes: Vec<String>,
+}
+
+impl VerifyReport {
+    pub fn is_ok(&self) -> bool {
+        self.problems.is_empty()
+    }
+}
+
+/// Verifies the tarball at `path`: safety (any refusal is the `Err`) and format (the
+/// report's `problems`).
+pub fn verify(path: &Path) -> Result<VerifyReport, ArchiveError> {
+    verify_with(path, &ArchiveLimits::default())
+}
+
+/// [`verify`] within `limits`.
+pub fn verify_with(path: &Path, limits: &ArchiveLimits) -> Result<VerifyReport, ArchiveError> {
+    let stored = read_sibling_manifest(path, limits)?;
+    verify_reader(BufReader::new(File::open(path)?), stored, limits)
+}
+
+/// Verifies a tarball stream; `stored` is its stored manifest, if any.
+pub fn verify_reader<R: Read>(
+    input: R,
+    stored: Option<Manifest>,
+    limits: &ArchiveLimits,
+) -> Result<VerifyReport, ArchiveError> {
+    verify_reader_with(input, stored, limits, |_| Ok(()))
+}
+
+/// [`verify_reader`] handing each item file to `visit` as well, in archive order, so a
+/// reader of the items (a restore) verifies the archive in the same pass. What `visit`
+/// keeps is its own to bound; an error from it ends the read.
+pub fn verify_reader_with<R, F>(
+    input: R,
+    stored: Option<Manifest>,
+    limits: &ArchiveLimits,
+    mut visit: F,
+) -> Result<VerifyReport, ArchiveError>
+where
+    R: Read,
+    F: FnMut(&ItemEntry<'_>) -> Result<(), ArchiveError>,
+{
+    let budget = RetainedBudget::for_limits(limits);
+    if let Some(m) = &stored {
+        budget.charge(m.heap_bytes())?;
+    }
+    let mut scan = Scan::new(&budget, true);
+    let stats = read_archive_within(input, limits, &budget, |e| {
+        if let ArchiveEntry::Item(item) = &e {
+            visit(item)?;
+        }
+        scan.entry(e)
+    })?;
+    let mut problems = std::mem::take(&mut scan.problems);
+    let mut notes = std::mem::take(&mut scan.notes);
+    match scan.version.as_deref() {
+        None => problems.push_always("metadata/version is missing".into()),
+        Some(v) if v.as_bytes() != VERSION_FILE_CONTENTS => problems.push_always(format!(
+            "metadata/version is {v:?}, expected {FORMAT_VERSION:?} followed by a newline"
+        )),
+        Some(_) => {}
+    }
+    for (key, copies) in &scan.copies {
+        match (copies.unversioned, copies.preferred) {
+            (Some(a), Some(b)) if a != b => problems.push(format!(
+                "{} differs from its preferred-version copy",
+                key.0.unversioned_path()
+            )),
+            (None, Some(_)) => problems.push(format!(
+                "{} has a preferred-version copy but no unversioned file",
+                key.0.unversioned_path()
+            )),
+            (Some(_), None) => notes.push(format!(
+                "{} has no preferred-version copy (archives before Velero 1.4 have none)",
+                key.0.unversioned_path()
+            )),
+            _ => {}
+        }
+    }
+    for (gr, preferred) in &scan.preferred_versions {
+        if preferred.len() > 1 {
+            problems.push(format!(
+                "resources/{gr} has {} preferred-version directories: {preferred:?}",
+                preferred.len()
+            ));
+        }
+    }
+    if scan.resources.is_empty() {
+        notes.push_always("no items under resources/: a restore would find zero items".into());
+    }
+    if let Some(stored) = stored
+        && stored != scan.manifest
+    {
+        problems.push_always(format!(
+            "{MANIFEST_FILE_NAME} ({} items) does not match the tarball ({} items)",
+            stored.len(),
+            scan.manifest.len()
+        ));
+    }
+    Ok(VerifyReport {
+        format_version: scan.version.map(|v| v.trim_end_matches('\n').to_owned()),
+        entries: stats.entries,
+        items: scan.manifest.len(),
+        problems: problems.into_list("problems"),
+        notes: notes.into_list("notes"),
+    })
+}
+
+/// The item an item file holds, when it is what its path says: its `apiVersion` in the
+/// path's group, its `metadata.namespace` the path's namespace (none under `cluster/`),
+/// its `metadata.name` the path's name, and, in a version directory, its version that
+/// directory's. Velero derives every path from the object it writes, so a contradiction
+/// is a damaged or planted file; the error says which field contradicts the path. (The
+/// kind is checked against discovery by a restore: the archive alone cannot tell which
+/// kind a resource serves.)
+pub fn check_item_path(path: &ItemPath, object: &Value) -> Result<ManifestItem, String> {
+    let d = item_from_object(&path.group_resource, object).map_err(|e| e.to_string())?;
+    if d.namespace != path.scope.namespace() || d.name != path.name {
+        return Err(format!(
+            "object is {:?}/{:?}, not what its path says",
+            d.namespace, d.name
+        ));
+    }
+    if let Some(v) = path.version_dir.version()
+        && d.version != v
+    {
+        return Err(format!(
+            "object has version {:?}, its directory says {v:?}",
+            d.version
+        ));
+    }
+    Ok(d)
+}
+
+/// Reads the stored manifest beside `tarball`. Its JSON text, the items parsed from it
+/// and the manifest built from them are held at once (about three times the text), so
+/// the text may be a quarter of the total budget.
+fn read_sibling_manifest(
+    tarball: &Path,
+    limits: &ArchiveLimits,
+) -> Result<Option<Manifest>, ArchiveError> {
+    let sibling = tarball.with_file_name(MANIFEST_FILE_NAME);
+    match File::open(&sibling) {
+        Ok(f) => Ok(Some(Manifest::read_gz(
+            BufReader::new(f),
+            limits.max_retained_bytes / 4,
+        )?)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The unversioned identity of an item, shared by its copies.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+struct ObjectPath(ItemPath);
+
+impl ObjectPath {
+    fn of(p: &ItemPath) -> Self {
+        Self(ItemPath {
+            version_dir: VersionDir::Unversioned,
+            ..p.clone()
+        })
+    }
+}
+
+impl ItemPath {
+    fn unversioned_path(&self) -> String {
+        ObjectPath::of(self).0.to_string()
+    }
+}
+
+/// Problems or notes: the first [`MAX_LISTED`] in full, then only counted.
+#[derive(Debug, Default)]
+struct Findings {
+    listed: Vec<String>,
+    more: usize,
+}
+
+impl Findings {
+    fn push(&mut self, text: String) {
+        if self.listed.len() < MAX_LISTED {
+            self.listed.push(text);
+        } else {
+            self.more += 1;
+        }
+    }
+
+    /// Lists `text` even past the cap (for the few whole-archive findings).
+    fn push_always(&mut self, text: String) {
+        self.listed.push(text);
+    }
+
+    fn into_list(mut self, what: &str) -> Vec<String> {
+        if self.more > 0 {
+            self.listed
+                .push(format!("... and {} more {what} not listed", self.more));
+        }
+        self.listed
+    }
+}
+
+#[derive(Debug, Default)]
+struct Copies {
+    unversioned: Option<[u8; 32]>,
+    preferred: Option<[u8; 32]>,
+}
+
+/// One pass over the entries, shared by inspect and verify.
+struct Scan<'b> {
+    budget: &'b RetainedBudget,
+    verify: bool,
+    first: bool,
+    seen_any: bool,
+    version: Option<String>,
+    manifest: Manifest,
+    resources: BTreeMap<String, ResourceSummary>,
+    copies: BTreeMap<ObjectPath, Copies>,
+    preferred_versions: HashMap<GroupResource, BTreeSet<String>>,
+    problems: Findings,
+    notes: Findings,
+}
+
+impl<'b> Scan<'b> {
+    fn new(budget: &'b RetainedBudget, verify: bool) -> Self {
+        Scan {
+            budget,
+            verify,
+            first: false,
+            seen_any: false,
+            version: None,
+            manifest: Manifest::default(),
+            resources: BTreeMap::new(),
+            copies: BTreeMap::new(),
+            preferred_versions: HashMap::new(),
+            problems: Findings::default(),
+            notes: Findings::default(),
+        }
+    }
+
+    /// Charges a new string kept in a map or set.
+    fn keep(&self, text: &str) -> Result<(), ArchiveError> {
+        self.budget.charge(text.len() as u64 + PER_ITEM_OVERHEAD)
+    }
+
+    fn entry(&mut self, entry: ArchiveEntry<'_>) -> Result<(), ArchiveError> {
+        self.first = !self.seen_any;
+        match entry {
+            ArchiveEntry::Version { contents } => {
+                self.seen_any = true;
+                if self.verify && !self.first {
+                    self.problems
+                        .push("metadata/version is not the first entry".into());
+                }
+                self.budget.charge(contents.len() as u64)?;
+                self.version = Some(String::from_utf8_lossy(contents).into_owned());
+            }
+            ArchiveEntry::Item(item) => {
+                self.seen_any = true;
+                let p = item.path;
+                let gr = p.group_resource.to_string();
+                if !self.resources.contains_key(&gr) {
+                    self.keep(&gr)?;
+                }
+                if let Scope::Namespaced(ns) = &p.scope
+                    && p.version_dir == VersionDir::Unversioned
+                    && !self
+                        .resources
+                        .get(&gr)
+                        .is_some_and(|r| r.namespaces.contains_key(ns))
+                {
+                    self.keep(ns)?;
+                }
+                if let VersionDir::Preferred(v) | VersionDir::Version(v) = &p.version_dir
+                    && !self
+                        .resources
+                        .get(&gr)
+                        .is_some_and(|r| r.versions.contains(v))
+                {
+                    // Once in the summary's versions, once in preferred_versions.
+                    self.keep(v)?;
+                    self.keep(v)?;
+                }
+                let summary = self.resources.entry(gr).or_default();
+                let checked = check_item_path(p, item.object);
+                match &p.version_dir {
+                    VersionDir::Unversioned => {
+                        match &p.scope {
+                            Scope::Cluster => summary.cluster += 1,
+                            Scope::Namespaced(ns) => {
+                                *summary.namespaces.entry(ns.clone()).or_default() += 1
+                            }
+                        }
+                        match checked {
+                            Ok(d) => {
+                                self.budget.charge(d.heap_bytes())?;
+                                self.manifest.add(d)?;
+                            }
+                            Err(e) => self.problems.push(format!("{}: {e}", item.entry_path)),
+                        }
+                    }
+                    VersionDir::Preferred(v) | VersionDir::Version(v) => {
+                        summary.versions.insert(v.clone());
+                        if let VersionDir::Preferred(_) = p.version_dir {
+                            summary.preferred_version = Some(v.clone());
+                            self.preferred_versions
+                                .entry(p.group_resource.clone())
+                                .or_default()
+                                .insert(v.clone());
+                        }
+                        if self.verify
+                            && let Err(e) = checked
+                        {
+                            self.problems.push(format!("{}: {e}", item.entry_path));
+                        }
+                    }
+                }
+                if self.verify {
+                    let digest: [u8; 32] = Sha256::digest(item.bytes).into();
+                    let key = ObjectPath::of(p);
+                    if !self.copies.contains_key(&key) {
+                        self.budget
+                            .charge(item.entry_path.len() as u64 + 2 * 33 + PER_ITEM_OVERHEAD)?;
+                    }
+                    let copies = self.copies.entry(key).or_default();
+                    match p.version_dir {
+                        VersionDir::Unversioned => copies.unversioned = Some(digest),
+                        VersionDir::Preferred(_) => copies.preferred = Some(digest),
+                        VersionDir::Version(_) => {}
+                    }
+                }
+            }
+            ArchiveEntry::Directory { path } => {
+                if self.verify {
+                    self.notes
+                        .push(format!("directory entry {path:?} (Velero writes none)"));
+                }
+            }
+            ArchiveEntry::Other { path, .. } => {
+                self.seen_any = true;
+                if self.verify {
+                    self.notes
+                        .push(format!("{path:?} is not an item file; restores ignore it"));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for Inspection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "Format version: {}",
+            self.format_version.as_deref().unwrap_or("<missing>")
+        )?;
+        writeln!(
+            f,
+            "Entries: {} ({} bytes uncompressed), objects: {}",
+            self.entries, self.uncompressed_bytes, self.items
+        )?;
+        writeln!(f, "Resources:")?;
+        for (gr, r) in &self.resources {
+            let total = r.cluster + r.namespaces.values().sum::<usize>();
+            write!(f, "  {gr}: {total}")?;
+            if let Some(v) = &r.preferred_version {
+                write!(f, " (preferred version {v})")?;
+            }
+            let others: Vec<&String> = r
+                .versions
+                .iter()
+                .filter(|v| Some(*v) != r.preferred_version.as_ref())
+                .collect();
+            if !others.is_empty() {
+                write!(f, " (other versions {others:?})")?;
+            }
+            writeln!(f)?;
+            if r.cluster > 0 {
+                writeln!(f, "    <cluster>: {}", r.cluster)?;
+            }
+            for (ns, n) in &r.namespaces {
+                writeln!(f, "    {ns}: {n}")?;
+            }
+        }
+        let m = &self.manifest;
+        let source = match (m.source, m.matches_tarball) {
+            (ManifestSource::Stored, Some(true)) => "stored, matches the tarball",
+            (ManifestSource::Stored, _) => "stored, DOES NOT match the tarball",
+            (ManifestSource::RebuiltFromTarball, _) => "rebuilt from the tarball",
+        };
+        writeln!(f, "Manifest ({source}): {} items", m.items)?;
+        writeln!(f, "  with owners: {}", m.items_with_owners)?;
+        writeln!(
+            f,
+            "  owner references outside the backup: {}",
+            m.missing_owner_refs
+        )?;
+        write!(f, "  ownership cycles: {}", m.broken_cycles)
+    }
+}
+
+impl fmt::Display for VerifyReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let verdict = if self.is_ok() { "valid" } else { "INVALID" };
+        write!(
+            f,
+            "Archive is {verdict}: format version {}, {} entries, {} objects",
+            self.format_version.as_deref().unwrap_or("<missing>"),
+            self.entries,
+            self.items
+        )?;
+        for p in &self.problems {
+            write!(f, "\n  problem: {p}")?;
+        }
+        for n in &self.notes {
+            write!(f, "\n  note: {n}")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;
