@@ -4,7 +4,6 @@
 
 use std::path::PathBuf;
 
-use clap::Subcommand;
 use crate::cli::backup::BackupCommand as Backup;
 use crate::cli::backup_spec::BackupFlags;
 use crate::cli::location::LocationCommand as Location;
@@ -13,6 +12,7 @@ use crate::cli::restore::RestoreCommand as Restore;
 use crate::cli::restore_spec::RestoreFlags;
 use crate::cli::schedule::ScheduleCommand as Schedule;
 use crate::cli::{OutputFormat, Target};
+use clap::Subcommand;
 
 /// Where the Velero objects are (flags every `backup`/`backup-location` command takes).
 #[derive(clap::Args, Debug)]

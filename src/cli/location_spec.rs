@@ -265,8 +265,8 @@ pub fn locations_table(locations: &[BackupStorageLocation]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use granary_api::velero::BackupStorageLocationStatus;
     use chrono::TimeZone;
+    use granary_api::velero::BackupStorageLocationStatus;
 
     #[test]
     fn create_builds_what_velero_sends() {

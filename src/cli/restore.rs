@@ -137,7 +137,9 @@ async fn preview(target: &Target, client: Client, restore: Restore) -> anyhow::R
             ..Default::default()
         },
         granary_runtime::clock::Clock::system(),
-        granary_velero_server::metrics::VeleroMetrics::new(&granary_runtime::metrics::Metrics::new()),
+        granary_velero_server::metrics::VeleroMetrics::new(
+            &granary_runtime::metrics::Metrics::new(),
+        ),
         granary_runtime::selector::ObjectSelector::new(None),
     );
     let outcome = granary_velero_server::restore_controller::dry_run(&ctx, &restore)

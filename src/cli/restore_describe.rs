@@ -274,9 +274,9 @@ pub fn describe_restore(r: &Restore) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use chrono::TimeZone;
     use granary_api::velero::RestoreSpec;
     use granary_api::velero::{RestoreProgress, RestoreStatus};
-    use chrono::TimeZone;
 
     fn now() -> DateTime<Utc> {
         Utc.with_ymd_and_hms(2026, 3, 4, 5, 6, 7).unwrap()

@@ -43,7 +43,8 @@ pub struct RestoreFlags {
 /// `--namespace-mappings`: `src:dst` pairs separated by commas, both namespace names.
 fn parse_namespace_mappings(values: &[String]) -> Result<BTreeMap<String, String>, FlagError> {
     let flag = "--namespace-mappings";
-    let namespace = |n: &str| n.len() <= 63 && !n.contains('.') && granary_api::names::is_dns1123_subdomain(n);
+    let namespace =
+        |n: &str| n.len() <= 63 && !n.contains('.') && granary_api::names::is_dns1123_subdomain(n);
     let mut out = BTreeMap::new();
     for value in values {
         for pair in value.split(',').filter(|p| !p.trim().is_empty()) {

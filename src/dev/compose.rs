@@ -27,19 +27,19 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 
-use granary_api::core::Seed;
-use granary_api::crds::{self, Side};
 use crate::dev::DevError;
 use crate::dev::landscape::Landscape;
 use crate::dev::metrics::Components;
 use crate::dev::provider::BackupStore;
+use granary_api::core::Seed;
+use granary_api::crds::{self, Side};
 use granary_apiserver::{EmbeddedOptions, EmbeddedServer};
-use granary_garden::{GardenController, RunningGarden};
 use granary_garden::config::{GardenConfiguration, ProviderQuota};
+use granary_garden::{GardenController, RunningGarden};
 use granary_runtime::config::ConfigDuration;
-use granary_seed::config::SeedConfiguration;
 use granary_runtime::health::{HealthServer, ReadinessFlag};
 use granary_runtime::metrics::Metrics;
+use granary_seed::config::SeedConfiguration;
 use granary_seed::{RunningSeed, SeedAgent};
 use granary_velero_server::settings::VeleroSettings;
 

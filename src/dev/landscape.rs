@@ -14,8 +14,8 @@ use kube::api::{Api, PostParams};
 use kube::{Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
-use granary_api::core::{CloudProfile, Seed, Shoot};
 use crate::dev::provider::BackupStore;
+use granary_api::core::{CloudProfile, Seed, Shoot};
 
 /// The sample files, in the order they are created.
 const SAMPLE: [(&str, &str); 5] = [

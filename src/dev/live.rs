@@ -17,12 +17,12 @@ use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use granary_api::core::{BackupBucket, BackupEntry, Shoot};
-use granary_api::velero::{Backup, BackupStorageLocation};
 use crate::dev::backups_view::SeedBackups;
 use crate::dev::view::{
     Snapshot, changes, forget_events_of_gone_objects, new_warnings, render_fitted,
 };
+use granary_api::core::{BackupBucket, BackupEntry, Shoot};
+use granary_api::velero::{Backup, BackupStorageLocation};
 use granary_runtime::backoff::WatchBackoff;
 use granary_runtime::clock::Clock;
 

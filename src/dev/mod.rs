@@ -26,10 +26,10 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use compose::{Plan, Running};
 use granary_runtime::clock::Clock;
 use granary_runtime::duration::format_go_duration;
 use granary_runtime::logging::{self, LogFormat};
-use compose::{Plan, Running};
 use provider::{BackupStore, StoreArgs};
 
 /// Seeds and shoots of the sample landscape when `--seeds`/`--shoots` are not given.

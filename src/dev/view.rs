@@ -9,9 +9,9 @@ use std::fmt::Write as _;
 use chrono::{DateTime, Utc};
 use kube::ResourceExt;
 
+use crate::dev::backups_view::{self, SeedBackups};
 use granary_api::common::{LastOperation, LastOperationState};
 use granary_api::core::{BackupBucket, BackupEntry, LABEL_REGION, LABEL_SHARD};
-use crate::dev::backups_view::{self, SeedBackups};
 
 /// What one bucket looks like in the view.
 #[derive(Clone, Debug, PartialEq, Eq)]

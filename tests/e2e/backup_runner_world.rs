@@ -12,16 +12,16 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use futures::StreamExt;
 use granary_api::velero::{Backup, BackupPhase, BackupSpec, BackupStatus};
+use granary_providers::{
+    BoxReader, BucketOptions, BucketReport, ByteStream, DeleteReport, ListEntry, ObjectMeta,
+    ObjectStore, ProviderKind, RetryStats, StoreOptions, get_bytes,
+};
 use granary_velero::archive::{ArchiveLimits, ParsedArchive, parse_archive};
 use granary_velero::files::{ResourceList, Results, decode_backup_json, gunzip_limited};
 use granary_velero::layout::StorageLayout;
 use granary_velero::manifest::{ItemKey, Manifest};
 use granary_velero_server::backup::{
     BackupError, BackupOutcome, BackupProgress, BackupRequest, run,
-};
-use granary_providers::{
-    BoxReader, BucketOptions, BucketReport, ByteStream, DeleteReport, ListEntry, ObjectMeta,
-    ObjectStore, ProviderKind, RetryStats, StoreOptions, get_bytes,
 };
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, PostParams};

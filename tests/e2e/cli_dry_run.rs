@@ -10,8 +10,8 @@ use std::process::{Command, Output};
 
 use futures::StreamExt;
 use granary_api::velero::{Backup, BackupPhase};
-use granary_velero::manifest::ManifestItem;
 use granary_providers::get_bytes;
+use granary_velero::manifest::ManifestItem;
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};

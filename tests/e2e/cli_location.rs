@@ -4,11 +4,11 @@
 
 use bytes::Bytes;
 use granary_api::velero::BackupStorageLocation;
+use granary_providers::{BucketOptions, LocalStore, ObjectStore};
 use granary_velero::files::{Results, encode_logs};
 use granary_velero::layout::StorageLayout;
 use granary_velero::manifest::{Manifest, item_from_object};
 use granary_velero::resource::GroupResource;
-use granary_providers::{BucketOptions, LocalStore, ObjectStore};
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::json;

@@ -15,8 +15,8 @@ use granary_api::core::{
     FINALIZER_GARDEN_BUCKET_GUARD, LABEL_POOL_KIND, LABEL_REGION, LABEL_SEED, LABEL_SHARD, Seed,
     SeedProvider, SeedSpec, Shoot, ShootSpec,
 };
-use granary_garden::{GardenController, RunningGarden};
 use granary_garden::config::{GardenConfiguration, ProviderQuota};
+use granary_garden::{GardenController, RunningGarden};
 use granary_runtime::config::ConfigDuration;
 use granary_runtime::selector::ObjectSelector;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};

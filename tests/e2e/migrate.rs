@@ -11,8 +11,8 @@ use granary_api::core::{BackupBucketProvider, BackupBucketSpec, GARDEN_NAMESPACE
 use granary_migrate::manifest::ObjectState;
 use granary_migrate::phase::{ANNOTATION_ETCD_REPLICAS, ANNOTATION_PHASE};
 use granary_migrate::{discover_legacy, import_legacy, migrate_entry, migration_status};
-use granary_runtime::selector::ObjectSelector;
 use granary_providers::SecretData;
+use granary_runtime::selector::ObjectSelector;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;

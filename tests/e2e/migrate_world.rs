@@ -16,12 +16,12 @@ use granary_api::core::{
     Shoot, ShootSpec,
 };
 use granary_garden::RunningGarden;
+use granary_garden::config::ProviderQuota;
 use granary_migrate::manifest::{Manifest, manifest_key};
 use granary_migrate::{EntryMigration, LegacyBucket, MigrateContext, Output, import_legacy};
-use granary_runtime::clock::Clock;
-use granary_garden::config::ProviderQuota;
-use granary_runtime::selector::ObjectSelector;
 use granary_providers::{ListEntry, ObjectMeta, ObjectStore};
+use granary_runtime::clock::Clock;
+use granary_runtime::selector::ObjectSelector;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;

@@ -46,6 +46,7 @@ use granary_api::velero::{
     DownloadTarget, DownloadTargetKind, ObjectStorageLocation, Restore, RestorePhase, RestoreSpec,
 };
 use granary_apiserver::{EmbeddedOptions, EmbeddedServer};
+use granary_providers::{BucketOptions, ListEntry, ObjectStore, StoreOptions};
 use granary_runtime::clock::Clock;
 use granary_runtime::config::ConfigDuration;
 use granary_runtime::metrics::Metrics;
@@ -54,7 +55,6 @@ use granary_velero_server::context::VeleroContext;
 use granary_velero_server::metrics::VeleroMetrics;
 use granary_velero_server::server::run_controllers;
 use granary_velero_server::settings::VeleroSettings;
-use granary_providers::{BucketOptions, ListEntry, ObjectStore, StoreOptions};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::api::rbac::v1::{RoleBinding, RoleRef, Subject};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};

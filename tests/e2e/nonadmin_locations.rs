@@ -26,6 +26,7 @@ use granary_api::velero::{
     ObjectStorageLocation, RestorePhase, RestoreSpec,
 };
 use granary_apiserver::{EmbeddedOptions, EmbeddedServer};
+use granary_providers::{BucketOptions, ListEntry, ObjectStore, StoreOptions};
 use granary_runtime::clock::Clock;
 use granary_runtime::config::ConfigDuration;
 use granary_runtime::metrics::Metrics;
@@ -35,7 +36,6 @@ use granary_velero_server::context::VeleroContext;
 use granary_velero_server::metrics::VeleroMetrics;
 use granary_velero_server::server::run_controllers;
 use granary_velero_server::settings::VeleroSettings;
-use granary_providers::{BucketOptions, ListEntry, ObjectStore, StoreOptions};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, SecretKeySelector};
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};

@@ -11,6 +11,7 @@ use granary_api::velero::{
     BackupStorageLocationSpec, DeleteBackupRequest, DeleteBackupRequestPhase,
     DeleteBackupRequestSpec, ObjectStorageLocation, Restore, RestoreSpec,
 };
+use granary_providers::{BucketOptions, ListEntry, ObjectStore, StoreOptions};
 use granary_runtime::clock::Clock;
 use granary_runtime::metrics::Metrics;
 use granary_runtime::selector::ObjectSelector;
@@ -19,7 +20,6 @@ use granary_velero_server::context::VeleroContext;
 use granary_velero_server::metrics::VeleroMetrics;
 use granary_velero_server::server::run_controllers;
 use granary_velero_server::settings::VeleroSettings;
-use granary_providers::{BucketOptions, ListEntry, ObjectStore, StoreOptions};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use kube::{Client, ResourceExt};
@@ -208,8 +208,7 @@ impl World {
             });
         }
         if read_only {
-            spec.access_mode =
-                Some(granary_api::velero::BackupStorageLocationAccessMode::ReadOnly);
+            spec.access_mode = Some(granary_api::velero::BackupStorageLocationAccessMode::ReadOnly);
         }
         self.api::<BackupStorageLocation>()
             .create(

@@ -10,6 +10,7 @@ use crate::support::poll_until;
 use crate::velero_lifecycle::World;
 use futures::future::BoxFuture;
 use granary_api::velero::{Backup, BackupSpec, Restore, RestorePhase, RestoreSpec};
+use granary_providers::StoreOptions;
 use granary_runtime::clock::Clock;
 use granary_velero::resource::GroupResource;
 use granary_velero_server::context::VeleroContext;
@@ -21,7 +22,6 @@ use granary_velero_server::restore::actions::{
 use granary_velero_server::restore_controller::{self, ANNOTATION_WAITING_FOR};
 use granary_velero_server::server::run_controllers;
 use granary_velero_server::settings::{CONTROLLER_RESTORE, VeleroSettings};
-use granary_providers::StoreOptions;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, PostParams};
 use kube::core::GroupVersionKind;
@@ -47,9 +47,7 @@ pub(crate) fn controllers(
             },
             Clock::system(),
             VeleroMetrics::new(&w.metrics),
-            granary_runtime::selector::ObjectSelector::new(Some(
-                w.cluster.object_selector.clone(),
-            )),
+            granary_runtime::selector::ObjectSelector::new(Some(w.cluster.object_selector.clone())),
         ))
     };
     match actions {

@@ -8,6 +8,7 @@ use granary_api::velero::{
     Backup, BackupPhase, BackupSpec, BackupStorageLocation, BackupStorageLocationPhase,
     BackupStorageLocationSpec, ObjectStorageLocation,
 };
+use granary_providers::{BucketOptions, ObjectStore, StoreOptions};
 use granary_runtime::clock::Clock;
 use granary_runtime::metrics::Metrics;
 use granary_runtime::selector::ObjectSelector;
@@ -18,7 +19,6 @@ use granary_velero_server::queue_controller::{
 };
 use granary_velero_server::server::run_controllers;
 use granary_velero_server::settings::VeleroSettings;
-use granary_providers::{BucketOptions, ObjectStore, StoreOptions};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;

@@ -11,10 +11,10 @@ use granary_api::core::{
     self, BackupBucketProvider, BackupBucketSpec, BackupEntrySpec, FINALIZER_GARDENER,
     GARDEN_NAMESPACE, LABEL_SEED,
 };
+use granary_providers::{ObjectStore, SecretData, StoreOptions};
 use granary_runtime::config::ConfigDuration;
 use granary_seed::config::SeedConfiguration;
 use granary_seed::{RunningSeed, SeedAgent};
-use granary_providers::{ObjectStore, SecretData, StoreOptions};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::api::{Api, PostParams};

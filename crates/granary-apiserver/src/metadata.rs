@@ -21,8 +21,8 @@
 use serde_json::{Map, Value, json};
 
 use super::errors::{ApiError, FieldCause};
-use granary_api::names::{label_value_errors, qualified_name_errors};
 use super::registry::ResourceInfo;
+use granary_api::names::{label_value_errors, qualified_name_errors};
 
 /// kube-apiserver's limit on the summed length of annotation keys and values.
 pub(crate) const MAX_ANNOTATIONS_BYTES: usize = 256 * 1024;

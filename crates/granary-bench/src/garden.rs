@@ -33,17 +33,17 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use anyhow::{Context, bail};
+use futures::StreamExt;
 use granary_api::bucket_name::shard_bucket_name;
 use granary_api::core::{
     BackupEntry, BackupSpec, CloudProfile, CloudProfileReference, CloudProfileSpec, Seed,
     SeedProvider, SeedSpec, Shoot, ShootSpec,
 };
 use granary_api::crds::{self, Side};
-use granary_garden::entries::new_entry;
 use granary_garden::config::{GardenConfiguration, ProviderQuota};
+use granary_garden::entries::new_entry;
 use granary_runtime::selector::ObjectSelector;
-use anyhow::{Context, bail};
-use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;

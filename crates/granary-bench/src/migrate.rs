@@ -38,9 +38,9 @@ use granary_api::core::{
 use granary_api::crds::{self, Side};
 use granary_apiserver::{EmbeddedOptions, EmbeddedServer};
 use granary_garden::GardenController;
+use granary_garden::config::GardenConfiguration;
 use granary_migrate::{EntryMigration, MigrateContext, Output, migrate_entry};
 use granary_runtime::clock::Clock;
-use granary_garden::config::GardenConfiguration;
 use granary_runtime::failpoints;
 
 /// The migration's default `--parallelism`, and rclone's transfers.

@@ -5,10 +5,10 @@
 use std::io::{BufReader, BufWriter};
 use std::time::Instant;
 
+use chrono::{TimeZone, Utc};
 use granary_velero::archive::{ArchiveEntry, ArchiveLimits, ArchiveWriter, read_archive};
 use granary_velero::manifest::{Manifest, ManifestItem};
 use granary_velero::resource::GroupResource;
-use chrono::{TimeZone, Utc};
 use serde_json::{Value, json};
 
 use anyhow::Context;

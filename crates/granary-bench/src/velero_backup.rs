@@ -16,10 +16,10 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
+use futures::StreamExt;
 use granary_api::velero::{Backup, BackupPhase, BackupSpec, BackupStatus};
 use granary_apiserver::{EmbeddedOptions, EmbeddedServer};
 use granary_velero_server::backup::{BackupRequest, run as backup_run};
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::{Value, json};

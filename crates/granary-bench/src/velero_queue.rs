@@ -10,9 +10,9 @@
 use std::collections::BTreeSet;
 use std::time::Instant;
 
+use chrono::{TimeDelta, TimeZone, Utc};
 use granary_velero_server::namespaces::NamespaceScope;
 use granary_velero_server::queue::{QueueDecision, QueueItem, QueuePhase, plan};
-use chrono::{TimeDelta, TimeZone, Utc};
 use serde_json::json;
 
 use super::table::{Row, Unit};

@@ -9,15 +9,15 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use granary_api::velero::{Backup, BackupSpec, Restore, RestoreSpec};
 use granary_apiserver::{EmbeddedOptions, EmbeddedServer};
+use granary_providers::ObjectStore;
 use granary_velero::archive::{ArchiveLimits, ArchiveWriter};
 use granary_velero::resource::GroupResource;
 use granary_velero_server::restore::builtin_actions::builtin;
 use granary_velero_server::restore::order::Priorities;
 use granary_velero_server::restore::run::{RestoreRequest, run as restore_run};
-use bytes::Bytes;
-use granary_providers::ObjectStore;
 use serde_json::{Value, json};
 
 use anyhow::Context;

@@ -12,8 +12,6 @@ use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
-use granary_api::common::LastOperationType;
-use granary_api::core::{ANNOTATION_EMPTY_SINCE, BackupBucket, FINALIZER_GARDEN_BUCKET_GUARD};
 use crate::assignment::{Assignment, assign_bucket, next_check};
 use crate::buckets::{
     DeletionGuard, EmptyShard, PoolLabelRepair, deletion_guard, empty_shard, empty_since,
@@ -22,6 +20,8 @@ use crate::buckets::{
 use crate::context::{Context, GardenError};
 use crate::ledger::pool_candidates;
 use crate::pools::{PoolKey, PoolKind};
+use granary_api::common::LastOperationType;
+use granary_api::core::{ANNOTATION_EMPTY_SINCE, BackupBucket, FINALIZER_GARDEN_BUCKET_GUARD};
 use granary_runtime::status;
 
 /// The controller's name in metrics and events.

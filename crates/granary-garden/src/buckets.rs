@@ -12,6 +12,7 @@ use kube::ResourceExt;
 use kube::api::ObjectMeta;
 use serde_json::{Value, json};
 
+use crate::pools::PoolKey;
 use granary_api::bucket_name::shard_bucket_name;
 use granary_api::common::ObjectReference;
 use granary_api::core::{
@@ -19,7 +20,6 @@ use granary_api::core::{
     CloudProfile, FINALIZER_GARDEN_BUCKET_GUARD, LABEL_POOL_KIND, LABEL_POOL_OWNER, LABEL_REGION,
     LABEL_SEED, LABEL_SHARD, Seed,
 };
-use crate::pools::PoolKey;
 use granary_runtime::selector::ObjectSelector;
 
 /// Everything a pool's buckets are made from: the pool, its owner's UID (for the bucket

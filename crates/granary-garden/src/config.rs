@@ -3,7 +3,9 @@
 //! metrics server and the seed authorizer. Loaded by `runtime::config::load`.
 
 use granary_api::common::{FieldError, FieldErrors};
-use granary_runtime::config::{ConfigDuration, ConfigError, ConfigKind, LeaderElection, ServerConfig};
+use granary_runtime::config::{
+    ConfigDuration, ConfigError, ConfigKind, LeaderElection, ServerConfig,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -263,7 +265,6 @@ impl ConfigKind for GardenConfiguration {
         self.validate()
     }
 }
-
 
 #[cfg(test)]
 mod tests {

@@ -9,12 +9,12 @@ use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
 
-use granary_api::core::{BackupBucket, BackupEntry, CloudProfile, GARDEN_NAMESPACE, Seed, Shoot};
 use crate::assignment::{AssignmentTimings, SeedCandidate};
+use crate::config::GardenConfiguration;
 use crate::ledger::Ledger;
 use crate::metrics::GardenMetrics;
+use granary_api::core::{BackupBucket, BackupEntry, CloudProfile, GARDEN_NAMESPACE, Seed, Shoot};
 use granary_runtime::clock::{Clock, from_k8s};
-use crate::config::GardenConfiguration;
 use granary_runtime::failpoints::FailpointError;
 use granary_runtime::metrics::Metrics;
 use granary_runtime::selector::ObjectSelector;

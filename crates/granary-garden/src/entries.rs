@@ -12,7 +12,9 @@ use kube::ResourceExt;
 use kube::api::ObjectMeta;
 use serde_json::{Value, json};
 
-use granary_api::core::{ANNOTATION_SHOOT_PURPOSE, BackupEntry, BackupEntrySpec, LABEL_SEED, Shoot};
+use granary_api::core::{
+    ANNOTATION_SHOOT_PURPOSE, BackupEntry, BackupEntrySpec, LABEL_SEED, Shoot,
+};
 use granary_runtime::selector::ObjectSelector;
 
 /// Why a shoot has no entry yet.

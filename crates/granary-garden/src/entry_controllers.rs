@@ -17,11 +17,6 @@ use kube::{Resource, ResourceExt};
 
 use serde_json::json;
 
-use granary_api::common::{LastOperationState, LastOperationType};
-use granary_api::core::{
-    ANNOTATION_MIGRATION_REFUSED, ANNOTATION_MIGRATION_RESERVED, BackupEntry, Shoot,
-    validate_cloud_profile, validate_seed,
-};
 use crate::assignment::{
     EntryHandOver, SeedCandidate, cleanup_hand_over, entry_hand_over, next_check,
 };
@@ -31,6 +26,11 @@ use crate::entries::{entry_update, new_entry};
 use crate::ledger::Reservation;
 use crate::moves::{MoveStep, move_step};
 use crate::pools::{PoolKind, ProfileView, SeedView, pool_for_shoot};
+use granary_api::common::{LastOperationState, LastOperationType};
+use granary_api::core::{
+    ANNOTATION_MIGRATION_REFUSED, ANNOTATION_MIGRATION_RESERVED, BackupEntry, Shoot,
+    validate_cloud_profile, validate_seed,
+};
 use granary_runtime::{failpoints, status};
 
 /// Controller names in metrics and events.

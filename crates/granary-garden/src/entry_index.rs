@@ -12,9 +12,9 @@ use std::collections::{HashMap, HashSet};
 
 use kube::runtime::watcher::Event;
 
-use granary_api::core::BackupEntry;
 use crate::ledger::EntryKey;
 use crate::moves::reserved_bucket;
+use granary_api::core::BackupEntry;
 
 /// Where one entry takes places.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -19,14 +19,12 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
-use granary_api::core::BackupBucket;
 use crate::assignment::{Assignment, SeedCandidate, assign_bucket};
-use crate::buckets::{
-    PoolSource, new_shard_bucket, place_of, pool_of, recorded_count, shard_of,
-};
+use crate::buckets::{PoolSource, new_shard_bucket, place_of, pool_of, recorded_count, shard_of};
 use crate::context::{Context, GardenError};
 use crate::placement::{Placement, ShardFill, place_entry};
 use crate::pools::{PoolKey, PoolKind};
+use granary_api::core::BackupBucket;
 
 /// An entry by namespace and name.
 pub type EntryKey = (String, String);

@@ -17,11 +17,6 @@ use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
-use granary_api::common::{Condition, ConditionStatus};
-use granary_api::core::{
-    BackupBucket, CONDITION_BACKUP_BUCKETS_READY, CONDITION_BACKUP_CONFIGURATION_VALID,
-    CloudProfile, Seed, validate_cloud_profile, validate_seed,
-};
 use crate::buckets::{PoolSource, pool_of, spec_drift};
 use crate::conditions::{backup_buckets_ready, backup_configuration_valid};
 use crate::context::{Context, GardenError};
@@ -30,6 +25,11 @@ use crate::guards::{
     owner_guard, profile_dependents, seed_dependents,
 };
 use crate::pools::{PoolKey, PoolKind, ProfileView, SeedView, profile_pools, seed_pool};
+use granary_api::common::{Condition, ConditionStatus};
+use granary_api::core::{
+    BackupBucket, CONDITION_BACKUP_BUCKETS_READY, CONDITION_BACKUP_CONFIGURATION_VALID,
+    CloudProfile, Seed, validate_cloud_profile, validate_seed,
+};
 use granary_runtime::conditions::set_condition;
 
 /// Controller names in metrics and events.

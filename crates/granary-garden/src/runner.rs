@@ -20,9 +20,9 @@ use kube::runtime::{Controller, watcher};
 use kube::{Client, Resource, ResourceExt};
 use tokio_util::sync::CancellationToken;
 
-use granary_api::core::{BackupBucket, BackupEntry, CloudProfile, GARDEN_NAMESPACE, Seed, Shoot};
 use crate::bucket_controller::{self, reconcile as reconcile_bucket};
 use crate::buckets::pool_of;
+use crate::config::GardenConfiguration;
 use crate::context::{Context, GardenError, Stores, renewed};
 use crate::entry_controllers::{
     ENTRY_CONTROLLER, SHOOT_CONTROLLER, reconcile_entry, reconcile_shoot,
@@ -37,11 +37,9 @@ use crate::owner_controllers::{
 };
 use crate::pools::PoolKind;
 use crate::seed_authz::{RunningWebhook, WebhookError};
-use crate::triggers::{
-    BucketViews, SeedLeases, entry_needs_reconcile, shoot_needs_reconcile,
-};
+use crate::triggers::{BucketViews, SeedLeases, entry_needs_reconcile, shoot_needs_reconcile};
+use granary_api::core::{BackupBucket, BackupEntry, CloudProfile, GARDEN_NAMESPACE, Seed, Shoot};
 use granary_runtime::clock::Clock;
-use crate::config::GardenConfiguration;
 use granary_runtime::config::{self, ConfigError, Override};
 use granary_runtime::health::{HealthError, HealthServer, ReadinessFlag};
 use granary_runtime::leader::{ElectionSettings, run_as_leader};

@@ -24,12 +24,12 @@ use chrono::{DateTime, Duration, Utc};
 
 use kube::{Resource, ResourceExt};
 
-use granary_api::common::ObjectReference;
-use granary_api::core::{BackupBucket, BackupEntry, Shoot};
 use crate::buckets::{pool_of, seed_label_patch};
 use crate::entries::entry_update;
 use crate::moves::{MoveStep, move_step};
 use crate::pools::{PoolKey, PoolKind};
+use granary_api::common::ObjectReference;
+use granary_api::core::{BackupBucket, BackupEntry, Shoot};
 
 /// Whether reconciling `shoot` would do anything, given its entry as the cache shows it
 /// (`None`: no entry cached). Mirrors [`crate::entry_controllers::reconcile_shoot`]:

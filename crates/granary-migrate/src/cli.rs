@@ -13,8 +13,8 @@ use super::legacy::{LegacyBucket, discover_legacy, import_legacy};
 use super::progress::Output;
 use super::run::{EntryMigration, MigrateContext, migrate_entry, migration_status};
 use granary_api::common::SecretReference;
-use granary_runtime::clock::Clock;
 use granary_garden::config::GardenConfiguration;
+use granary_runtime::clock::Clock;
 use granary_runtime::config;
 use granary_runtime::selector::ObjectSelector;
 

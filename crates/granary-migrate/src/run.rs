@@ -26,8 +26,8 @@ use granary_api::core::{
     ANNOTATION_MIGRATION_REFUSED, ANNOTATION_MIGRATION_RESERVED, BackupBucket, BackupEntry,
     PoolKind,
 };
-use granary_runtime::clock::Clock;
 use granary_garden::config::GardenConfiguration;
+use granary_runtime::clock::Clock;
 use granary_runtime::failpoints;
 use granary_seed::prefix::{BucketLayout, entry_key_prefix};
 

@@ -3,8 +3,8 @@
 //! all when status, reason and message are unchanged (so an unchanged reconcile writes
 //! nothing).
 
-use granary_api::common::{Condition, ConditionStatus};
 use chrono::{DateTime, Utc};
+use granary_api::common::{Condition, ConditionStatus};
 
 /// The list with condition `type_` set to (status, reason, message); others unchanged.
 pub fn set_condition(

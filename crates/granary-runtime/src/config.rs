@@ -5,8 +5,8 @@
 //! command-line flags override the file: each layer is applied to one JSON document that
 //! is then deserialized once, so every problem is reported with its field path.
 
-use granary_api::common::{FieldError, FieldErrors, describe_field_errors};
 use crate::duration::{format_go_duration, parse_duration};
+use granary_api::common::{FieldError, FieldErrors, describe_field_errors};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 use std::path::Path;
@@ -301,4 +301,3 @@ fn set_path(doc: &mut Map<String, Value>, path: &str, value: Value) {
         };
     }
 }
-

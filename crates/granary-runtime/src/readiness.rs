@@ -3,8 +3,8 @@
 //! operation succeeded for the current generation, no operation annotation is waiting,
 //! no error is recorded, and the success is not older than the last requested reconcile.
 
-use granary_api::common::{ErrorCode, LastError, LastOperation, LastOperationState};
 use chrono::{DateTime, Utc};
+use granary_api::common::{ErrorCode, LastError, LastOperation, LastOperationState};
 
 /// What readiness looks at, borrowed from any extension-style object.
 #[derive(Clone, Copy, Debug, Default)]
@@ -92,9 +92,9 @@ pub fn readiness(input: ReadinessInput<'_>) -> Readiness {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use granary_api::common::LastOperationType;
     use crate::status;
     use chrono::{Duration, TimeZone};
+    use granary_api::common::LastOperationType;
 
     fn t0() -> DateTime<Utc> {
         Utc.with_ymd_and_hms(2024, 1, 1, 0, 0, 0)

@@ -2,10 +2,10 @@
 //! them the same way: Processing (progress 1) → Succeeded (100) or Error (50) with codes,
 //! Pending for a scheduled deletion.
 
+use chrono::{DateTime, Utc};
 use granary_api::common::{
     ErrorCode, LastError, LastOperation, LastOperationState, LastOperationType,
 };
-use chrono::{DateTime, Utc};
 
 /// Progress Gardener reports for an operation that has just started.
 pub const PROGRESS_STARTED: i32 = 1;

@@ -6,17 +6,8 @@
 //! [`SeedAgent`] is the in-process builder (tests, `granary dev`); [`run`] is the
 //! command-line entry point.
 
-use granary_api::core::LABEL_SEED;
-use granary_api::{core, extensions};
-use granary_runtime::clock::Clock;
-use granary_runtime::config::{ConfigError, Override, load};
-use crate::config::SeedConfiguration;
-use granary_runtime::health::{HealthError, HealthServer, ReadinessFlag};
-use granary_runtime::leader::{ElectionSettings, run_as_leader};
-use granary_runtime::metrics::Metrics;
-use granary_runtime::selector::ObjectSelector;
-use granary_runtime::shutdown::ShutdownSignals;
 use crate::ANNOTATION_GARDEN_NAMESPACE;
+use crate::config::SeedConfiguration;
 use crate::context::{Context, ReconcileError};
 use crate::extension::{self, bucket::BucketActuator, entry::EntryActuator};
 use crate::feed::{feed_listing, forget_vanished, index_entry, track_secret_user};
@@ -24,9 +15,18 @@ use crate::garden_watch::{SecretUsers, liveness, watch_credentials};
 use crate::kube_ops::ensure_namespace;
 use crate::metrics::SeedMetrics;
 use crate::mirror;
-use granary_runtime::work_queue::{Next, WorkQueue};
 use crate::reconnect::{GardenProbe, retry_when_garden_is_back, unanswered};
+use granary_api::core::LABEL_SEED;
+use granary_api::{core, extensions};
 use granary_providers::StoreOptions;
+use granary_runtime::clock::Clock;
+use granary_runtime::config::{ConfigError, Override, load};
+use granary_runtime::health::{HealthError, HealthServer, ReadinessFlag};
+use granary_runtime::leader::{ElectionSettings, run_as_leader};
+use granary_runtime::metrics::Metrics;
+use granary_runtime::selector::ObjectSelector;
+use granary_runtime::shutdown::ShutdownSignals;
+use granary_runtime::work_queue::{Next, WorkQueue};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
 use kube::config::KubeConfigOptions;

@@ -4,7 +4,9 @@
 //! `runtime::config::load`.
 
 use granary_api::common::{FieldError, FieldErrors};
-use granary_runtime::config::{ConfigDuration, ConfigError, ConfigKind, LeaderElection, ServerConfig};
+use granary_runtime::config::{
+    ConfigDuration, ConfigError, ConfigKind, LeaderElection, ServerConfig,
+};
 use granary_velero_server::settings::VeleroSettings;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -170,7 +172,6 @@ impl ConfigKind for SeedConfiguration {
         self.validate()
     }
 }
-
 
 #[cfg(test)]
 mod tests {

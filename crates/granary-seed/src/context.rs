@@ -2,13 +2,13 @@
 //! configuration, how to open object stores, metrics, the clock, `--object-selector`,
 //! event recorders and the per-key retry back-off. Nothing global.
 
-use granary_runtime::clock::Clock;
 use crate::config::SeedConfiguration;
-use granary_runtime::error_codes::FailureKind;
-use granary_runtime::selector::ObjectSelector;
 use crate::failures::Failures;
 use crate::metrics::SeedMetrics;
 use granary_providers::{ObjectStore, SecretData, StoreOptions};
+use granary_runtime::clock::Clock;
+use granary_runtime::error_codes::FailureKind;
+use granary_runtime::selector::ObjectSelector;
 use kube::Client;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use std::collections::HashSet;

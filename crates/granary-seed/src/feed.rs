@@ -12,9 +12,9 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Resource, ResourceExt};
 
-use granary_runtime::backoff::WatchBackoff;
 use crate::context::Context;
 use crate::extension::ExtensionObject;
+use granary_runtime::backoff::WatchBackoff;
 
 /// [`feed`], also handing `listed` the names of every complete (re)listing: after a
 /// watch restart, objects deleted meanwhile are missing from it without a delete event.

@@ -13,10 +13,10 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, ResourceExt};
 
+use crate::context::Context;
 use granary_api::core::GARDEN_NAMESPACE;
 use granary_runtime::backoff::WatchBackoff;
 use granary_runtime::leader::renew_lease;
-use crate::context::Context;
 use granary_runtime::work_queue::WorkQueue;
 
 /// Garden bucket names by the (namespace, name) of the credentials Secret they use.

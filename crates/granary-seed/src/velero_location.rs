@@ -10,13 +10,16 @@
 //! Only a location this seed created (label [`LABEL_MANAGED`]) is ever changed: an
 //! admin's own `default` location is left alone.
 
+use crate::context::Context;
 use granary_api::common::LastOperationState;
 use granary_api::core::{
     GARDEN_NAMESPACE, LABEL_POOL_KIND, PoolKind, bucket_secret_name, entry_secret_name,
 };
 use granary_api::extensions;
-use granary_api::velero::{BackupStorageLocation, BackupStorageLocationSpec, ObjectStorageLocation};
-use crate::context::Context;
+use granary_api::velero::{
+    BackupStorageLocation, BackupStorageLocationSpec, ObjectStorageLocation,
+};
+use granary_runtime::passes::run_passes;
 use granary_velero_server::location::velero_credentials_file;
 use granary_velero_server::locations::ANNOTATION_UNAVAILABLE_REASON;
 use granary_velero_server::watch::each_event;
@@ -90,15 +93,13 @@ pub async fn run(ctx: Arc<Context>) {
         )
     };
     let work = async {
-        loop {
-            if let Err(e) = pass(&ctx).await {
-                tracing::warn!(error = %e, "default BackupStorageLocation");
-            }
-            tokio::select! {
-                _ = wake.notified() => {}
-                _ = tokio::time::sleep(Duration::from_secs(30)) => {}
-            }
-        }
+        run_passes(
+            "default BackupStorageLocation",
+            Some(&wake),
+            Duration::from_secs(30),
+            || pass(&ctx),
+        )
+        .await
     };
     tokio::join!(feed, work);
 }

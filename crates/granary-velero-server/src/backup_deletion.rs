@@ -19,6 +19,7 @@
 //!   request and an event on the backup; a new request retries.
 
 use super::context::VeleroContext;
+use chrono::{DateTime, Utc};
 use granary_api::velero::{
     BACKUP_NAME_LABEL, BACKUP_UID_LABEL, Backup, BackupPhase, BackupStorageLocation,
     BackupStorageLocationAccessMode, BackupStorageLocationPhase, DeleteBackupRequest,
@@ -26,7 +27,6 @@ use granary_api::velero::{
 };
 use granary_runtime::work_queue::{Next, WorkQueue};
 use granary_velero::label::valid_label_value;
-use chrono::{DateTime, Utc};
 use kube::ResourceExt;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::events::EventType;

@@ -5,12 +5,12 @@
 //! the location's validation errors with Velero's messages. The spec checks that need no
 //! cluster are the backup runner's ([`super::backup::validate`]).
 
+use chrono::{DateTime, Utc};
 use granary_api::velero::{
     Backup, BackupSpec, BackupStorageLocation, BackupStorageLocationAccessMode,
     BackupStorageLocationPhase, Duration, ServerDefaults,
 };
 use granary_velero::label::valid_label_value;
-use chrono::{DateTime, Utc};
 use kube::ResourceExt;
 use std::collections::BTreeMap;
 
@@ -112,10 +112,10 @@ pub fn prepare(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use chrono::TimeZone;
     use granary_api::velero::{
         BackupStorageLocationSpec, BackupStorageLocationStatus, ObjectStorageLocation,
     };
-    use chrono::TimeZone;
 
     fn location(
         name: &str,

@@ -20,6 +20,8 @@
 //! label, annotation or owner reference of the bucket's survives but NAC's own.
 
 use super::context::{VeleroContext, k8s_time};
+use chrono::{DateTime, Utc};
+use futures::TryStreamExt;
 use granary_api::oadp::{
     MANAGED_BY_LABEL, NAB_ORIGIN_NACUUID_LABEL, NAB_ORIGIN_NAME_ANNOTATION,
     NAB_ORIGIN_NAMESPACE_ANNOTATION, OADP_LABEL, nac_name_prefix,
@@ -28,11 +30,9 @@ use granary_api::velero::{
     Backup, BackupPhase, BackupStorageLocation, BackupStorageLocationPhase,
     SCHEDULE_UID_ANNOTATION, STORAGE_LOCATION_LABEL, SYNCED_LABEL, Schedule,
 };
+use granary_providers::ListEntry;
 use granary_velero::files::decode_backup_json;
 use granary_velero::label::valid_label_value;
-use chrono::{DateTime, Utc};
-use futures::TryStreamExt;
-use granary_providers::ListEntry;
 use kube::ResourceExt;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::events::EventType;

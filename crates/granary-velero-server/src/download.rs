@@ -4,9 +4,9 @@
 //! expiry, delete it), and the one-time tokens behind the download URLs of `local`
 //! locations, which cannot sign.
 
+use chrono::{DateTime, Utc};
 use granary_api::velero::{DownloadRequestPhase, DownloadRequestStatus, DownloadTargetKind};
 use granary_velero::layout::{LayoutError, StorageLayout};
-use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;

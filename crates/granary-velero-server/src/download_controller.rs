@@ -13,10 +13,10 @@
 use super::context::{LocationProblem, VeleroContext, k8s_time};
 use super::download::{DOWNLOAD_URL_TTL, Step, Tokens, step, target_key};
 use super::download_server::{DownloadEndpoint, Served, ServedTokens};
-use granary_api::velero::{Backup, DownloadRequest, DownloadRequestPhase, Restore};
-use granary_runtime::work_queue::{Next, WorkQueue};
 use chrono::{DateTime, Utc};
+use granary_api::velero::{Backup, DownloadRequest, DownloadRequestPhase, Restore};
 use granary_providers::ProviderKind;
+use granary_runtime::work_queue::{Next, WorkQueue};
 use kube::ResourceExt;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::runtime::events::EventType;

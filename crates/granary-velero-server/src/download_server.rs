@@ -8,7 +8,6 @@
 
 use super::download::Tokens;
 use super::settings::VeleroSettings;
-use granary_runtime::clock::Clock;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Path, Query, State};
@@ -16,6 +15,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use granary_providers::{ErrorKind, ObjectStore};
+use granary_runtime::clock::Clock;
 use std::sync::Arc;
 use tokio::net::TcpListener;
 

@@ -6,13 +6,13 @@
 //! again once collection can go ahead); an unavailable location is retried next round.
 
 use super::context::VeleroContext;
+use chrono::{DateTime, Utc};
 use granary_api::velero::{
     BACKUP_NAME_LABEL, BACKUP_UID_LABEL, Backup, BackupStorageLocation,
     BackupStorageLocationAccessMode, BackupStorageLocationPhase, DeleteBackupRequest,
     DeleteBackupRequestPhase, DeleteBackupRequestSpec, GC_FAILURE_LABEL,
 };
 use granary_velero::label::valid_label_value;
-use chrono::{DateTime, Utc};
 use kube::ResourceExt;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;

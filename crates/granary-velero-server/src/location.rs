@@ -13,8 +13,8 @@
 //! A location without `spec.credential` uses Velero's default Secret
 //! ([`DEFAULT_CREDENTIALS`]) when it exists.
 
-use granary_velero::layout::StorageLayout;
 use granary_providers::SecretData;
+use granary_velero::layout::StorageLayout;
 use std::collections::BTreeMap;
 
 /// Velero's default credentials Secret and key (`velero install`), used when a location

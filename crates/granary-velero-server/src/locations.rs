@@ -8,10 +8,10 @@
 use super::context::VeleroContext;
 use super::context::k8s_time;
 use super::watch::each_event;
-use granary_api::velero::{BackupStorageLocation, BackupStorageLocationPhase};
-use granary_runtime::work_queue::{Next, WorkQueue};
 use futures::TryStreamExt;
+use granary_api::velero::{BackupStorageLocation, BackupStorageLocationPhase};
 use granary_providers::ListEntry;
+use granary_runtime::work_queue::{Next, WorkQueue};
 use kube::ResourceExt;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::events::EventType;

@@ -11,6 +11,7 @@ use super::namespaces::{NamespaceScope, resolve};
 use super::queue::{QueueDecision, QueueItem, QueuePhase, plan};
 use super::watch::each_event;
 use granary_api::velero::{Backup, BackupPhase, is_synced};
+use granary_runtime::passes::run_passes;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams};
@@ -42,15 +43,10 @@ pub async fn run(ctx: Arc<VeleroContext>) {
     };
     let work = async {
         let every = ctx.settings.queued_backup_recheck_frequency.0;
-        loop {
-            if let Err(e) = pass(&ctx).await {
-                tracing::warn!(error = %e, "backup queue pass failed");
-            }
-            tokio::select! {
-                _ = wake.notified() => {}
-                _ = tokio::time::sleep(every) => {}
-            }
-        }
+        run_passes("backup queue pass failed", Some(&wake), every, || {
+            pass(&ctx)
+        })
+        .await
     };
     tokio::join!(feed, work);
 }

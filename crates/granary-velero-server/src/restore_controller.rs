@@ -10,6 +10,7 @@
 //! the finalizer goes. A Restore left InProgress by a previous process is marked Failed
 //! at start-up, as Velero's server does.
 
+use granary_runtime::passes::run_passes;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
@@ -96,15 +97,13 @@ pub async fn run_with_actions(ctx: Arc<VeleroContext>, actions: Vec<Box<dyn Rest
     };
     let work = async {
         let every = ctx.settings.queued_backup_recheck_frequency.0;
-        loop {
-            if let Err(e) = pass(&shared).await {
-                tracing::warn!(error = %e, "restore controller pass failed");
-            }
-            tokio::select! {
-                _ = shared.wake.notified() => {}
-                _ = tokio::time::sleep(every) => {}
-            }
-        }
+        run_passes(
+            "restore controller pass failed",
+            Some(&shared.wake),
+            every,
+            || pass(&shared),
+        )
+        .await
     };
     tokio::join!(feed, work);
 }

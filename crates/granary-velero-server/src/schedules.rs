@@ -30,6 +30,9 @@
 //!   created under the next free name `<schedule>-<timestamp>-<n>`.
 
 use super::context::{VeleroContext, k8s_time};
+use chrono::{DateTime, Utc};
+use croner::Cron;
+use croner::parser::{CronParser, Seconds, Year};
 use granary_api::velero::cron::check_cron;
 use granary_api::velero::{
     Backup, BackupPhase, SCHEDULE_NAME_LABEL, SCHEDULE_UID_ANNOTATION, Schedule, SchedulePhase,
@@ -37,9 +40,6 @@ use granary_api::velero::{
 };
 use granary_runtime::work_queue::{Next, WorkQueue};
 use granary_velero::label::valid_label_value;
-use chrono::{DateTime, Utc};
-use croner::Cron;
-use croner::parser::{CronParser, Seconds, Year};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::ResourceExt;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};

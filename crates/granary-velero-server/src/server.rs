@@ -14,6 +14,7 @@ use super::{
     backup_controller, backup_deletion, backup_sync, download_controller, gc, locations, nonadmin,
     queue_controller, restore_controller, schedules,
 };
+use granary_providers::StoreOptions;
 use granary_runtime::clock::Clock;
 use granary_runtime::config::{ConfigError, Override, load};
 use granary_runtime::health::{HealthError, HealthServer, ReadinessFlag};
@@ -21,7 +22,6 @@ use granary_runtime::leader::{ElectionSettings, run_as_leader};
 use granary_runtime::metrics::Metrics;
 use granary_runtime::selector::ObjectSelector;
 use granary_runtime::shutdown::ShutdownSignals;
-use granary_providers::StoreOptions;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::Client;

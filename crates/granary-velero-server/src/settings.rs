@@ -196,7 +196,9 @@ fn is_default_bsl_spec(spec: &granary_api::velero::BackupStorageLocationSpec) ->
 
 /// `enforceBSLSpec` may leave out the fields a location requires (`provider`,
 /// `objectStorage.bucket`): an empty one enforces nothing.
-fn partial_bsl_spec<'de, D>(d: D) -> Result<granary_api::velero::BackupStorageLocationSpec, D::Error>
+fn partial_bsl_spec<'de, D>(
+    d: D,
+) -> Result<granary_api::velero::BackupStorageLocationSpec, D::Error>
 where
     D: serde::Deserializer<'de>,
 {

@@ -2,8 +2,8 @@
 //! to a callback, with a bounded back-off after a failed watch (the runtime's), so each
 //! controller says only what an event means to it.
 
-use granary_runtime::backoff::WatchBackoff;
 use futures::StreamExt;
+use granary_runtime::backoff::WatchBackoff;
 use kube::api::Api;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};

@@ -1,6 +1,6 @@
 use super::*;
-use granary_api::velero::{BackupProgress, BackupSpec, BackupStatus, Duration};
 use chrono::TimeZone;
+use granary_api::velero::{BackupProgress, BackupSpec, BackupStatus, Duration};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 fn now() -> DateTime<Utc> {

@@ -15,14 +15,14 @@ use granary_api::core::{
 };
 use granary_apiserver::{ApiCall, EmbeddedServer};
 use granary_garden::GardenController;
+use granary_garden::config::GardenConfiguration;
 use granary_garden::seed_authz::{
     Attributes, Decision, GardenView, Policy, ResourceRequest, decide,
 };
-use granary_garden::config::GardenConfiguration;
 use granary_runtime::config::Override;
-use granary_seed::config::SeedConfiguration;
 use granary_runtime::selector::ObjectSelector;
 use granary_seed::SeedAgent;
+use granary_seed::config::SeedConfiguration;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};

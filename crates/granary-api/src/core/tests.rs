@@ -116,7 +116,9 @@ fn cloud_profile_round_trips() {
 
 #[test]
 fn seed_round_trips() {
-    let seed: Seed = assert_round_trip(include_str!("../../../../tests/fixtures/gardener/seed.yaml"));
+    let seed: Seed = assert_round_trip(include_str!(
+        "../../../../tests/fixtures/gardener/seed.yaml"
+    ));
     assert_eq!(seed.backup_region(), Some("westeurope"));
     let condition = seed
         .condition(CONDITION_BACKUP_BUCKETS_READY)
@@ -131,8 +133,9 @@ fn seed_round_trips() {
 
 #[test]
 fn shoots_round_trip_and_find_their_cloud_profile() {
-    let shoot: Shoot =
-        assert_round_trip(include_str!("../../../../tests/fixtures/gardener/shoot.yaml"));
+    let shoot: Shoot = assert_round_trip(include_str!(
+        "../../../../tests/fixtures/gardener/shoot.yaml"
+    ));
     assert_eq!(shoot.cloud_profile_name(), Some("aws"));
     assert_eq!(shoot.cloud_profile_kind(), "CloudProfile");
     assert_eq!(shoot.technical_id(), "shoot--dev--payments");

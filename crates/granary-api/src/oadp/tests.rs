@@ -11,7 +11,8 @@ use crate::velero::{
 
 const NAB: &str = include_str!("../../../../tests/fixtures/oadp/nonadminbackup.yaml");
 const NAR: &str = include_str!("../../../../tests/fixtures/oadp/nonadminrestore.yaml");
-const NABSL: &str = include_str!("../../../../tests/fixtures/oadp/nonadminbackupstoragelocation.yaml");
+const NABSL: &str =
+    include_str!("../../../../tests/fixtures/oadp/nonadminbackupstoragelocation.yaml");
 
 #[test]
 fn non_admin_backup_round_trips_with_velero_status() {

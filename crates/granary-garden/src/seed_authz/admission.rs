@@ -17,8 +17,8 @@
 
 use serde_json::{Map, Value};
 
-use granary_api::core::{FINALIZER_GARDENER, GARDEN_NAMESPACE};
 use crate::seed_authz::identity::{SeedIdentities, seed_of};
+use granary_api::core::{FINALIZER_GARDENER, GARDEN_NAMESPACE};
 
 /// Status fields a seed reports (besides `seedName`, checked on its own).
 const SEED_STATUS_FIELDS: &[&str] = &[

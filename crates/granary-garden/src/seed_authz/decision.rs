@@ -23,8 +23,8 @@ use std::sync::Arc;
 
 use kube::ResourceExt;
 
-use granary_api::core::{BackupBucket, BackupEntry, GARDEN_NAMESPACE, LABEL_SEED};
 use crate::seed_authz::identity::{SeedIdentities, seed_of};
+use granary_api::core::{BackupBucket, BackupEntry, GARDEN_NAMESPACE, LABEL_SEED};
 
 /// The API group of the garden's buckets and entries.
 const CORE_GROUP: &str = "core.gardener.cloud";

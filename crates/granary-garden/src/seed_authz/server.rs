@@ -36,13 +36,13 @@ use tokio_rustls::rustls::server::{ClientHello, ResolvesServerCert};
 use tokio_rustls::rustls::sign::CertifiedKey;
 use tokio_util::sync::CancellationToken;
 
-use granary_api::core::{BackupBucket, BackupEntry};
+use crate::config::SeedAuthorizationConfig;
 use crate::seed_authz::admission::{Admission, admit};
 use crate::seed_authz::decision::{Decision, GardenView, Policy, decide};
 use crate::seed_authz::identity::SeedIdentities;
 use crate::seed_authz::review;
+use granary_api::core::{BackupBucket, BackupEntry};
 use granary_runtime::backoff::WatchBackoff;
-use crate::config::SeedAuthorizationConfig;
 use granary_runtime::health::{ReadinessFlag, parse_bind_address};
 use granary_runtime::metrics::Metrics;
 use granary_runtime::selector::ObjectSelector;

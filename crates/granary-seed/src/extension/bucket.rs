@@ -2,14 +2,14 @@
 //! optional immutability from `providerConfig`; delete it (contents first) on deletion.
 
 use super::{Actuator, ExtensionObject, Provisioned};
-use granary_api::common::SecretReference;
-use granary_api::core::{FINALIZER_EXTENSIONS_BACKUPBUCKET, LABEL_POOL_KIND, PoolKind};
-use granary_api::extensions::{BackupBucket, DefaultStatus};
-use granary_runtime::duration::parse_duration;
 use crate::context::{Context, ReconcileError};
 use crate::extension::records::ensure_bucket_record;
 use crate::prefix::{BUCKET_RECORD, BucketLayout};
+use granary_api::common::SecretReference;
+use granary_api::core::{FINALIZER_EXTENSIONS_BACKUPBUCKET, LABEL_POOL_KIND, PoolKind};
+use granary_api::extensions::{BackupBucket, DefaultStatus};
 use granary_providers::{BucketOptions, Immutability, ObjectStore, SecretData};
+use granary_runtime::duration::parse_duration;
 use kube::ResourceExt;
 use serde_json::Value;
 

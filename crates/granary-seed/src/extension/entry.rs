@@ -10,15 +10,6 @@
 //! marker is deleted last, so a deletion that crashed half-way still knows its owner.
 
 use super::{Actuator, ExtensionObject, Provisioned};
-use granary_api::common::SecretReference;
-use granary_api::core::{
-    ANNOTATION_DELETION_REQUESTED_AT, ANNOTATION_FORCE_DELETION, ANNOTATION_SHOOT_PURPOSE,
-    ETCD_BACKUP_SECRET_NAME, FINALIZER_EXTENSIONS_BACKUPENTRY, LABEL_POOL_KIND, PoolKind,
-    SOURCE_ENTRY_PREFIX,
-};
-use granary_api::extensions::{BackupEntry, DefaultStatus};
-use granary_runtime::clock::from_k8s;
-use granary_runtime::failpoints;
 use crate::context::{Context, ReconcileError};
 use crate::etcd_secret::{CREATED_BY_ANNOTATION, etcd_backup_secret_data};
 use crate::extension::records::{ensure_bucket_record, read_record, scan_root, write_record};
@@ -35,7 +26,16 @@ use crate::prefix::{
 use crate::{ANNOTATION_GARDEN_NAMESPACE, ANNOTATION_GARDEN_UID, ANNOTATION_SHOOT_UID};
 use chrono::{DateTime, Utc};
 use futures::TryStreamExt;
+use granary_api::common::SecretReference;
+use granary_api::core::{
+    ANNOTATION_DELETION_REQUESTED_AT, ANNOTATION_FORCE_DELETION, ANNOTATION_SHOOT_PURPOSE,
+    ETCD_BACKUP_SECRET_NAME, FINALIZER_EXTENSIONS_BACKUPENTRY, LABEL_POOL_KIND, PoolKind,
+    SOURCE_ENTRY_PREFIX,
+};
+use granary_api::extensions::{BackupEntry, DefaultStatus};
 use granary_providers::{ErrorKind, ListEntry, ObjectStore, SecretData};
+use granary_runtime::clock::from_k8s;
+use granary_runtime::failpoints;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, PostParams};

@@ -13,18 +13,18 @@ pub(crate) mod bucket;
 pub(crate) mod entry;
 pub(crate) mod records;
 
-use granary_api::common::{LastOperation, LastOperationState, LastOperationType, SecretReference};
-use granary_api::core::{ANNOTATION_OPERATION, OPERATION_RECONCILE, OPERATION_RESTORE};
-use granary_api::extensions::DefaultStatus;
-use granary_runtime::operation::operation_type;
-use granary_runtime::status;
 use crate::context::{Context, ReconcileError};
 use crate::grace::DeletionSchedule;
 use crate::kube_ops::{
     add_finalizer, is_not_found, patch_annotations, patch_status, remove_finalizer,
 };
-use granary_runtime::work_queue::Next;
+use granary_api::common::{LastOperation, LastOperationState, LastOperationType, SecretReference};
+use granary_api::core::{ANNOTATION_OPERATION, OPERATION_RECONCILE, OPERATION_RESTORE};
+use granary_api::extensions::DefaultStatus;
 use granary_providers::{ObjectStore, SecretData};
+use granary_runtime::operation::operation_type;
+use granary_runtime::status;
+use granary_runtime::work_queue::Next;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams};
 use kube::runtime::events::EventType;

@@ -6,6 +6,10 @@ use super::{
     deletion_finished, deletion_requested, ensure_extension, garden_operation, handed_over,
     reference, release_extension, report, same_error, same_operation,
 };
+use crate::context::{Context, ReconcileError};
+use crate::kube_ops::{
+    add_finalizer, is_not_found, patch_annotations, patch_status, remove_finalizer,
+};
 use granary_api::common::{LastOperationType, SecretReference};
 use granary_api::core::{
     self, ANNOTATION_DELETION_REQUESTED_AT, ANNOTATION_GENERATED_SECRET_NAMESPACE,
@@ -14,10 +18,6 @@ use granary_api::core::{
 use granary_api::extensions::{self, BackupBucketSpec};
 use granary_runtime::clock::from_k8s;
 use granary_runtime::status;
-use crate::context::{Context, ReconcileError};
-use crate::kube_ops::{
-    add_finalizer, is_not_found, patch_annotations, patch_status, remove_finalizer,
-};
 use granary_runtime::work_queue::Next;
 use kube::api::{Api, DeleteParams};
 use kube::{Resource, ResourceExt};

@@ -7,6 +7,12 @@ use super::{
     ensure_extension, garden_operation, handed_over, reference, release_extension, report,
     same_error, same_operation, waiting,
 };
+use crate::context::{Context, ReconcileError};
+use crate::kube_ops::{
+    add_finalizer, is_not_found, patch_annotations, patch_status, remove_finalizer,
+};
+use crate::ownership::same_shoot;
+use crate::{ANNOTATION_GARDEN_NAMESPACE, ANNOTATION_GARDEN_UID, ANNOTATION_SHOOT_UID};
 use granary_api::common::{LastOperationType, SecretReference};
 use granary_api::core::{
     self, ANNOTATION_DELETION_REQUESTED_AT, ANNOTATION_FORCE_DELETION, ANNOTATION_SHOOT_PURPOSE,
@@ -16,13 +22,7 @@ use granary_api::extensions::{self, BackupEntrySpec};
 use granary_runtime::clock::from_k8s;
 use granary_runtime::readiness::{Readiness, ReadinessInput, readiness};
 use granary_runtime::status;
-use crate::context::{Context, ReconcileError};
-use crate::kube_ops::{
-    add_finalizer, is_not_found, patch_annotations, patch_status, remove_finalizer,
-};
-use crate::ownership::same_shoot;
 use granary_runtime::work_queue::Next;
-use crate::{ANNOTATION_GARDEN_NAMESPACE, ANNOTATION_GARDEN_UID, ANNOTATION_SHOOT_UID};
 use kube::api::{Api, DeleteParams};
 use kube::{Resource, ResourceExt};
 use serde_json::json;

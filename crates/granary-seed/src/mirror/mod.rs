@@ -13,6 +13,10 @@
 pub(crate) mod bucket;
 pub(crate) mod entry;
 
+use crate::context::{Context, ReconcileError};
+use crate::extension::ExtensionObject;
+use crate::kube_ops::{ensure_namespace, is_not_found, patch_annotations};
+use chrono::{DateTime, Utc};
 use granary_api::common::{
     ErrorCode, LastError, LastOperation, LastOperationState, LastOperationType, ObjectReference,
 };
@@ -22,10 +26,6 @@ use granary_api::core::{
 };
 use granary_runtime::readiness::{Readiness, ReadinessInput, readiness};
 use granary_runtime::status;
-use crate::context::{Context, ReconcileError};
-use crate::extension::ExtensionObject;
-use crate::kube_ops::{ensure_namespace, is_not_found, patch_annotations};
-use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
@@ -443,9 +443,9 @@ pub(crate) fn reference<K: Resource<DynamicType = ()>>(
 #[cfg(test)]
 mod tests {
     use super::{garden_operation, handed_over, keep_class};
+    use chrono::DateTime;
     use granary_api::common::{LastOperationState, LastOperationType};
     use granary_runtime::status;
-    use chrono::DateTime;
     use serde_json::json;
 
     /// #20: an entry the garden handed over for a seed that is gone, whose new seed first

@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::catalog::Catalog;
-use granary_api::velero::BackupSpec;
 use crate::namespaces::matches as glob;
+use granary_api::velero::BackupSpec;
 
 /// Velero's label that keeps an item (or, on a namespace, all of it) out of backups.
 pub const EXCLUDE_FROM_BACKUP_LABEL: &str = "velero.io/exclude-from-backup";

@@ -6,6 +6,7 @@
 //! naming the field, and nothing is created. `spec.deleteBackup: true` deletes the data
 //! through a DeleteBackupRequest; a plain delete removes only the Velero Backup CR.
 
+use granary_runtime::passes::run_passes;
 use std::sync::Arc;
 
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
@@ -17,6 +18,8 @@ use super::plan::{
     queue_position, refused_at, set_condition, velero_backup, was_queued,
 };
 use super::{is_conflict, is_not_found, list_params, now, poke, set_finalizer, write_status};
+use crate::context::VeleroContext;
+use crate::watch::each_event;
 use granary_api::common::FieldError;
 use granary_api::oadp::{
     CONDITION_ACCEPTED, CONDITION_DELETING, CONDITION_QUEUED, MESSAGE_BACKUP_ACCEPTED,
@@ -32,8 +35,6 @@ use granary_api::velero::{
     BACKUP_NAME_LABEL, BACKUP_UID_LABEL, Backup, BackupStorageLocation, BackupStorageLocationPhase,
     DeleteBackupRequest, DeleteBackupRequestSpec,
 };
-use crate::context::VeleroContext;
-use crate::watch::each_event;
 
 /// Runs the controller until dropped: a pass on every change of a NonAdminBackup, a
 /// Velero Backup, a DeleteBackupRequest or a NonAdminBackupStorageLocation, and every
@@ -60,15 +61,10 @@ pub async fn run(ctx: Arc<VeleroContext>) {
     };
     let work = async {
         let every = ctx.settings.queued_backup_recheck_frequency.0;
-        loop {
-            if let Err(e) = pass(&ctx).await {
-                tracing::warn!(error = %e, "non-admin backup pass failed");
-            }
-            tokio::select! {
-                _ = wake.notified() => {}
-                _ = tokio::time::sleep(every) => {}
-            }
-        }
+        run_passes("non-admin backup pass failed", Some(&wake), every, || {
+            pass(&ctx)
+        })
+        .await
     };
     tokio::join!(feeds, work);
 }

@@ -8,6 +8,7 @@
 //! Velero DownloadRequest and then the request are deleted; a Velero DownloadRequest
 //! whose NonAdminDownloadRequest is gone is deleted too.
 
+use granary_runtime::passes::run_passes;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -18,13 +19,13 @@ use tokio::sync::Notify;
 
 use super::plan::{backup_name, expired, nadr_origin, velero_download_request};
 use super::{is_conflict, is_not_found, list_params, now, poke, write_status};
+use crate::context::VeleroContext;
+use crate::watch::each_event;
 use granary_api::oadp::{
     CONDITION_PROCESSED, NonAdminBackup, NonAdminDownloadRequest, NonAdminPhase, NonAdminRestore,
     REASON_DOWNLOAD_PROCESSED, REASON_ERROR, VeleroDownloadRequest,
 };
 use granary_api::velero::{Backup, DownloadRequest, DownloadRequestPhase, Restore};
-use crate::context::VeleroContext;
-use crate::watch::each_event;
 
 /// Runs the controller until dropped: a pass on every change of a NonAdminDownloadRequest
 /// or a Velero DownloadRequest, and every recheck period (which notices expiry).
@@ -46,15 +47,13 @@ pub async fn run(ctx: Arc<VeleroContext>) {
     };
     let work = async {
         let every = ctx.settings.queued_backup_recheck_frequency.0;
-        loop {
-            if let Err(e) = pass(&ctx).await {
-                tracing::warn!(error = %e, "non-admin download request pass failed");
-            }
-            tokio::select! {
-                _ = wake.notified() => {}
-                _ = tokio::time::sleep(every) => {}
-            }
-        }
+        run_passes(
+            "non-admin download request pass failed",
+            Some(&wake),
+            every,
+            || pass(&ctx),
+        )
+        .await
     };
     tokio::join!(feeds, work);
 }

@@ -7,6 +7,7 @@
 //! ([`super::plan::location_orphaned`]; a location's data stays too). Objects without
 //! NAC's labels and origin annotations are never touched.
 
+use granary_runtime::passes::run_passes;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -16,12 +17,12 @@ use kube::api::{Api, DeleteParams, ListParams};
 
 use super::is_not_found;
 use super::plan::{Origin, live_locations, location_orphaned, nac_origin, secret_candidates};
+use crate::context::VeleroContext;
 use granary_api::oadp::{
     MANAGED_BY_LABEL, MANAGED_BY_LABEL_VALUE, NonAdminBackup, NonAdminBackupStorageLocation,
     NonAdminBackupStorageLocationRequest, NonAdminRestore, OADP_LABEL, OADP_LABEL_VALUE,
 };
 use granary_api::velero::{Backup, BackupStorageLocation, Restore};
-use crate::context::VeleroContext;
 
 /// Runs the collector every period until dropped; a zero period turns it off.
 pub async fn run(ctx: Arc<VeleroContext>) {
@@ -29,12 +30,13 @@ pub async fn run(ctx: Arc<VeleroContext>) {
     if every.is_zero() {
         return;
     }
-    loop {
-        if let Err(e) = pass(&ctx).await {
-            tracing::warn!(error = %e, "non-admin garbage collection pass failed");
-        }
-        tokio::time::sleep(every).await;
-    }
+    run_passes(
+        "non-admin garbage collection pass failed",
+        None,
+        every,
+        || pass(&ctx),
+    )
+    .await
 }
 
 fn keys<K: ResourceExt>(items: &[K]) -> BTreeSet<(String, String)> {

@@ -9,10 +9,10 @@ use serde_json::json;
 
 use super::plan::{Approval, location_request, request_status};
 use super::{is_conflict, is_not_found};
+use crate::context::VeleroContext;
 use granary_api::oadp::{
     NonAdminBackupStorageLocation, NonAdminBackupStorageLocationRequest, NonAdminBslRequestPhase,
 };
-use crate::context::VeleroContext;
 
 /// Brings the request for `nabsl` (named `uuid`) in line with `decision`: files it when
 /// missing, asks again about a changed spec, and records the decision's phase.

@@ -10,6 +10,7 @@
 //! approved one stays in use. Deleting a NABSL removes the location, the Secret copy and
 //! the request first.
 
+use granary_runtime::passes::run_passes;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Secret;
@@ -23,6 +24,8 @@ use super::plan::{
     reserved_bucket_problem, secret_copy, set_condition, shared_directory_problem, velero_location,
 };
 use super::{is_conflict, is_not_found, list_params, now, poke, set_finalizer, write_status};
+use crate::context::VeleroContext;
+use crate::watch::each_event;
 use granary_api::oadp::{
     CONDITION_ACCEPTED, CONDITION_BACKUP_STORAGE_LOCATION_SYNCED, CONDITION_CLUSTER_ADMIN_APPROVED,
     CONDITION_SECRET_SYNCED, CONDITION_SPEC_UPDATE_APPROVED, MESSAGE_BSL_ACCEPTED,
@@ -37,8 +40,6 @@ use granary_api::oadp::{
     nac_object_name,
 };
 use granary_api::velero::BackupStorageLocation;
-use crate::context::VeleroContext;
-use crate::watch::each_event;
 
 /// Runs the controller until dropped: a pass on every change of a NABSL, a Velero
 /// location or an approval request, and every recheck period (which also picks up
@@ -71,15 +72,13 @@ pub async fn run(ctx: Arc<VeleroContext>) {
     };
     let work = async {
         let every = ctx.settings.queued_backup_recheck_frequency.0;
-        loop {
-            if let Err(e) = pass(&ctx).await {
-                tracing::warn!(error = %e, "non-admin backup storage location pass failed");
-            }
-            tokio::select! {
-                _ = wake.notified() => {}
-                _ = tokio::time::sleep(every) => {}
-            }
-        }
+        run_passes(
+            "non-admin backup storage location pass failed",
+            Some(&wake),
+            every,
+            || pass(&ctx),
+        )
+        .await
     };
     tokio::join!(feeds, work);
 }

@@ -5,6 +5,7 @@
 //! `BackingOff` with `Accepted=False`/`InvalidRestoreSpec` naming the field, and nothing
 //! is created. Deleting a NAR deletes its Velero Restore first.
 
+use granary_runtime::passes::run_passes;
 use std::sync::Arc;
 
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
@@ -16,6 +17,8 @@ use super::plan::{
     set_condition, velero_restore, was_queued,
 };
 use super::{is_conflict, is_not_found, list_params, now, poke, set_finalizer, write_status};
+use crate::context::VeleroContext;
+use crate::watch::each_event;
 use granary_api::oadp::{
     CONDITION_ACCEPTED, CONDITION_QUEUED, MESSAGE_RESTORE_ACCEPTED, MESSAGE_RESTORE_SCHEDULED,
     NAR_FINALIZER, NAR_ORIGIN_NAMESPACE_ANNOTATION, NonAdminBackup, NonAdminPhase, NonAdminRestore,
@@ -23,8 +26,6 @@ use granary_api::oadp::{
     REASON_VELERO_RESTORE_NOT_FOUND, VeleroRestore, nac_object_name,
 };
 use granary_api::velero::{Backup, Restore};
-use crate::context::VeleroContext;
-use crate::watch::each_event;
 
 /// Runs the controller until dropped: a pass on every change of a NonAdminRestore, a
 /// NonAdminBackup, a Velero Restore or Backup, and every recheck period.
@@ -43,15 +44,10 @@ pub async fn run(ctx: Arc<VeleroContext>) {
     };
     let work = async {
         let every = ctx.settings.queued_backup_recheck_frequency.0;
-        loop {
-            if let Err(e) = pass(&ctx).await {
-                tracing::warn!(error = %e, "non-admin restore pass failed");
-            }
-            tokio::select! {
-                _ = wake.notified() => {}
-                _ = tokio::time::sleep(every) => {}
-            }
-        }
+        run_passes("non-admin restore pass failed", Some(&wake), every, || {
+            pass(&ctx)
+        })
+        .await
     };
     tokio::join!(feeds, work);
 }

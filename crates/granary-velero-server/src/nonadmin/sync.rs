@@ -7,6 +7,7 @@
 //! whose Velero Backup Velero's own sync brought back from object storage. The NAB
 //! controller then takes the Velero Backup over ([`super::plan::adopted_nacuuid`]).
 
+use granary_runtime::passes::run_passes;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -16,9 +17,9 @@ use kube::api::{Api, ListParams, PostParams};
 
 use super::is_conflict;
 use super::plan::{live_locations, nabs_to_sync, watched_locations};
+use crate::context::VeleroContext;
 use granary_api::oadp::{NonAdminBackup, NonAdminBackupStorageLocation};
 use granary_api::velero::{Backup, BackupStorageLocation};
-use crate::context::VeleroContext;
 
 /// Runs the sync every period until dropped; a zero period turns it off.
 pub async fn run(ctx: Arc<VeleroContext>) {
@@ -26,12 +27,10 @@ pub async fn run(ctx: Arc<VeleroContext>) {
     if every.is_zero() {
         return;
     }
-    loop {
-        if let Err(e) = pass(&ctx).await {
-            tracing::warn!(error = %e, "non-admin backup sync pass failed");
-        }
-        tokio::time::sleep(every).await;
-    }
+    run_passes("non-admin backup sync pass failed", None, every, || {
+        pass(&ctx)
+    })
+    .await
 }
 
 async fn pass(ctx: &VeleroContext) -> Result<(), kube::Error> {

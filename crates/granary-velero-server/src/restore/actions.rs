@@ -17,9 +17,9 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use serde_json::Value;
 
+use crate::backup::catalog::Catalog;
 use granary_api::velero::Restore;
 use granary_velero::resource::GroupResource;
-use crate::backup::catalog::Catalog;
 
 pub use crate::backup::actions::{ActionError, ResourceIdentifier};
 

@@ -11,11 +11,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::Value;
 
 use super::order::{Priorities, RestoreItem, restore_order};
-use granary_api::velero::{NON_RESTORABLE_RESOURCES, RestoreSpec};
-use granary_velero::resource::GroupResource;
 use crate::backup::catalog::{Catalog, DiscoveredResource};
 use crate::backup::filters::IncludesExcludes;
 use crate::backup::selectors;
+use granary_api::velero::{NON_RESTORABLE_RESOURCES, RestoreSpec};
+use granary_velero::resource::GroupResource;
 
 /// `customresourcedefinitions.apiextensions.k8s.io`, restored in a pass of their own.
 pub const CRDS: &str = "customresourcedefinitions.apiextensions.k8s.io";

@@ -7,9 +7,9 @@
 
 use std::collections::BTreeSet;
 
+use crate::backup::filters::IncludesExcludes;
 use granary_api::velero::RestoreSpec;
 use granary_velero::files::ResourceList;
-use crate::backup::filters::IncludesExcludes;
 
 /// A set that is either everything or some names.
 #[derive(Clone, Debug, PartialEq, Eq)]

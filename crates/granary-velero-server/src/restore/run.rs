@@ -28,16 +28,16 @@ use super::actions::{
 use super::order::Priorities;
 use super::plan::{BackupItem, Pass, Plan, Refused, Selected, kind_contradiction, plan};
 use super::transform::{self, OwnerUids};
+use crate::backup::catalog::{Catalog, DiscoveredResource};
+use crate::backup::cluster;
+use crate::backup::logbook::{Logbook, Subject};
 use granary_api::velero::{Backup, PolicyType, Restore, RestoreProgress};
+use granary_providers::ObjectStore;
 use granary_velero::archive::{ArchiveLimits, Scope, VersionDir};
 use granary_velero::files::{Results, encode_logs};
 use granary_velero::inspect::{check_item_path, verify_reader_with};
 use granary_velero::layout::StorageLayout;
 use granary_velero::resource::{GroupResource, split_api_version};
-use crate::backup::catalog::{Catalog, DiscoveredResource};
-use crate::backup::cluster;
-use crate::backup::logbook::{Logbook, Subject};
-use granary_providers::ObjectStore;
 
 /// How often readiness (CRDs, additional items, terminating namespaces) is polled.
 const POLL: Duration = Duration::from_secs(1);

@@ -150,8 +150,8 @@ fn phase(b: &Backup) -> Option<BackupPhase> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use granary_api::velero::{BackupSpec, BackupStatus, BackupStorageLocationStatus, RestoreSpec};
     use chrono::{TimeZone, Utc};
+    use granary_api::velero::{BackupSpec, BackupStatus, BackupStorageLocationStatus, RestoreSpec};
 
     fn backup(name: &str, phase: BackupPhase, schedule: Option<&str>, minute: u32) -> Backup {
         let mut b = Backup::new(

@@ -19,10 +19,10 @@ use serde::Deserialize;
 
 use super::FilesError;
 use super::go_shape::{Field, Shape, When, Zero, field, reshape};
-use granary_api::velero::Backup;
 use crate::archive::json::write_pretty_typed;
 use Shape::{Duration as Dur, List, Map, Plain, Struct, Time};
 use When::{Always, NotEmpty, NotNil};
+use granary_api::velero::Backup;
 
 /// `apiVersion` of Velero's objects.
 pub const VELERO_API_VERSION: &str = "velero.io/v1";

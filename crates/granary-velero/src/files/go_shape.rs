@@ -13,8 +13,8 @@ use chrono::{DateTime, SecondsFormat};
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use serde_json::{Map, Value};
 
-use granary_api::velero::Duration;
 use crate::archive::json::sorted;
+use granary_api::velero::Duration;
 
 /// How Go writes a value of one type.
 #[derive(Debug, Clone, Copy)]

@@ -6,11 +6,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::*;
+use crate::seed_authz::identity::GARDENER_SEEDS_GROUP;
 use granary_api::common::ObjectReference;
 use granary_api::core::{
     BackupBucketSpec, BackupBucketStatus, BackupEntrySpec, BackupEntryStatus, LABEL_SEED,
 };
-use crate::seed_authz::identity::GARDENER_SEEDS_GROUP;
 
 const A: &str = "system:serviceaccount:granary-system:granary-seed-a";
 const B: &str = "system:serviceaccount:granary-system:granary-seed-b";

@@ -11,6 +11,7 @@ use kube::ResourceExt;
 use kube::api::ObjectMeta;
 
 use super::{in_velero_namespace, nac_labels};
+use crate::location::provider_kind;
 use granary_api::common::{FieldError, FieldErrors};
 use granary_api::oadp::{
     NABSL_ORIGIN_NACUUID_LABEL, NABSL_ORIGIN_NAME_ANNOTATION, NABSL_ORIGIN_NAMESPACE_ANNOTATION,
@@ -21,7 +22,6 @@ use granary_api::oadp::{
 };
 use granary_api::velero::{BackupStorageLocation, BackupStorageLocationSpec};
 use granary_velero::layout::{StorageLayout, TopLevelDir};
-use crate::location::provider_kind;
 
 const SPEC: &str = "spec.backupStorageLocationSpec";
 

@@ -1,14 +1,14 @@
 use std::collections::BTreeSet;
 
 use super::*;
+use crate::nonadmin::plan::{
+    WatchedLocations, location_request, secret_copy, velero_location, watched_locations,
+};
 use granary_api::oadp::{
     NonAdminBackupStorageLocationSpec, NonAdminBackupStorageLocationStatus,
     VeleroBackupStorageLocation,
 };
 use granary_api::velero::{BackupStorageLocationSpec, ObjectStorageLocation};
-use crate::nonadmin::plan::{
-    WatchedLocations, location_request, secret_copy, velero_location, watched_locations,
-};
 use k8s_openapi::api::core::v1::{Secret, SecretKeySelector};
 
 fn nabsl(ns: &str, name: &str, uuid: Option<&str>) -> NonAdminBackupStorageLocation {

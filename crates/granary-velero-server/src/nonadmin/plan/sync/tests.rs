@@ -1,9 +1,9 @@
 use std::collections::BTreeSet;
 
 use super::*;
+use crate::nonadmin::plan::{nabs_to_sync, velero_backup};
 use granary_api::oadp::{NonAdminBackup, NonAdminBackupSpec};
 use granary_api::velero::{Backup, BackupPhase, BackupSpec, BackupStatus};
-use crate::nonadmin::plan::{nabs_to_sync, velero_backup};
 
 fn finished(origin_ns: &str, uuid: &str, location: &str) -> Backup {
     let mut n = NonAdminBackup::new(
