@@ -10,6 +10,8 @@ use std::process::ExitCode;
 use velero_cli::{BackupCommand, LocationCommand, RestoreCommand, ScheduleCommand, VeleroTarget};
 
 mod cli;
+#[cfg(test)]
+mod config_reference;
 mod dev;
 mod velero_cli;
 

@@ -6,21 +6,27 @@ use granary_api::common::{FieldError, FieldErrors};
 use granary_runtime::config::{
     ConfigDuration, ConfigError, ConfigKind, LeaderElection, ServerConfig,
 };
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 /// One `{provider, limit}` entry of the bucket quota: at most `limit` entries per bucket.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ProviderQuota {
+    /// The backup provider type (`aws`, `azure`, `gcp`, `local`).
     pub provider: String,
+    /// The most BackupEntries one bucket of this provider holds; a pool adds a shard when
+    /// its buckets are full.
     pub limit: u32,
 }
 
 /// `controllers.backupBucket` of the garden configuration.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct GardenBackupBucketController {
+    /// Entries per bucket, per provider type; a provider not listed has no limit (one
+    /// bucket per pool).
     pub quota: Vec<ProviderQuota>,
     /// A bucket whose seed has been unready this long is handed to another seed.
     pub seed_hand_over_after: ConfigDuration,
@@ -39,9 +45,10 @@ impl Default for GardenBackupBucketController {
 }
 
 /// `concurrentSyncs` alone.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ConcurrentSyncs {
+    /// How many objects are reconciled at once.
     #[serde(default = "default_entry_syncs")]
     pub concurrent_syncs: u32,
 }
@@ -51,7 +58,7 @@ fn default_entry_syncs() -> u32 {
 }
 
 /// `controllers` of the garden configuration.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct GardenControllers {
     #[serde(default)]
@@ -76,7 +83,7 @@ impl Default for GardenControllers {
 }
 
 /// `seedLiveness` of the garden configuration.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct GardenSeedLiveness {
     /// A seed is ready when its Lease was renewed within this time.
@@ -93,7 +100,7 @@ impl Default for GardenSeedLiveness {
 
 /// The configuration of `granary garden` (kind `GardenConfiguration`; seed 004's
 /// `ControllerManagerConfiguration` is accepted as an alias).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema, Default)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct GardenConfiguration {
     pub controllers: GardenControllers,
@@ -106,13 +113,14 @@ pub struct GardenConfiguration {
 /// `seedAuthorization` of the garden configuration: the HTTPS webhook kube-apiserver asks
 /// about the seeds' requests (authorization, `SubjectAccessReview`) and writes
 /// (admission, `AdmissionReview`). Not served while `bindAddress` is empty.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct SeedAuthorizationConfig {
     /// Where the webhook listens (`:9443`, `127.0.0.1:0`); empty: not served.
     pub bind_address: String,
     /// PEM serving certificate (chain) and its private key.
     pub tls_cert_file: String,
+    /// The private key of `tlsCertFile` (PEM).
     pub tls_key_file: String,
     /// The garden namespace of the seeds' ServiceAccounts `granary-seed-<seed>`.
     pub seed_service_account_namespace: String,

@@ -7,6 +7,7 @@
 
 use crate::duration::{format_go_duration, parse_duration};
 use granary_api::common::{FieldError, FieldErrors, describe_field_errors};
+use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 use std::path::Path;
@@ -51,6 +52,20 @@ impl Serialize for ConfigDuration {
     }
 }
 
+/// Documented as what it is written as: a Go-style duration string.
+impl JsonSchema for ConfigDuration {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Duration".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "format": "duration"
+        })
+    }
+}
+
 impl<'de> Deserialize<'de> for ConfigDuration {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let text = String::deserialize(d)?;
@@ -74,13 +89,19 @@ impl ConfigDuration {
 }
 
 /// `leaderElection` of both configuration kinds.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct LeaderElection {
+    /// Only the replica holding the Lease runs the controllers; the others wait.
     pub enabled: bool,
+    /// The namespace of the Lease.
     pub namespace: String,
+    /// How long a Lease stays valid without renewal before another replica may take it.
     pub lease_duration: ConfigDuration,
+    /// How long the holder keeps trying to renew before it gives up leading (shorter than
+    /// `leaseDuration`).
     pub renew_deadline: ConfigDuration,
+    /// How often a replica tries to acquire or renew the Lease.
     pub retry_period: ConfigDuration,
 }
 
@@ -127,9 +148,11 @@ impl LeaderElection {
 }
 
 /// `server` of both configuration kinds.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct ServerConfig {
+    /// Where `/metrics`, `/healthz` and `/readyz` are served (`host:port`; `:port` binds
+    /// every address).
     pub metrics_bind_address: String,
 }
 

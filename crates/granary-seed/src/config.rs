@@ -8,6 +8,7 @@ use granary_runtime::config::{
     ConfigDuration, ConfigError, ConfigKind, LeaderElection, ServerConfig,
 };
 use granary_velero_server::settings::VeleroSettings;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::time::Duration;
@@ -21,16 +22,22 @@ fn default_bucket_syncs() -> u32 {
 }
 
 /// `controllers.backupEntry` of the seed configuration.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SeedBackupEntryController {
+    /// How many BackupEntries are reconciled at once.
     #[serde(default = "default_entry_syncs")]
     pub concurrent_syncs: u32,
+    /// How long a deleted shoot's backups are kept before its entry's data is deleted
+    /// (Gardener's setting; 0 deletes at once).
     #[serde(default)]
     pub deletion_grace_period_hours: u32,
     /// Granary's override of `deletionGracePeriodHours`, allowing seconds.
     #[serde(default)]
     pub deletion_grace_period: Option<ConfigDuration>,
+    /// When not empty, the grace period applies only to shoots of these purposes
+    /// (`evaluation`, `testing`, `development`, `production`, `infrastructure`) and to
+    /// entries whose purpose is unknown; other entries are deleted at once.
     #[serde(default)]
     pub deletion_grace_period_shoot_purposes: Vec<String>,
 }
@@ -58,9 +65,10 @@ impl SeedBackupEntryController {
 }
 
 /// `controllers.backupBucket` of the seed configuration.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SeedBackupBucketController {
+    /// How many BackupBuckets are reconciled at once.
     #[serde(default = "default_bucket_syncs")]
     pub concurrent_syncs: u32,
 }
@@ -74,7 +82,7 @@ impl Default for SeedBackupBucketController {
 }
 
 /// `controllers` of the seed configuration.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema, Default)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct SeedControllers {
     pub backup_bucket: SeedBackupBucketController,
@@ -82,9 +90,10 @@ pub struct SeedControllers {
 }
 
 /// `seedLiveness` of the seed configuration.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct SeedLivenessRenewal {
+    /// How often the seed renews its Lease in the garden, which tells the garden it is alive.
     pub renew_interval: ConfigDuration,
 }
 
@@ -97,10 +106,12 @@ impl Default for SeedLivenessRenewal {
 }
 
 /// The configuration of `granary seed` (kind `SeedConfiguration`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema, Default)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct SeedConfiguration {
+    /// The name of this seed's Seed object in the garden (required; or `--seed-name`).
     pub seed_name: String,
+    /// The kubeconfig of the garden's API server (required; or `--garden-kubeconfig`).
     pub garden_kubeconfig: Option<String>,
     pub controllers: SeedControllers,
     pub seed_liveness: SeedLivenessRenewal,

@@ -7,6 +7,7 @@ use granary_api::common::{FieldError, FieldErrors};
 use granary_runtime::config::{
     ConfigDuration, ConfigError, ConfigKind, LeaderElection, ServerConfig,
 };
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::time::Duration;
@@ -44,7 +45,7 @@ pub const CONTROLLERS: &[&str] = &[
 ];
 
 /// `velero:`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct VeleroSettings {
     /// Switches the whole Velero-compatible part on (on by default).
@@ -124,7 +125,7 @@ impl Default for VeleroSettings {
 }
 
 /// `velero.nonAdmin`: shaped like OADP's DPA `spec.nonAdmin`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct NonAdminSettings {
     /// Runs the non-admin controllers (off by default, as OADP).
@@ -220,9 +221,10 @@ where
 
 /// `velero.defaultLocation`: the BackupStorageLocation every seed keeps in a shared bucket
 /// of its own backup pool (DESIGN §4).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct DefaultLocation {
+    /// Runs the controller that keeps this location; off leaves the location alone.
     pub enabled: bool,
     /// The location's name (`default`).
     pub name: String,
@@ -460,7 +462,7 @@ pub fn unknown_controllers<'a>(names: &'a [String], others: &[&str]) -> Vec<&'a 
 }
 
 /// The configuration of `granary server` (kind `ServerConfiguration`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema, Default)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct ServerConfiguration {
     pub velero: VeleroSettings,
