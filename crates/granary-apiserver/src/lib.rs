@@ -15,8 +15,8 @@
 //! and objects over etcd's 1.5 MiB are refused (`store`).
 //!
 //! ```no_run
-//! # async fn demo() -> Result<(), granary::embedded::EmbeddedError> {
-//! use granary::embedded::{EmbeddedOptions, EmbeddedServer};
+//! # async fn demo() -> Result<(), granary_apiserver::EmbeddedError> {
+//! use granary_apiserver::{EmbeddedOptions, EmbeddedServer};
 //! let server = EmbeddedServer::start(EmbeddedOptions::default()).await?;
 //! let client = server.client().await?;
 //! server.write_kubeconfig(std::path::Path::new("/tmp/kubeconfig"))?;
