@@ -25,44 +25,75 @@ use granary_velero::files::{ResourceList, Results};
 use granary_velero::label::valid_label_value;
 use granary_velero::manifest::Manifest;
 
-/// A `granary backup` subcommand with its flags.
-#[derive(Clone, Debug)]
+/// A `granary backup` subcommand with its flags; the `///` lines are the subcommands' and
+/// flags' help.
+#[derive(Clone, Debug, clap::Subcommand)]
 pub enum BackupCommand {
+    /// Create a backup (`-o json|yaml` prints it without creating it).
     Create {
+        /// The backup's name.
         name: String,
+        /// What the backup holds and where it goes.
+        #[command(flatten)]
         flags: Box<BackupFlags>,
+        /// Wait for the backup to finish: a live line on a terminal, JSON lines otherwise.
+        #[arg(short = 'w', long, conflicts_with = "dry_run")]
         wait: bool,
-        /// `-o json|yaml`: print the Backup that would be created and create nothing
-        /// (velero's behaviour).
-        output: Option<OutputFormat>,
-        /// `--dry-run`: print what the backup would hold and what it would wait for
-        /// ([`super::dry_run`]); `output` then picks that report's format.
+        /// Create nothing: print the items the backup would hold, in the order it would
+        /// write them, with counts per resource, and the running or queued backups it
+        /// would wait for (`-o json|yaml` for programs).
+        #[arg(long)]
         dry_run: bool,
+        // Without `--dry-run`, `json|yaml` print the Backup that would be created and
+        // create nothing (velero's behaviour, [`output::print_only`]); with it, the
+        // format of that report ([`super::dry_run`]).
+        #[arg(short = 'o', long, value_enum)]
+        output: Option<OutputFormat>,
     },
+    /// List backups, or the named ones.
     Get {
         names: Vec<String>,
+        /// Only backups with these labels.
+        #[arg(short = 'l', long)]
         selector: Option<String>,
+        #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Table)]
         output: OutputFormat,
     },
+    /// Phase, queue position and what it waits for, progress, errors and warnings.
     Describe {
+        #[arg(required = true)]
         names: Vec<String>,
+        /// Also list the backed-up items and the error/warning messages (read from the
+        /// backup's storage location).
+        #[arg(long)]
         details: bool,
     },
-    /// The backup's log, through a DownloadRequest ([`super::download`]), or read
-    /// from the location directly when `--data-dir` is given.
+    /// Print the backup's log (through a DownloadRequest the server answers; with
+    /// --data-dir, read from the storage location directly).
     Logs {
         name: String,
+        #[command(flatten)]
         fetch: download::FetchOptions,
     },
-    /// The backup tarball into `output` (default `<name>-data.tar.gz`), likewise.
+    /// Download the backup tarball (through a DownloadRequest the server answers; with
+    /// --data-dir, read from the storage location directly).
     Download {
         name: String,
+        /// The file to write (default `<name>-data.tar.gz`).
+        #[arg(short = 'o', long, value_name = "FILE")]
         output: Option<std::path::PathBuf>,
+        /// Overwrite the file if it exists.
+        #[arg(long)]
         force: bool,
+        #[command(flatten)]
         fetch: download::FetchOptions,
     },
+    /// Ask the server to delete backups and their data (a DeleteBackupRequest each).
     Delete {
+        #[arg(required = true)]
         names: Vec<String>,
+        /// Do not ask for confirmation.
+        #[arg(long)]
         confirm: bool,
     },
 }
@@ -84,14 +115,15 @@ pub async fn run(target: &Target, command: BackupCommand) -> anyhow::Result<()> 
     if let BackupCommand::Create {
         name,
         flags,
-        output: Some(format),
+        output,
         ..
     } = &command
+        && let Some(format) = output::print_only(*output)
     {
         // Offline: print what would be created.
         let backup = build_backup(name, &target.namespace, flags)
             .map_err(|errs| anyhow::anyhow!("{}", describe_errors(&errs)))?;
-        print!("{}", output::objects(*format, &[backup], true)?);
+        print!("{}", output::objects(format, &[backup], true)?);
         return Ok(());
     }
     let client = target.client().await?;

@@ -10,24 +10,57 @@ use kube::api::ObjectMeta;
 use super::flags::{self, FlagError, take};
 use granary_api::velero::{Backup, BackupHooks, BackupSpec, Duration, Metadata};
 
-/// The flags of `granary backup create` as given (unparsed strings).
-#[derive(Clone, Debug, Default)]
-pub struct BackupFlags {
-    /// `--include-namespaces`; `None` means velero's default `*`.
+/// What a backup or restore takes: the namespace, resource and label filters velero's
+/// `backup create`, `schedule create` and `restore create` share, and labels for the
+/// object created; as given (unparsed strings). The `///` lines on the fields are their
+/// help.
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct ScopeFlags {
+    // `None` means velero's default `*`.
+    /// Namespaces to include (`*` for all; the default).
+    #[arg(long, value_delimiter = ',', value_name = "NS,...")]
     pub include_namespaces: Option<Vec<String>>,
+    /// Namespaces to exclude.
+    #[arg(long, value_delimiter = ',', value_name = "NS,...")]
     pub exclude_namespaces: Vec<String>,
+    /// Resources to include, as resource.group (`*` for all).
+    #[arg(long, value_delimiter = ',', value_name = "RES,...")]
     pub include_resources: Vec<String>,
+    /// Resources to exclude, as resource.group.
+    #[arg(long, value_delimiter = ',', value_name = "RES,...")]
     pub exclude_resources: Vec<String>,
-    /// `--include-cluster-resources[=BOOL]`; unset leaves it to the server (auto).
+    /// Include cluster-scoped resources (unset: velero's `auto`, decided by the server
+    /// from the namespace filters).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     pub include_cluster_resources: Option<bool>,
-    /// `--selector`/`-l`.
+    /// Only resources matching this label selector.
+    #[arg(short = 'l', long)]
     pub selector: Option<String>,
+    /// Resources matching any of these selectors, separated by ` or `.
+    #[arg(long)]
     pub or_selector: Option<String>,
-    pub ttl: Option<String>,
-    pub storage_location: Option<String>,
-    pub ordered_resources: Option<String>,
-    /// `--labels k=v,…` (repeatable).
+    // Repeatable.
+    /// Labels for the object created (of a schedule: for the schedule and so its
+    /// backups), k=v,...
+    #[arg(long, value_name = "K=V,...")]
     pub labels: Vec<String>,
+}
+
+/// The flags of `granary backup create` (and of `granary schedule create`, for its
+/// template) as given (unparsed strings); the `///` lines on the fields are their help.
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct BackupFlags {
+    #[command(flatten)]
+    pub scope: ScopeFlags,
+    /// How long before the backup can be garbage-collected (Go duration, e.g. 72h).
+    #[arg(long)]
+    pub ttl: Option<String>,
+    /// Location in which to store the backup.
+    #[arg(long)]
+    pub storage_location: Option<String>,
+    /// Per resource, the order of its items: `pods=ns1/p1,ns1/p2;persistentvolumes=pv1`.
+    #[arg(long)]
+    pub ordered_resources: Option<String>,
 }
 
 /// Non-empty entries of a list flag, trimmed; `None` when nothing is left (velero's
@@ -56,8 +89,11 @@ pub fn build_backup(
             "a backup name must be lower-case letters, digits, '-' and '.', starting and ending with a letter or digit, at most 253 characters",
         ));
     }
-    let (label_selector, or_label_selectors) =
-        flags::selectors(&mut errs, f.selector.as_deref(), f.or_selector.as_deref());
+    let (label_selector, or_label_selectors) = flags::selectors(
+        &mut errs,
+        f.scope.selector.as_deref(),
+        f.scope.or_selector.as_deref(),
+    );
     let ttl = match &f.ttl {
         Some(t) => take(&mut errs, flags::parse_go_duration("--ttl", t)),
         None => Some(Duration::from_delta(chrono::TimeDelta::zero())),
@@ -68,7 +104,8 @@ pub fn build_backup(
             flags::parse_ordered_resources("--ordered-resources", s),
         )
     });
-    let labels = take(&mut errs, flags::parse_labels("--labels", &f.labels)).unwrap_or_default();
+    let labels =
+        take(&mut errs, flags::parse_labels("--labels", &f.scope.labels)).unwrap_or_default();
     let storage_location = f
         .storage_location
         .as_deref()
@@ -87,17 +124,17 @@ pub fn build_backup(
     let zero = Duration::from_delta(chrono::TimeDelta::zero());
     let spec = BackupSpec {
         metadata: Some(Metadata::default()),
-        included_namespaces: match &f.include_namespaces {
+        included_namespaces: match &f.scope.include_namespaces {
             None => Some(vec!["*".to_string()]),
             Some(v) => list(v),
         },
-        excluded_namespaces: list(&f.exclude_namespaces),
-        included_resources: list(&f.include_resources),
-        excluded_resources: list(&f.exclude_resources),
+        excluded_namespaces: list(&f.scope.exclude_namespaces),
+        included_resources: list(&f.scope.include_resources),
+        excluded_resources: list(&f.scope.exclude_resources),
         label_selector,
         or_label_selectors,
         ttl,
-        include_cluster_resources: f.include_cluster_resources,
+        include_cluster_resources: f.scope.include_cluster_resources,
         hooks: Some(BackupHooks::default()),
         storage_location: storage_location.map(String::from),
         ordered_resources,
@@ -187,17 +224,19 @@ mod tests {
     #[test]
     fn every_flag_lands_in_its_field() {
         let f = BackupFlags {
-            include_namespaces: Some(vec!["a".into(), "b".into()]),
-            exclude_namespaces: vec!["c".into()],
-            include_resources: vec!["configmaps".into(), "deployments.apps".into()],
-            exclude_resources: vec!["secrets".into()],
-            include_cluster_resources: Some(false),
-            selector: Some("app=web,tier in (x,y)".into()),
+            scope: ScopeFlags {
+                include_namespaces: Some(vec!["a".into(), "b".into()]),
+                exclude_namespaces: vec!["c".into()],
+                include_resources: vec!["configmaps".into(), "deployments.apps".into()],
+                exclude_resources: vec!["secrets".into()],
+                include_cluster_resources: Some(false),
+                selector: Some("app=web,tier in (x,y)".into()),
+                labels: vec!["team=x".into()],
+                ..ScopeFlags::default()
+            },
             ttl: Some("36h".into()),
             storage_location: Some("primary".into()),
             ordered_resources: Some("pods=a/p1,a/p2".into()),
-            labels: vec!["team=x".into()],
-            ..BackupFlags::default()
         };
         let b = build_backup("nightly", "ns", &f).unwrap();
         let w = wire(&b);
@@ -221,18 +260,24 @@ mod tests {
     #[test]
     fn or_selector_and_errors_name_their_flags() {
         let f = BackupFlags {
-            or_selector: Some("a=1 or b=2".into()),
+            scope: ScopeFlags {
+                or_selector: Some("a=1 or b=2".into()),
+                ..ScopeFlags::default()
+            },
             ..BackupFlags::default()
         };
         let b = build_backup("b", "velero", &f).unwrap();
         assert_eq!(b.spec.or_label_selectors.as_ref().map(Vec::len), Some(2));
 
         let f = BackupFlags {
-            selector: Some("a=1".into()),
-            or_selector: Some("b=2".into()),
+            scope: ScopeFlags {
+                selector: Some("a=1".into()),
+                or_selector: Some("b=2".into()),
+                include_namespaces: Some(vec!["x".into()]),
+                exclude_namespaces: vec!["x".into()],
+                ..ScopeFlags::default()
+            },
             ttl: Some("forever".into()),
-            include_namespaces: Some(vec!["x".into()]),
-            exclude_namespaces: vec!["x".into()],
             ..BackupFlags::default()
         };
         let errs = describe_errors(&build_backup("Bad_Name", "velero", &f).unwrap_err());

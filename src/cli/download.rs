@@ -29,15 +29,27 @@ use granary_velero_server::download::gunzipped_by_clients;
 /// velero's default `--timeout` for `logs` and `download`.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// velero's flags for fetching a download URL.
-#[derive(Clone, Debug)]
+/// velero's flags of `backup logs|download` and `restore logs|describe` for fetching the
+/// download URL; the `///` lines on the fields are their help.
+#[derive(Clone, Debug, clap::Args)]
 pub struct FetchOptions {
-    /// `--timeout`: how long to wait for the server to answer the request.
+    /// How long to wait for the server to answer the DownloadRequest.
+    #[arg(long, default_value = "1m", value_parser = go_duration)]
     pub timeout: Duration,
-    /// `--insecure-skip-tls-verify`: accept any certificate of the store.
+    /// Do not verify the object store's TLS certificate (insecure).
+    #[arg(long)]
     pub insecure_skip_tls_verify: bool,
-    /// `--cacert`: a PEM file of CAs to trust for the store besides the system's.
+    // A PEM file of CAs to trust for the store besides the system's.
+    /// A PEM file of CA certificates to trust for the object store.
+    #[arg(long, value_name = "FILE")]
     pub cacert: Option<std::path::PathBuf>,
+}
+
+/// A Go duration (`1m`, `30s`, `1h30m`), as velero's `--timeout` takes it.
+fn go_duration(s: &str) -> Result<Duration, String> {
+    granary_api::velero::Duration::parse(s)
+        .and_then(|d| d.to_std())
+        .map_err(|e| e.to_string())
 }
 
 impl Default for FetchOptions {

@@ -16,25 +16,38 @@ use super::{Target, confirmed, is_conflict, is_not_found};
 use granary_api::velero::{Backup, BackupStorageLocation, STORAGE_LOCATION_LABEL};
 use granary_velero::label::valid_label_value;
 
-/// A `granary backup-location` subcommand with its flags.
-#[derive(Clone, Debug)]
+/// A `granary backup-location` subcommand with its flags; the `///` lines are the
+/// subcommands' and flags' help.
+#[derive(Clone, Debug, clap::Subcommand)]
 pub enum LocationCommand {
+    /// Create a backup storage location (`-o json|yaml` prints it without creating it).
     Create {
+        /// The location's name.
         name: String,
+        #[command(flatten)]
         flags: LocationFlags,
-        /// `-o json|yaml`: print the location that would be created, create nothing.
+        // `json|yaml`: print the location that would be created, create nothing
+        // ([`output::print_only`]).
+        #[arg(short = 'o', long, value_enum)]
         output: Option<OutputFormat>,
     },
+    /// List locations, or the named ones.
     Get {
         names: Vec<String>,
+        #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Table)]
         output: OutputFormat,
     },
+    /// Change a location.
     Set {
         name: String,
+        #[command(flatten)]
         flags: LocationSetFlags,
     },
+    /// Delete locations and the Backup objects that point at them (not their files).
     Delete {
+        #[arg(required = true)]
         names: Vec<String>,
+        #[arg(long)]
         confirm: bool,
     },
 }
@@ -45,12 +58,13 @@ pub async fn run(target: &Target, command: LocationCommand) -> anyhow::Result<()
     if let LocationCommand::Create {
         name,
         flags,
-        output: Some(format),
+        output,
     } = &command
+        && let Some(format) = output::print_only(*output)
     {
         let bsl = build_location(name, ns, flags)
             .map_err(|errs| anyhow::anyhow!("{}", describe_errors(&errs)))?;
-        print!("{}", output::objects(*format, &[bsl], true)?);
+        print!("{}", output::objects(format, &[bsl], true)?);
         return Ok(());
     }
     // Flags are checked before anything is sent.

@@ -13,31 +13,57 @@ use granary_api::velero::{
     BackupStorageLocationSpec, ObjectStorageLocation,
 };
 
-/// The flags of `granary backup-location create`, unparsed.
-#[derive(Clone, Debug, Default)]
+/// The flags of `granary backup-location create`, unparsed; the `///` lines on the
+/// fields are their help.
+#[derive(Clone, Debug, Default, clap::Args)]
 pub struct LocationFlags {
+    /// Object-store provider: aws, azure, gcp, local (or velero.io/<name>).
+    #[arg(long)]
     pub provider: Option<String>,
+    /// Bucket holding the backups.
+    #[arg(long)]
     pub bucket: Option<String>,
+    /// Prefix inside the bucket.
+    #[arg(long)]
     pub prefix: Option<String>,
-    /// `--config k=v,…` (repeatable).
+    // Repeatable.
+    /// Provider settings, k=v,... (region, s3Url, s3ForcePathStyle, ...).
+    #[arg(long, value_name = "K=V,...")]
     pub config: Vec<String>,
-    /// `--credential secret=key`.
+    /// The credentials Secret key, secret-name=key.
+    #[arg(long, value_name = "SECRET=KEY")]
     pub credential: Option<String>,
+    /// Make it the default location (clears the old default).
+    #[arg(long)]
     pub default: bool,
-    /// `--access-mode`, `ReadWrite` unless given.
+    /// ReadWrite (default) or ReadOnly.
+    #[arg(long)]
     pub access_mode: Option<String>,
+    /// How often the location is validated (Go duration; 0 disables).
+    #[arg(long)]
     pub validation_frequency: Option<String>,
+    /// How often backups are synced from the store (Go duration; 0 disables).
+    #[arg(long)]
     pub backup_sync_period: Option<String>,
+    /// Labels for the location, k=v,...
+    #[arg(long, value_name = "K=V,...")]
     pub labels: Vec<String>,
 }
 
-/// The flags of `granary backup-location set`, unparsed; unset ones change nothing.
-#[derive(Clone, Debug, Default)]
+/// The flags of `granary backup-location set`, unparsed; unset ones change nothing (only
+/// `--default` has help text).
+#[derive(Clone, Debug, Default, clap::Args)]
 pub struct LocationSetFlags {
+    /// Make it the default location (`--default=false` to stop being it).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     pub default: Option<bool>,
+    #[arg(long, value_name = "SECRET=KEY")]
     pub credential: Option<String>,
+    #[arg(long)]
     pub access_mode: Option<String>,
+    #[arg(long)]
     pub validation_frequency: Option<String>,
+    #[arg(long)]
     pub backup_sync_period: Option<String>,
 }
 

@@ -4,7 +4,9 @@
 //! `granary seed`/`granary server` do the work. Shaped like velero's own CLI (its flags,
 //! its columns, its describe layout) so its users feel at home.
 //!
-//! `main.rs` parses the flags into the plain structs here; what turns flags into objects
+//! The command enums and flag structs here are what clap parses (`#[derive(clap::…)]`,
+//! the `///` lines their help); `main.rs` only holds them in its `Command` and hands them
+//! over. What turns flags into objects
 //! and objects into text is pure ([`flags`], [`backup_spec`], [`location_spec`],
 //! [`describe`], [`output`]) and tested beside it. This is the CLI edge, so errors are
 //! `anyhow` with messages meant for stderr.
@@ -31,17 +33,23 @@ use anyhow::Context;
 use kube::Client;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
-pub use output::OutputFormat;
-
 /// The namespace velero's CLI uses unless told otherwise.
 pub const DEFAULT_NAMESPACE: &str = "velero";
 
 /// Where the commands act: `--kubeconfig`, `-n/--namespace`, and `--data-dir` for
-/// locations on the `local` provider.
-#[derive(Clone, Debug)]
+/// locations on the `local` provider (flags every `backup`/`restore`/`schedule`/
+/// `backup-location` command takes; the `///` lines on the fields are their help).
+#[derive(Clone, Debug, clap::Args)]
 pub struct Target {
+    /// Kubeconfig of the cluster (default: KUBECONFIG, ~/.kube/config or in-cluster).
+    #[arg(long, global = true, value_name = "PATH")]
     pub kubeconfig: Option<PathBuf>,
+    /// The Velero namespace.
+    #[arg(short = 'n', long, global = true, default_value = DEFAULT_NAMESPACE)]
     pub namespace: String,
+    /// Root of the `local` object store, to read backups of a location on the local
+    /// provider (describe --details, logs).
+    #[arg(long, global = true, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
 }
 

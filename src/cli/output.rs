@@ -5,11 +5,17 @@ use chrono::{DateTime, TimeDelta, Utc};
 use serde::Serialize;
 
 /// `-o`: a table (or describe text) for people, JSON or YAML for programs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum OutputFormat {
     Table,
     Json,
     Yaml,
+}
+
+/// `-o` of a `create` command: `json|yaml` print the object and create nothing, as velero
+/// does; `table` (velero's default) or none creates it.
+pub fn print_only(o: Option<OutputFormat>) -> Option<OutputFormat> {
+    o.filter(|o| *o != OutputFormat::Table)
 }
 
 /// Lays out rows under headers, each column as wide as its widest cell plus three

@@ -17,37 +17,66 @@ use super::restore_spec::{RestoreFlags, build_restore};
 use super::{Target, confirmed, create_in_velero_namespace, is_not_found};
 use granary_api::velero::{Backup, DownloadTargetKind, Restore, RestorePhase, SCHEDULE_NAME_LABEL};
 
-/// A `granary restore` subcommand with its flags.
-#[derive(Clone, Debug)]
+/// A `granary restore` subcommand with its flags; the `///` lines are the subcommands'
+/// and flags' help.
+#[derive(Clone, Debug, clap::Subcommand)]
 pub enum RestoreCommand {
+    /// Create a restore from a backup or a schedule's latest backup (`-o json|yaml`
+    /// prints it without creating it).
     Create {
-        /// `None`: velero's `<backup or schedule>-<yyyyMMddHHmmss>`.
+        // `None`: velero's `<backup or schedule>-<yyyyMMddHHmmss>`.
+        /// The restore's name (default: `<backup or schedule>-<yyyyMMddHHmmss>`).
         name: Option<String>,
+        #[command(flatten)]
         flags: Box<RestoreFlags>,
+        /// Wait for the restore to finish.
+        #[arg(short = 'w', long, conflicts_with = "dry_run")]
         wait: bool,
-        /// Print what the restore would do and create nothing.
+        /// Create nothing: print what the restore would create, update or skip, in the
+        /// order it would, against the live cluster (reads the backup from its location;
+        /// `--data-dir` for the local provider).
+        #[arg(long, conflicts_with = "output")]
         dry_run: bool,
-        /// `-o json|yaml`: print the Restore and create nothing.
+        // `json|yaml`: print the Restore and create nothing ([`output::print_only`]).
+        #[arg(short = 'o', long, value_enum)]
         output: Option<OutputFormat>,
     },
+    /// List restores, or the named ones.
     Get {
         names: Vec<String>,
+        /// Only restores with these labels.
+        #[arg(short = 'l', long)]
         selector: Option<String>,
+        #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Table)]
         output: OutputFormat,
     },
+    /// Phase, what it waits for, progress, warnings and errors.
     Describe {
+        #[arg(required = true)]
         names: Vec<String>,
-        /// `--details`: the results and resource list, fetched with these options.
-        details: Option<super::download::FetchOptions>,
-    },
-    Logs {
-        name: String,
+        /// Also list the restored items with what happened to each, and the warning and
+        /// error messages (through DownloadRequests the server answers).
+        #[arg(long)]
+        details: bool,
+        // Used with `--details` only.
+        #[command(flatten)]
         fetch: super::download::FetchOptions,
     },
+    /// Print the restore's log (through a DownloadRequest, as velero does).
+    Logs {
+        name: String,
+        #[command(flatten)]
+        fetch: super::download::FetchOptions,
+    },
+    /// Delete restores; the server then removes their data in object storage.
     Delete {
         names: Vec<String>,
-        confirm: bool,
+        /// Every restore of the namespace.
+        #[arg(long)]
         all: bool,
+        /// Do not ask for confirmation.
+        #[arg(long)]
+        confirm: bool,
     },
 }
 
@@ -68,7 +97,7 @@ pub async fn run(target: &Target, command: RestoreCommand) -> anyhow::Result<()>
             let client = target.client().await?;
             return preview(target, client, restore).await;
         }
-        if let Some(format) = format {
+        if let Some(format) = output::print_only(format) {
             print!("{}", output::objects(format, &[restore], true)?);
             return Ok(());
         }
@@ -98,7 +127,12 @@ pub async fn run(target: &Target, command: RestoreCommand) -> anyhow::Result<()>
             }
             all_found(ns, &missing)
         }
-        RestoreCommand::Describe { names, details } => {
+        RestoreCommand::Describe {
+            names,
+            details,
+            fetch: options,
+        } => {
+            let details = details.then_some(options);
             let (found, missing) = fetch(&api, &names, None).await?;
             all_found(ns, &missing)?;
             let mut texts = Vec::new();
@@ -115,8 +149,8 @@ pub async fn run(target: &Target, command: RestoreCommand) -> anyhow::Result<()>
         RestoreCommand::Logs { name, fetch } => logs(&client, ns, &name, &fetch).await,
         RestoreCommand::Delete {
             names,
-            confirm,
             all,
+            confirm,
         } => delete(&api, ns, &names, confirm, all).await,
     }
 }

@@ -10,34 +10,44 @@ use std::collections::BTreeMap;
 use chrono::DateTime;
 use kube::api::ObjectMeta;
 
-use super::backup_spec::list;
+use super::backup_spec::{ScopeFlags, list};
 use super::flags::{self, FlagError, take};
 use granary_api::velero::{
     PolicyType, Restore, RestoreSpec, RestoreStatusSpec, UploaderConfigForRestore,
 };
 
-/// The flags of `granary restore create` as given (unparsed strings).
-#[derive(Clone, Debug, Default)]
+/// The flags of `granary restore create` as given (unparsed strings); the `///` lines on
+/// the fields are their help.
+#[derive(Clone, Debug, Default, clap::Args)]
 pub struct RestoreFlags {
+    /// Backup to restore from.
+    #[arg(long, value_name = "BACKUP")]
     pub from_backup: Option<String>,
+    /// Schedule whose latest completed backup to restore from.
+    #[arg(long, value_name = "SCHEDULE")]
     pub from_schedule: Option<String>,
-    /// `--include-namespaces`; `None` means velero's default `*`.
-    pub include_namespaces: Option<Vec<String>>,
-    pub exclude_namespaces: Vec<String>,
-    pub include_resources: Vec<String>,
-    pub exclude_resources: Vec<String>,
-    pub include_cluster_resources: Option<bool>,
-    /// `--namespace-mappings src1:dst1,src2:dst2` (repeatable).
+    /// What to restore, and labels for the restore.
+    #[command(flatten)]
+    pub scope: ScopeFlags,
+    // Repeatable.
+    /// Restore namespaces under other names: src1:dst1,src2:dst2.
+    #[arg(long, value_name = "SRC:DST,...")]
     pub namespace_mappings: Vec<String>,
+    /// What to do with objects that already exist: none (keep them) or update.
+    #[arg(long, value_name = "none|update")]
     pub existing_resource_policy: Option<String>,
+    /// Restore volume data: only false is accepted (Granary restores no volume data).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     pub restore_volumes: Option<bool>,
+    /// Keep the node ports of Services.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     pub preserve_nodeports: Option<bool>,
+    /// Resources whose status is restored too, as resource.group.
+    #[arg(long, value_delimiter = ',', value_name = "RES,...")]
     pub status_include_resources: Vec<String>,
+    /// Resources left out of --status-include-resources.
+    #[arg(long, value_delimiter = ',', value_name = "RES,...")]
     pub status_exclude_resources: Vec<String>,
-    pub selector: Option<String>,
-    pub or_selector: Option<String>,
-    /// `--labels k=v,…` (repeatable), for the Restore itself.
-    pub labels: Vec<String>,
 }
 
 /// `--namespace-mappings`: `src:dst` pairs separated by commas, both namespace names.
@@ -128,9 +138,13 @@ where
             "a restore name must be lower-case letters, digits, '-' and '.', starting and ending with a letter or digit, at most 253 characters",
         ));
     }
-    let (label_selector, or_label_selectors) =
-        flags::selectors(&mut errs, f.selector.as_deref(), f.or_selector.as_deref());
-    let labels = take(&mut errs, flags::parse_labels("--labels", &f.labels)).unwrap_or_default();
+    let (label_selector, or_label_selectors) = flags::selectors(
+        &mut errs,
+        f.scope.selector.as_deref(),
+        f.scope.or_selector.as_deref(),
+    );
+    let labels =
+        take(&mut errs, flags::parse_labels("--labels", &f.scope.labels)).unwrap_or_default();
     let mapping =
         take(&mut errs, parse_namespace_mappings(&f.namespace_mappings)).unwrap_or_default();
     let policy = nonempty(&f.existing_resource_policy);
@@ -163,13 +177,13 @@ where
     let spec = RestoreSpec {
         backup_name: backup.map(String::from),
         schedule_name: schedule.map(String::from),
-        included_namespaces: match &f.include_namespaces {
+        included_namespaces: match &f.scope.include_namespaces {
             None => Some(vec!["*".to_string()]),
             Some(v) => list(v),
         },
-        excluded_namespaces: list(&f.exclude_namespaces),
-        included_resources: list(&f.include_resources),
-        excluded_resources: list(&f.exclude_resources),
+        excluded_namespaces: list(&f.scope.exclude_namespaces),
+        included_resources: list(&f.scope.include_resources),
+        excluded_resources: list(&f.scope.exclude_resources),
         namespace_mapping: (!mapping.is_empty()).then_some(mapping),
         label_selector,
         or_label_selectors,
@@ -179,7 +193,7 @@ where
             excluded_resources: status_excluded,
         }),
         preserve_node_ports: f.preserve_nodeports,
-        include_cluster_resources: f.include_cluster_resources,
+        include_cluster_resources: f.scope.include_cluster_resources,
         hooks: Some(Default::default()),
         existing_resource_policy: policy.map(String::from),
         item_operation_timeout: Some(granary_api::velero::Duration::from_delta(
@@ -268,20 +282,23 @@ mod tests {
     #[test]
     fn every_flag_lands_in_its_field() {
         let f = RestoreFlags {
+            scope: ScopeFlags {
+                include_namespaces: Some(vec!["a".into(), "b".into()]),
+                exclude_namespaces: vec!["c".into()],
+                include_resources: vec!["configmaps".into(), "deployments.apps".into()],
+                exclude_resources: vec!["secrets".into()],
+                include_cluster_resources: Some(false),
+                selector: Some("app=web".into()),
+                labels: vec!["team=x".into()],
+                ..ScopeFlags::default()
+            },
             from_backup: Some("b1".into()),
-            include_namespaces: Some(vec!["a".into(), "b".into()]),
-            exclude_namespaces: vec!["c".into()],
-            include_resources: vec!["configmaps".into(), "deployments.apps".into()],
-            exclude_resources: vec!["secrets".into()],
-            include_cluster_resources: Some(false),
             namespace_mappings: vec!["a:a-copy,b:b-copy".into(), "x:y".into()],
             existing_resource_policy: Some("update".into()),
             restore_volumes: Some(false),
             preserve_nodeports: Some(true),
             status_include_resources: vec!["widgets.example.com".into()],
             status_exclude_resources: vec!["pods".into()],
-            selector: Some("app=web".into()),
-            labels: vec!["team=x".into()],
             ..RestoreFlags::default()
         };
         let w = wire(&build_restore(Some("r"), "ns", &f, now()).unwrap());
@@ -300,7 +317,10 @@ mod tests {
             })
         );
         let f = RestoreFlags {
-            or_selector: Some("a=1 or b=2".into()),
+            scope: ScopeFlags {
+                or_selector: Some("a=1 or b=2".into()),
+                ..ScopeFlags::default()
+            },
             ..from_backup("b1")
         };
         let r = build_restore(Some("r"), "ns", &f, now()).unwrap();
@@ -314,17 +334,20 @@ mod tests {
     #[test]
     fn bad_flags_are_all_named() {
         let f = RestoreFlags {
+            scope: ScopeFlags {
+                selector: Some("a=1".into()),
+                or_selector: Some("b=2".into()),
+                labels: vec!["bad key=1".into()],
+                include_namespaces: Some(vec!["x".into()]),
+                exclude_namespaces: vec!["x".into()],
+                ..ScopeFlags::default()
+            },
             from_backup: Some("b".into()),
             from_schedule: Some("s".into()),
             existing_resource_policy: Some("replace".into()),
             restore_volumes: Some(true),
             namespace_mappings: vec!["a-b".into()],
-            selector: Some("a=1".into()),
-            or_selector: Some("b=2".into()),
-            labels: vec!["bad key=1".into()],
             status_exclude_resources: vec!["pods".into()],
-            include_namespaces: Some(vec!["x".into()]),
-            exclude_namespaces: vec!["x".into()],
             ..RestoreFlags::default()
         };
         let errs = refused(&f, Some("Bad_Name"));
@@ -345,7 +368,10 @@ mod tests {
         let none = refused(&RestoreFlags::default(), Some("r"));
         assert!(none.contains("--from-backup"), "{none}");
         let non_restorable = RestoreFlags {
-            include_resources: vec!["nodes".into()],
+            scope: ScopeFlags {
+                include_resources: vec!["nodes".into()],
+                ..ScopeFlags::default()
+            },
             ..from_backup("b")
         };
         assert!(refused(&non_restorable, Some("r")).contains("--include-resources"));

@@ -16,37 +16,66 @@ use granary_api::velero::{Schedule, ScheduleSpec};
 use granary_runtime::clock::from_k8s;
 use granary_velero_server::schedules::{ANNOTATION_WAITING_FOR, Cadence};
 
-/// A `granary schedule` subcommand with its flags.
-#[derive(Clone, Debug)]
+/// A `granary schedule` subcommand with its flags; the `///` lines are the subcommands'
+/// and flags' help.
+#[derive(Clone, Debug, clap::Subcommand)]
 pub enum ScheduleCommand {
+    /// Create a schedule (`-o json|yaml` prints it without creating it).
     Create {
+        /// The schedule's name.
         name: String,
-        /// `--schedule`: cron expression or `@every <duration>`.
+        /// When to back up: a 5-field cron expression or `@every <duration>`.
+        #[arg(long)]
         schedule: String,
-        flags: Box<BackupFlags>,
+        /// Create it paused.
+        #[arg(long)]
         paused: bool,
+        /// Skip the first backup, due at creation.
+        #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
         skip_immediately: Option<bool>,
+        /// Make the schedule the owner of its backups.
+        #[arg(long)]
         use_owner_references_in_backup: bool,
-        /// `-o json|yaml`: print the Schedule and create nothing.
+        /// What each backup holds and where it goes (the template).
+        #[command(flatten)]
+        flags: Box<BackupFlags>,
+        // `json|yaml`: print the Schedule and create nothing ([`output::print_only`]).
+        #[arg(short = 'o', long, value_enum)]
         output: Option<OutputFormat>,
     },
+    /// List schedules, or the named ones.
     Get {
         names: Vec<String>,
+        /// Only schedules with these labels.
+        #[arg(short = 'l', long)]
         selector: Option<String>,
+        #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Table)]
         output: OutputFormat,
     },
-    Describe {
+    /// Show schedules in detail.
+    Describe { names: Vec<String> },
+    /// Pause schedules: they create no backups until unpaused.
+    Pause {
         names: Vec<String>,
-    },
-    /// `pause` (`paused: true`) and `unpause` (false, with `--skip-immediately`).
-    SetPaused {
-        names: Vec<String>,
+        /// Every schedule of the namespace.
+        #[arg(long)]
         all: bool,
-        paused: bool,
+    },
+    /// Unpause schedules.
+    Unpause {
+        names: Vec<String>,
+        /// Every schedule of the namespace.
+        #[arg(long)]
+        all: bool,
+        /// Skip the backup that is due right now.
+        #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
         skip_immediately: Option<bool>,
     },
+    /// Delete schedules (their backups stay).
     Delete {
         names: Vec<String>,
+        /// Do not ask.
+        #[arg(long)]
         confirm: bool,
     },
 }
@@ -212,10 +241,10 @@ pub async fn run(target: &Target, command: ScheduleCommand) -> anyhow::Result<()
     if let ScheduleCommand::Create {
         name,
         schedule,
-        flags,
         paused,
         skip_immediately,
         use_owner_references_in_backup,
+        flags,
         output: format,
     } = &command
     {
@@ -229,8 +258,8 @@ pub async fn run(target: &Target, command: ScheduleCommand) -> anyhow::Result<()
             *use_owner_references_in_backup,
         )
         .map_err(|errs| anyhow::anyhow!("{}", describe_errors(&errs)))?;
-        if let Some(format) = format {
-            print!("{}", output::objects(*format, &[s], true)?);
+        if let Some(format) = output::print_only(*format) {
+            print!("{}", output::objects(format, &[s], true)?);
             return Ok(());
         }
         let client = target.client().await?;
@@ -267,34 +296,12 @@ pub async fn run(target: &Target, command: ScheduleCommand) -> anyhow::Result<()
             print!("{}", texts.join("\n"));
             Ok(())
         }
-        ScheduleCommand::SetPaused {
+        ScheduleCommand::Pause { names, all } => set_paused(&api, names, all, true, None).await,
+        ScheduleCommand::Unpause {
             names,
             all,
-            paused,
             skip_immediately,
-        } => {
-            if names.is_empty() && !all {
-                bail!("give schedule names or --all");
-            }
-            let found = fetch(&api, &names, None, all).await?;
-            for s in found {
-                let name = s.name_any();
-                let mut spec = json!({"paused": paused});
-                if let Some(skip) = skip_immediately {
-                    spec["skipImmediately"] = json!(skip);
-                }
-                api.patch(
-                    &name,
-                    &PatchParams::default(),
-                    &Patch::Merge(&json!({ "spec": spec })),
-                )
-                .await
-                .with_context(|| format!("updating schedule {name}"))?;
-                let word = if paused { "paused" } else { "unpaused" };
-                println!("Schedule {name:?} {word} successfully.");
-            }
-            Ok(())
-        }
+        } => set_paused(&api, names, all, false, skip_immediately).await,
         ScheduleCommand::Delete { names, confirm } => {
             if names.is_empty() {
                 bail!("give the names of the schedules to delete");
@@ -320,6 +327,37 @@ pub async fn run(target: &Target, command: ScheduleCommand) -> anyhow::Result<()
             Ok(())
         }
     }
+}
+
+/// `pause` (`paused`) and `unpause` (not, with `--skip-immediately`).
+async fn set_paused(
+    api: &Api<Schedule>,
+    names: Vec<String>,
+    all: bool,
+    paused: bool,
+    skip_immediately: Option<bool>,
+) -> anyhow::Result<()> {
+    if names.is_empty() && !all {
+        bail!("give schedule names or --all");
+    }
+    let found = fetch(api, &names, None, all).await?;
+    for s in found {
+        let name = s.name_any();
+        let mut spec = json!({"paused": paused});
+        if let Some(skip) = skip_immediately {
+            spec["skipImmediately"] = json!(skip);
+        }
+        api.patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({ "spec": spec })),
+        )
+        .await
+        .with_context(|| format!("updating schedule {name}"))?;
+        let word = if paused { "paused" } else { "unpaused" };
+        println!("Schedule {name:?} {word} successfully.");
+    }
+    Ok(())
 }
 
 /// The named schedules (each must exist), or all of them (optionally by selector).
@@ -354,9 +392,12 @@ mod tests {
 
     fn flags() -> BackupFlags {
         BackupFlags {
-            include_namespaces: Some(vec!["app".into()]),
+            scope: super::super::backup_spec::ScopeFlags {
+                include_namespaces: Some(vec!["app".into()]),
+                labels: vec!["team=a".into()],
+                ..Default::default()
+            },
             ttl: Some("24h".into()),
-            labels: vec!["team=a".into()],
             ..Default::default()
         }
     }

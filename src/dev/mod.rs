@@ -24,6 +24,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use clap::builder::TypedValueParser as _;
 use tokio_util::sync::CancellationToken;
 
 use compose::{Plan, Running};
@@ -36,22 +37,47 @@ use provider::{BackupStore, StoreArgs};
 pub const DEFAULT_SEEDS: usize = 3;
 pub const DEFAULT_SHOOTS: usize = 7;
 
-/// The command line of `granary dev`, as parsed by `main.rs`.
-#[derive(Clone, Debug)]
+/// Flags of `granary dev`; the `///` lines on the fields are their help.
+#[derive(Clone, Debug, clap::Args)]
 pub struct DevOptions {
+    /// Where the API servers' state, the local buckets, kubeconfigs and logs live.
+    #[arg(long, value_name = "DIR", default_value = ".granary")]
     pub data_dir: PathBuf,
+    /// How long a deleted shoot's backups are kept (e.g. 30s, 2m, 1h).
+    #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = parse_duration)]
     pub grace_period: Duration,
+    /// Start from a clean landscape (removes what `granary dev` keeps in the data dir).
+    #[arg(long)]
     pub reset: bool,
-    /// `None`: the sample's count. Only a fresh landscape is sized.
+    // `None`: the sample's count. Only a fresh landscape is sized.
+    /// Seeds of a new landscape (default 3: two in one region, one in another).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..).map(usize::from))]
     pub seeds: Option<usize>,
+    /// Shoots of a new landscape (default 7).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).map(usize::from))]
     pub shoots: Option<usize>,
-    /// Entries per bucket before a pool gets another shard.
+    /// BackupEntries per bucket before a pool gets another shard.
+    #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
     pub quota: u32,
+    #[command(flatten)]
     pub store: StoreArgs,
-    /// `None`: 127.0.0.1:8085, or any free port when that is taken.
+    // `None`: 127.0.0.1:8085, or any free port when that is taken.
+    /// Where /healthz, /readyz and /metrics are served (default 127.0.0.1:8085, or a
+    /// free port when that is taken).
+    #[arg(long, value_name = "ADDR")]
     pub metrics_bind_address: Option<String>,
+    // Not flags of `granary dev` but the global `--log-format`/`--log-level`, which
+    // `granary dev` applies itself (to a file while its view owns the terminal):
+    // `#[arg(skip)]`, filled in by `main.rs` from the top-level flags.
+    #[arg(skip)]
     pub log_format: LogFormat,
+    #[arg(skip)]
     pub log_level: String,
+}
+
+/// `--grace-period`: a duration such as `30s`, `2m` or `1h`.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    granary_runtime::duration::parse_duration(text).map_err(|e| e.to_string())
 }
 
 /// Why `granary dev` could not run.

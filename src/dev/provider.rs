@@ -8,18 +8,29 @@ use std::path::PathBuf;
 
 use granary_providers::{Credentials, ProviderKind, SecretData};
 
-/// The store flags of `granary dev`, as parsed.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// The store flags of `granary dev`; the `///` lines on the fields are their help.
+#[derive(Clone, Debug, Default, PartialEq, Eq, clap::Args)]
 pub struct StoreArgs {
-    /// `local` (default), `aws`, `azure` or `gcp`.
+    // `local` (default), `aws`, `azure` or `gcp`.
+    /// Keep buckets at a real provider instead of local directories: aws, azure or gcp.
+    #[arg(long, value_name = "TYPE")]
     pub provider: Option<String>,
-    /// Endpoint URL of an S3-compatible, Azure Blob or GCS service (emulators included).
+    // Endpoint URL of an S3-compatible, Azure Blob or GCS service (emulators included).
+    /// The provider's endpoint URL (S3-compatible stores, emulators).
+    #[arg(long, value_name = "URL")]
     pub endpoint: Option<String>,
-    /// The backup region (required for a provider other than `local`).
+    // The backup region (required for a provider other than `local`).
+    /// The region of the shared buckets (required with --provider).
+    #[arg(long, value_name = "REGION")]
     pub region: Option<String>,
-    /// A file with the credentials: a YAML/JSON map of the Secret keys Gardener uses
-    /// (`accessKeyID`, `secretAccessKey`, `storageAccount`, …), an AWS shared
-    /// credentials file (`[default]` …), or for `gcp` a service-account JSON key.
+    // A file with the credentials: a YAML/JSON map of the Secret keys Gardener uses
+    // (`accessKeyID`, `secretAccessKey`, `storageAccount`, …), an AWS shared
+    // credentials file (`[default]` …), or for `gcp` a service-account JSON key.
+    /// Credentials for --provider: a YAML map of Gardener's Secret keys, an AWS
+    /// credentials file, or a GCP service-account key; default: the provider's usual
+    /// environment variables (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY,
+    /// AZURE_STORAGE_ACCOUNT/AZURE_STORAGE_KEY, GOOGLE_APPLICATION_CREDENTIALS).
+    #[arg(long, value_name = "FILE")]
     pub credentials_file: Option<PathBuf>,
 }
 

@@ -51,23 +51,32 @@ pub struct HeapProbe {
     pub live_blocks: fn() -> i64,
 }
 
-/// How to run a benchmark.
-#[derive(Clone, Debug, Default)]
+/// How to run a benchmark: the flags of `granary bench` (the `///` lines on them are
+/// their help) and what the `cargo bench` targets and tests set besides.
+#[derive(Clone, Debug, Default, clap::Args)]
 pub struct BenchOptions {
-    /// The benchmark's main size (objects, shoots, items); its own default otherwise.
+    /// The benchmark's main size (objects, shoots, items); its default otherwise.
+    #[arg(long)]
     pub size: Option<usize>,
-    /// How many rounds the garden benchmark runs (each on a fresh API server); its
-    /// figures are each measure's median round. Default 3; the other benchmarks run once.
+    /// How many rounds the garden benchmark runs, each on a fresh API server; it
+    /// reports each measure's median round (default 3). The others run once.
+    #[arg(long)]
     pub rounds: Option<usize>,
+    // Not flags (`#[arg(skip)]`, left at their defaults by `granary bench`): set by the
+    // `cargo bench` targets and the tests.
     /// Where `<name>.json` goes; default `<CARGO_TARGET_DIR or target>/bench`.
+    #[arg(skip)]
     pub results_dir: Option<PathBuf>,
     /// The S3 emulator for `delete` and `copy`; default `$GRANARY_TEST_S3_ENDPOINT`.
+    #[arg(skip)]
     pub s3_endpoint: Option<String>,
+    #[arg(skip)]
     pub heap: Option<HeapProbe>,
     /// The `granary` executable the garden benchmark runs its processes with (`granary
     /// garden`, and its API server as `granary bench garden`); default: this process'
     /// own executable (`granary bench`), its API server re-run with this process'
     /// arguments.
+    #[arg(skip)]
     pub granary_exe: Option<PathBuf>,
 }
 

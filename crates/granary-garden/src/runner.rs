@@ -51,17 +51,28 @@ use granary_runtime::shutdown::ShutdownSignals;
 /// value when one is set, so instances never share it).
 pub const LEADER_LEASE: &str = "granary-garden";
 
-/// What `granary garden` is started with. `None` leaves the file's (or default) value.
-#[derive(Clone, Debug, Default)]
+/// Flags of `granary garden`; each overrides the configuration file (`None` leaves the
+/// file's or the default value). The `///` lines on the fields are their help.
+#[derive(Clone, Debug, Default, clap::Args)]
 pub struct GardenOptions {
-    /// The garden kubeconfig; in-cluster or `KUBECONFIG` when absent.
+    /// The garden kubeconfig (default: in-cluster, else KUBECONFIG / ~/.kube/config).
+    #[arg(long, value_name = "PATH")]
     pub kubeconfig: Option<PathBuf>,
-    /// The `GardenConfiguration` file.
+    /// The GardenConfiguration file (YAML).
+    #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// Only see (and label) objects with granary.gardener.cloud/instance=VALUE.
+    #[arg(long, value_name = "VALUE")]
     pub object_selector: Option<String>,
+    /// Where /healthz, /readyz and /metrics are served (e.g. `:8085`).
+    #[arg(long, value_name = "ADDR")]
     pub metrics_bind_address: Option<String>,
+    /// Run only while holding the leader Lease.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
     pub leader_elect: Option<bool>,
-    /// `seedAuthorization.bindAddress`: where the seed authorization webhook listens.
+    /// Where the seed authorization webhook listens over HTTPS (e.g. `:9443`); needs
+    /// seedAuthorization.tlsCertFile and tlsKeyFile in the configuration file.
+    #[arg(long, value_name = "ADDR")]
     pub seed_authorization_bind_address: Option<String>,
 }
 

@@ -47,7 +47,14 @@ pub enum Next {
     After(Duration),
 }
 
+impl<K: Clone + Eq + Hash + Send + 'static> Default for WorkQueue<K> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
+    /// An empty queue; nothing runs until [`WorkQueue::run`].
     pub fn new() -> Self {
         WorkQueue {
             state: Arc::new(Mutex::new(State {

@@ -108,22 +108,40 @@ pub enum SeedError {
     Health(#[from] HealthError),
 }
 
-/// The command line of `granary seed`, as parsed by `main.rs`.
-#[derive(Clone, Debug, Default)]
+/// Flags of `granary seed`; each overrides the configuration file. The `///` lines on
+/// the fields are their help.
+#[derive(Clone, Debug, Default, clap::Args)]
 pub struct SeedOptions {
+    /// This seed's name (overrides `seedName` in the configuration file).
+    #[arg(long)]
     pub seed_name: Option<String>,
+    /// Kubeconfig of the garden cluster (overrides `gardenKubeconfig`).
+    #[arg(long, value_name = "PATH")]
     pub garden_kubeconfig: Option<PathBuf>,
-    /// The seed's kubeconfig; `None` infers it (in-cluster or `KUBECONFIG`).
+    /// Kubeconfig of the seed cluster; default: in-cluster or KUBECONFIG.
+    #[arg(long, value_name = "PATH")]
     pub kubeconfig: Option<PathBuf>,
+    /// SeedConfiguration file (YAML).
+    #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Root directory of the `local` object store.
+    #[arg(long, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
+    /// Only act on objects labelled granary.gardener.cloud/instance=VALUE.
+    #[arg(long, value_name = "VALUE")]
     pub object_selector: Option<String>,
+    /// Address of /metrics, /healthz and /readyz (overrides server.metricsBindAddress).
+    #[arg(long, value_name = "ADDR")]
     pub metrics_bind_address: Option<String>,
+    /// Controllers to switch off: mirror, backupbucket, backupentry, liveness, and
+    /// Velero's (backup-storage-location, backup-queue, backup, …).
+    #[arg(long, value_delimiter = ',', value_name = "NAME,...")]
     pub disable_controllers: Vec<String>,
-    /// Keys per batched delete (S3 allows at most 1000).
+    /// Keys per batched object delete (S3 allows at most 1000).
+    #[arg(long, value_name = "N")]
     pub delete_batch_size: Option<usize>,
-    /// The Velero-compatible part's settings as flags.
+    /// The Velero-compatible controllers' settings (the `velero:` section).
+    #[command(flatten)]
     pub velero: granary_velero_server::settings::VeleroFlags,
 }
 

@@ -73,15 +73,29 @@ pub async fn run_controllers(ctx: Arc<VeleroContext>, disabled: Vec<String>) {
     }
 }
 
-/// Flags of `granary server` (Velero's flag names where Velero has the setting).
-#[derive(Debug, Default)]
+/// Flags of `granary server`; each overrides the configuration file (Velero's flag names).
+/// The `///` lines on the fields are their help.
+#[derive(Debug, Default, clap::Args)]
 pub struct ServerOptions {
+    /// The cluster's kubeconfig (default: in-cluster, else KUBECONFIG / ~/.kube/config).
+    #[arg(long, value_name = "PATH")]
     pub kubeconfig: Option<PathBuf>,
+    /// ServerConfiguration file (YAML; its `velero:` section as in SeedConfiguration).
+    #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// Root directory of the `local` object store (for locations with provider `local`).
+    #[arg(long, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
+    /// Address of /metrics, /healthz and /readyz (default `:8085`).
+    #[arg(long, alias = "metrics-address", value_name = "ADDR")]
     pub metrics_bind_address: Option<String>,
+    /// Controllers to switch off: backup-storage-location, backup-queue, backup.
+    #[arg(long, value_delimiter = ',', value_name = "NAME,...")]
     pub disable_controllers: Vec<String>,
+    #[command(flatten)]
     pub velero: VeleroFlags,
+    /// Run only while holding the leader Lease `granary-server`.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
     pub leader_elect: Option<bool>,
 }
 

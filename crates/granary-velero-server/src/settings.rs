@@ -376,20 +376,46 @@ impl VeleroSettings {
     }
 }
 
-/// The `velero:` settings as flags (Velero's flag names), laid over the file.
-#[derive(Clone, Debug, Default)]
+/// The `velero:` settings as flags (Velero's flag names), laid over the file: those of
+/// `granary seed` and `granary server`. The `///` lines on the fields are their help.
+#[derive(Clone, Debug, Default, clap::Args)]
 pub struct VeleroFlags {
+    /// The namespace of the Velero objects (default `velero`).
+    #[arg(long, short = 'n', value_name = "NAMESPACE")]
     pub namespace: Option<String>,
+    /// Backups that may run at once (default 1).
+    #[arg(long, value_name = "N")]
     pub concurrent_backups: Option<u32>,
+    /// Item workers per running backup (default 1).
+    #[arg(long, value_name = "N")]
     pub item_block_worker_count: Option<u32>,
+    /// TTL of a backup that sets none (default 720h).
+    #[arg(long, value_name = "DURATION")]
     pub default_backup_ttl: Option<String>,
+    /// How often locations are validated (default 1m).
+    #[arg(long, value_name = "DURATION")]
     pub store_validation_frequency: Option<String>,
+    /// How often expired backups are looked for (default 1h).
+    #[arg(long, value_name = "DURATION")]
     pub garbage_collection_frequency: Option<String>,
+    /// How often backups are synced from each location (default 1m; 0 disables).
+    #[arg(long, value_name = "DURATION")]
     pub backup_sync_period: Option<String>,
+    /// Page size of the lists that collect a backup's items (default 500).
+    #[arg(long, value_name = "N")]
     pub client_page_size: Option<u32>,
+    /// Location of backups that name none (default `default`).
+    #[arg(long, value_name = "NAME")]
     pub default_backup_storage_location: Option<String>,
+    /// Restores that may run at once when they do not overlap (default 1).
+    #[arg(long, value_name = "N")]
     pub concurrent_restores: Option<u32>,
+    /// The longest a restore waits for a CRD, a terminating namespace or an action's
+    /// additional items (default 10m).
+    #[arg(long, value_name = "DURATION")]
     pub resource_timeout: Option<String>,
+    /// Restore order: high list, `-`, low list (replaces Velero's default).
+    #[arg(long, value_name = "LIST")]
     pub restore_resource_priorities: Option<String>,
 }
 
