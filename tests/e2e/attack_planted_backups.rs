@@ -14,10 +14,6 @@
 //! - a namespace owner's location never names a landscape bucket, an administrator's
 //!   location's bucket, or a `local` bucket the administrator did not allow.
 
-use crate::nonadmin_locations::{
-    BUCKET, PREFIX, TENANTS, VELERO, World, nabsl, start, uuid_of, wait_available, wait_refused,
-};
-use crate::support::poll_until;
 use chrono::{DateTime, TimeDelta, Utc};
 use granary_api::oadp::{
     MANAGED_BY_LABEL, NAB_ORIGIN_NACUUID_LABEL, NAB_ORIGIN_NAME_ANNOTATION,
@@ -29,6 +25,10 @@ use granary_api::velero::{
     SCHEDULE_NAME_LABEL, SCHEDULE_UID_ANNOTATION, SYNCED_LABEL, Schedule, ScheduleSpec,
 };
 use granary_runtime::config::ConfigDuration;
+use granary_test_support::poll_until;
+use granary_test_support::worlds::nonadmin_locations::{
+    BUCKET, PREFIX, TENANTS, VELERO, World, nabsl, start, uuid_of, wait_available, wait_refused,
+};
 use granary_velero::layout::StorageLayout;
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Pod};
 use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleRef, Subject};

@@ -10,12 +10,12 @@
 //! - download tokens (DownloadRequests, NonAdminDownloadRequests) never enter a backup,
 //!   whatever its resource filters say.
 
-use crate::support::poll_until;
-use crate::velero_lifecycle::World;
-use crate::velero_restore::{
+use granary_api::velero::{Backup, BackupPhase, BackupSpec, RestorePhase, RestoreSpec};
+use granary_test_support::poll_until;
+use granary_test_support::worlds::velero::World;
+use granary_test_support::worlds::velero::{
     controllers, create, dynamic, foreign_backup, restore, results, tarball, wait_restore,
 };
-use granary_api::velero::{Backup, BackupPhase, BackupSpec, RestorePhase, RestoreSpec};
 use granary_velero::archive::{ArchiveLimits, parse_archive};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;

@@ -18,8 +18,8 @@ use granary_velero::resource::GroupResource;
 use granary_velero_server::backup::{BackupError, BackupResultPhase};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
-use crate::backup_runner_world::*;
-use crate::seed_support::Backend;
+use granary_test_support::seed::Backend;
+use granary_test_support::worlds::backup_runner::*;
 
 fn s(items: &[&str]) -> Option<Vec<String>> {
     Some(items.iter().map(|s| s.to_string()).collect())

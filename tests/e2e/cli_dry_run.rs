@@ -10,14 +10,14 @@ use std::process::{Command, Output};
 
 use futures::StreamExt;
 use granary_api::velero::{Backup, BackupPhase};
-use granary_velero::manifest::ManifestItem;
 use granary_providers::get_bytes;
+use granary_velero::manifest::ManifestItem;
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use crate::backup_runner_world::World;
-use crate::seed_support::{Backend, install_seed_crds};
+use granary_test_support::seed::{Backend, install_seed_crds};
+use granary_test_support::worlds::backup_runner::World;
 
 struct Cli {
     kubeconfig: std::path::PathBuf,

@@ -4,16 +4,16 @@
 
 use bytes::Bytes;
 use granary_api::velero::BackupStorageLocation;
+use granary_providers::{BucketOptions, LocalStore, ObjectStore};
 use granary_velero::files::{Results, encode_logs};
 use granary_velero::layout::StorageLayout;
 use granary_velero::manifest::{Manifest, item_from_object};
 use granary_velero::resource::GroupResource;
-use granary_providers::{BucketOptions, LocalStore, ObjectStore};
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::json;
 
-use crate::cli_backup::{VeleroCli, stderr};
+use granary_test_support::cli::{VeleroCli, stderr};
 
 #[tokio::test]
 async fn locations_are_created_listed_changed_and_deleted() {
@@ -409,7 +409,7 @@ async fn details_and_logs_are_read_from_the_location() {
         ])
         .await;
     assert!(!out.status.success());
-    let text = crate::cli_backup::stdout(&out);
+    let text = granary_test_support::cli::stdout(&out);
     assert!(
         text.contains("Resource List:  <could not read the backup's manifest:"),
         "{text}"

@@ -11,15 +11,15 @@ use granary_api::core::{BackupBucketProvider, BackupBucketSpec, GARDEN_NAMESPACE
 use granary_migrate::manifest::ObjectState;
 use granary_migrate::phase::{ANNOTATION_ETCD_REPLICAS, ANNOTATION_PHASE};
 use granary_migrate::{discover_legacy, import_legacy, migrate_entry, migration_status};
-use granary_runtime::selector::ObjectSelector;
 use granary_providers::SecretData;
+use granary_runtime::selector::ObjectSelector;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::api::{Api, PostParams};
 
-use crate::migrate_world::*;
-use crate::seed_support::{Backend, CREDENTIALS, ensure_namespace};
+use granary_test_support::seed::{Backend, CREDENTIALS, ensure_namespace};
+use granary_test_support::worlds::migrate::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn legacy_bucket_of_3000_objects_on_moto_moves_into_a_shared_bucket() {

@@ -15,25 +15,27 @@ use granary_api::core::{
 };
 use granary_apiserver::{ApiCall, EmbeddedServer};
 use granary_garden::GardenController;
+use granary_garden::config::GardenConfiguration;
 use granary_garden::seed_authz::{
     Attributes, Decision, GardenView, Policy, ResourceRequest, decide,
 };
-use granary_garden::config::GardenConfiguration;
 use granary_runtime::config::Override;
-use granary_seed::config::SeedConfiguration;
 use granary_runtime::selector::ObjectSelector;
 use granary_seed::SeedAgent;
+use granary_seed::config::SeedConfiguration;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 
-use super::manifests::{self, Doc, config_from_configmap, denied, grants_for, unused};
 use super::{GARDEN_USER, SEED_USER, ensure_namespace};
-use crate::garden::{backup, create_profile, create_seed, shoot};
-use crate::seed_support::{Backend, CREDENTIALS, Landscape};
-use crate::support::poll_until;
+use granary_test_support::garden::{backup, create_profile, create_seed, shoot};
+use granary_test_support::manifests::{
+    self, Doc, config_from_configmap, denied, grants_for, unused,
+};
+use granary_test_support::poll_until;
+use granary_test_support::seed::{Backend, CREDENTIALS, Landscape};
 
 /// Granted cells a short run cannot exercise: (role, resource, verb, why).
 const ALLOWED_UNUSED: &[(&str, &str, &str, &str)] = &[

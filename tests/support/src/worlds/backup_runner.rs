@@ -12,6 +12,10 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use futures::StreamExt;
 use granary_api::velero::{Backup, BackupPhase, BackupSpec, BackupStatus};
+use granary_providers::{
+    BoxReader, BucketOptions, BucketReport, ByteStream, DeleteReport, ListEntry, ObjectMeta,
+    ObjectStore, ProviderKind, RetryStats, StoreOptions, get_bytes,
+};
 use granary_velero::archive::{ArchiveLimits, ParsedArchive, parse_archive};
 use granary_velero::files::{ResourceList, Results, decode_backup_json, gunzip_limited};
 use granary_velero::layout::StorageLayout;
@@ -19,16 +23,12 @@ use granary_velero::manifest::{ItemKey, Manifest};
 use granary_velero_server::backup::{
     BackupError, BackupOutcome, BackupProgress, BackupRequest, run,
 };
-use granary_providers::{
-    BoxReader, BucketOptions, BucketReport, ByteStream, DeleteReport, ListEntry, ObjectMeta,
-    ObjectStore, ProviderKind, RetryStats, StoreOptions, get_bytes,
-};
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use serde_json::{Value, json};
 
-use crate::seed_support::{Backend, endpoint};
-use crate::support::{TestCluster, wait_established};
+use crate::seed::{Backend, endpoint};
+use crate::{TestCluster, wait_established};
 
 pub const NAMESPACES: usize = 22;
 pub const CONFIGMAPS: usize = 40;
