@@ -45,6 +45,7 @@ use granary_api::velero::{
     RestorePhase, RestoreSpec,
 };
 use granary_runtime::config::ConfigDuration;
+use granary_test_support::builders::backup_spec;
 use granary_test_support::poll_until;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
@@ -169,85 +170,55 @@ async fn a_namespace_owner_backs_up_and_restores_only_their_own_namespace() {
     let tricks: Vec<(&str, BackupSpec, String)> = vec![
         (
             "star",
-            BackupSpec {
-                included_namespaces: Some(vec!["*".into()]),
-                ..Default::default()
-            },
+            backup_spec().namespaces(["*"]).build(),
             "spec.backupSpec.includedNamespaces[0]".into(),
         ),
         (
             "other",
-            BackupSpec {
-                included_namespaces: Some(vec![ns_a.into(), ns_b.into()]),
-                ..Default::default()
-            },
+            backup_spec().namespaces([ns_a, ns_b]).build(),
             "spec.backupSpec.includedNamespaces[1]".into(),
         ),
         (
             "velero-ns",
-            BackupSpec {
-                included_namespaces: Some(vec![velero.into()]),
-                ..Default::default()
-            },
+            backup_spec().namespaces([velero]).build(),
             "spec.backupSpec.includedNamespaces[0]".into(),
         ),
         (
             "excluded",
-            BackupSpec {
-                excluded_namespaces: Some(vec![ns_a.into()]),
-                ..Default::default()
-            },
+            backup_spec().exclude_namespaces([ns_a]).build(),
             "spec.backupSpec.excludedNamespaces".into(),
         ),
         (
             "cluster",
-            BackupSpec {
-                include_cluster_resources: Some(true),
-                ..Default::default()
-            },
+            backup_spec().cluster_resources(true).build(),
             "spec.backupSpec.includeClusterResources".into(),
         ),
         (
             "admins-location",
-            BackupSpec {
-                storage_location: Some("default".into()),
-                ..Default::default()
-            },
+            backup_spec().location("default").build(),
             "spec.backupSpec.storageLocation".into(),
         ),
         (
             "others-location",
-            BackupSpec {
-                storage_location: Some("b-location".into()),
-                ..Default::default()
-            },
+            backup_spec().location("b-location").build(),
             format!(
                 "spec.backupSpec.storageLocation: NonAdminBackupStorageLocation \"b-location\" not found in namespace {ns_a}"
             ),
         ),
         (
             "others-backup-as-location",
-            BackupSpec {
-                storage_location: Some(bb_velero.clone()),
-                ..Default::default()
-            },
+            backup_spec().location(bb_velero.clone()).build(),
             "spec.backupSpec.storageLocation".into(),
         ),
         (
             "own-ttl",
-            BackupSpec {
-                ttl: Some("48h".parse().expect("ttl")),
-                ..Default::default()
-            },
+            backup_spec().ttl("48h").build(),
             "spec.backupSpec.ttl: the administrator has restricted spec.backupSpec.ttl field value to 24h".into(),
         ),
         // A label value Velero's selector parsing refuses (unicode).
         (
             "unicode-selector",
-            BackupSpec {
-                label_selector: with_labels(&[("team", "b\u{e9}")]),
-                ..Default::default()
-            },
+            backup_spec().label_selector(with_labels(&[("team", "b\u{e9}")])).build(),
             "spec.backupSpec.labelSelector.matchLabels[\"team\"]".into(),
         ),
     ];
@@ -765,10 +736,7 @@ async fn velero_objects_of_gone_non_admin_objects_are_garbage_collected() {
             &pp,
             &Backup::new(
                 "admins-own",
-                BackupSpec {
-                    included_namespaces: Some(vec![t.ns_b.clone()]),
-                    ..Default::default()
-                },
+                backup_spec().namespaces([t.ns_b.clone()]).build(),
             ),
         )
         .await
@@ -806,13 +774,7 @@ async fn velero_objects_of_gone_non_admin_objects_are_garbage_collected() {
         );
         m
     };
-    let mut orphan_backup = Backup::new(
-        "",
-        BackupSpec {
-            included_namespaces: Some(vec!["ns-gone".into()]),
-            ..Default::default()
-        },
-    );
+    let mut orphan_backup = Backup::new("", backup_spec().namespaces(["ns-gone"]).build());
     orphan_backup.metadata = nac("nab", "ns-gone-x-1", "ns-gone", "x");
     t.velero::<Backup>()
         .create(&pp, &orphan_backup)

@@ -7,9 +7,10 @@
 //! together while overlapping ones wait.
 
 use futures::future::BoxFuture;
-use granary_api::velero::{Backup, BackupSpec, Restore, RestorePhase, RestoreSpec};
+use granary_api::velero::{Backup, Restore, RestorePhase, RestoreSpec};
 use granary_providers::StoreOptions;
 use granary_runtime::clock::Clock;
+use granary_test_support::builders::backup_spec;
 use granary_test_support::poll_until;
 use granary_test_support::worlds::velero::{
     World, controllers, create, dynamic, foreign_backup, from_backup, restore, results, tarball,
@@ -605,11 +606,10 @@ async fn non_overlapping_restores_run_together_and_overlapping_ones_wait() {
     w.location("default", false).await;
     let b = Backup::new(
         "both",
-        BackupSpec {
-            included_namespaces: Some(vec![w.app.clone(), other.clone()]),
-            storage_location: Some("default".into()),
-            ..Default::default()
-        },
+        backup_spec()
+            .namespaces([w.app.clone(), other.clone()])
+            .location("default")
+            .build(),
     );
     w.api::<Backup>()
         .create(&PostParams::default(), &b)

@@ -3,10 +3,9 @@
 //! `concurrentBackups: 2`; positions kept across a restart; a backup left InProgress
 //! marked Failed at start-up; `granary server` as a process.
 
-use granary_api::velero::{
-    Backup, BackupPhase, BackupSpec, BackupStorageLocation, BackupStorageLocationPhase,
-};
+use granary_api::velero::{Backup, BackupPhase, BackupStorageLocation, BackupStorageLocationPhase};
 use granary_providers::BucketOptions;
+use granary_test_support::builders::backup_spec;
 use granary_test_support::poll_until;
 use granary_velero_server::queue_controller::{
     ANNOTATION_WAITING_FOR, in_progress_at_start_reason,
@@ -411,11 +410,10 @@ async fn backups_run_through_the_controllers() {
     ] {
         let mut b = Backup::new(
             name,
-            BackupSpec {
-                storage_location: Some(location.into()),
-                included_namespaces: Some(vec![other.clone()]),
-                ..Default::default()
-            },
+            backup_spec()
+                .location(location)
+                .namespaces([other.clone()])
+                .build(),
         );
         b.metadata.namespace = Some(w.namespace.clone());
         api.create(&PostParams::default(), &b)

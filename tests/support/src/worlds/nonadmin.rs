@@ -134,7 +134,7 @@ pub async fn client_from(path: &Path) -> Client {
 /// Applies deploy/seed's CRDs (waiting until each is Established) and the
 /// namespace-owner ClusterRole of deploy/seed/nonadmin-rbac.yaml.
 pub async fn install_seed_crds_and_owner_role(admin: &Client) {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/seed");
+    let root = crate::repo_path("deploy/seed");
     let mut crds: Vec<_> = std::fs::read_dir(root.join("crds"))
         .expect("crds")
         .map(|e| e.expect("entry").path())

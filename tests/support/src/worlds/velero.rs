@@ -142,6 +142,18 @@ impl World {
         })
     }
 
+    /// The world with every controller running and the `default` location Available; the
+    /// backup sync is off, so Backup objects planted in the cluster stay as created.
+    pub async fn start_planted() -> (World, Vec<tokio::task::JoinHandle<()>>) {
+        let w = World::start().await;
+        let mut settings = w.settings();
+        settings.backup_sync_period =
+            granary_runtime::config::ConfigDuration(std::time::Duration::ZERO);
+        let handles = controllers(&w, settings, None);
+        w.location("default", false).await;
+        (w, handles)
+    }
+
     pub fn settings(&self) -> VeleroSettings {
         VeleroSettings {
             namespace: self.namespace.clone(),

@@ -2,9 +2,10 @@
 //! the seed CRDs, a `velero` namespace and a data directory for the local provider;
 //! the scenarios start the controllers with the settings they look at.
 
+use crate::builders::backup_spec;
 use crate::{TestCluster, poll_until};
 use granary_api::velero::{
-    Backup, BackupPhase, BackupSpec, BackupStorageLocation, BackupStorageLocationPhase,
+    Backup, BackupPhase, BackupStorageLocation, BackupStorageLocationPhase,
     BackupStorageLocationSpec, ObjectStorageLocation,
 };
 use granary_providers::{ObjectStore, StoreOptions};
@@ -137,13 +138,9 @@ impl World {
     }
 
     pub async fn backup(&self, name: &str, namespaces: &[&str]) {
-        let b = Backup::new(
-            name,
-            BackupSpec {
-                included_namespaces: Some(namespaces.iter().map(|s| s.to_string()).collect()),
-                ..Default::default()
-            },
-        );
+        let b = backup_spec()
+            .namespaces(namespaces.iter().copied())
+            .named(name);
         self.backups()
             .create(&PostParams::default(), &b)
             .await
