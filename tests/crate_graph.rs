@@ -8,6 +8,7 @@ use std::process::Command;
 
 /// Bottom to top. `docs/architecture.md` ("Where things live") describes each.
 const LAYERS: &[&str] = &[
+    "granary-emulators",
     "granary-providers",
     "granary-api",
     "granary-runtime",
@@ -18,6 +19,7 @@ const LAYERS: &[&str] = &[
     "granary-seed",
     "granary-migrate",
     "granary-bench",
+    "granary-test-support",
     "granary",
 ];
 

@@ -9,8 +9,10 @@ use std::collections::BTreeSet;
 use granary_garden::config::GardenConfiguration;
 use serde_json::Value;
 
-use super::manifests::{self, Doc, deploy_dir, grants_for, load_config_text, read_docs};
 use super::{config_text, deployment, find, kubectl_kustomize, side};
+use granary_test_support::manifests::{
+    self, Doc, deploy_dir, grants_for, load_config_text, read_docs,
+};
 
 const WEBHOOK_SERVICE: &str = "granary-garden-webhook";
 const WEBHOOK_TLS: &str = "granary-garden-webhook-tls";

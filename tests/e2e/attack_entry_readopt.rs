@@ -7,9 +7,6 @@
 //! released first) or not (the agent down meanwhile). An entry of another Shoot under
 //! the same name is still refused, naming the owner, and touches nothing.
 
-use crate::garden::{events_about, shoot};
-use crate::seed_support::{Landscape, ensure_namespace};
-use crate::support::poll_until;
 use granary_api::common::LastOperationState;
 use granary_api::core::{self, BackupEntrySpec, Shoot};
 use granary_api::extensions;
@@ -17,6 +14,9 @@ use granary_garden::entries::shoot_owner_reference;
 use granary_runtime::config::ConfigDuration;
 use granary_seed::RunningSeed;
 use granary_seed::config::SeedConfiguration;
+use granary_test_support::garden::{events_about, shoot};
+use granary_test_support::poll_until;
+use granary_test_support::seed::{Landscape, ensure_namespace};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
@@ -182,7 +182,7 @@ async fn placed(l: &Landscape, tag: &str) -> Placed {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_force_deleted_entry_recreated_for_its_shoot_readopts_its_prefix() {
-    let Some(l) = Landscape::start(crate::seed_support::Backend::Local).await else {
+    let Some(l) = Landscape::start(granary_test_support::seed::Backend::Local).await else {
         return;
     };
     let agent = start(&l).await;
@@ -221,7 +221,7 @@ async fn a_force_deleted_entry_recreated_for_its_shoot_readopts_its_prefix() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_entry_recreated_while_the_seed_was_down_readopts_its_seed_object_and_prefix() {
-    let Some(l) = Landscape::start(crate::seed_support::Backend::Local).await else {
+    let Some(l) = Landscape::start(granary_test_support::seed::Backend::Local).await else {
         return;
     };
     let agent = start(&l).await;
@@ -252,7 +252,7 @@ async fn an_entry_recreated_while_the_seed_was_down_readopts_its_seed_object_and
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_entry_of_another_shoot_under_the_same_name_is_still_refused() {
-    let Some(l) = Landscape::start(crate::seed_support::Backend::Local).await else {
+    let Some(l) = Landscape::start(granary_test_support::seed::Backend::Local).await else {
         return;
     };
     let agent = start(&l).await;

@@ -6,9 +6,11 @@
 //! request names the owner's own backup) and refuses to serve: nothing of the link's
 //! target reaches the owner. Set up as tests/e2e/nonadmin_locations.rs does.
 
-use crate::nonadmin_locations::{TENANTS, created_download, nab, nabsl, nadr, start, uuid_of};
 use granary_api::oadp::{NonAdminBackup, NonAdminDownloadRequest};
 use granary_api::velero::DownloadTargetKind;
+use granary_test_support::worlds::nonadmin_locations::{
+    TENANTS, created_download, nab, nabsl, nadr, start, uuid_of,
+};
 use granary_velero::layout::StorageLayout;
 use kube::api::{Api, PostParams};
 use std::os::unix::fs::symlink;
@@ -61,7 +63,7 @@ async fn a_planted_link_in_an_owners_location_is_never_served() {
         .create(&pp, &nab("b1", Some("mine")))
         .await
         .expect("nab");
-    crate::nonadmin::wait_backed_up(&nabs_a, "b1").await;
+    granary_test_support::worlds::nonadmin::wait_backed_up(&nabs_a, "b1").await;
     let vb = nabs_a
         .get("b1")
         .await

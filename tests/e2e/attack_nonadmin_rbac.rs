@@ -20,8 +20,8 @@ use granary_velero::layout::StorageLayout;
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use kube::api::{Api, DeleteParams, PostParams};
 
-use crate::nonadmin::{BUCKET, PREFIX, start, wait_backed_up};
-use crate::support::poll_until;
+use granary_test_support::poll_until;
+use granary_test_support::worlds::nonadmin::{BUCKET, PREFIX, start, wait_backed_up};
 
 const RBAC: &str = "rbac.authorization.k8s.io";
 

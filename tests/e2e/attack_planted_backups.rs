@@ -14,10 +14,6 @@
 //! - a namespace owner's location never names a landscape bucket, an administrator's
 //!   location's bucket, or a `local` bucket the administrator did not allow.
 
-use crate::nonadmin_locations::{
-    BUCKET, PREFIX, TENANTS, VELERO, World, nabsl, start, uuid_of, wait_available, wait_refused,
-};
-use crate::support::poll_until;
 use chrono::{DateTime, TimeDelta, Utc};
 use granary_api::oadp::{
     MANAGED_BY_LABEL, NAB_ORIGIN_NACUUID_LABEL, NAB_ORIGIN_NAME_ANNOTATION,
@@ -25,10 +21,15 @@ use granary_api::oadp::{
     NonAdminRestore, NonAdminRestoreSpec, OADP_LABEL,
 };
 use granary_api::velero::{
-    Backup, BackupPhase, BackupSpec, BackupStatus, Restore, RestorePhase, RestoreSpec,
-    SCHEDULE_NAME_LABEL, SCHEDULE_UID_ANNOTATION, SYNCED_LABEL, Schedule, ScheduleSpec,
+    Backup, BackupPhase, BackupStatus, Restore, RestorePhase, RestoreSpec, SCHEDULE_NAME_LABEL,
+    SCHEDULE_UID_ANNOTATION, SYNCED_LABEL, Schedule, ScheduleSpec,
 };
 use granary_runtime::config::ConfigDuration;
+use granary_test_support::builders::backup_spec;
+use granary_test_support::poll_until;
+use granary_test_support::worlds::nonadmin_locations::{
+    BUCKET, PREFIX, TENANTS, VELERO, World, nabsl, start, uuid_of, wait_available, wait_refused,
+};
 use granary_velero::layout::StorageLayout;
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Pod};
 use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleRef, Subject};
@@ -61,11 +62,10 @@ async fn own_location(w: &World) -> (String, StorageLayout) {
 fn planted(name: &str, phase: Option<BackupPhase>, labels: &[(&str, &str)]) -> Backup {
     let mut b = Backup::new(
         name,
-        BackupSpec {
-            included_namespaces: Some(vec!["*".into()]),
-            include_cluster_resources: Some(true),
-            ..Default::default()
-        },
+        backup_spec()
+            .namespaces(["*"])
+            .cluster_resources(true)
+            .build(),
     );
     b.metadata.namespace = Some(VELERO.into());
     b.metadata.labels = Some(
@@ -179,13 +179,7 @@ async fn a_planted_unfinished_backup_is_a_record_and_never_runs() {
             .is_none()
     );
     // An administrator's backup runs: nothing planted holds it back.
-    let mut admins = Backup::new(
-        "admins",
-        BackupSpec {
-            included_namespaces: Some(vec!["ns-b".into()]),
-            ..Default::default()
-        },
-    );
+    let mut admins = Backup::new("admins", backup_spec().namespaces(["ns-b"]).build());
     admins.metadata.namespace = Some(VELERO.into());
     let backups = w.velero::<Backup>();
     backups
@@ -245,13 +239,7 @@ async fn planted_backups_steer_neither_schedules_nor_restores_from_them() {
     let schedule = scheduled("nightly");
     let tick = schedule.timestamped_name(now);
     let backups = w.velero::<Backup>();
-    let mut by_hand = Backup::new(
-        &tick,
-        BackupSpec {
-            included_namespaces: Some(vec!["ns-b".into()]),
-            ..Default::default()
-        },
-    );
+    let mut by_hand = Backup::new(&tick, backup_spec().namespaces(["ns-b"]).build());
     by_hand.metadata.namespace = Some(VELERO.into());
     by_hand.metadata.labels =
         Some([(SCHEDULE_NAME_LABEL.to_string(), "nightly".to_string())].into());
@@ -392,17 +380,16 @@ async fn a_nonadmin_restore_never_creates_cluster_scoped_objects() {
     pods.create(&pp, &pod).await.expect("pod");
     let mut source = Backup::new(
         "source",
-        BackupSpec {
-            included_namespaces: Some(vec!["ns-a".into()]),
-            include_cluster_resources: Some(true),
-            label_selector: Some(
+        backup_spec()
+            .namespaces(["ns-a"])
+            .cluster_resources(true)
+            .label_selector(Some(
                 k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector {
                     match_labels: Some(selector),
                     ..Default::default()
                 },
-            ),
-            ..Default::default()
-        },
+            ))
+            .build(),
     );
     source.metadata.namespace = Some(VELERO.into());
     let backups = w.velero::<Backup>();

@@ -10,30 +10,17 @@
 //! - download tokens (DownloadRequests, NonAdminDownloadRequests) never enter a backup,
 //!   whatever its resource filters say.
 
-use crate::support::poll_until;
-use crate::velero_lifecycle::World;
-use crate::velero_restore::{
-    controllers, create, dynamic, foreign_backup, restore, results, tarball, wait_restore,
-};
 use granary_api::velero::{Backup, BackupPhase, BackupSpec, RestorePhase, RestoreSpec};
+use granary_test_support::poll_until;
+use granary_test_support::worlds::velero::{
+    World, create, dynamic, foreign_backup, restore, results, tarball, wait_restore,
+};
 use granary_velero::archive::{ArchiveLimits, parse_archive};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use std::time::Duration;
-
-/// The world with every controller running and the `default` location Available; the
-/// backup sync is off, so the planted Backup objects stay as created.
-async fn world() -> (World, Vec<tokio::task::JoinHandle<()>>) {
-    let w = World::start().await;
-    let mut settings = w.settings();
-    settings.backup_sync_period = granary_runtime::config::ConfigDuration(Duration::ZERO);
-    let handles = controllers(&w, settings, None);
-    w.location("default", false).await;
-    (w, handles)
-}
 
 fn json_bytes(v: &Value) -> Vec<u8> {
     serde_json::to_vec(v).expect("json")
@@ -114,7 +101,7 @@ fn errors_in(results: &Value, namespace: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_secret_filed_under_another_namespace_is_refused_and_nothing_is_restored() {
-    let (w, _controllers) = world().await;
+    let (w, _controllers) = World::start_planted().await;
     let victim = w.cluster.namespace("victim").await;
     let team = w.cluster.namespace("team-a").await;
     let scope = format!("namespaces/{team}");
@@ -160,7 +147,7 @@ async fn a_secret_filed_under_another_namespace_is_refused_and_nothing_is_restor
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_role_binding_filed_as_a_configmap_is_refused() {
-    let (w, _controllers) = world().await;
+    let (w, _controllers) = World::start_planted().await;
     let team = w.cluster.namespace("team-a").await;
     let scope = format!("namespaces/{team}");
     let binding = w.cluster.name("escalate");
@@ -247,7 +234,7 @@ async fn a_cluster_role_binding_filed_as_a_configmap_is_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_archive_with_format_errors_fails_the_restore_before_any_write() {
-    let (w, _controllers) = world().await;
+    let (w, _controllers) = World::start_planted().await;
     // Restored into a namespace that does not exist yet: not even it may appear.
     let source = "shop";
     let target = w.cluster.name("format-target");

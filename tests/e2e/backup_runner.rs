@@ -18,8 +18,9 @@ use granary_velero::resource::GroupResource;
 use granary_velero_server::backup::{BackupError, BackupResultPhase};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
-use crate::backup_runner_world::*;
-use crate::seed_support::Backend;
+use granary_test_support::builders::backup_spec;
+use granary_test_support::seed::Backend;
+use granary_test_support::worlds::backup_runner::*;
 
 fn s(items: &[&str]) -> Option<Vec<String>> {
     Some(items.iter().map(|s| s.to_string()).collect())
@@ -241,10 +242,7 @@ async fn filters(world: &World) {
     let got = keys_of(
         world,
         "two-ns",
-        BackupSpec {
-            included_namespaces: s(&["br-00", "br-01"]),
-            ..Default::default()
-        },
+        backup_spec().namespaces(["br-00", "br-01"]).build(),
     )
     .await;
     assert_same("two-ns", &got, &namespaces_backup([0, 1]));
@@ -253,11 +251,10 @@ async fn filters(world: &World) {
     let got = keys_of(
         world,
         "no-cluster",
-        BackupSpec {
-            included_namespaces: s(&["br-00"]),
-            include_cluster_resources: Some(false),
-            ..Default::default()
-        },
+        backup_spec()
+            .namespaces(["br-00"])
+            .cluster_resources(false)
+            .build(),
     )
     .await;
     assert_same("no-cluster", &got, &namespaced_keys(0));
@@ -266,11 +263,10 @@ async fn filters(world: &World) {
     let got = keys_of(
         world,
         "wildcard",
-        BackupSpec {
-            included_namespaces: s(&["br-0*"]),
-            excluded_namespaces: s(&["br-03"]),
-            ..Default::default()
-        },
+        backup_spec()
+            .namespaces(["br-0*"])
+            .exclude_namespaces(["br-03"])
+            .build(),
     )
     .await;
     assert_same(
@@ -283,11 +279,10 @@ async fn filters(world: &World) {
     let got = keys_of(
         world,
         "excluded",
-        BackupSpec {
-            included_namespaces: s(&["br-00"]),
-            excluded_resources: s(&["secrets", "crontabs.stable.example.com"]),
-            ..Default::default()
-        },
+        backup_spec()
+            .namespaces(["br-00"])
+            .exclude_resources(["secrets", "crontabs.stable.example.com"])
+            .build(),
     )
     .await;
     let want: BTreeSet<ItemKey> = namespaces_backup([0])
@@ -300,11 +295,10 @@ async fn filters(world: &World) {
     let got = keys_of(
         world,
         "selected",
-        BackupSpec {
-            included_namespaces: s(&["br-00", "br-01"]),
-            label_selector: Some(selector("pick", "yes")),
-            ..Default::default()
-        },
+        backup_spec()
+            .namespaces(["br-00", "br-01"])
+            .label_selector(Some(selector("pick", "yes")))
+            .build(),
     )
     .await;
     let picked = |i: usize| {
@@ -410,10 +404,7 @@ async fn filters(world: &World) {
     let outcome = world
         .run(
             "missing-ns",
-            BackupSpec {
-                included_namespaces: s(&["br-00", "no-such-ns"]),
-                ..Default::default()
-            },
+            backup_spec().namespaces(["br-00", "no-such-ns"]).build(),
         )
         .await;
     assert_eq!(
@@ -454,10 +445,7 @@ async fn a_store_failing_half_way_leaves_no_velero_backup_json() {
     let Some(world) = World::start(Backend::Local).await else {
         return;
     };
-    let spec = || BackupSpec {
-        included_namespaces: s(&["br-0*"]),
-        ..Default::default()
-    };
+    let spec = || backup_spec().namespaces(["br-0*"]).build();
 
     // The tarball upload dies after 64 KiB.
     let store = FailingStore {

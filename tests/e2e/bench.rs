@@ -8,7 +8,7 @@
 use granary_bench::{BenchOptions, NAMES, run};
 use serde_json::Value;
 
-use crate::provider_emulators;
+use granary_test_support::emulators;
 
 const SIZE: usize = 20;
 
@@ -123,7 +123,7 @@ async fn every_benchmark_has_a_smoke_test() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bench_delete_at_a_tiny_size() {
-    let Some(endpoint) = provider_emulators::s3() else {
+    let Some(endpoint) = emulators::s3() else {
         return;
     };
     let j = smoke("delete", Some(endpoint)).await;
@@ -139,7 +139,7 @@ async fn bench_delete_at_a_tiny_size() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bench_copy_at_a_tiny_size() {
-    let Some(endpoint) = provider_emulators::s3() else {
+    let Some(endpoint) = emulators::s3() else {
         return;
     };
     let j = smoke("copy", Some(endpoint)).await;
@@ -151,7 +151,7 @@ async fn bench_copy_at_a_tiny_size() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bench_migrate_at_a_tiny_size() {
-    let Some(endpoint) = provider_emulators::s3() else {
+    let Some(endpoint) = emulators::s3() else {
         return;
     };
     let j = smoke("migrate", Some(endpoint)).await;

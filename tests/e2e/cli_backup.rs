@@ -5,125 +5,16 @@
 //! end; delete creates a DeleteBackupRequest; bad flags change nothing.
 
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::Stdio;
 
-use granary_api::velero::{Backup, DeleteBackupRequest};
+use granary_api::velero::DeleteBackupRequest;
 use kube::Api;
-use kube::api::{ListParams, Patch, PatchParams};
+use kube::api::ListParams;
 use serde_json::{Value, json};
 
-use crate::seed_support::install_seed_crds;
-use crate::support::{DEADLINE, TestCluster, poll_until};
+use granary_test_support::{DEADLINE, poll_until};
 
-/// The granary binary pointed at one cluster and Velero namespace.
-pub(crate) struct VeleroCli {
-    pub tc: TestCluster,
-    pub kubeconfig: PathBuf,
-    pub namespace: String,
-}
-
-impl VeleroCli {
-    /// A cluster with the seed CRDs and a fresh Velero namespace.
-    pub async fn start() -> Self {
-        let tc = TestCluster::start().await;
-        install_seed_crds(&tc, &tc.client()).await;
-        let namespace = tc.namespace("velero").await;
-        VeleroCli {
-            kubeconfig: tc.garden.kubeconfig_path.clone(),
-            tc,
-            namespace,
-        }
-    }
-
-    pub fn command(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_granary"));
-        cmd.args(args)
-            .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .args(["-n", &self.namespace])
-            .env("AWS_EC2_METADATA_DISABLED", "true")
-            .env_remove("KUBECONFIG");
-        cmd
-    }
-
-    /// Runs `granary ARGS --kubeconfig … -n …` with `stdin` as its input.
-    pub async fn run_with_input(&self, args: &[&str], stdin: &str) -> Output {
-        let mut cmd = self.command(args);
-        let input = stdin.to_string();
-        tokio::task::spawn_blocking(move || {
-            use std::io::Write;
-            let mut child = cmd
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("the granary binary runs");
-            let _ = child
-                .stdin
-                .take()
-                .expect("piped")
-                .write_all(input.as_bytes());
-            child.wait_with_output().expect("granary finishes")
-        })
-        .await
-        .expect("the granary task")
-    }
-
-    pub async fn run(&self, args: &[&str]) -> Output {
-        self.run_with_input(args, "").await
-    }
-
-    /// Runs and expects success; returns stdout.
-    pub async fn ok(&self, args: &[&str]) -> String {
-        let out = self.run(args).await;
-        assert!(
-            out.status.success(),
-            "granary {args:?} failed:\n{}{}",
-            stdout(&out),
-            stderr(&out)
-        );
-        stdout(&out)
-    }
-
-    /// Runs and expects failure with `flag` in stderr; returns stderr.
-    pub async fn fails(&self, args: &[&str], flag: &str) -> String {
-        let out = self.run(args).await;
-        assert!(!out.status.success(), "granary {args:?} succeeded");
-        let err = stderr(&out);
-        assert!(err.contains(flag), "granary {args:?}: {flag} not in {err}");
-        err
-    }
-
-    pub fn backups(&self) -> Api<Backup> {
-        Api::namespaced(self.tc.client(), &self.namespace)
-    }
-
-    pub async fn backup_json(&self, name: &str) -> Value {
-        serde_json::to_value(self.backups().get(name).await.expect("backup exists")).expect("JSON")
-    }
-
-    /// Writes `status` into backup `name` (Backups have no status subresource, as in
-    /// Velero, so a merge patch of the object carries it).
-    pub async fn set_status(&self, name: &str, status: Value) {
-        self.backups()
-            .patch(
-                name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({ "status": status })),
-            )
-            .await
-            .expect("status is written");
-    }
-}
-
-pub(crate) fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-pub(crate) fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+use granary_test_support::cli::{VeleroCli, stderr};
 
 #[tokio::test]
 async fn create_stores_exactly_what_velero_would() {
@@ -581,16 +472,4 @@ async fn delete_asks_the_server_with_a_delete_backup_request() {
             .len(),
         2
     );
-}
-
-impl VeleroCli {
-    async fn fails_with_input(&self, args: &[&str], input: &str, needle: &str) {
-        let out = self.run_with_input(args, input).await;
-        assert!(!out.status.success(), "granary {args:?} succeeded");
-        assert!(
-            stderr(&out).contains(needle),
-            "{needle} not in {}",
-            stderr(&out)
-        );
-    }
 }

@@ -16,8 +16,8 @@ use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use crate::backup_runner_world::World;
-use crate::seed_support::{Backend, install_seed_crds};
+use granary_test_support::seed::{Backend, install_seed_crds};
+use granary_test_support::worlds::backup_runner::World;
 
 struct Cli {
     kubeconfig: std::path::PathBuf,

@@ -13,7 +13,7 @@ use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::json;
 
-use crate::cli_backup::{VeleroCli, stderr};
+use granary_test_support::cli::{VeleroCli, stderr};
 
 #[tokio::test]
 async fn locations_are_created_listed_changed_and_deleted() {
@@ -409,7 +409,7 @@ async fn details_and_logs_are_read_from_the_location() {
         ])
         .await;
     assert!(!out.status.success());
-    let text = crate::cli_backup::stdout(&out);
+    let text = granary_test_support::cli::stdout(&out);
     assert!(
         text.contains("Resource List:  <could not read the backup's manifest:"),
         "{text}"

@@ -7,63 +7,13 @@
 
 use std::io::Write;
 
-use granary_api::velero::{Backup, BackupSpec, DownloadRequest, Restore, SCHEDULE_NAME_LABEL};
+use granary_api::velero::DownloadRequest;
 use kube::Api;
-use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 
-use crate::cli_backup::{VeleroCli, stderr, stdout};
-use crate::support::poll_until;
-
-impl VeleroCli {
-    fn restores(&self) -> Api<Restore> {
-        Api::namespaced(self.tc.client(), &self.namespace)
-    }
-
-    async fn restore_json(&self, name: &str) -> Value {
-        serde_json::to_value(self.restores().get(name).await.expect("restore exists"))
-            .expect("JSON")
-    }
-
-    async fn restore_names(&self) -> Vec<String> {
-        let mut names: Vec<String> = self
-            .restores()
-            .list(&ListParams::default())
-            .await
-            .expect("restores are listed")
-            .items
-            .into_iter()
-            .filter_map(|r| r.metadata.name)
-            .collect();
-        names.sort();
-        names
-    }
-
-    /// A Backup object (no controller: only its existence matters to the CLI).
-    async fn backup_object(&self, name: &str, schedule: Option<&str>) {
-        let mut b = Backup::new(name, BackupSpec::default());
-        if let Some(s) = schedule {
-            b.metadata.labels = Some([(SCHEDULE_NAME_LABEL.to_string(), s.to_string())].into());
-        }
-        self.backups()
-            .create(&PostParams::default(), &b)
-            .await
-            .expect("backup is created");
-    }
-
-    /// Writes `status` (and `annotations`) into restore `name`, as the controller would;
-    /// Restores have no status subresource, as in Velero.
-    async fn set_restore(&self, name: &str, status: Value, annotations: Value) {
-        self.restores()
-            .patch(
-                name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"metadata": {"annotations": annotations}, "status": status})),
-            )
-            .await
-            .expect("status is written");
-    }
-}
+use granary_test_support::cli::{VeleroCli, stderr, stdout};
+use granary_test_support::poll_until;
 
 #[tokio::test]
 async fn create_stores_exactly_what_velero_would() {

@@ -15,46 +15,11 @@ use kube::api::{
     Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions, WatchEvent,
     WatchParams,
 };
-use kube::core::Status;
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::json;
 
-use crate::support::{TestCluster, poll_until};
-
-pub(crate) fn api_error<T: std::fmt::Debug>(r: Result<T, kube::Error>) -> Box<Status> {
-    match r {
-        Err(kube::Error::Api(e)) => e,
-        other => panic!("expected an API error, got {other:?}"),
-    }
-}
-
-/// The resourceVersion of a fresh list: where a watch that must miss nothing starts.
-pub(crate) async fn list_version<K>(api: &Api<K>) -> String
-where
-    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    api.list(&ListParams::default())
-        .await
-        .unwrap()
-        .metadata
-        .resource_version
-        .unwrap()
-}
-
-pub(crate) fn cm(name: &str, labels: &[(&str, &str)]) -> ConfigMap {
-    let mut c = ConfigMap::default();
-    c.metadata.name = Some(name.to_string());
-    if !labels.is_empty() {
-        c.metadata.labels = Some(
-            labels
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-        );
-    }
-    c.data = Some(BTreeMap::from([("k".to_string(), "v".to_string())]));
-    c
-}
+use granary_test_support::api::{api_error, cm, list_version};
+use granary_test_support::{TestCluster, poll_until};
 
 async fn setup() -> (TestCluster, Api<ConfigMap>, String) {
     let cluster = TestCluster::start().await;
@@ -367,7 +332,7 @@ async fn watch_from_resource_version_sees_every_change() {
     api.delete("w", &DeleteParams::default()).await.unwrap();
     let mut kinds = Vec::new();
     while kinds.len() < 3 {
-        let ev = tokio::time::timeout(crate::support::DEADLINE, stream.try_next())
+        let ev = tokio::time::timeout(granary_test_support::DEADLINE, stream.try_next())
             .await
             .unwrap()
             .unwrap()
@@ -418,7 +383,7 @@ async fn a_bookmark_carries_the_progress_of_writes_to_other_resources() {
         .parse()
         .unwrap();
     loop {
-        let ev = tokio::time::timeout(crate::support::DEADLINE, stream.try_next())
+        let ev = tokio::time::timeout(granary_test_support::DEADLINE, stream.try_next())
             .await
             .expect("a bookmark within the deadline")
             .unwrap()
@@ -445,7 +410,7 @@ async fn watch_from_a_too_old_resource_version_is_gone() {
         Err(kube::Error::Api(e)) => assert_eq!(e.code, 410),
         Ok(stream) => {
             let mut stream = stream.boxed();
-            let first = tokio::time::timeout(crate::support::DEADLINE, stream.try_next())
+            let first = tokio::time::timeout(granary_test_support::DEADLINE, stream.try_next())
                 .await
                 .unwrap();
             match first {
@@ -470,7 +435,7 @@ async fn runtime_watcher_lists_and_follows_with_selector() {
         .unwrap();
     let cfg = watcher::Config::default().labels("w=yes");
     let mut stream = watcher(api.clone(), cfg).applied_objects().boxed();
-    let first = tokio::time::timeout(crate::support::DEADLINE, stream.try_next())
+    let first = tokio::time::timeout(granary_test_support::DEADLINE, stream.try_next())
         .await
         .unwrap()
         .unwrap()
@@ -479,7 +444,7 @@ async fn runtime_watcher_lists_and_follows_with_selector() {
     api.create(&PostParams::default(), &cm("after", &[("w", "yes")]))
         .await
         .unwrap();
-    let next = tokio::time::timeout(crate::support::DEADLINE, stream.try_next())
+    let next = tokio::time::timeout(granary_test_support::DEADLINE, stream.try_next())
         .await
         .unwrap()
         .unwrap()

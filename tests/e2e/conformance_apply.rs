@@ -3,8 +3,6 @@
 //! against the embedded server by default and against a real cluster with
 //! `GRANARY_TEST_KUBECONFIG`.
 
-use std::process::Command;
-
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
@@ -13,8 +11,8 @@ use kube::api::{
 };
 use serde_json::{Value, json};
 
-use crate::conformance::{api_error, cm};
-use crate::support::{TestCluster, poll_until, wait_established};
+use granary_test_support::api::{api_error, cm};
+use granary_test_support::{TestCluster, poll_until, wait_established};
 
 fn config_map(name: &str, data: Value) -> Value {
     json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": data})
@@ -510,31 +508,17 @@ async fn status_apply_touches_only_status() {
 
 #[tokio::test]
 async fn kubectl_server_side_apply_conflicts_and_forces() {
-    if Command::new(crate::kubectl::kubectl_bin().0)
-        .args(["version", "--client"])
-        .output()
-        .is_err()
-    {
+    if !granary_test_support::kubectl::installed() {
         eprintln!("SKIPPED: kubectl is not installed (apt-get install kubernetes-client)");
         return;
     }
     let (c, api, ns) = setup().await;
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("cm.yaml");
+    let k = granary_test_support::kubectl::Kubectl::new(&c.garden.kubeconfig_path);
     let kubectl = |args: Vec<String>| {
-        let kc = c.garden.kubeconfig_path.clone();
-        async move {
-            tokio::task::spawn_blocking(move || {
-                Command::new(crate::kubectl::kubectl_bin().0)
-                    .arg("--kubeconfig")
-                    .arg(kc)
-                    .args(args)
-                    .output()
-                    .expect("kubectl runs")
-            })
-            .await
-            .unwrap()
-        }
+        let k = &k;
+        async move { k.run(&args).await }
     };
     let apply = |manager: &str, force: bool| {
         let mut args = vec![

@@ -12,8 +12,9 @@ use kube::api::{
 };
 use serde_json::{Value, json};
 
-use crate::conformance::{api_error, cm};
-use crate::support::TestCluster;
+use granary_test_support::TestCluster;
+use granary_test_support::api::{api_error, cm};
+use granary_test_support::kubectl::{self, Kubectl};
 
 fn dry_post() -> PostParams {
     PostParams {
@@ -223,13 +224,7 @@ async fn unknown_dry_run_values_are_refused() {
 /// kubectl's `--dry-run=server` on create and on server-side apply persists nothing.
 #[tokio::test]
 async fn kubectl_server_dry_run_persists_nothing() {
-    let (bin, explicit) = crate::kubectl::kubectl_bin();
-    let runs = std::process::Command::new(&bin)
-        .args(["version", "--client"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !runs {
-        assert!(!explicit, "GRANARY_KUBECTL={bin} does not run");
+    if !kubectl::available() {
         eprintln!("SKIPPED: kubectl is not installed");
         return;
     }
@@ -239,41 +234,20 @@ async fn kubectl_server_dry_run_persists_nothing() {
     }
     let ns = cluster.namespace("dryk").await;
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = cluster.garden.kubeconfig_path.clone();
-    let cache = dir.path().join("cache");
-    // kubectl runs off the runtime's thread: the server answers on this one.
-    let kubectl = |args: &[&str]| {
-        let mut cmd = std::process::Command::new(&bin);
-        cmd.arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .arg("--cache-dir")
-            .arg(&cache)
-            .arg("-n")
-            .arg(&ns)
-            .args(args);
-        let shown = format!("{args:?}");
-        async move {
-            let out = tokio::task::spawn_blocking(move || cmd.output().expect("kubectl runs"))
-                .await
-                .expect("kubectl task");
-            assert!(
-                out.status.success(),
-                "kubectl {shown}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            String::from_utf8_lossy(&out.stdout).to_string()
-        }
-    };
-    let out = kubectl(&[
-        "create",
-        "configmap",
-        "k1",
-        "--from-literal=a=b",
-        "--dry-run=server",
-        "-o",
-        "jsonpath={.data.a}",
-    ])
-    .await;
+    let k = Kubectl::new(&cluster.garden.kubeconfig_path)
+        .private_cache()
+        .namespace(&ns);
+    let out = k
+        .ok(&[
+            "create",
+            "configmap",
+            "k1",
+            "--from-literal=a=b",
+            "--dry-run=server",
+            "-o",
+            "jsonpath={.data.a}",
+        ])
+        .await;
     assert_eq!(out, "b");
     let manifest = dir.path().join("cm.yaml");
     std::fs::write(
@@ -281,14 +255,15 @@ async fn kubectl_server_dry_run_persists_nothing() {
         "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: k2}\ndata: {a: b}\n",
     )
     .unwrap();
-    let out = kubectl(&[
-        "apply",
-        "--server-side",
-        "--dry-run=server",
-        "-f",
-        manifest.to_str().unwrap(),
-    ])
-    .await;
+    let out = k
+        .ok(&[
+            "apply",
+            "--server-side",
+            "--dry-run=server",
+            "-f",
+            manifest.to_str().unwrap(),
+        ])
+        .await;
     assert!(out.contains("k2"), "{out}");
     let api: Api<ConfigMap> = Api::namespaced(cluster.client(), &ns);
     assert_eq!(api_error(api.get("k1").await).code, 404);
@@ -298,13 +273,14 @@ async fn kubectl_server_dry_run_persists_nothing() {
         .create(&PostParams::default(), &cm("k3", &[]))
         .await
         .expect("create");
-    kubectl(&["delete", "configmap", "k3", "--dry-run=server"]).await;
+    k.ok(&["delete", "configmap", "k3", "--dry-run=server"])
+        .await;
     std::fs::write(
         &manifest,
         "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: k3}\ndata: {k: changed}\n",
     )
     .unwrap();
-    kubectl(&[
+    k.ok(&[
         "apply",
         "--dry-run=server",
         "-f",

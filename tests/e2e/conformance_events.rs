@@ -9,8 +9,9 @@ use k8s_openapi::api::events::v1::{Event as EventsV1, EventSeries};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
 use kube::api::{Api, DeleteParams, ListParams, PostParams, WatchEvent, WatchParams};
 
-use crate::conformance::{api_error, cm, list_version};
-use crate::support::TestCluster;
+use granary_test_support::TestCluster;
+use granary_test_support::api::{api_error, cm, list_version};
+use granary_test_support::kubectl::{self, Kubectl};
 
 fn reference(cm: &ConfigMap) -> ObjectReference {
     ObjectReference {
@@ -246,13 +247,7 @@ async fn events_written_as_events_k8s_io_are_core_events_and_back() {
 /// events.k8s.io/v1.
 #[tokio::test]
 async fn kubectl_shows_events_written_as_events_k8s_io() {
-    let (bin, explicit) = crate::kubectl::kubectl_bin();
-    let runs = std::process::Command::new(&bin)
-        .args(["version", "--client"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !runs {
-        assert!(!explicit, "GRANARY_KUBECTL={bin} does not run");
+    if !kubectl::available() {
         eprintln!("SKIPPED: kubectl is not installed");
         return;
     }
@@ -280,33 +275,11 @@ async fn kubectl_shows_events_written_as_events_k8s_io() {
     e.reporting_instance = Some("conformance-1".into());
     v1.create(&PostParams::default(), &e).await.expect("create");
 
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = cluster.garden.kubeconfig_path.clone();
-    let kubectl = |args: &[&str]| {
-        let mut cmd = std::process::Command::new(&bin);
-        cmd.arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .arg("--cache-dir")
-            .arg(dir.path())
-            .arg("-n")
-            .arg(&ns)
-            .args(args);
-        let shown = format!("{args:?}");
-        async move {
-            // Off the runtime's thread: the server answers on this one.
-            let out = tokio::task::spawn_blocking(move || cmd.output().expect("kubectl runs"))
-                .await
-                .expect("kubectl task");
-            assert!(
-                out.status.success(),
-                "kubectl {shown}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            String::from_utf8_lossy(&out.stdout).to_string()
-        }
-    };
+    let k = Kubectl::new(&cluster.garden.kubeconfig_path)
+        .private_cache()
+        .namespace(&ns);
     // kube-apiserver's Event columns: LAST SEEN, TYPE, REASON, OBJECT, MESSAGE.
-    let listed = kubectl(&["get", "events"]).await;
+    let listed = k.ok(&["get", "events"]).await;
     let line = listed
         .lines()
         .find(|l| l.contains("noted-by-the-new-api"))
@@ -314,10 +287,10 @@ async fn kubectl_shows_events_written_as_events_k8s_io() {
     for cell in ["Normal", "Checked", "configmap/described"] {
         assert!(line.contains(cell), "{listed}");
     }
-    let wide = kubectl(&["get", "events", "-o", "wide"]).await;
+    let wide = k.ok(&["get", "events", "-o", "wide"]).await;
     assert!(wide.contains("described.1"), "{wide}");
-    let listed = kubectl(&["get", "events.events.k8s.io"]).await;
+    let listed = k.ok(&["get", "events.events.k8s.io"]).await;
     assert!(listed.contains("noted-by-the-new-api"), "{listed}");
-    let described = kubectl(&["describe", "configmap", "described"]).await;
+    let described = k.ok(&["describe", "configmap", "described"]).await;
     assert!(described.contains("noted-by-the-new-api"), "{described}");
 }

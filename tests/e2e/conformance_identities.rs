@@ -14,8 +14,9 @@ use kube::api::{Api, ListParams, PostParams};
 use serde_json::Value;
 
 use granary_apiserver::{EmbeddedOptions, EmbeddedServer};
+use granary_test_support::kubectl::{self, Kubectl};
 
-use crate::conformance::{api_error, cm};
+use granary_test_support::api::{api_error, cm};
 
 const TOKENS: &str = "alice-token-0123456789,alice,uid-alice,\"devs,readers\"\n\
                       bob-token-0123456789,bob,uid-bob\n";
@@ -240,13 +241,7 @@ async fn token_file_users_are_authorized_with_rbac() {
 
 #[tokio::test]
 async fn kubectl_auth_can_i_answers_for_token_file_users() {
-    let (bin, explicit) = crate::kubectl::kubectl_bin();
-    let runs = std::process::Command::new(&bin)
-        .args(["version", "--client"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !runs {
-        assert!(!explicit, "GRANARY_KUBECTL={bin} does not run");
+    if !kubectl::available() {
         eprintln!("SKIPPED: kubectl is not installed");
         return;
     }
@@ -275,20 +270,13 @@ async fn kubectl_auth_can_i_answers_for_token_file_users() {
         serde_json::to_vec(&kubeconfig_as(&server, "alice-token-0123456789")).unwrap(),
     )
     .unwrap();
-    let cache = dir.path().join("cache");
+    let k = Kubectl::new(&kubeconfig).private_cache();
     let can_i = |args: &[&str]| {
-        let mut cmd = std::process::Command::new(&bin);
-        cmd.arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .arg("--cache-dir")
-            .arg(&cache)
-            .args(["auth", "can-i"])
-            .args(args);
+        let mut all = vec!["auth".to_string(), "can-i".to_string()];
+        all.extend(args.iter().map(|a| a.to_string()));
+        let k = &k;
         async move {
-            // Off the runtime's thread: the server answers on this one.
-            let out = tokio::task::spawn_blocking(move || cmd.output().expect("kubectl runs"))
-                .await
-                .expect("kubectl task");
+            let out = k.run(&all).await;
             (
                 out.status.success(),
                 String::from_utf8_lossy(&out.stdout).trim().to_string(),

@@ -20,9 +20,9 @@ use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::Status;
 use serde_json::{Value, json};
 
-use crate::conformance::{api_error, cm};
-use crate::conformance_crd::{Widgets, widget, widgets};
-use crate::support::TestCluster;
+use granary_test_support::TestCluster;
+use granary_test_support::api::{api_error, cm};
+use granary_test_support::worlds::crd::{Widgets, widget, widgets};
 
 /// Metadata Go's decoder refuses, each with the field its error names.
 fn mistyped() -> Vec<(Value, &'static str)> {

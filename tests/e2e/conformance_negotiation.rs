@@ -7,8 +7,9 @@ use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use kube::api::Api;
 
-use crate::conformance::api_error;
-use crate::support::TestCluster;
+use granary_test_support::TestCluster;
+use granary_test_support::api::api_error;
+use granary_test_support::kubectl::{self, Kubectl};
 
 #[tokio::test]
 async fn answers_are_json_or_not_acceptable() {
@@ -55,17 +56,12 @@ async fn answers_are_json_or_not_acceptable() {
 /// (from 1.2x on) sends them as protobuf.
 #[tokio::test]
 async fn kubectl_create_generators_work() {
-    let (bin, explicit) = crate::kubectl::kubectl_bin();
+    let explicit = kubectl::kubectl_bin().1;
     if !explicit {
         eprintln!("SKIPPED: GRANARY_KUBECTL is not set");
         return;
     }
-    let runs = std::process::Command::new(&bin)
-        .args(["version", "--client"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !runs {
-        assert!(!explicit, "GRANARY_KUBECTL={bin} does not run");
+    if !kubectl::available() {
         eprintln!("SKIPPED: kubectl is not installed");
         return;
     }
@@ -75,32 +71,11 @@ async fn kubectl_create_generators_work() {
     }
     let ns = cluster.namespace("gen").await;
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = cluster.garden.kubeconfig_path.clone();
-    let kubectl = |args: &[&str]| {
-        let mut cmd = std::process::Command::new(&bin);
-        cmd.arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .arg("--cache-dir")
-            .arg(dir.path())
-            .arg("-n")
-            .arg(&ns)
-            .args(args);
-        let shown = format!("{args:?}");
-        async move {
-            // Off the runtime's thread: the server answers on this one.
-            let out = tokio::task::spawn_blocking(move || cmd.output().expect("kubectl runs"))
-                .await
-                .expect("kubectl task");
-            assert!(
-                out.status.success(),
-                "kubectl {shown}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            String::from_utf8_lossy(&out.stdout).to_string()
-        }
-    };
-    kubectl(&["create", "deployment", "d1", "--image=nginx"]).await;
-    kubectl(&["create", "job", "j1", "--image=busybox"]).await;
+    let k = Kubectl::new(&cluster.garden.kubeconfig_path)
+        .private_cache()
+        .namespace(&ns);
+    k.ok(&["create", "deployment", "d1", "--image=nginx"]).await;
+    k.ok(&["create", "job", "j1", "--image=busybox"]).await;
     let cronjob = [
         "create",
         "cronjob",
@@ -110,19 +85,24 @@ async fn kubectl_create_generators_work() {
     ];
     // kubectl before 1.21 generates batch/v1beta1 CronJobs, which kube-apiserver stopped
     // serving in 1.25: its generated object is created as batch/v1 instead.
-    let generated = kubectl(&[&cronjob[..], &["--dry-run=client", "-o", "json"]].concat()).await;
+    let generated = k
+        .ok(&[&cronjob[..], &["--dry-run=client", "-o", "json"]].concat())
+        .await;
     let mut generated: serde_json::Value = serde_json::from_str(&generated).expect("JSON");
     if generated["apiVersion"] == "batch/v1beta1" {
         generated["apiVersion"] = "batch/v1".into();
         let path = dir.path().join("cronjob.json");
         std::fs::write(&path, generated.to_string()).unwrap();
-        kubectl(&["create", "-f", path.to_str().unwrap()]).await;
+        k.ok(&["create", "-f", path.to_str().unwrap()]).await;
     } else {
-        kubectl(&cronjob).await;
+        k.ok(&cronjob).await;
     }
-    kubectl(&["create", "service", "clusterip", "s1", "--tcp=80:8080"]).await;
-    kubectl(&["create", "configmap", "cm1", "--from-literal=a=b"]).await;
-    kubectl(&["create", "secret", "generic", "sec1", "--from-literal=k=v"]).await;
+    k.ok(&["create", "service", "clusterip", "s1", "--tcp=80:8080"])
+        .await;
+    k.ok(&["create", "configmap", "cm1", "--from-literal=a=b"])
+        .await;
+    k.ok(&["create", "secret", "generic", "sec1", "--from-literal=k=v"])
+        .await;
 
     let client = cluster.client();
     let d: Deployment = Api::namespaced(client.clone(), &ns)
@@ -162,7 +142,9 @@ async fn kubectl_create_generators_work() {
         .await
         .unwrap();
     assert_eq!(sec.data.expect("data")["k"].0, b"v");
-    let listed = kubectl(&["get", "deployments,jobs,cronjobs,services", "-o", "name"]).await;
+    let listed = k
+        .ok(&["get", "deployments,jobs,cronjobs,services", "-o", "name"])
+        .await;
     for name in [
         "deployment.apps/d1",
         "job.batch/j1",

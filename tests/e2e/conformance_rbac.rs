@@ -23,9 +23,9 @@ use serde_json::json;
 use granary_api::rbac::covers;
 use granary_apiserver::{EmbeddedOptions, EmbeddedServer};
 
-use crate::conformance::api_error;
-use crate::nonadmin::client_as;
-use crate::support::{TestCluster, poll_until};
+use granary_test_support::api::api_error;
+use granary_test_support::worlds::nonadmin::client_as;
+use granary_test_support::{TestCluster, poll_until};
 
 const TO: &str = "rbac.authorization.k8s.io/aggregate-to-";
 

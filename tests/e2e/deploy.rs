@@ -3,14 +3,14 @@
 //! nothing those calls do not need; `kubectl apply -k` of both sides succeeds; the binary
 //! exits cleanly on SIGTERM, releasing its leader Lease.
 
-pub mod manifests;
 mod rbac_run;
 pub mod signals;
 
-use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
-use crate::support::TestCluster;
+use granary_test_support::TestCluster;
+use granary_test_support::kubectl::{self, Kubectl};
+use granary_test_support::manifests;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::Client;
 use kube::api::{Api, PostParams};
@@ -31,28 +31,6 @@ pub async fn ensure_namespace(client: &Client, name: &str) {
     }
 }
 
-fn kubectl_available() -> bool {
-    Command::new(crate::kubectl::kubectl_bin().0)
-        .args(["version", "--client"])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-async fn kubectl(kubeconfig: &Path, args: &[&str]) -> Output {
-    let kubeconfig = kubeconfig.to_path_buf();
-    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-    tokio::task::spawn_blocking(move || {
-        Command::new(crate::kubectl::kubectl_bin().0)
-            .arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .args(&args)
-            .output()
-            .expect("kubectl runs")
-    })
-    .await
-    .expect("kubectl task")
-}
-
 fn assert_ok(out: &Output, what: &str) -> String {
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(
@@ -68,28 +46,27 @@ fn assert_ok(out: &Output, what: &str) -> String {
 /// `GRANARY_TEST_KUBECONFIG`. The garden side expects Gardener's `garden` namespace.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_apply_k_of_garden_and_seed_succeeds() {
-    if !kubectl_available() {
+    if !kubectl::runs() {
         eprintln!("SKIPPED: kubectl is not installed (apt-get install kubernetes-client)");
         return;
     }
     let tc = TestCluster::start().await;
     ensure_namespace(&tc.client(), "garden").await;
-    let kubeconfig = tc.garden.kubeconfig_path.clone();
+    let k = Kubectl::new(&tc.garden.kubeconfig_path);
     let deploy = manifests::deploy_dir();
     for side in ["garden", "seed"] {
         let dir = deploy.join(side);
         let dir = dir.to_str().expect("UTF-8 path");
         for round in 0..2 {
-            let out = kubectl(&kubeconfig, &["apply", "-k", dir]).await;
+            let out = k.run(&["apply", "-k", dir]).await;
             let text = assert_ok(&out, &format!("kubectl apply -k {dir} (round {round})"));
             assert!(
                 text.contains("deployment.apps/granary-"),
                 "the Deployment is applied: {text}"
             );
         }
-        let out = kubectl(
-            &kubeconfig,
-            &[
+        let out = k
+            .run(&[
                 "get",
                 "deployment",
                 "-n",
@@ -97,9 +74,8 @@ async fn kubectl_apply_k_of_garden_and_seed_succeeds() {
                 &format!("granary-{side}"),
                 "-o",
                 "jsonpath={.spec.replicas}",
-            ],
-        )
-        .await;
+            ])
+            .await;
         assert_eq!(assert_ok(&out, "kubectl get deployment"), "2");
     }
     if !tc.is_embedded() {
@@ -114,7 +90,7 @@ async fn kubectl_apply_k_of_garden_and_seed_succeeds() {
         ] {
             let mut args = vec!["delete", kinds, "-l", selector, "--ignore-not-found"];
             args.extend(scope);
-            let _ = kubectl(&kubeconfig, &args).await;
+            let _ = k.run(&args).await;
         }
     }
 }

@@ -7,196 +7,20 @@
 //! taken with `granary backup create --wait` against a seed completes and the view shows
 //! it, after the restart too. A second scenario points the same command at an S3 emulator (moto).
 
-use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use granary_api::common::LastOperationState;
-use granary_api::core::{BackupBucket, BackupEntry, CloudProfileReference, Shoot, ShootSpec};
+use granary_api::core::{BackupEntry, CloudProfileReference, Shoot, ShootSpec};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, ResourceExt};
 
-use crate::seed_support::{Backend, endpoint};
-use crate::support::{http_get, poll_until};
+use granary_test_support::seed::{Backend, endpoint};
+use granary_test_support::{http_get, poll_until};
 
-const GRACE: Duration = Duration::from_secs(5);
-
-/// The logs of both runs, next to the data directory (which `granary dev` creates).
-pub(crate) fn log_path(data_dir: &Path) -> PathBuf {
-    data_dir.with_extension("log")
-}
-
-/// A running `granary dev`, stopped (killed) on drop if the test did not stop it.
-pub(crate) struct Dev {
-    child: Child,
-    stdout: Arc<Mutex<Vec<String>>>,
-    data_dir: PathBuf,
-}
-
-impl Dev {
-    pub(crate) fn start(data_dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Dev {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(log_path(data_dir))
-            .expect("log file");
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_granary"));
-        cmd.arg("dev")
-            .arg("--data-dir")
-            .arg(data_dir)
-            .args(["--grace-period", &format!("{}s", GRACE.as_secs())])
-            .args(["--metrics-bind-address", "127.0.0.1:0"])
-            .args(extra)
-            .env("AWS_EC2_METADATA_DISABLED", "true")
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::from(log));
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let mut child = cmd.spawn().expect("granary dev starts");
-        let stdout = Arc::new(Mutex::new(Vec::new()));
-        let pipe = child.stdout.take().expect("piped stdout");
-        let lines = stdout.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-                lines.lock().expect("output lines").push(line);
-            }
-        });
-        Dev {
-            child,
-            stdout,
-            data_dir: data_dir.to_path_buf(),
-        }
-    }
-
-    pub(crate) fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    pub(crate) fn output(&self) -> String {
-        self.stdout.lock().expect("output lines").join("\n")
-    }
-
-    /// Waits for the banner and returns the garden client and the health address.
-    pub(crate) async fn ready(&self) -> (Client, SocketAddr) {
-        poll_until("granary dev prints where it serves", || async {
-            self.output().contains("health and metrics: http://")
-        })
-        .await;
-        let out = self.output();
-        let addr = out
-            .split("health and metrics: http://")
-            .nth(1)
-            .and_then(|rest| rest.split('/').next())
-            .and_then(|a| a.parse().ok())
-            .unwrap_or_else(|| panic!("no health address in:\n{out}"));
-        let kc = Kubeconfig::read_from(self.data_dir.join("garden.kubeconfig"))
-            .expect("garden kubeconfig is written");
-        let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-            .await
-            .expect("usable kubeconfig");
-        (Client::try_from(config).expect("client"), addr)
-    }
-
-    /// Sends SIGINT and waits (with a deadline) for the process to end; returns whether
-    /// it exited with code 0.
-    pub(crate) fn interrupt(&mut self) -> bool {
-        let sent = Command::new("kill")
-            .args(["-INT", &self.child.id().to_string()])
-            .status()
-            .expect("kill runs");
-        assert!(sent.success(), "SIGINT delivered");
-        let deadline = Instant::now() + Duration::from_secs(15);
-        loop {
-            if let Some(status) = self.child.try_wait().expect("child status") {
-                return status.success();
-            }
-            assert!(
-                Instant::now() < deadline,
-                "granary dev did not stop within 15s of SIGINT"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Dev {
-    fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-        if std::thread::panicking() {
-            eprintln!("--- granary dev stdout ---\n{}", self.output());
-            let log = std::fs::read_to_string(log_path(&self.data_dir)).unwrap_or_default();
-            let tail: Vec<&str> = log.lines().rev().take(60).collect();
-            eprintln!("--- granary dev stderr (last lines) ---");
-            for line in tail.into_iter().rev() {
-                eprintln!("{line}");
-            }
-        }
-    }
-}
-
-fn succeeded(op: Option<&granary_api::common::LastOperation>) -> bool {
-    op.is_some_and(|o| o.state == LastOperationState::Succeeded)
-}
-
-/// Waits until there are `entries` entries and every bucket and entry is Succeeded;
-/// returns bucket name → its entries' names.
-pub(crate) async fn all_succeeded(
-    garden: &Client,
-    entries: usize,
-) -> BTreeMap<String, Vec<String>> {
-    let buckets: Api<BackupBucket> = Api::all(garden.clone());
-    let entry_api: Api<BackupEntry> = Api::all(garden.clone());
-    poll_until(
-        &format!("{entries} entries and their buckets Succeeded"),
-        || async {
-            let Ok(b) = buckets.list(&ListParams::default()).await else {
-                return false;
-            };
-            let Ok(e) = entry_api.list(&ListParams::default()).await else {
-                return false;
-            };
-            e.items.len() == entries
-                && !b.items.is_empty()
-                && b.items
-                    .iter()
-                    .all(|b| succeeded(b.status.as_ref().and_then(|s| s.last_operation.as_ref())))
-                && e.items
-                    .iter()
-                    .all(|e| succeeded(e.status.as_ref().and_then(|s| s.last_operation.as_ref())))
-        },
-    )
-    .await;
-    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for e in entry_api
-        .list(&ListParams::default())
-        .await
-        .expect("entries")
-        .items
-    {
-        out.entry(e.spec.bucket_name.clone())
-            .or_default()
-            .push(e.name_any());
-    }
-    out
-}
-
-fn kubectl_available() -> bool {
-    Command::new(crate::kubectl::kubectl_bin().0)
-        .args(["version", "--client"])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
+use granary_test_support::dev::{Dev, GRACE, all_succeeded, log_path, succeeded};
+use granary_test_support::kubectl::{self, Kubectl};
 
 fn shoot(name: &str) -> Shoot {
     let mut s = Shoot::new(
@@ -372,18 +196,10 @@ async fn granary_dev_runs_the_landscape_and_keeps_it_across_restarts() {
         );
     }
 
-    if kubectl_available() {
-        let kubeconfig = data.join("garden.kubeconfig");
-        let out = tokio::task::spawn_blocking(move || {
-            Command::new(crate::kubectl::kubectl_bin().0)
-                .arg("--kubeconfig")
-                .arg(&kubeconfig)
-                .args(["get", "backupbuckets,backupentries", "-A"])
-                .output()
-                .expect("kubectl runs")
-        })
-        .await
-        .expect("kubectl task");
+    if kubectl::runs() {
+        let out = Kubectl::new(&data.join("garden.kubeconfig"))
+            .run(&["get", "backupbuckets,backupentries", "-A"])
+            .await;
         let listed = String::from_utf8_lossy(&out.stdout);
         assert!(
             out.status.success(),

@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
-use crate::conformance::{cm, list_version};
+use granary_test_support::api::{cm, list_version};
 
 #[tokio::test]
 async fn restart_restores_objects_and_resource_versions() {

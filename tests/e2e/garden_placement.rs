@@ -14,11 +14,11 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::json;
 
-use crate::garden::{
+use granary_test_support::garden::{
     backup, buckets, config, create_profile, create_seed, create_shoot, entries, garden_cluster,
     renew, start,
 };
-use crate::support::{TestCluster, poll_until};
+use granary_test_support::{TestCluster, poll_until};
 
 /// Per shard: (bucket name, entries that reference it, status.entryCount).
 async fn fill(tc: &TestCluster) -> BTreeMap<u32, (String, u32, u32)> {
@@ -233,7 +233,7 @@ async fn a_run_aborted_between_commit_and_entry_resumes_with_the_invariants_inta
         Some("garden.placement.committed=7:abort"),
         "127.0.0.1:0",
     );
-    let deadline = tokio::time::Instant::now() + crate::support::DEADLINE;
+    let deadline = tokio::time::Instant::now() + granary_test_support::DEADLINE;
     let status = loop {
         if let Some(status) = first.try_wait().expect("child status") {
             break status;
@@ -280,19 +280,19 @@ async fn a_run_aborted_between_commit_and_entry_resumes_with_the_invariants_inta
     let addr: std::net::SocketAddr = metrics_address.parse().expect("socket address");
     let mut endpoints_ok = false;
     while !endpoints_ok && tokio::time::Instant::now() < deadline {
-        endpoints_ok = crate::support::try_http_get(addr, "/healthz")
+        endpoints_ok = granary_test_support::try_http_get(addr, "/healthz")
             .await
             .is_some_and(|b| b.ends_with("ok"))
-            && crate::support::try_http_get(addr, "/readyz")
+            && granary_test_support::try_http_get(addr, "/readyz")
                 .await
                 .is_some_and(|b| b.ends_with("ok"))
-            && crate::support::try_http_get(addr, "/metrics")
+            && granary_test_support::try_http_get(addr, "/metrics")
                 .await
                 .is_some_and(|b| b.contains("granary_garden_placements_total"));
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     // Every controller counted in granary_reconcile_total has a duration series too.
-    let metrics = crate::support::try_http_get(addr, "/metrics")
+    let metrics = granary_test_support::try_http_get(addr, "/metrics")
         .await
         .unwrap_or_default();
     let _ = second.kill();

@@ -5,116 +5,41 @@
 //! `kubectl` on PATH; skipped (loudly) when neither is there. Only run against the
 //! embedded server (it drives its own server's kubeconfig).
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
 
-use crate::support::TestCluster;
+use granary_test_support::TestCluster;
+use granary_test_support::kubectl::{self, Kubectl};
 
-/// The kubectl to run: `$GRANARY_KUBECTL`, else `kubectl` on PATH; and whether it was
-/// chosen explicitly.
-pub(crate) fn kubectl_bin() -> (String, bool) {
-    match std::env::var("GRANARY_KUBECTL") {
-        Ok(k) if !k.is_empty() => (k, true),
-        _ => ("kubectl".to_string(), false),
-    }
-}
-
-/// Whether kubectl runs; prints its version so a log shows which one was tested. A
-/// `$GRANARY_KUBECTL` that does not run is a failure, not a skip.
-fn kubectl_available() -> bool {
-    let (bin, explicit) = kubectl_bin();
-    let out = Command::new(&bin).args(["version", "--client"]).output();
-    match out {
-        Ok(o) if o.status.success() => {
-            eprintln!(
-                "using {bin}: {}",
-                String::from_utf8_lossy(&o.stdout)
-                    .lines()
-                    .next()
-                    .unwrap_or("")
-            );
-            true
-        }
-        other => {
-            assert!(!explicit, "GRANARY_KUBECTL={bin} does not run: {other:?}");
-            false
-        }
-    }
-}
-
-struct Kubectl {
-    kubeconfig: PathBuf,
-    /// kubectl's discovery and OpenAPI cache, private to the test.
-    cache: tempfile::TempDir,
-}
-
-impl Kubectl {
-    fn new(kubeconfig: &Path) -> Self {
-        Kubectl {
-            kubeconfig: kubeconfig.to_path_buf(),
-            cache: tempfile::tempdir().expect("cache dir"),
-        }
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(kubectl_bin().0);
-        cmd.arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .arg("--cache-dir")
-            .arg(self.cache.path())
-            .args(args);
-        cmd
-    }
-
-    async fn run(&self, args: &[&str]) -> Output {
-        let mut cmd = self.command(args);
-        tokio::task::spawn_blocking(move || cmd.output().expect("kubectl runs"))
-            .await
-            .expect("kubectl task")
-    }
-
-    async fn ok(&self, args: &[&str]) -> String {
-        let out = self.run(args).await;
-        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-        assert!(
-            out.status.success(),
-            "kubectl {args:?} failed:\n{stdout}\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        stdout
-    }
-
-    /// Runs `kubectl get <what> -w --show-labels` until it has printed two lines
-    /// containing `needle` (the object's line in the initial list, then a watch event),
-    /// or a minute passes; then stops it and returns what it printed.
-    fn watch(&self, what: &[&str], needle: &str) -> tokio::task::JoinHandle<String> {
-        let mut args = vec!["get"];
-        args.extend_from_slice(what);
-        args.extend_from_slice(&["-w", "--show-labels", "--request-timeout=60s"]);
-        let mut cmd = self.command(&args);
-        cmd.stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null());
-        let needle = needle.to_string();
-        tokio::task::spawn_blocking(move || {
-            use std::io::BufRead;
-            let mut child = cmd.spawn().expect("kubectl get -w starts");
-            let stdout = child.stdout.take().expect("piped stdout");
-            let mut seen = String::new();
-            let mut hits = 0;
-            for line in std::io::BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                seen.push_str(&line);
-                seen.push('\n');
-                hits += usize::from(line.contains(&needle));
-                if hits == 2 {
-                    break;
-                }
+/// Runs `kubectl get <what> -w --show-labels` until it has printed two lines
+/// containing `needle` (the object's line in the initial list, then a watch event),
+/// or a minute passes; then stops it and returns what it printed.
+fn watch(kubectl: &Kubectl, what: &[&str], needle: &str) -> tokio::task::JoinHandle<String> {
+    let mut args = vec!["get"];
+    args.extend_from_slice(what);
+    args.extend_from_slice(&["-w", "--show-labels", "--request-timeout=60s"]);
+    let mut cmd = kubectl.command(&args);
+    cmd.stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    let needle = needle.to_string();
+    tokio::task::spawn_blocking(move || {
+        use std::io::BufRead;
+        let mut child = cmd.spawn().expect("kubectl get -w starts");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let mut seen = String::new();
+        let mut hits = 0;
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            seen.push_str(&line);
+            seen.push('\n');
+            hits += usize::from(line.contains(&needle));
+            if hits == 2 {
+                break;
             }
-            let _ = child.kill();
-            let _ = child.wait();
-            seen
-        })
-    }
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        seen
+    })
 }
 
 /// Waits for `watch` to end while labelling the watched object with `touch=<n>` (one
@@ -125,7 +50,7 @@ async fn touch_until_seen(
     watch: tokio::task::JoinHandle<String>,
     touch: &[&str],
 ) -> String {
-    let deadline = tokio::time::Instant::now() + crate::support::DEADLINE;
+    let deadline = tokio::time::Instant::now() + granary_test_support::DEADLINE;
     let mut n = 0;
     while !watch.is_finished() {
         assert!(
@@ -183,7 +108,7 @@ spec:
 
 #[tokio::test]
 async fn kubectl_works_against_the_embedded_server() {
-    if !kubectl_available() {
+    if !kubectl::available() {
         eprintln!("SKIPPED: kubectl is not installed (apt-get install kubernetes-client)");
         return;
     }
@@ -191,7 +116,7 @@ async fn kubectl_works_against_the_embedded_server() {
     if !cluster.is_embedded() {
         return;
     }
-    let k = Kubectl::new(&cluster.garden.kubeconfig_path);
+    let k = Kubectl::new(&cluster.garden.kubeconfig_path).private_cache();
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("crd.yaml"), CRD).unwrap();
     std::fs::write(dir.path().join("gizmo.yaml"), GIZMO).unwrap();
@@ -235,7 +160,7 @@ async fn kubectl_works_against_the_embedded_server() {
         .ok(&["get", "cm", "cm1", "-o", "jsonpath={.data.a}"])
         .await;
     assert_eq!(cms, "b");
-    let watch = k.watch(&["configmaps", "cm1"], "cm1");
+    let watch = watch(&k, &["configmaps", "cm1"], "cm1");
     let watched = touch_until_seen(&k, watch, &["label", "cm", "cm1"]).await;
     assert!(
         watched.contains("touch="),
@@ -249,7 +174,7 @@ async fn kubectl_works_against_the_embedded_server() {
 
 #[tokio::test]
 async fn kubectl_applies_and_explains_the_garden_crds() {
-    if !kubectl_available() {
+    if !kubectl::available() {
         eprintln!("SKIPPED: kubectl is not installed (apt-get install kubernetes-client)");
         return;
     }
@@ -257,7 +182,7 @@ async fn kubectl_applies_and_explains_the_garden_crds() {
     if !cluster.is_embedded() {
         return;
     }
-    let k = Kubectl::new(&cluster.garden.kubeconfig_path);
+    let k = Kubectl::new(&cluster.garden.kubeconfig_path).private_cache();
     let crds = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/garden/crds");
     let applied = k.ok(&["apply", "-f", crds.to_str().unwrap()]).await;
     assert!(
@@ -296,7 +221,7 @@ async fn kubectl_applies_and_explains_the_garden_crds() {
         explained.contains("Provider and region of the object store"),
         "{explained}"
     );
-    let watch = k.watch(&["backupbuckets"], "kubectl-bucket");
+    let watch = watch(&k, &["backupbuckets"], "kubectl-bucket");
     let watched = touch_until_seen(&k, watch, &["label", "backupbucket", "kubectl-bucket"]).await;
     assert!(
         watched.contains("touch="),

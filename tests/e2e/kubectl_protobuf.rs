@@ -18,12 +18,13 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::Api;
 
-use crate::support::TestCluster;
+use granary_test_support::TestCluster;
+use granary_test_support::kubectl::Kubectl;
 
 #[tokio::test]
 async fn kubectl_create_sends_protobuf_and_every_generator_works() {
-    let version = match std::process::Command::new("kubectl")
-        .args(["version", "--client", "-o", "json"])
+    let version = match Kubectl::on_path()
+        .command(&["version", "--client", "-o", "json"])
         .output()
     {
         Ok(out) if out.status.success() => out,
@@ -52,32 +53,11 @@ async fn kubectl_create_sends_protobuf_and_every_generator_works() {
         return;
     }
     let ns = cluster.namespace("pb").await;
-    let cache = tempfile::tempdir().unwrap();
-    let kubeconfig = cluster.garden.kubeconfig_path.clone();
-    let kubectl = |args: &[&str]| {
-        let mut cmd = std::process::Command::new("kubectl");
-        cmd.arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .arg("--cache-dir")
-            .arg(cache.path())
-            .arg("-n")
-            .arg(&ns)
-            .args(args);
-        let shown = format!("{args:?}");
-        async move {
-            // Off the runtime's thread: the server answers on this one.
-            let out = tokio::task::spawn_blocking(move || cmd.output().expect("kubectl runs"))
-                .await
-                .expect("kubectl task");
-            assert!(
-                out.status.success(),
-                "kubectl {shown}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            String::from_utf8_lossy(&out.stdout).to_string()
-        }
-    };
-    kubectl(&[
+    let k = Kubectl::on_path()
+        .kubeconfig(&cluster.garden.kubeconfig_path)
+        .private_cache()
+        .namespace(&ns);
+    k.ok(&[
         "create",
         "deployment",
         "d1",
@@ -86,8 +66,9 @@ async fn kubectl_create_sends_protobuf_and_every_generator_works() {
         "--port=8080",
     ])
     .await;
-    kubectl(&["create", "job", "j1", "--image=busybox", "--", "echo", "hi"]).await;
-    kubectl(&[
+    k.ok(&["create", "job", "j1", "--image=busybox", "--", "echo", "hi"])
+        .await;
+    k.ok(&[
         "create",
         "cronjob",
         "c1",
@@ -95,8 +76,9 @@ async fn kubectl_create_sends_protobuf_and_every_generator_works() {
         "--schedule=*/5 * * * *",
     ])
     .await;
-    kubectl(&["create", "service", "clusterip", "s1", "--tcp=80:8080"]).await;
-    kubectl(&[
+    k.ok(&["create", "service", "clusterip", "s1", "--tcp=80:8080"])
+        .await;
+    k.ok(&[
         "create",
         "poddisruptionbudget",
         "pdb1",
@@ -104,7 +86,7 @@ async fn kubectl_create_sends_protobuf_and_every_generator_works() {
         "--min-available=50%",
     ])
     .await;
-    kubectl(&[
+    k.ok(&[
         "create",
         "ingress",
         "ing1",
@@ -113,7 +95,7 @@ async fn kubectl_create_sends_protobuf_and_every_generator_works() {
     ])
     .await;
     let priority_class = format!("{ns}-high");
-    kubectl(&[
+    k.ok(&[
         "create",
         "priorityclass",
         &priority_class,
@@ -121,9 +103,10 @@ async fn kubectl_create_sends_protobuf_and_every_generator_works() {
         "--description=zero is a value",
     ])
     .await;
-    kubectl(&["create", "quota", "q1", "--hard=pods=0,requests.memory=1Gi"]).await;
-    kubectl(&["create", "serviceaccount", "sa1"]).await;
-    kubectl(&[
+    k.ok(&["create", "quota", "q1", "--hard=pods=0,requests.memory=1Gi"])
+        .await;
+    k.ok(&["create", "serviceaccount", "sa1"]).await;
+    k.ok(&[
         "create",
         "rolebinding",
         "rb1",
@@ -132,7 +115,8 @@ async fn kubectl_create_sends_protobuf_and_every_generator_works() {
         &format!("{ns}:sa1"),
     ])
     .await;
-    kubectl(&["create", "secret", "generic", "sec1", "--from-literal=k=v"]).await;
+    k.ok(&["create", "secret", "generic", "sec1", "--from-literal=k=v"])
+        .await;
 
     let client = cluster.client();
     let d: Deployment = Api::namespaced(client.clone(), &ns)
@@ -255,13 +239,14 @@ async fn kubectl_create_sends_protobuf_and_every_generator_works() {
     assert_eq!(sec.data.expect("data")["k"].0, b"v");
 
     // What kubectl shows for them (its tables come from the server).
-    let listed = kubectl(&[
-        "get",
-        "deployments,jobs,cronjobs,services,poddisruptionbudgets,ingresses,resourcequotas",
-        "-o",
-        "name",
-    ])
-    .await;
+    let listed = k
+        .ok(&[
+            "get",
+            "deployments,jobs,cronjobs,services,poddisruptionbudgets,ingresses,resourcequotas",
+            "-o",
+            "name",
+        ])
+        .await;
     for name in [
         "deployment.apps/d1",
         "job.batch/j1",
@@ -273,5 +258,5 @@ async fn kubectl_create_sends_protobuf_and_every_generator_works() {
     ] {
         assert!(listed.contains(name), "{listed}");
     }
-    kubectl(&["delete", "priorityclass", &priority_class]).await;
+    k.ok(&["delete", "priorityclass", &priority_class]).await;
 }

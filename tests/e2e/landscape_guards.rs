@@ -3,11 +3,11 @@
 //! hand-made garden BackupBucket whose name breaks the bucket-name rule (its status and
 //! an event say which rule, with the field path).
 
-use crate::garden::shoot;
-use crate::seed_support::{Backend, Landscape};
-use crate::support::{TestCluster, poll_until};
 use granary_api::common::LastOperationState;
 use granary_api::core::Shoot;
+use granary_test_support::garden::shoot;
+use granary_test_support::seed::{Backend, Landscape};
+use granary_test_support::{TestCluster, poll_until};
 use kube::api::{Api, PostParams};
 use std::path::Path;
 
@@ -97,9 +97,9 @@ async fn a_hand_made_bucket_with_a_bad_name_gets_nothing_created() {
 /// Succeeded; the refusal is the bucket's news, not theirs (#20).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_bucket_deletion_leaves_its_entries_healthy() {
-    use crate::seed_support::ensure_namespace;
-    use crate::support::http_get;
     use granary_api::core::{FINALIZER_GARDEN_BUCKET_GUARD, FINALIZER_GARDENER};
+    use granary_test_support::http_get;
+    use granary_test_support::seed::ensure_namespace;
     use kube::api::{DeleteParams, Patch, PatchParams};
     let Some(l) = Landscape::start(Backend::Local).await else {
         return;
@@ -186,15 +186,17 @@ async fn play_seed_done(api: &Api<granary_api::core::BackupEntry>, name: &str, s
 async fn an_entry_on_a_seed(
     tc: &TestCluster,
 ) -> (
-    crate::garden::Heartbeats,
+    granary_test_support::garden::Heartbeats,
     [String; 2],
     String,
     Api<granary_api::core::BackupEntry>,
     String,
     String,
 ) {
-    use crate::garden::{create_shoot, entries, two_live_seeds_and_an_assigned_bucket};
     use granary_api::core::LABEL_SEED;
+    use granary_test_support::garden::{
+        create_shoot, entries, two_live_seeds_and_an_assigned_bucket,
+    };
     use kube::ResourceExt;
     let (heartbeats, seeds, profile, _) = two_live_seeds_and_an_assigned_bucket(tc).await;
     let ns = tc.namespace("garden-m").await;
@@ -222,9 +224,9 @@ fn move_shoot(seed: &str) -> kube::api::Patch<serde_json::Value> {
 /// garden releases the entry to the new seed, as it does for buckets.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_moved_entry_says_what_it_waits_for_and_is_handed_over_when_its_seed_is_silent() {
-    use crate::garden::{config, events_about, garden_cluster, start};
     use granary_api::common::LastOperationType;
     use granary_api::core::LABEL_SEED;
+    use granary_test_support::garden::{config, events_about, garden_cluster, start};
     use kube::ResourceExt;
     use kube::api::PatchParams;
     let tc = garden_cluster().await;
@@ -288,10 +290,10 @@ async fn a_moved_entry_says_what_it_waits_for_and_is_handed_over_when_its_seed_i
 /// the seed being deleted at once, and the seed goes once nothing is on it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_seed_with_an_entry_waits_and_its_entry_is_handed_over() {
-    use crate::garden::{config, events_about, garden_cluster, start};
     use granary_api::common::ConditionStatus;
     use granary_api::core::{LABEL_SEED, Seed};
     use granary_garden::guards::CONDITION_DELETION_REFUSED;
+    use granary_test_support::garden::{config, events_about, garden_cluster, start};
     use kube::ResourceExt;
     use kube::api::{DeleteParams, PatchParams};
     let tc = garden_cluster().await;
@@ -359,13 +361,13 @@ async fn a_seed_with_an_entry_waits_and_its_entry_is_handed_over() {
 /// `DeletionRefused` condition and an event name the shoot); it goes once the shoot does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cloud_profile_in_use_waits_for_its_shoots() {
-    use crate::garden::{
-        backup, config, create_profile, create_seed, create_shoot, events_about, garden_cluster,
-        renew, start,
-    };
     use granary_api::common::ConditionStatus;
     use granary_api::core::CloudProfile;
     use granary_garden::guards::CONDITION_DELETION_REFUSED;
+    use granary_test_support::garden::{
+        backup, config, create_profile, create_seed, create_shoot, events_about, garden_cluster,
+        renew, start,
+    };
     use kube::ResourceExt;
     use kube::api::DeleteParams;
     let tc = garden_cluster().await;
@@ -439,12 +441,12 @@ async fn a_cloud_profile_in_use_waits_for_its_shoots() {
 /// and the pool does not think it lost its shard (no second shard 0 is made).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_relabelled_bucket_stays_in_its_pool_and_gets_its_labels_back() {
-    use crate::garden::{
+    use granary_api::core::{BackupBucket, LABEL_REGION, LABEL_SHARD};
+    use granary_garden::buckets::ANNOTATION_POOL_RECORD;
+    use granary_test_support::garden::{
         backup, buckets, config, create_profile, create_seed, events_about, garden_cluster, renew,
         start,
     };
-    use granary_api::core::{BackupBucket, LABEL_REGION, LABEL_SHARD};
-    use granary_garden::buckets::ANNOTATION_POOL_RECORD;
     use kube::ResourceExt;
     use kube::api::{Patch, PatchParams};
     let tc = garden_cluster().await;

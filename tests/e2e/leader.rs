@@ -15,11 +15,11 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::ResourceExt;
 use kube::api::Api;
 
-use crate::deploy::signals::{lease_holder, send_signal, wait_exit};
-use crate::garden::{
+use granary_test_support::garden::{
     backup, buckets, create_profile, create_seed, create_shoot, entries, garden_cluster, renew,
 };
-use crate::support::{TestCluster, poll_until};
+use granary_test_support::signals::{lease_holder, send_signal, wait_exit};
+use granary_test_support::{TestCluster, poll_until};
 
 /// Counts who is working: `leading[i]` is 1 while candidate `i` runs its work.
 struct Witness {

@@ -1,20 +1,6 @@
-//! End-to-end tests, one module per scenario family, sharing `tests/support/`.
-
-#[path = "../support/mod.rs"]
-mod support;
-
-#[path = "../support/seed.rs"]
-mod seed_support;
-
-#[path = "../support/etcd_sim.rs"]
-mod etcd_sim;
-#[path = "../support/proxy.rs"]
-mod proxy;
-
-// The providers' emulator finder/starter, shared rather than copied.
-#[path = "../../providers/tests/support/emulators.rs"]
-#[allow(dead_code)]
-mod provider_emulators;
+//! End-to-end tests, one module per scenario family. What they share (worlds, builders,
+//! the kubectl runner) is the `granary-test-support` crate in `tests/support/`; a
+//! scenario module never imports from another one.
 
 mod attack_entry_readopt;
 mod attack_local_links;
@@ -22,7 +8,6 @@ mod attack_nonadmin_rbac;
 mod attack_planted_backups;
 mod attack_restore_items;
 mod backup_runner;
-mod backup_runner_world;
 mod bench;
 mod cli;
 mod cli_backup;
@@ -49,7 +34,6 @@ mod landscape_guards;
 mod leader;
 mod migrate;
 mod migrate_garden;
-mod migrate_world;
 mod nonadmin;
 mod nonadmin_locations;
 mod restore_actions;

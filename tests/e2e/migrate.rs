@@ -18,8 +18,8 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::api::{Api, PostParams};
 
-use crate::migrate_world::*;
-use crate::seed_support::{Backend, CREDENTIALS, ensure_namespace};
+use granary_test_support::seed::{Backend, CREDENTIALS, ensure_namespace};
+use granary_test_support::worlds::migrate::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn legacy_bucket_of_3000_objects_on_moto_moves_into_a_shared_bucket() {

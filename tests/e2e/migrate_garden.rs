@@ -13,13 +13,13 @@ use granary_runtime::config::ConfigDuration;
 use kube::ResourceExt;
 use serde_json::json;
 
-use crate::etcd_sim::EtcdSim;
-use crate::migrate_world::{
+use granary_test_support::etcd_sim::EtcdSim;
+use granary_test_support::poll_until;
+use granary_test_support::seed::Backend;
+use granary_test_support::worlds::migrate::{
     GardenMode, SEED, World, etcd_secret_bucket, fill, listing, migrate_command, run_binary,
     shoot_with_etcd, world, world_with,
 };
-use crate::seed_support::Backend;
-use crate::support::poll_until;
 
 /// Two migrations race for the last place in a bucket (quota 1): the garden, the one
 /// writer of bucket counts, gives it to one; the other is refused and gives up before
@@ -220,7 +220,8 @@ async fn a_live_seed_removes_the_source_after_the_grace_period_and_nothing_else(
         return;
     };
     // The seed is registered and live, so the garden keeps the buckets on it.
-    crate::garden::create_seed(&w.land.cluster, SEED, "local", "us-east-1", None).await;
+    granary_test_support::garden::create_seed(&w.land.cluster, SEED, "local", "us-east-1", None)
+        .await;
     let mut config = w.land.config(SEED);
     config.controllers.backup_entry.deletion_grace_period = Some(ConfigDuration(GRACE));
     let _agent = w.land.start_agent(None, config).await;

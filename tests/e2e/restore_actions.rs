@@ -16,7 +16,7 @@ use kube::Api;
 use kube::api::PostParams;
 use serde_json::{Value, json};
 
-use crate::support::{TestCluster, poll_until};
+use granary_test_support::{TestCluster, poll_until};
 
 fn context(tc: &TestCluster, spec: RestoreSpec) -> RestoreActionContext {
     RestoreActionContext {

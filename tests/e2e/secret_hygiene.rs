@@ -17,8 +17,8 @@ use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::json;
 
-use crate::dev::{Dev, all_succeeded, log_path};
-use crate::support::poll_until;
+use granary_test_support::dev::{Dev, all_succeeded, log_path};
+use granary_test_support::poll_until;
 
 /// Values that appear nowhere but in this test's Secrets and files.
 const ACCESS_KEY: &str = "AKIAHYGIENESCAN7QX4Z";

@@ -3,14 +3,14 @@
 //! deleting an entry (grace 0) removes its objects and nobody else's; deleting the
 //! bucket removes it at the provider; the liveness Lease and the metrics are there.
 
-use crate::seed_support::{Backend, Landscape, ensure_namespace, has_gardener_finalizer};
-use crate::support::{http_get, poll_until};
 use bytes::Bytes;
 use granary_api::core::{
     ANNOTATION_CREATED_BY, FINALIZER_GARDEN_BUCKET_GUARD, FINALIZER_GARDENER, GARDEN_NAMESPACE,
     bucket_secret_name,
 };
 use granary_api::extensions;
+use granary_test_support::seed::{Backend, Landscape, ensure_namespace, has_gardener_finalizer};
+use granary_test_support::{http_get, poll_until};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};

@@ -27,8 +27,8 @@ use tokio_rustls::rustls;
 use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
 
-use crate::garden::garden_cluster;
-use crate::support::{TestCluster, http_get, poll_until};
+use granary_test_support::garden::garden_cluster;
+use granary_test_support::{TestCluster, http_get, poll_until};
 
 /// A CA (PEM) and a serving certificate and key for 127.0.0.1 signed by it.
 struct TestTls {

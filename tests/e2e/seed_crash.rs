@@ -3,8 +3,8 @@
 //! completes and nothing outside the prefix is lost (DESIGN §7, §8). On the `local`
 //! store and on S3 (moto).
 
-use crate::seed_support::{Backend, Landscape, ensure_namespace};
 use granary_seed::FAILPOINT_DELETE_BATCH;
+use granary_test_support::seed::{Backend, Landscape, ensure_namespace};
 use kube::api::DeleteParams;
 use std::process::Stdio;
 use std::time::Duration;

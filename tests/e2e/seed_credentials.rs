@@ -4,10 +4,10 @@
 //! the garden secret to the right key is copied into the seed, used, and heals both
 //! without a restart.
 
-use crate::seed_support::{Backend, Landscape, ensure_namespace};
-use crate::support::poll_until;
 use granary_api::common::ErrorCode;
 use granary_api::core::{GARDEN_NAMESPACE, bucket_secret_name, entry_secret_name};
+use granary_test_support::poll_until;
+use granary_test_support::seed::{Backend, Landscape, ensure_namespace};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
 

@@ -9,8 +9,6 @@
 //!   delete the prefix: the marker names the owner.
 //! - A legacy bucket is deleted whole only when the listing shows no other entry in it.
 
-use crate::seed_support::{Backend, Landscape, ensure_namespace};
-use crate::support::poll_until;
 use bytes::Bytes;
 use granary_api::common::{LastOperationState, SecretReference};
 use granary_api::core::{
@@ -18,6 +16,8 @@ use granary_api::core::{
     bucket_secret_name,
 };
 use granary_api::extensions::{self, BackupEntrySpec};
+use granary_test_support::poll_until;
+use granary_test_support::seed::{Backend, Landscape, ensure_namespace};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
 use serde_json::json;

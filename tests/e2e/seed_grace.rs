@@ -3,13 +3,13 @@
 //! before it, everything after; only listed purposes (and entries without a purpose)
 //! wait; force deletion skips the wait.
 
-use crate::seed_support::{Backend, Landscape, ensure_namespace};
-use crate::support::http_get;
-use crate::support::poll_until;
 use granary_api::common::{LastOperationState, LastOperationType};
 use granary_api::core::{ANNOTATION_FORCE_DELETION, ANNOTATION_SHOOT_PURPOSE};
 use granary_api::extensions;
 use granary_runtime::config::ConfigDuration;
+use granary_test_support::http_get;
+use granary_test_support::poll_until;
+use granary_test_support::seed::{Backend, Landscape, ensure_namespace};
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::json;
 use std::time::{Duration, Instant};

@@ -3,12 +3,12 @@
 //! bucket reassigned to another seed are migrated (released by the old seed without a
 //! provider call) and restored by the new one; every object in the bucket is still there.
 
-use crate::seed_support::{Backend, Landscape, ensure_namespace, install_seed_crds};
-use crate::support::poll_until;
 use granary_api::common::{LastOperationState, LastOperationType};
 use granary_api::core::LABEL_SEED;
 use granary_api::extensions;
 use granary_apiserver::{EmbeddedOptions, EmbeddedServer};
+use granary_test_support::poll_until;
+use granary_test_support::seed::{Backend, Landscape, ensure_namespace, install_seed_crds};
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
@@ -150,11 +150,11 @@ async fn hand_over_entry_and_bucket(backend: Backend) {
 /// seed. The old seed goes once nothing is on it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shoot_moved_off_a_deleted_seed_is_restored_on_the_new_seed() {
-    use crate::garden::{
+    use granary_api::core::{Seed, Shoot};
+    use granary_test_support::garden::{
         backup, config, create_profile, create_seed, create_shoot, entries, start,
     };
-    use crate::seed_support::CREDENTIALS;
-    use granary_api::core::{Seed, Shoot};
+    use granary_test_support::seed::CREDENTIALS;
     use k8s_openapi::api::core::v1::Secret;
     use kube::ResourceExt;
     use kube::api::DeleteParams;

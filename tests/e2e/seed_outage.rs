@@ -4,12 +4,12 @@
 //! catches up (the entry's finalizer goes) once the garden is reachable again — within
 //! seconds, not after the back-off its failed passes built up during the outage.
 
-use crate::proxy::Proxy;
-use crate::seed_support::{Backend, Landscape, ensure_namespace};
-use crate::support::{http_get, poll_until};
 use granary_api::extensions;
 use granary_runtime::config::ConfigDuration;
 use granary_seed::SeedAgent;
+use granary_test_support::proxy::Proxy;
+use granary_test_support::seed::{Backend, Landscape, ensure_namespace};
+use granary_test_support::{http_get, poll_until};
 use kube::api::{Api, DeleteParams};
 use std::time::{Duration, Instant};
 

@@ -3,12 +3,12 @@
 //! URLs on moto), `granary backup logs|download` through DownloadRequests as velero's
 //! CLI does, refusals that say why, and expired requests removed.
 
-use crate::seed_support::Backend;
-use crate::support::poll_until;
-use crate::velero_lifecycle::World;
 use granary_api::velero::{
     DownloadRequest, DownloadRequestPhase, DownloadRequestSpec, DownloadTarget, DownloadTargetKind,
 };
+use granary_test_support::poll_until;
+use granary_test_support::seed::Backend;
+use granary_test_support::worlds::velero::World;
 use granary_velero::files::gunzip_limited;
 use granary_velero::layout::StorageLayout;
 use k8s_openapi::api::events::v1::Event;

@@ -6,12 +6,16 @@
 //! are kept or updated; a hostile tarball is refused; non-overlapping restores run
 //! together while overlapping ones wait.
 
-use crate::support::poll_until;
-use crate::velero_lifecycle::World;
 use futures::future::BoxFuture;
-use granary_api::velero::{Backup, BackupSpec, Restore, RestorePhase, RestoreSpec};
+use granary_api::velero::{Backup, Restore, RestorePhase, RestoreSpec};
 use granary_providers::StoreOptions;
 use granary_runtime::clock::Clock;
+use granary_test_support::builders::backup_spec;
+use granary_test_support::poll_until;
+use granary_test_support::worlds::velero::{
+    World, controllers, create, dynamic, foreign_backup, from_backup, restore, results, tarball,
+    wait_restore,
+};
 use granary_velero::resource::GroupResource;
 use granary_velero_server::context::VeleroContext;
 use granary_velero_server::metrics::VeleroMetrics;
@@ -20,67 +24,12 @@ use granary_velero_server::restore::actions::{
     RestoreItemAction,
 };
 use granary_velero_server::restore_controller::{self, ANNOTATION_WAITING_FOR};
-use granary_velero_server::server::run_controllers;
-use granary_velero_server::settings::{CONTROLLER_RESTORE, VeleroSettings};
 use k8s_openapi::api::core::v1::ConfigMap;
+use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, PostParams};
-use kube::core::GroupVersionKind;
-use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
-
-/// Starts every controller, the restore controller with `actions` (the built-in ones
-/// when `None`).
-pub(crate) fn controllers(
-    w: &World,
-    settings: VeleroSettings,
-    actions: Option<Vec<Box<dyn RestoreItemAction>>>,
-) -> Vec<tokio::task::JoinHandle<()>> {
-    let ctx = || {
-        Arc::new(VeleroContext::new(
-            w.client.clone(),
-            settings.clone(),
-            StoreOptions {
-                local_root: Some(w.data.path().to_path_buf()),
-                ..StoreOptions::default()
-            },
-            Clock::system(),
-            VeleroMetrics::new(&w.metrics),
-            granary_runtime::selector::ObjectSelector::new(Some(w.cluster.object_selector.clone())),
-        ))
-    };
-    match actions {
-        None => vec![tokio::spawn(run_controllers(ctx(), vec![]))],
-        Some(actions) => vec![
-            tokio::spawn(run_controllers(ctx(), vec![CONTROLLER_RESTORE.to_string()])),
-            tokio::spawn(restore_controller::run_with_actions(ctx(), actions)),
-        ],
-    }
-}
-
-pub(crate) fn dynamic(
-    client: &Client,
-    group: &str,
-    version: &str,
-    kind: &str,
-    plural: &str,
-    ns: Option<&str>,
-) -> Api<DynamicObject> {
-    let ar =
-        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
-    match ns {
-        Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
-        None => Api::all_with(client.clone(), &ar),
-    }
-}
-
-pub(crate) async fn create(api: &Api<DynamicObject>, obj: Value) -> DynamicObject {
-    let o: DynamicObject = serde_json::from_value(obj).expect("object");
-    api.create(&PostParams::default(), &o)
-        .await
-        .expect("create")
-}
 
 fn owner(api_version: &str, kind: &str, o: &DynamicObject) -> Value {
     json!({"apiVersion": api_version, "kind": kind, "name": o.name_any(), "uid": o.uid().expect("uid"), "controller": true})
@@ -94,50 +43,6 @@ fn rv(o: &DynamicObject) -> u64 {
 
 fn owner_uids(o: &DynamicObject) -> Vec<String> {
     o.owner_references().iter().map(|r| r.uid.clone()).collect()
-}
-
-pub(crate) async fn restore(w: &World, name: &str, spec: RestoreSpec) {
-    w.api::<Restore>()
-        .create(&PostParams::default(), &Restore::new(name, spec))
-        .await
-        .expect("create restore");
-}
-
-pub(crate) async fn wait_restore(w: &World, name: &str, want: &[RestorePhase]) -> Restore {
-    let api = w.api::<Restore>();
-    poll_until(&format!("restore {name} in {want:?}"), || async {
-        let r = api.get(name).await.ok();
-        let phase = r
-            .as_ref()
-            .and_then(|r| r.status.as_ref())
-            .and_then(|s| s.phase);
-        if let Some(p) = phase
-            && p.is_terminal()
-            && !want.contains(&p)
-        {
-            panic!("restore {name} ended {p}: {:?}", r.and_then(|r| r.status));
-        }
-        phase.is_some_and(|p| want.contains(&p))
-    })
-    .await;
-    api.get(name).await.expect("restore")
-}
-
-pub(crate) fn from_backup(backup: &str) -> RestoreSpec {
-    RestoreSpec {
-        backup_name: Some(backup.into()),
-        ..Default::default()
-    }
-}
-
-/// The restore's results file, decoded.
-pub(crate) async fn results(w: &World, name: &str) -> Value {
-    let key = format!("velero/seed-a/restores/{name}/restore-{name}-results.gz");
-    let bytes = granary_providers::get_bytes(w.store.as_ref(), &w.bucket, &key)
-        .await
-        .expect("results uploaded");
-    let json = granary_velero::files::gunzip_limited(&bytes[..], 1 << 20).expect("gzip");
-    serde_json::from_slice(&json).expect("json")
 }
 
 /// Proves a garbage-collector pass ran after now: an object whose owner does not exist
@@ -187,7 +92,7 @@ async fn an_application_comes_back_into_a_mapped_namespace_owners_first_and_inta
             "versions": [{"name": "v1", "served": true, "storage": true,
                 "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
     })).await;
-    crate::support::wait_established(&c, &crd_name).await;
+    granary_test_support::wait_established(&c, &crd_name).await;
     let widgets = dynamic(&c, &group, "v1", "Widget", "widgets", Some(&app));
     let w1 = create(&widgets, json!({"apiVersion": format!("{group}/v1"), "kind": "Widget", "metadata": {"name": "w1"}, "spec": {"size": 3}})).await;
     let cms = dynamic(&c, "", "v1", "ConfigMap", "configmaps", Some(&app));
@@ -565,50 +470,6 @@ async fn existing_objects_are_kept_with_none_and_updated_with_update() {
     assert_eq!(data(cm0).as_deref(), Some("v0"));
 }
 
-/// A gzip'd tar of `files` (path, contents), regular files only, as Velero writes.
-pub(crate) fn tarball(files: &[(&str, Vec<u8>)]) -> Vec<u8> {
-    let mut b = tar::Builder::new(flate2::write::GzEncoder::new(
-        Vec::new(),
-        flate2::Compression::default(),
-    ));
-    for (path, data) in files {
-        let mut h = tar::Header::new_gnu();
-        h.set_size(data.len() as u64);
-        h.set_mode(0o755);
-        h.set_entry_type(tar::EntryType::Regular);
-        // `set_path` refuses `..`; a hostile archive writes the raw name.
-        let raw = path.as_bytes();
-        h.as_old_mut().name[..raw.len()].copy_from_slice(raw);
-        h.set_cksum();
-        b.append(&h, &data[..]).expect("append");
-    }
-    b.into_inner().expect("tar").finish().expect("gzip")
-}
-
-/// A backup written elsewhere (by Velero 1.18's layout), present in the cluster as a
-/// Completed Backup of the location.
-pub(crate) async fn foreign_backup(w: &World, name: &str, tar: Vec<u8>) {
-    w.store
-        .put(
-            &w.bucket,
-            &format!("velero/seed-a/backups/{name}/{name}.tar.gz"),
-            bytes::Bytes::from(tar),
-        )
-        .await
-        .expect("put tarball");
-    let b: Backup = serde_json::from_value(json!({
-        "apiVersion": "velero.io/v1", "kind": "Backup",
-        "metadata": {"name": name, "labels": {"velero.io/storage-location": "default"}},
-        "spec": {"storageLocation": "default"},
-        "status": {"phase": "Completed", "formatVersion": "1.1.0", "version": 1},
-    }))
-    .expect("backup");
-    w.api::<Backup>()
-        .create(&PostParams::default(), &b)
-        .await
-        .expect("backup cr");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_velero_written_backup_restores_and_a_hostile_one_is_refused() {
     let w = World::start().await;
@@ -745,11 +606,10 @@ async fn non_overlapping_restores_run_together_and_overlapping_ones_wait() {
     w.location("default", false).await;
     let b = Backup::new(
         "both",
-        BackupSpec {
-            included_namespaces: Some(vec![w.app.clone(), other.clone()]),
-            storage_location: Some("default".into()),
-            ..Default::default()
-        },
+        backup_spec()
+            .namespaces([w.app.clone(), other.clone()])
+            .location("default")
+            .build(),
     );
     w.api::<Backup>()
         .create(&PostParams::default(), &b)
@@ -913,7 +773,7 @@ async fn a_dry_run_reports_every_item_in_order_and_changes_nothing() {
 /// written to and deleted from, a real S3 API.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restore_on_s3_reads_the_backup_and_keeps_its_files_there() {
-    let Some(w) = World::start_on(crate::seed_support::Backend::S3).await else {
+    let Some(w) = World::start_on(granary_test_support::seed::Backend::S3).await else {
         eprintln!("moto not available; skipped");
         return;
     };

@@ -2,45 +2,13 @@
 //! backups named and labelled as Velero's, taken for real; paused and skipImmediately;
 //! no pile-up behind an unfinished backup; no tick served twice across a restart.
 
-use crate::support::poll_until;
-use crate::velero_lifecycle::World;
-use granary_api::velero::{Backup, BackupPhase, Schedule, SchedulePhase, ScheduleStatus};
+use granary_api::velero::{Backup, BackupPhase, Schedule, SchedulePhase};
+use granary_test_support::poll_until;
+use granary_test_support::worlds::velero::World;
 use granary_velero_server::schedules::ANNOTATION_WAITING_FOR;
 use kube::ResourceExt;
-use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
-
-impl World {
-    async fn schedule(&self, name: &str, spec: serde_json::Value) {
-        let s: Schedule = serde_json::from_value(json!({
-            "apiVersion": "velero.io/v1", "kind": "Schedule",
-            "metadata": {"name": name, "labels": {"team": "a"}},
-            "spec": spec,
-        }))
-        .expect("schedule");
-        self.api::<Schedule>()
-            .create(&PostParams::default(), &s)
-            .await
-            .expect("create schedule");
-    }
-
-    async fn backups_of(&self, schedule: &str) -> Vec<Backup> {
-        self.api::<Backup>()
-            .list(&ListParams::default().labels(&format!("velero.io/schedule-name={schedule}")))
-            .await
-            .expect("list")
-            .items
-    }
-
-    async fn schedule_status(&self, name: &str) -> ScheduleStatus {
-        self.api::<Schedule>()
-            .get(name)
-            .await
-            .expect("schedule")
-            .status
-            .unwrap_or_default()
-    }
-}
 
 fn is_timestamped(name: &str, schedule: &str) -> bool {
     name.strip_prefix(&format!("{schedule}-"))

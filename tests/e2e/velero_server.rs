@@ -3,186 +3,18 @@
 //! `concurrentBackups: 2`; positions kept across a restart; a backup left InProgress
 //! marked Failed at start-up; `granary server` as a process.
 
-use crate::support::{TestCluster, poll_until};
-use granary_api::velero::{
-    Backup, BackupPhase, BackupSpec, BackupStorageLocation, BackupStorageLocationPhase,
-    BackupStorageLocationSpec, ObjectStorageLocation,
-};
-use granary_providers::{BucketOptions, ObjectStore, StoreOptions};
-use granary_runtime::clock::Clock;
-use granary_runtime::metrics::Metrics;
-use granary_runtime::selector::ObjectSelector;
-use granary_velero_server::context::VeleroContext;
-use granary_velero_server::metrics::VeleroMetrics;
+use granary_api::velero::{Backup, BackupPhase, BackupStorageLocation, BackupStorageLocationPhase};
+use granary_providers::BucketOptions;
+use granary_test_support::builders::backup_spec;
+use granary_test_support::poll_until;
 use granary_velero_server::queue_controller::{
     ANNOTATION_WAITING_FOR, in_progress_at_start_reason,
 };
-use granary_velero_server::server::run_controllers;
-use granary_velero_server::settings::VeleroSettings;
+use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::{Client, ResourceExt};
 use serde_json::json;
-use std::path::Path;
-use std::sync::Arc;
 
-struct World {
-    cluster: TestCluster,
-    client: Client,
-    namespace: String,
-    data: tempfile::TempDir,
-    metrics: Metrics,
-}
-
-impl World {
-    async fn start() -> World {
-        let cluster = TestCluster::start().await;
-        let client = cluster.client();
-        cluster
-            .install_crds_from_dir(
-                &client,
-                &Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/seed/crds"),
-            )
-            .await;
-        let namespace = cluster.namespace("velero").await;
-        World {
-            cluster,
-            client,
-            namespace,
-            data: tempfile::tempdir().expect("tempdir"),
-            metrics: Metrics::new(),
-        }
-    }
-
-    fn settings(&self, concurrent: u32) -> VeleroSettings {
-        VeleroSettings {
-            namespace: self.namespace.clone(),
-            concurrent_backups: concurrent,
-            ..VeleroSettings::default()
-        }
-    }
-
-    /// Starts the controllers but the `backup` controller (these tests look at the
-    /// queue: ReadyToStart backups hold their slot); aborting the handle stops them.
-    fn controllers(&self, settings: VeleroSettings) -> tokio::task::JoinHandle<()> {
-        self.controllers_but(settings, &[])
-    }
-
-    /// Starts the controllers but `disabled` (Velero's names).
-    fn controllers_but(
-        &self,
-        settings: VeleroSettings,
-        disabled: &[&str],
-    ) -> tokio::task::JoinHandle<()> {
-        let ctx = Arc::new(VeleroContext::new(
-            self.client.clone(),
-            settings,
-            self.store_options(),
-            Clock::system(),
-            VeleroMetrics::new(&self.metrics),
-            ObjectSelector::new(Some(self.cluster.object_selector.clone())),
-        ));
-        tokio::spawn(run_controllers(
-            ctx,
-            disabled.iter().map(|d| d.to_string()).collect(),
-        ))
-    }
-
-    fn store_options(&self) -> StoreOptions {
-        StoreOptions {
-            local_root: Some(self.data.path().to_path_buf()),
-            ..StoreOptions::default()
-        }
-    }
-
-    async fn store(&self) -> Arc<dyn ObjectStore> {
-        granary_providers::open("local", None, &Default::default(), &self.store_options())
-            .await
-            .expect("local store")
-    }
-
-    fn locations(&self) -> Api<BackupStorageLocation> {
-        Api::namespaced(self.client.clone(), &self.namespace)
-    }
-
-    fn backups(&self) -> Api<Backup> {
-        Api::namespaced(self.client.clone(), &self.namespace)
-    }
-
-    async fn location(&self, name: &str, provider: &str, bucket: &str) {
-        let bsl = BackupStorageLocation::new(
-            name,
-            BackupStorageLocationSpec {
-                provider: provider.into(),
-                object_storage: ObjectStorageLocation {
-                    bucket: bucket.into(),
-                    prefix: Some("velero/seed-a".into()),
-                    ..Default::default()
-                },
-                ..Default::default()
-            },
-        );
-        self.locations()
-            .create(&PostParams::default(), &bsl)
-            .await
-            .expect("create location");
-    }
-
-    async fn wait_phase(
-        &self,
-        name: &str,
-        want: BackupStorageLocationPhase,
-    ) -> BackupStorageLocation {
-        let api = self.locations();
-        poll_until(&format!("location {name} {want:?}"), || async {
-            api.get(name)
-                .await
-                .ok()
-                .and_then(|l| l.status)
-                .is_some_and(|s| s.phase == Some(want) && s.last_validation_time.is_some())
-        })
-        .await;
-        api.get(name).await.expect("location")
-    }
-
-    async fn backup(&self, name: &str, namespaces: &[&str]) {
-        let b = Backup::new(
-            name,
-            BackupSpec {
-                included_namespaces: Some(namespaces.iter().map(|s| s.to_string()).collect()),
-                ..Default::default()
-            },
-        );
-        self.backups()
-            .create(&PostParams::default(), &b)
-            .await
-            .expect("create backup");
-    }
-
-    async fn set_phase(&self, name: &str, phase: BackupPhase) {
-        let patch = json!({"status": {"phase": phase}});
-        self.backups()
-            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-            .expect("set phase");
-    }
-
-    /// Waits until every named backup has the wanted phase and queue position.
-    async fn wait_queue(&self, want: &[(&str, BackupPhase, Option<i64>)]) {
-        let api = self.backups();
-        let shown = format!("{want:?}");
-        poll_until(&format!("queue {shown}"), || async {
-            let list = api.list(&Default::default()).await.expect("list").items;
-            want.iter().all(|(name, phase, position)| {
-                list.iter().any(|b| {
-                    b.name_any() == *name
-                        && b.status.as_ref().and_then(|s| s.phase) == Some(*phase)
-                        && b.status.as_ref().and_then(|s| s.queue_position) == *position
-                })
-            })
-        })
-        .await;
-    }
-}
+use granary_test_support::worlds::velero_server::World;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn locations_are_available_or_say_why() {
@@ -408,7 +240,7 @@ async fn granary_server_runs_the_controllers_alone() {
 /// until the seed holds a bucket, then in that bucket under `velero/<seed>`, Available.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_seed_keeps_its_default_location_in_its_pool() {
-    use crate::seed_support::{Backend, Landscape};
+    use granary_test_support::seed::{Backend, Landscape};
     let Some(l) = Landscape::start(Backend::Local).await else {
         return;
     };
@@ -578,11 +410,10 @@ async fn backups_run_through_the_controllers() {
     ] {
         let mut b = Backup::new(
             name,
-            BackupSpec {
-                storage_location: Some(location.into()),
-                included_namespaces: Some(vec![other.clone()]),
-                ..Default::default()
-            },
+            backup_spec()
+                .location(location)
+                .namespaces([other.clone()])
+                .build(),
         );
         b.metadata.namespace = Some(w.namespace.clone());
         api.create(&PostParams::default(), &b)

@@ -2,7 +2,7 @@
 //! with test-sized options, unique bucket names, and bulk helpers.
 #![allow(dead_code)]
 
-pub mod emulators;
+pub use granary_emulators as emulators;
 pub mod proxy;
 
 use std::collections::BTreeMap;
@@ -41,6 +41,7 @@ pub fn options() -> StoreOptions {
     }
 }
 
+#[allow(unsafe_code)] // set_var is unsafe in edition 2024
 pub fn init() {
     // SAFETY of the test process: set once before any client reads it.
     static ONCE: std::sync::Once = std::sync::Once::new();

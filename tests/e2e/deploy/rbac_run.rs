@@ -29,11 +29,13 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 
-use super::manifests::{self, Doc, config_from_configmap, denied, grants_for, unused};
 use super::{GARDEN_USER, SEED_USER, ensure_namespace};
-use crate::garden::{backup, create_profile, create_seed, shoot};
-use crate::seed_support::{Backend, CREDENTIALS, Landscape};
-use crate::support::poll_until;
+use granary_test_support::garden::{backup, create_profile, create_seed, shoot};
+use granary_test_support::manifests::{
+    self, Doc, config_from_configmap, denied, grants_for, unused,
+};
+use granary_test_support::poll_until;
+use granary_test_support::seed::{Backend, CREDENTIALS, Landscape};
 
 /// Granted cells a short run cannot exercise: (role, resource, verb, why).
 const ALLOWED_UNUSED: &[(&str, &str, &str, &str)] = &[

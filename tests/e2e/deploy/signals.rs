@@ -2,55 +2,13 @@
 //! `granary garden` on SIGINT (Ctrl-C) stop reconciling, release their leader Lease and
 //! exit 0. (SIGTERM of `granary garden` is covered by the leader take-over test.)
 
-use std::path::Path;
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::time::Duration;
-
-use k8s_openapi::api::coordination::v1::Lease;
-use kube::Client;
-use kube::api::Api;
+use std::process::{Command, Stdio};
 
 use super::ensure_namespace;
-use crate::seed_support::{Backend, Landscape};
-use crate::support::{DEADLINE, poll_until};
+use granary_test_support::poll_until;
+use granary_test_support::seed::{Backend, Landscape};
 
-/// Sends `signal` (`TERM`, `INT`) to the child.
-pub fn send_signal(child: &Child, signal: &str) {
-    let status = Command::new("kill")
-        .arg(format!("-{signal}"))
-        .arg(child.id().to_string())
-        .status()
-        .expect("kill runs");
-    assert!(status.success(), "kill -{signal} {}", child.id());
-}
-
-/// Waits for the child to exit (killing it and failing after the deadline).
-pub async fn wait_exit(child: &mut Child, log: &Path) -> ExitStatus {
-    let deadline = tokio::time::Instant::now() + DEADLINE;
-    loop {
-        if let Some(status) = child.try_wait().expect("child status") {
-            return status;
-        }
-        if tokio::time::Instant::now() > deadline {
-            let _ = child.kill();
-            panic!(
-                "the process did not exit:\n{}",
-                std::fs::read_to_string(log).unwrap_or_default()
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// The holder of Lease `namespace/name`, if any.
-pub async fn lease_holder(client: &Client, namespace: &str, name: &str) -> Option<String> {
-    Api::<Lease>::namespaced(client.clone(), namespace)
-        .get_opt(name)
-        .await
-        .expect("lease read")
-        .and_then(|l| l.spec)
-        .and_then(|s| s.holder_identity)
-}
+use granary_test_support::signals::{lease_holder, send_signal, wait_exit};
 
 const ELECTION: &str = "leaderElection: {enabled: true, namespace: granary-system, \
                         leaseDuration: 2s, renewDeadline: 1s, retryPeriod: 200ms}";
@@ -113,7 +71,7 @@ async fn granary_seed_releases_its_lease_and_exits_0_on_sigterm() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn granary_garden_releases_its_lease_and_exits_0_on_sigint() {
-    let tc = crate::garden::garden_cluster().await;
+    let tc = granary_test_support::garden::garden_cluster().await;
     ensure_namespace(&tc.client(), "granary-system").await;
     let dir = tempfile::tempdir().expect("temp dir");
     let config = dir.path().join("garden.yaml");

@@ -5,8 +5,8 @@
 //! started in-process.
 #![allow(dead_code)]
 
-use crate::provider_emulators as emulators;
-use crate::support::{TestCluster, poll_until};
+use crate::emulators;
+use crate::{TestCluster, poll_until};
 use granary_api::core::{
     self, BackupBucketProvider, BackupBucketSpec, BackupEntrySpec, FINALIZER_GARDENER,
     GARDEN_NAMESPACE, LABEL_SEED,
@@ -20,7 +20,7 @@ use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::api::{Api, PostParams};
 use kube::{Client, ResourceExt};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -82,7 +82,7 @@ pub struct Landscape {
 }
 
 fn repo_dir(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
+    crate::repo_root().join(rel)
 }
 
 /// Installs the seed-side CRDs into another cluster (a second seed).

@@ -5,19 +5,18 @@
 //! ConfigMaps load with Granary's configuration loader, no RBAC rule uses `*`, and the
 //! example overlays render (with kubectl, when installed).
 
-#[path = "e2e/deploy/manifests.rs"]
-mod manifests;
-#[path = "deploy_manifests/seed_authorization.rs"]
 mod seed_authorization;
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::process::Command;
 
 use granary_apiserver::ApiCall;
 use granary_garden::config::GardenConfiguration;
 use granary_seed::config::SeedConfiguration;
-use manifests::{Doc, deploy_dir, kustomization_resources, load_config_text, load_kustomization};
+use granary_test_support::kubectl::Kubectl;
+use granary_test_support::manifests::{
+    self, Doc, deploy_dir, kustomization_resources, load_config_text, load_kustomization,
+};
 use serde_json::Value;
 
 /// Secrets the landscape admin creates (deploy/README.md says how).
@@ -348,8 +347,8 @@ fn configmaps_load_with_the_configuration_loader() {
 }
 
 pub(crate) fn kubectl_kustomize(dir: &Path) -> Option<Vec<Doc>> {
-    let out = Command::new("kubectl")
-        .arg("kustomize")
+    let out = Kubectl::on_path()
+        .command(&["kustomize"])
         .arg(dir)
         .output()
         .ok()?;

@@ -13,7 +13,7 @@ use serde_json::Value;
 
 /// The repository's `deploy/` directory.
 pub fn deploy_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy")
+    crate::repo_root().join("deploy")
 }
 
 /// One YAML document and the file it came from.

@@ -155,7 +155,7 @@ impl EtcdSim {
         }))
         .expect("an Etcd");
         // The CRD is served within a moment of its creation.
-        crate::support::poll_until("the Etcd resource is served", || async {
+        crate::poll_until("the Etcd resource is served", || async {
             match api.create(&PostParams::default(), &etcd).await {
                 Ok(_) => true,
                 Err(kube::Error::Api(s)) if s.code == 404 => false,
@@ -214,7 +214,7 @@ impl EtcdSim {
 
     /// Waits until `replicas` are desired and ready.
     pub async fn wait_ready(&self, replicas: i32) {
-        crate::support::poll_until(
+        crate::poll_until(
             &format!("etcd-main at {replicas} ready replicas"),
             || async { self.state().await == (replicas, replicas, replicas) },
         )

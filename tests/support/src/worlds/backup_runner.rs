@@ -27,8 +27,8 @@ use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use serde_json::{Value, json};
 
-use crate::seed_support::{Backend, endpoint};
-use crate::support::{TestCluster, wait_established};
+use crate::seed::{Backend, endpoint};
+use crate::{TestCluster, wait_established};
 
 pub const NAMESPACES: usize = 22;
 pub const CONFIGMAPS: usize = 40;

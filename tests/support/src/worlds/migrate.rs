@@ -27,32 +27,32 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use crate::etcd_sim::EtcdSim;
-use crate::seed_support::{Backend, CREDENTIALS, Landscape, ensure_namespace};
+use crate::seed::{Backend, CREDENTIALS, Landscape, ensure_namespace};
 
-pub(crate) const SEED: &str = "seed-a";
+pub const SEED: &str = "seed-a";
 
 /// One shoot with an entry on a seed whose etcd-main is simulated, and a garden
 /// controller (which gives the migration its place in the destination).
-pub(crate) struct World {
-    pub(crate) land: Landscape,
-    pub(crate) namespace: String,
-    pub(crate) entry: String,
-    pub(crate) sim: EtcdSim,
+pub struct World {
+    pub land: Landscape,
+    pub namespace: String,
+    pub entry: String,
+    pub sim: EtcdSim,
     _garden: Option<RunningGarden>,
 }
 
 /// The garden a world runs: none, or one allowing `quota` entries per bucket of the
 /// backend's provider (`None`: no limit).
-pub(crate) enum GardenMode {
+pub enum GardenMode {
     None,
     Quota(Option<u32>),
 }
 
-pub(crate) async fn world(backend: Backend) -> Option<World> {
+pub async fn world(backend: Backend) -> Option<World> {
     world_with(backend, GardenMode::Quota(None)).await
 }
 
-pub(crate) async fn world_with(backend: Backend, mode: GardenMode) -> Option<World> {
+pub async fn world_with(backend: Backend, mode: GardenMode) -> Option<World> {
     let land = Landscape::start(backend).await?;
     let garden = match mode {
         GardenMode::None => None,
@@ -81,11 +81,7 @@ pub(crate) async fn world_with(backend: Backend, mode: GardenMode) -> Option<Wor
 }
 
 /// A shoot on [`SEED`] and its simulated etcd-main; returns its entry's name.
-pub(crate) async fn shoot_with_etcd(
-    land: &Landscape,
-    namespace: &str,
-    name: &str,
-) -> (String, EtcdSim) {
+pub async fn shoot_with_etcd(land: &Landscape, namespace: &str, name: &str) -> (String, EtcdSim) {
     let mut shoot = Shoot::new(
         name,
         ShootSpec {
@@ -111,7 +107,7 @@ pub(crate) async fn shoot_with_etcd(
 }
 
 impl World {
-    pub(crate) fn ctx(&self, parallelism: usize) -> MigrateContext {
+    pub fn ctx(&self, parallelism: usize) -> MigrateContext {
         MigrateContext {
             garden: self.land.garden.clone(),
             seed: self.land.seed.clone(),
@@ -125,7 +121,7 @@ impl World {
         }
     }
 
-    pub(crate) fn request(&self, to_bucket: &str) -> EntryMigration {
+    pub fn request(&self, to_bucket: &str) -> EntryMigration {
         EntryMigration {
             namespace: self.namespace.clone(),
             name: self.entry.clone(),
@@ -138,12 +134,12 @@ impl World {
         }
     }
 
-    pub(crate) fn entries(&self) -> Api<BackupEntry> {
+    pub fn entries(&self) -> Api<BackupEntry> {
         self.land.entries(&self.namespace)
     }
 
     /// A legacy bucket holding the entry, registered through `legacy import`.
-    pub(crate) async fn legacy_source(&self) -> String {
+    pub async fn legacy_source(&self) -> String {
         let bucket = format!("{}--legacy", self.sim.namespace);
         self.land
             .store()
@@ -176,7 +172,7 @@ impl World {
     }
 
     /// A shared bucket (garden object and provider bucket): shard 0 of a pool of its own.
-    pub(crate) async fn shared_bucket(&self, tag: &str) -> String {
+    pub async fn shared_bucket(&self, tag: &str) -> String {
         let name = self.land.bucket_name(tag);
         self.land.create_bucket(&name, SEED).await;
         let pool = json!({ "metadata": { "labels": {
@@ -200,7 +196,7 @@ impl World {
     }
 
     /// The store and two shared buckets, `src` holding the entry and an empty `dst`.
-    pub(crate) async fn src_and_dst(&self) -> (std::sync::Arc<dyn ObjectStore>, String, String) {
+    pub async fn src_and_dst(&self) -> (std::sync::Arc<dyn ObjectStore>, String, String) {
         let store = self.land.store().await;
         let src = self.shared_bucket("src").await;
         let dst = self.shared_bucket("dst").await;
@@ -209,17 +205,17 @@ impl World {
     }
 
     /// Shared entry: the entry placed in `bucket` (as the garden would have).
-    pub(crate) async fn entry_in(&self, bucket: &str) {
+    pub async fn entry_in(&self, bucket: &str) {
         self.land
             .create_entry(&self.namespace, &self.entry, bucket, SEED, &[])
             .await;
     }
 
-    pub(crate) async fn entry_obj(&self) -> BackupEntry {
+    pub async fn entry_obj(&self) -> BackupEntry {
         self.entries().get(&self.entry).await.expect("get entry")
     }
 
-    pub(crate) async fn manifest(&self, store: &dyn ObjectStore, dst: &str, src: &str) -> Manifest {
+    pub async fn manifest(&self, store: &dyn ObjectStore, dst: &str, src: &str) -> Manifest {
         let key = manifest_key(&format!("{}/", self.entry), src);
         let bytes = granary_providers::get_bytes(store, dst, &key)
             .await
@@ -229,7 +225,7 @@ impl World {
 }
 
 /// Writes `n` objects of varying size under `prefix`.
-pub(crate) async fn fill(store: &dyn ObjectStore, bucket: &str, prefix: &str, n: usize, tag: &str) {
+pub async fn fill(store: &dyn ObjectStore, bucket: &str, prefix: &str, n: usize, tag: &str) {
     futures::stream::iter(0..n)
         .map(|i| {
             let key = format!("{prefix}etcd-main/{tag}-{i:05}");
@@ -243,7 +239,7 @@ pub(crate) async fn fill(store: &dyn ObjectStore, bucket: &str, prefix: &str, n:
 }
 
 /// `relative key -> meta` under `prefix`, without Granary's `.granary/` objects.
-pub(crate) async fn listing(
+pub async fn listing(
     store: &dyn ObjectStore,
     bucket: &str,
     prefix: &str,
@@ -263,7 +259,7 @@ pub(crate) async fn listing(
         .collect()
 }
 
-pub(crate) async fn same_bytes(
+pub async fn same_bytes(
     src: &dyn ObjectStore,
     src_bucket: &str,
     src_prefix: &str,
@@ -287,7 +283,7 @@ pub(crate) async fn same_bytes(
         .await;
 }
 
-pub(crate) async fn etcd_secret_bucket(w: &World) -> Option<String> {
+pub async fn etcd_secret_bucket(w: &World) -> Option<String> {
     let secret = Api::<Secret>::namespaced(w.land.seed.clone(), &w.sim.namespace)
         .get_opt("etcd-backup")
         .await
@@ -298,9 +294,9 @@ pub(crate) async fn etcd_secret_bucket(w: &World) -> Option<String> {
 }
 
 /// `granary migrate --json …` for the world's garden, seed and local store.
-pub(crate) fn migrate_command(w: &World) -> tokio::process::Command {
+pub fn migrate_command(w: &World) -> tokio::process::Command {
     let seed = w.land.cluster.seed.as_ref().expect("separate seed");
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_granary"));
+    let mut cmd = tokio::process::Command::new(crate::granary_bin());
     cmd.args([
         "migrate",
         "--json",
@@ -322,7 +318,7 @@ pub(crate) fn migrate_command(w: &World) -> tokio::process::Command {
 }
 
 /// Runs the `granary migrate entry` binary once; returns (success, copy requests, stdout).
-pub(crate) async fn run_binary(
+pub async fn run_binary(
     w: &World,
     to_bucket: &str,
     failpoints: Option<&str>,
