@@ -1,4 +1,4 @@
-//! `granary dev`: the whole landscape on one machine in one command (DESIGN §1). An
+//! `granary dev`: the whole landscape on one machine in one command. An
 //! embedded API server for the garden and one per seed, the CRDs, the sample landscape
 //! of `deploy/examples/landscape/`, the garden controllers and a seed agent per seed
 //! in-process, the `local` object store under the data directory (or a real provider),

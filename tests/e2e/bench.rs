@@ -1,4 +1,4 @@
-//! Every benchmark runs once at a tiny size (issue 19), so none can rot: the library
+//! Every benchmark runs once at a tiny size, so none can rot: the library
 //! entry behind `granary bench` and `cargo bench`, its JSON written and shaped as the
 //! README describes. No time is checked; peers that are not installed must say so.
 //! `delete`, `copy` and `migrate` need moto (found or started like the provider

@@ -302,7 +302,8 @@ async fn a_namespace_owner_backs_up_and_restores_only_their_own_namespace() {
         assert!(l.len() <= 63 && l.starts_with(&format!("{ns_a}-")), "{l}");
         let v = t.velero::<Backup>().get(l).await.expect("backup");
         assert_eq!(v.spec.included_namespaces, Some(vec![ns_a.to_string()]));
-        // DESIGN §8: what a controller creates carries its object selector.
+        // What a controller creates carries its object selector, so tests sharing a cluster
+        // never act on each other's objects.
         assert_eq!(
             v.labels().get("granary.gardener.cloud/instance"),
             Some(&t.selector),

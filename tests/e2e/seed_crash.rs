@@ -1,6 +1,6 @@
 //! `granary seed` as a user runs it (the debug binary), crashed by a failpoint after the
 //! second delete batch of a 5,000-object prefix and started again: the deletion
-//! completes and nothing outside the prefix is lost (DESIGN §7, §8). On the `local`
+//! completes and nothing outside the prefix is lost. On the `local`
 //! store and on S3 (moto).
 
 use granary_seed::FAILPOINT_DELETE_BATCH;

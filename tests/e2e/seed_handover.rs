@@ -1,4 +1,4 @@
-//! Hand-over between two seeds (DESIGN §3.2), each with its own seed API server and
+//! Hand-over between two seeds (docs/architecture.md#hand-over-between-seeds), each with its own seed API server and
 //! agent, sharing one object store: an entry whose shoot moves to another seed and a
 //! bucket reassigned to another seed are migrated (released by the old seed without a
 //! provider call) and restored by the new one; every object in the bucket is still there.

@@ -296,7 +296,7 @@ async fn an_application_comes_back_into_a_mapped_namespace_owners_first_and_inta
     assert!(w.keys("restores/r1/").await.is_empty());
 }
 
-/// Velero's RIA v2 wait (seed 001): the item named `main` waits until its additional
+/// Velero's RIA v2 wait: the item named `main` waits until its additional
 /// item `dep` is ready (3 s after the first check); `lonely` waits for `ghost`, which
 /// never is, and is restored after its action's own 2 s timeout, with a warning.
 struct WaitingAction {

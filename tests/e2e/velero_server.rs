@@ -1,5 +1,5 @@
-//! The Velero-compatible controllers against an API server (#15): locations validated
-//! into Available/Unavailable with Velero's messages; seed 003's queue scenario with
+//! The Velero-compatible controllers against an API server: locations validated
+//! into Available/Unavailable with Velero's messages; Velero's queue scenario with
 //! `concurrentBackups: 2`; positions kept across a restart; a backup left InProgress
 //! marked Failed at start-up; `granary server` as a process.
 

@@ -5,7 +5,8 @@
 //! instead (and against `GRANARY_TEST_SEED_KUBECONFIG` as the seed, else the same
 //! cluster): each test then works in its own uniquely named namespaces and objects and
 //! deletes what it registered when dropped. Each test also gets its own
-//! `object_selector` value for the controllers' `--object-selector` flag (DESIGN §8).
+//! `object_selector` value for the controllers' `--object-selector` flag, so tests sharing
+//! a real cluster never act on each other's objects.
 #![allow(dead_code)]
 
 use std::future::Future;
