@@ -371,4 +371,31 @@ mod tests {
         use clap::CommandFactory;
         super::Cli::command().debug_assert();
     }
+
+    /// Every container of the shipped Deployments starts with arguments the binary
+    /// accepts (the seed's `--leader-elect=true` once was not, and no test noticed).
+    #[test]
+    fn the_deployments_arguments_parse() {
+        use clap::Parser;
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy");
+        let mut checked = 0;
+        for side in ["garden", "seed"] {
+            let path = root.join(side).join("deployment.yaml");
+            let text = std::fs::read_to_string(&path).expect("the Deployment is there");
+            let doc: serde_json::Value = serde_saphyr::from_str(&text).expect("YAML");
+            for container in doc["spec"]["template"]["spec"]["containers"]
+                .as_array()
+                .expect("containers")
+            {
+                let args = container["args"].as_array().expect("args");
+                let argv = std::iter::once("granary")
+                    .chain(args.iter().map(|a| a.as_str().expect("string argument")));
+                if let Err(e) = super::Cli::try_parse_from(argv) {
+                    panic!("{}: {e}", path.display());
+                }
+                checked += 1;
+            }
+        }
+        assert_eq!(checked, 2, "one container per Deployment");
+    }
 }

@@ -133,6 +133,9 @@ pub struct SeedOptions {
     /// Address of /metrics, /healthz and /readyz (overrides server.metricsBindAddress).
     #[arg(long, value_name = "ADDR")]
     pub metrics_bind_address: Option<String>,
+    /// Run only while holding the leader Lease (overrides leaderElection.enabled).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub leader_elect: Option<bool>,
     /// Controllers to switch off: mirror, backupbucket, backupentry, liveness, and
     /// Velero's (backup-storage-location, backup-queue, backup, …).
     #[arg(long, value_delimiter = ',', value_name = "NAME,...")]
@@ -172,6 +175,9 @@ pub async fn run(opts: SeedOptions) -> Result<(), SeedError> {
     }
     if let Some(addr) = &opts.metrics_bind_address {
         overrides.push(Override::new("server.metricsBindAddress", addr.clone()));
+    }
+    if let Some(enabled) = opts.leader_elect {
+        overrides.push(Override::new("leaderElection.enabled", enabled));
     }
     overrides.extend(opts.velero.overrides());
     let config: SeedConfiguration = load(opts.config.as_deref(), &overrides)?;
