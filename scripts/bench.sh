@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs Granary's benchmarks side by side with their peers (issue 19), release build:
+# Runs Granary's benchmarks side by side with their peers (docs/benchmarks.md#method),
+# release build:
 #
 #   scripts/bench.sh                      # every benchmark at its default size
 #   scripts/bench.sh delete copy          # the named ones

@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Storage emulators for the provider tests (DESIGN §8), meant to be `source`d:
+# Storage emulators for the provider tests, meant to be `source`d:
 #
 #   source scripts/emulators.sh
 #   emulators_install          # pinned versions, each only when missing

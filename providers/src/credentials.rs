@@ -1,4 +1,5 @@
-//! Credentials from Kubernetes Secret data, with exactly Gardener's keys (DESIGN §5):
+//! Credentials from Kubernetes Secret data, with exactly Gardener's keys (see
+//! docs/operations.md#credentials):
 //!
 //! | provider | required | optional |
 //! |---|---|---|

@@ -643,9 +643,9 @@ mod tests {
     use super::*;
     use granary_api::core::{BackupSpec, CloudProfile, CloudProfileSpec, SeedSpec};
 
-    /// #20: after a restart the quota followed the first profile with a `spec.backup`
-    /// only; one with another provider sorting first (even an invalid one) left the
-    /// landscape's real provider without a quota.
+    /// After a restart the quota once followed only the first profile with a
+    /// `spec.backup`, so one with another provider sorting first (even an invalid one)
+    /// left the landscape's real provider without a quota.
     #[test]
     fn the_dev_quota_holds_for_every_provider_the_landscape_names() {
         let profile = |name: &str, type_: &str, provider: &str| {

@@ -1,11 +1,11 @@
 //! The sample namespace owner of `granary dev`: a user who is no cluster admin, owns the
 //! namespace `team-a` on one seed and backs it up and restores it with OADP's non-admin
-//! API (issue #18, seed 002). That seed's API server knows the owner from a static token
-//! file (kube-apiserver's `--token-auth-file` format) kept in the data directory; the
-//! owner is bound in `team-a` to the `admin` ClusterRole and to the namespace-owner
-//! ClusterRole of `deploy/seed/nonadmin-rbac.yaml`, and gets a kubeconfig of their own
-//! beside the admin ones. The admin kubeconfigs keep the servers' own tokens, which are
-//! `system:masters`.
+//! API (walkthrough: docs/tour.md#self-service-backups-for-a-namespace-owner). That
+//! seed's API server knows the owner from a static token file (kube-apiserver's
+//! `--token-auth-file` format) kept in the data directory; the owner is bound in `team-a`
+//! to the `admin` ClusterRole and to the namespace-owner ClusterRole of
+//! `deploy/seed/nonadmin-rbac.yaml`, and gets a kubeconfig of their own beside the admin
+//! ones. The admin kubeconfigs keep the servers' own tokens, which are `system:masters`.
 //!
 //! The token is random, made once per data directory (`--reset` makes a new one), and
 //! never logged: it is only in the token file and the owner's kubeconfig, both 0600.

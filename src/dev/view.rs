@@ -719,7 +719,7 @@ mod tests {
         assert_eq!(new_warnings(&[warning], &mut seen, at).len(), 1);
     }
 
-    /// #20: a restart does not replay the events of objects deleted since.
+    /// A restart does not replay the events of objects deleted since.
     #[test]
     fn events_of_objects_gone_are_not_replayed() {
         use k8s_openapi::api::core::v1::ObjectReference;
@@ -790,9 +790,9 @@ mod tests {
         assert_eq!(roomy, render(&header, &s, Some(3), &events));
     }
 
-    /// #20: `--shoots 50` on a 200×50 terminal: the buckets stay on the screen, the
-    /// entries are summarised by state with the ones not Succeeded shown, and the screen
-    /// says how many it leaves out.
+    /// `--shoots 50` on a 200×50 terminal: the buckets stay on the screen, the entries
+    /// are summarised by state with the ones not Succeeded shown, and the screen says how
+    /// many it leaves out.
     #[test]
     fn fifty_shoots_fit_a_200_by_50_terminal_with_every_bucket() {
         let buckets: Vec<BackupBucket> = (0..17)
@@ -854,7 +854,7 @@ mod tests {
         assert!(screen.contains("event 11"), "the newest event:\n{screen}");
     }
 
-    /// #20: the source entry a migration makes is not shown as the shoot's entry.
+    /// The source entry a migration makes is not shown as the shoot's entry.
     #[test]
     fn a_migration_source_is_labelled_as_such() {
         let real = entry("web", Some((LastOperationState::Succeeded, "")), None);

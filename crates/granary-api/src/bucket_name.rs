@@ -1,10 +1,11 @@
 //! Bucket names. Granary's shared buckets have the same name on the garden
 //! (`BackupBucket`), in the seed (extension `BackupBucket`) and at the provider, and a
 //! bucket may later be recreated at another provider, so [`BucketName`] enforces the S3,
-//! GCS and Azure container rules all at once (DESIGN §4). [`shard_bucket_name`] builds
-//! the name of a pool's shard; [`validate_bucket_name_for_provider`] checks the names of
-//! legacy per-shoot buckets, which predate Granary and only have to satisfy their own
-//! provider (they usually contain `--`).
+//! GCS and Azure container rules all at once (docs/architecture.md#shards-and-quota).
+//! [`shard_bucket_name`] builds the name of a pool's shard;
+//! [`validate_bucket_name_for_provider`] checks the names of legacy per-shoot buckets,
+//! which predate Granary and only have to satisfy their own provider (they usually
+//! contain `--`).
 
 use std::fmt;
 use std::net::IpAddr;
@@ -207,11 +208,12 @@ pub fn validate_bucket_name_for_provider(
 }
 
 /// The name of shard `shard` of the bucket pool of `owner` (a CloudProfile or Seed name)
-/// in `region`: `<owner>-<region>-<8 hex>-<shard>` (DESIGN §4). The 8 hex digits are the
-/// start of sha256 over the owner's UID and the region, so two owners that sanitise to
-/// the same text still get different names. Owner and region are lowercased and every
-/// character no provider allows becomes a hyphen; when the result is longer than 63
-/// characters the owner/region part is cut, the hash and shard stay whole.
+/// in `region`: `<owner>-<region>-<8 hex>-<shard>` (see
+/// docs/architecture.md#shards-and-quota). The 8 hex digits are the start of sha256 over
+/// the owner's UID and the region, so two owners that sanitise to the same text still get
+/// different names. Owner and region are lowercased and every character no provider
+/// allows becomes a hyphen; when the result is longer than 63 characters the owner/region
+/// part is cut, the hash and shard stay whole.
 pub fn shard_bucket_name(owner: &str, region: &str, owner_uid: &str, shard: u32) -> BucketName {
     let mut hasher = Sha256::new();
     hasher.update(owner_uid.as_bytes());

@@ -1,10 +1,10 @@
-//! Custom resources decoded without `metadata.managedFields` (issue 19), for caches that
-//! never read them. A server records, per field manager, every field it set as a tree
-//! of JSON objects; k8s-openapi decodes that tree into `serde_json::Value`s, one
-//! allocation per node. Skipping it cut the decoding of the garden's watch events by
-//! 40% (callgrind), and the garden decodes one per entry and one per shoot. [`Lean`] decodes
-//! the same object and skips the field unread (serde's `IgnoredAny`); everything else
-//! comes out exactly as the derived decoding makes it.
+//! Custom resources decoded without `metadata.managedFields`, for caches that never read
+//! them. A server records, per field manager, every field it set as a tree of JSON
+//! objects; k8s-openapi decodes that tree into `serde_json::Value`s, one allocation per
+//! node. Skipping it cut the decoding of the garden's watch events by 40% (callgrind),
+//! and the garden decodes one per entry and one per shoot. [`Lean`] decodes the same
+//! object and skips the field unread (serde's `IgnoredAny`); everything else comes out
+//! exactly as the derived decoding makes it.
 //!
 //! `Api<Lean<K>>` is an `Api<K>` whose reads come out lean: [`Lean`] is a [`Resource`]
 //! of `K`'s kind. It is for reads only (it has no `Serialize`): an object without its

@@ -10,9 +10,10 @@
 //! directory.
 //!
 //! Hostile input gets kube-apiserver's answers, so nothing a typed client cannot decode
-//! is ever stored: metadata is type-checked and validated (`metadata`, with the name rules of `api::names`), as
-//! are ConfigMap and Secret payloads (`payload`); request bodies over 3 MiB are 413
-//! and objects over etcd's 1.5 MiB are refused (`store`).
+//! is ever stored: metadata is type-checked and validated (`metadata`, with the name
+//! rules of `granary_api::names`), as are ConfigMap and Secret payloads (`payload`);
+//! request bodies over 3 MiB are 413 and objects over etcd's 1.5 MiB are refused
+//! (`store`).
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), granary_apiserver::EmbeddedError> {

@@ -1,7 +1,7 @@
-//! Benchmark of the embedded API server (issue 3): creates per second and list latency
-//! at N objects (`--size`, default 10,000; `GRANARY_BENCH_SIZES=10000,100000` for
-//! several), watch fan-out to 50 watchers, and memory per stored object. No peer yet:
-//! recorded, to be compared with a real kube-apiserver later.
+//! Benchmark of the embedded API server: creates per second and list latency at N objects
+//! (`--size`, default 10,000; `GRANARY_BENCH_SIZES=10000,100000` for several), watch
+//! fan-out to 50 watchers, and memory per stored object. No peer yet: recorded, to be
+//! compared with a real kube-apiserver later.
 //!
 //! Memory per object: with a [`HeapProbe`](super::HeapProbe) (the `cargo bench --bench embedded` binary
 //! installs a counting global allocator; `granary bench` has none) the growth of live

@@ -1,9 +1,9 @@
-//! The benchmarks (issue 19): one library entry, [`run`], behind both `granary bench
-//! <name>` and the thin `cargo bench --bench <name>` targets. Each benchmark measures
-//! Granary side by side with a peer doing the same work in the same run (this machine
-//! is shared and noisy: ratios move much less than absolute figures), returns its rows
-//! ([`table::Row`]: Granary's figure, the peer's, the ratio, the goal) and its details,
-//! and the results go to `<target dir>/bench/<name>.json`.
+//! The benchmarks (method and results: docs/benchmarks.md): one library entry, [`run`],
+//! behind both `granary bench <name>` and the thin `cargo bench --bench <name>` targets.
+//! Each benchmark measures Granary side by side with a peer doing the same work in the
+//! same run (this machine is shared and noisy: ratios move much less than absolute
+//! figures), returns its rows ([`table::Row`]: Granary's figure, the peer's, the ratio,
+//! the goal) and its details, and the results go to `<target dir>/bench/<name>.json`.
 //!
 //! Benchmarks are not tests: CI runs each once at a tiny size so it cannot rot, and never
 //! checks a time.

@@ -1,4 +1,4 @@
-//! Benchmark of a whole `granary migrate entry` (issue 10), S3 → S3 on moto
+//! Benchmark of a whole `granary migrate entry`, S3 → S3 on moto
 //! (`GRANARY_TEST_S3_ENDPOINT`), with the garden and the seed on one embedded API server
 //! in this process. N objects (`--size N`, default 10,000) of 1 KiB to 64 KiB are copied
 //! with etcd running; then 1% of them (at least one) change and the cut-over runs.

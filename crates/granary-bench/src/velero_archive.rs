@@ -1,6 +1,6 @@
-//! Benchmark of the Velero archive and manifest (DESIGN §9): write and read N items of
-//! ~1 KiB (`--size`, default 50,000; items/s, peak RSS), and manifest build plus
-//! dependency order at 20 × N items (default 1M; seconds, bytes per item). No peer.
+//! Benchmark of the Velero archive and manifest: write and read N items of ~1 KiB
+//! (`--size`, default 50,000; items/s, peak RSS), and manifest build plus dependency
+//! order at 20 × N items (default 1M; seconds, bytes per item). No peer.
 
 use std::io::{BufReader, BufWriter};
 use std::time::Instant;

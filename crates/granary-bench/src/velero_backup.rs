@@ -1,9 +1,9 @@
-//! Benchmark of the backup runner (issue 15, DESIGN §9): N ConfigMaps and Secrets (half
-//! each, `--size`, default 50,000) across 100 namespaces on the embedded API server,
-//! backed up through `velero_server::backup::run` to the `local` provider (items/s, peak
-//! RSS), side by side in the same run with its peer, `kubectl get configmaps,secrets -A
-//! -o json | gzip` of the same objects from the same server. Goal: backup time ≤ 1.5×
-//! the peer's, peak RSS ≤ 200 MiB.
+//! Benchmark of the backup runner (method: docs/benchmarks.md#method): N ConfigMaps and
+//! Secrets (half each, `--size`, default 50,000) across 100 namespaces on the embedded
+//! API server, backed up through `velero_server::backup::run` to the `local` provider
+//! (items/s, peak RSS), side by side in the same run with its peer,
+//! `kubectl get configmaps,secrets -A -o json | gzip` of the same objects from the same
+//! server. Goal: backup time ≤ 1.5× the peer's, peak RSS ≤ 200 MiB.
 //!
 //! The embedded server runs in this process, so the process' peak RSS holds the server
 //! (and its objects) as well as the runner: the JSON gives that peak, the baseline

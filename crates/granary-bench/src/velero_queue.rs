@@ -1,4 +1,4 @@
-//! Benchmark of the backup queue's decision (issue 15, DESIGN §9): one
+//! Benchmark of the backup queue's decision (method: docs/benchmarks.md#method): one
 //! `velero_server::queue::plan` pass over N queued backups (`--size`, default 10,000)
 //! with `concurrentBackups` 2 and two running. Goal: ≤ 10 ms per pass. No peer.
 //!

@@ -1,10 +1,9 @@
-//! Benchmark of the restore runner (issue 17): a backup of N ConfigMaps (`--size`,
-//! default 10,000) across 50 namespaces, restored through
-//! `velero_server::restore::run::run` from the `local` provider into the embedded API
-//! server (items/s, peak RSS growth), side by side in the same run with its peer,
-//! `kubectl apply --server-side -f` of the same objects (as a v1 List, namespaces
-//! first) against the same server. kubectl: `$GRANARY_KUBECTL`, else `kubectl` on PATH;
-//! without one the peer's column says "not installed".
+//! Benchmark of the restore runner: a backup of N ConfigMaps (`--size`, default 10,000)
+//! across 50 namespaces, restored through `velero_server::restore::run::run` from the
+//! `local` provider into the embedded API server (items/s, peak RSS growth), side by side
+//! in the same run with its peer, `kubectl apply --server-side -f` of the same objects
+//! (as a v1 List, namespaces first) against the same server. kubectl: `$GRANARY_KUBECTL`,
+//! else `kubectl` on PATH; without one the peer's column says "not installed".
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

@@ -1,9 +1,9 @@
-//! Which seed provisions a bucket (DESIGN §4 "Bucket → seed assignment"). Candidates are
-//! the ready seeds serving the bucket's pool, ranked same region first, then oldest, then
-//! by name. A bucket keeps its seed while that seed is ready or has been unready for less
-//! than the hand-over time; after that (or when the seed is gone) it is handed to the
-//! best other ready candidate. Seed readiness comes from the seed's liveness Lease
-//! (DESIGN §3.1), never from Gardener's Seed conditions.
+//! Which seed provisions a bucket (docs/architecture.md#bucket-assignment). Candidates
+//! are the ready seeds serving the bucket's pool, ranked same region first, then oldest,
+//! then by name. A bucket keeps its seed while that seed is ready or has been unready for
+//! less than the hand-over time; after that (or when the seed is gone) it is handed to
+//! the best other ready candidate. Seed readiness comes from the seed's liveness Lease
+//! (docs/architecture.md#seed-liveness), never from Gardener's Seed conditions.
 
 use chrono::{DateTime, Duration, Utc};
 
@@ -133,10 +133,11 @@ fn why_leave(
     }
 }
 
-/// The cleanup hand-over of an entry being deleted (DESIGN §3.2): when the entry's seed
-/// can no longer serve (see [`assign_bucket`] for the rule) and its bucket's seed is
-/// another, ready seed, the entry goes to the bucket's seed, which then deletes its
-/// objects after the grace period. Returns that seed and why.
+/// The cleanup hand-over of an entry being deleted (see
+/// docs/architecture.md#hand-over-between-seeds): when the entry's seed can no longer
+/// serve (see [`assign_bucket`] for the rule) and its bucket's seed is another, ready
+/// seed, the entry goes to the bucket's seed, which then deletes its objects after the
+/// grace period. Returns that seed and why.
 pub fn cleanup_hand_over(
     entry_seed: Option<&str>,
     bucket_seed: Option<&str>,
@@ -163,7 +164,8 @@ pub fn cleanup_hand_over(
 
 /// The hand-over of a live entry whose shoot moved to another seed: `spec.seedName` names
 /// the new seed while `status.seedName` still names the old one, which normally releases
-/// the entry itself (DESIGN §3.2). What the garden does about it.
+/// the entry itself (docs/architecture.md#hand-over-between-seeds). What the garden does
+/// about it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum EntryHandOver {
     /// No move under way.

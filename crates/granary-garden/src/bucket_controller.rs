@@ -1,7 +1,8 @@
 //! The garden BackupBucket controller: keeps the deletion guard (finalizer), re-derives
 //! `status.entryCount`, assigns the bucket to a seed and hands it over when its seed is
-//! gone or unready too long (DESIGN §4), keeps the `granary.gardener.cloud/seed` label on
-//! the responsible seed, and removes empty non-first shards when configured to.
+//! gone or unready too long (docs/architecture.md#bucket-assignment), keeps the
+//! `granary.gardener.cloud/seed` label on the responsible seed, and removes empty
+//! non-first shards when configured to.
 
 use std::sync::Arc;
 use std::time::Duration;

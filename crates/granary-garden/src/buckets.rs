@@ -1,9 +1,9 @@
-//! What the garden BackupBuckets of a pool look like, and the pure decisions of the bucket
-//! reconcile (DESIGN §3.1, §4): the shard bucket to create, the labels that key it to
-//! its pool and name its responsible seed, the spec changes a pool's owner passes on
-//! (credentials, providerConfig), the deletion guard and the removal of empty shards.
-//! Garden BackupBuckets never carry ownerReferences: deleting a Seed or a CloudProfile
-//! must not cascade into a bucket.
+//! What the garden BackupBuckets of a pool look like, and the pure decisions of the
+//! bucket reconcile (docs/architecture.md#shards-and-quota): the shard bucket to create,
+//! the labels that key it to its pool and name its responsible seed, the spec changes a
+//! pool's owner passes on (credentials, providerConfig), the deletion guard and the
+//! removal of empty shards. Garden BackupBuckets never carry ownerReferences: deleting a
+//! Seed or a CloudProfile must not cascade into a bucket.
 
 use std::collections::BTreeMap;
 
@@ -453,8 +453,8 @@ mod tests {
         );
     }
 
-    /// #20 (item 6): a person's edit of a shared bucket's pool labels does not move the
-    /// bucket out of its pool: the garden's record decides, and the labels are put back.
+    /// A person's edit of a shared bucket's pool labels does not move the bucket out of
+    /// its pool: the garden's record decides, and the labels are put back.
     #[test]
     fn the_garden_record_keeps_a_relabelled_bucket_in_its_pool() {
         let b = new_shard_bucket(&source(), 1, None, &ObjectSelector::default());

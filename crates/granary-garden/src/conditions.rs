@@ -1,5 +1,5 @@
-//! The conditions the garden keeps (reference §6): `BackupBucketsReady` on every Seed,
-//! and `BackupConfigurationValid` on every CloudProfile with a `spec.backup`.
+//! The conditions the garden keeps (docs/architecture.md#garden): `BackupBucketsReady` on
+//! every Seed, and `BackupConfigurationValid` on every CloudProfile with a `spec.backup`.
 
 use granary_api::common::{ConditionStatus, FieldError, describe_field_errors};
 use granary_api::core::{

@@ -98,8 +98,9 @@ impl Default for GardenSeedLiveness {
     }
 }
 
-/// The configuration of `granary garden` (kind `GardenConfiguration`; seed 004's
-/// `ControllerManagerConfiguration` is accepted as an alias).
+/// The configuration of `granary garden` (kind `GardenConfiguration`; the older kind
+/// `ControllerManagerConfiguration` is accepted as an alias, see
+/// docs/operations.md#configuration-files).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema, Default)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct GardenConfiguration {
@@ -226,8 +227,8 @@ impl ConfigKind for GardenConfiguration {
     const KIND_ALIASES: &'static [&'static str] = &["ControllerManagerConfiguration"];
 
     fn normalize(doc: &mut Map<String, Value>, origin: &str) -> Result<(), ConfigError> {
-        // seed 004 called the bucket controller `backupInfrastructure`; only its quota
-        // carries over.
+        // The older configuration called the bucket controller `backupInfrastructure`;
+        // only its quota carries over.
         let Some(Value::Object(controllers)) = doc.get_mut("controllers") else {
             return Ok(());
         };

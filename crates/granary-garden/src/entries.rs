@@ -1,9 +1,9 @@
-//! A shoot's garden BackupEntry (DESIGN §3.1): named `<technicalID>--<shoot uid>` in the
-//! shoot's namespace, owned by the shoot (`blockOwnerDeletion: false`, so deleting the
-//! shoot leaves the entry to garbage collection and the seed's grace period), with
-//! `spec.seedName` following the shoot, the purpose annotation and the
-//! `granary.gardener.cloud/seed` label. `spec.bucketName` is chosen once by placement and
-//! never changed here.
+//! A shoot's garden BackupEntry (docs/architecture.md#entry-placement): named
+//! `<technicalID>--<shoot uid>` in the shoot's namespace, owned by the shoot
+//! (`blockOwnerDeletion: false`, so deleting the shoot leaves the entry to garbage
+//! collection and the seed's grace period), with `spec.seedName` following the shoot, the
+//! purpose annotation and the `granary.gardener.cloud/seed` label. `spec.bucketName` is
+//! chosen once by placement and never changed here.
 
 use std::collections::BTreeMap;
 

@@ -1,10 +1,11 @@
-//! Shoot → BackupEntry (DESIGN §3.1, §4): for every Shoot with a seed, its entry exists,
-//! follows the shoot's seed and purpose, and was placed exactly once (placement through
-//! the [`Ledger`](crate::ledger::Ledger), committed before the entry is
-//! written). A second small controller keeps every entry's `granary.gardener.cloud/seed`
-//! label on its responsible seed, also for entries whose shoot is gone, and hands an
-//! entry being deleted to its bucket's seed when its own seed cannot clean up, and answers
-//! a migration's request for a place in another bucket ([`crate::moves`]).
+//! Shoot → BackupEntry (docs/architecture.md#entry-placement): for every Shoot with a
+//! seed, its entry exists, follows the shoot's seed and purpose, and was placed exactly
+//! once (placement through the [`Ledger`](crate::ledger::Ledger), committed before the
+//! entry is written). A second small controller keeps every entry's
+//! `granary.gardener.cloud/seed` label on its responsible seed, also for entries whose
+//! shoot is gone, and hands an entry being deleted to its bucket's seed when its own seed
+//! cannot clean up, and answers a migration's request for a place in another bucket
+//! ([`crate::moves`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -272,8 +273,8 @@ pub async fn reconcile_entry(
 }
 
 /// An entry being deleted whose seed can no longer clean up goes to its bucket's seed
-/// (DESIGN §3.2). Returns the entry when it was handed over, and when to look again if
-/// its seed may lose it later without any watch event.
+/// (docs/architecture.md#hand-over-between-seeds). Returns the entry when it was handed
+/// over, and when to look again if its seed may lose it later without any watch event.
 async fn cleanup_hand_over_entry(
     ctx: &Context,
     api: &Api<BackupEntry>,
@@ -335,11 +336,12 @@ async fn cleanup_hand_over_entry(
     Ok((Some(updated), None))
 }
 
-/// A live entry whose shoot moved to another seed (DESIGN §3.2, §4): the old seed
-/// normally releases it; until it does, the entry's status says what it waits for (the
-/// seed's earlier Succeeded is not true for the new seed); when the old seed is gone,
-/// being deleted or unready past the hand-over time, the garden releases it, as it hands
-/// over buckets. Returns the entry when the garden changed it, and when to look again.
+/// A live entry whose shoot moved to another seed (see
+/// docs/architecture.md#hand-over-between-seeds): the old seed normally releases it;
+/// until it does, the entry's status says what it waits for (the seed's earlier Succeeded
+/// is not true for the new seed); when the old seed is gone, being deleted or unready
+/// past the hand-over time, the garden releases it, as it hands over buckets. Returns the
+/// entry when the garden changed it, and when to look again.
 async fn seed_hand_over_entry(
     ctx: &Context,
     api: &Api<BackupEntry>,

@@ -1,8 +1,8 @@
-//! Which entries take a place in which bucket, kept up to date from the entry watch, so
-//! a recount costs the size of one bucket, not a scan of every entry (issue 19: the
+//! Which entries take a place in which bucket, kept up to date from the entry watch, so a
+//! recount costs the size of one bucket, not a scan of every entry (with a scan, the
 //! per-entry cost of placement grew with the number of entries). The counting rule is
-//! [`crate::moves::counts_in`]: the bucket an entry names, and the one holding a
-//! place for its move.
+//! [`crate::moves::counts_in`]: the bucket an entry names, and the one holding a place
+//! for its move.
 //!
 //! The index follows the watcher's events as the reflector store does: a relist
 //! (`Init` … `InitApply` … `InitDone`) builds a fresh index that replaces the old one at

@@ -1,10 +1,10 @@
-//! Deletion guards of the pools' owners (DESIGN §4, Gardener's admission has the same
-//! rules): a Seed is not deleted while BackupEntries or BackupBuckets are on it (as their
-//! seed now or as the seed they are going to), nor a CloudProfile while Shoots use it.
-//! The garden keeps its finalizer on both kinds and removes it only when nothing depends
-//! on the object any more; while it waits, the object's `DeletionRefused` condition and
-//! an event say what it waits for. BackupBuckets have their own guard
-//! ([`crate::buckets::deletion_guard`]).
+//! Deletion guards of the pools' owners (docs/architecture.md#deletion-guards; Gardener's
+//! admission has the same rules): a Seed is not deleted while BackupEntries or
+//! BackupBuckets are on it (as their seed now or as the seed they are going to), nor a
+//! CloudProfile while Shoots use it. The garden keeps its finalizer on both kinds and
+//! removes it only when nothing depends on the object any more; while it waits, the
+//! object's `DeletionRefused` condition and an event say what it waits for. BackupBuckets
+//! have their own guard ([`crate::buckets::deletion_guard`]).
 //!
 //! Pure decisions here; [`crate::owner_controllers`] applies them.
 

@@ -1,10 +1,11 @@
-//! One watch and one cache per kind for all garden controllers (issue 19). Each kind is
-//! listed and watched once; its reflector store is what the reconciles read *and* what
-//! the kind's own controller looks objects up in, and every change fans out, as one
-//! shared `Arc`, to the streams that trigger controllers (the kind's own controller and
-//! those of other kinds that follow it). Before, every controller kept a watch and a
-//! store of its own beside these caches: two lists, two watches and two copies in memory
-//! of every Shoot and BackupEntry.
+//! One watch and one cache per kind for all garden controllers (see
+//! docs/controllers.md#kube-runtime-controller). Each kind is listed and watched once;
+//! its reflector store is what the reconciles read *and* what the kind's own controller
+//! looks objects up in, and every change fans out, as one shared `Arc`, to the streams
+//! that trigger controllers (the kind's own controller and those of other kinds that
+//! follow it). Before, every controller kept a watch and a store of its own beside these
+//! caches: two lists, two watches and two copies in memory of every Shoot and
+//! BackupEntry.
 //!
 //! A change is sent only after the store has it, so a reconcile never reads an older
 //! state than the event that woke it. Objects are stored without `managedFields`, which

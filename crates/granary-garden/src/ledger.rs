@@ -1,13 +1,13 @@
-//! The placement ledger: the I/O side of quota sharding (DESIGN §4). Per pool, one lock
-//! serialises this process' placements, recounts and shard removals; across processes
-//! (restarts, a leader hand-over) the compare-and-swap on a bucket's `status.entryCount`
-//! (a status patch carrying the resourceVersion; 409 → recompute) keeps every shard
-//! within its limit. A placement raises the count *before* the entry is written, so a
-//! crash in between can only leave a count too high, never too low; recounts (at
-//! start-up and whenever an entry changes) re-derive the exact count from the entry
-//! cache plus the entries this process has placed but the cache has not shown yet.
-//! A moving entry's place in its migration target is held the same way
-//! ([`Ledger::reserve`], [`crate::moves`]).
+//! The placement ledger: the I/O side of quota sharding (see
+//! docs/architecture.md#placement-stays-within-quota). Per pool, one lock serialises this
+//! process' placements, recounts and shard removals; across processes (restarts, a leader
+//! hand-over) the compare-and-swap on a bucket's `status.entryCount` (a status patch
+//! carrying the resourceVersion; 409 → recompute) keeps every shard within its limit. A
+//! placement raises the count *before* the entry is written, so a crash in between can
+//! only leave a count too high, never too low; recounts (at start-up and whenever an
+//! entry changes) re-derive the exact count from the entry cache plus the entries this
+//! process has placed but the cache has not shown yet. A moving entry's place in its
+//! migration target is held the same way ([`Ledger::reserve`], [`crate::moves`]).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -76,8 +76,8 @@ struct Book {
     /// Moving entries whose held place was given back here while the cache may still
     /// show them marked as holding it.
     released: HashMap<EntryKey, Pending>,
-    /// Places reserved ahead by one compare-and-swap for a burst of placements, by
-    /// bucket name (issue 19: one write per burst instead of one per entry).
+    /// Places reserved ahead by one compare-and-swap for a burst of placements, by bucket
+    /// name: one write per burst instead of one per entry.
     spare: HashMap<String, Spare>,
     /// The batch whose places were all handed out before they expired, if the last one
     /// was (the burst goes on: the next batch doubles it, see [`batch_size`]).
@@ -354,9 +354,9 @@ impl Ledger {
         })
     }
 
-    /// Holds a place for a moving entry in `bucket` (DESIGN §4, [`crate::moves`]):
-    /// within the quota, committed by raising the bucket's count as a placement does.
-    /// The caller must then mark the entry, or call [`Ledger::release`].
+    /// Holds a place for a moving entry in `bucket` ([`crate::moves`]): within the quota,
+    /// committed by raising the bucket's count as a placement does. The caller must then
+    /// mark the entry, or call [`Ledger::release`].
     pub async fn reserve(
         &self,
         ctx: &Context,
@@ -602,7 +602,7 @@ impl Ledger {
         // One view of the entry index for every step: an entry appearing between them
         // would otherwise be counted twice (as pending and as cached). The cost is the
         // bucket's own entries plus the few pending and released ones, never a scan of
-        // every entry (issue 19). A pending entry is shown once the index has it
+        // every entry. A pending entry is shown once the index has it
         // counting in the bucket it was given a place in (a new entry naming it, or a
         // moving entry marked as holding a place there); a released one once the index
         // has its mark gone.

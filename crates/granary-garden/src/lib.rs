@@ -1,15 +1,18 @@
-//! The garden side (`granary garden`, DESIGN §3.1, §4): CloudProfile backup pools, bucket
-//! shards, entry placement with quota sharding, bucket → seed assignment, deletion guards
-//! and the `BackupBucketsReady` condition.
+//! The garden side (`granary garden`; docs/architecture.md#garden): CloudProfile and Seed
+//! backup pools, bucket shards, entry placement with quota sharding, bucket → seed
+//! assignment, hand-overs, deletion guards, the conditions `BackupBucketsReady` and
+//! `BackupConfigurationValid`, and the places a migration asks for. It makes no
+//! object-store call.
 //!
 //! Decisions are pure functions over plain data ([`pools`], [`placement`],
-//! [`assignment`], [`buckets`], [`entries`], [`conditions`], [`moves`], [`guards`]); the controllers fetch,
-//! decide and apply ([`bucket_controller`], [`owner_controllers`],
-//! [`entry_controllers`]), with the placement commit in [`ledger`]. They share one watch
-//! and one cache per kind ([`informers`]); [`triggers`] decides which changes wake which
-//! reconcile. [`runner`] starts them:
-//! [`GardenController`] in-process, [`run()`] for the CLI. [`seed_authz`] keeps each seed
-//! to its own objects (an authorization and admission webhook).
+//! [`assignment`], [`buckets`], [`entries`], [`conditions`], [`moves`], [`guards`]); the
+//! controllers fetch, decide and apply ([`bucket_controller`], [`owner_controllers`],
+//! [`entry_controllers`]), with the placement commit in [`ledger`] and the entries per
+//! bucket in [`entry_index`]. They share one watch and one cache per kind
+//! ([`informers`]); [`triggers`] decides which changes wake which reconcile. [`runner`]
+//! starts them from a [`config`] file: [`GardenController`] in-process, [`run()`] for the
+//! CLI. [`seed_authz`] keeps each seed to its own objects (an authorization and admission
+//! webhook); [`metrics`] adds the garden's own metrics.
 
 pub mod assignment;
 pub mod bucket_controller;

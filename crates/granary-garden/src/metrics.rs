@@ -1,8 +1,8 @@
-//! The garden's own metrics (DESIGN §6), registered into the process registry next to
-//! the shared `granary_reconcile_*`: pool sizes, shard fill, placements and conflicts,
-//! and bucket hand-overs. The per-bucket and per-pool gauges follow the objects: a
-//! bucket's label set goes with the bucket, a pool's with its last bucket, so the
-//! registry does not grow with objects that no longer exist.
+//! The garden's own metrics (docs/operations.md#health-and-metrics), registered into the
+//! process registry next to the shared `granary_reconcile_*`: pool sizes, shard fill,
+//! placements and conflicts, and bucket hand-overs. The per-bucket and per-pool gauges
+//! follow the objects: a bucket's label set goes with the bucket, a pool's with its last
+//! bucket, so the registry does not grow with objects that no longer exist.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 

@@ -1,11 +1,12 @@
-//! Moves of an entry between buckets (`granary migrate`, DESIGN §4). The garden is the
-//! one writer of bucket counts, so a migration does not raise the target's count itself:
-//! it asks for a place with the entry annotation `granary.gardener.cloud/migration-target`,
-//! and the garden answers, under the same per-pool lock and compare-and-swap as a
-//! placement, by holding a place within the quota (`migration-reserved`) or refusing
-//! (`migration-refused`, with the reason). From the moment the place is held, the entry
-//! counts in the target as well as in the bucket it names, so no recount and no placement
-//! can give that place away while the migration copies and switches.
+//! Moves of an entry between buckets (`granary migrate`, see
+//! docs/architecture.md#legacy-migration). The garden is the one writer of bucket counts,
+//! so a migration does not raise the target's count itself: it asks for a place with the
+//! entry annotation `granary.gardener.cloud/migration-target`, and the garden answers,
+//! under the same per-pool lock and compare-and-swap as a placement, by holding a place
+//! within the quota (`migration-reserved`) or refusing (`migration-refused`, with the
+//! reason). From the moment the place is held, the entry counts in the target as well as
+//! in the bucket it names, so no recount and no placement can give that place away while
+//! the migration copies and switches.
 //!
 //! Pure decisions here; the ledger commits, the entry controller applies.
 

@@ -1,6 +1,6 @@
-//! Bucket pools (DESIGN §4): which pools exist for a CloudProfile and its seeds, and which
-//! pool a shoot's BackupEntry belongs to. A pool is keyed (kind, owner, region); its
-//! shards are the BackupBuckets labelled with that key.
+//! Bucket pools (docs/architecture.md#bucket-pools): which pools exist for a CloudProfile
+//! and its seeds, and which pool a shoot's BackupEntry belongs to. A pool is keyed (kind,
+//! owner, region); its shards are the BackupBuckets labelled with that key.
 
 pub use granary_api::core::PoolKind;
 

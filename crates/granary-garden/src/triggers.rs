@@ -1,8 +1,9 @@
-//! Which changes wake which garden reconciles (issue 19). Every BackupEntry written during
-//! a burst of placements used to wake its shoot again, itself, and the seed's reconcile;
-//! every bucket count written woke the profile's and the seed's, which walk all buckets of
-//! the landscape: work per entry that grew with the number of entries. These decisions
-//! keep only the wake-ups whose reconcile would do something:
+//! Which changes wake which garden reconciles (see
+//! docs/controllers.md#garden-controllers). Every BackupEntry written during a burst of
+//! placements used to wake its shoot again, itself, and the seed's reconcile; every
+//! bucket count written woke the profile's and the seed's, which walk all buckets of the
+//! landscape: work per entry that grew with the number of entries. These decisions keep
+//! only the wake-ups whose reconcile would do something:
 //!
 //! - a Shoot or BackupEntry is reconciled only when its reconcile would not be a no-op
 //!   ([`shoot_needs_reconcile`], [`entry_needs_reconcile`]); this also spares a restart

@@ -3,7 +3,8 @@
 //! the old objects after the grace period) or, with `--delete-source-now`, force-deleted
 //! at once. A legacy source bucket's garden BackupBucket is deleted too: the garden's
 //! deletion guard keeps it until no entry references it, and the seed deletes a legacy
-//! bucket whole with its one entry (DESIGN §3.2).
+//! bucket whole with its one entry
+//! (docs/architecture.md#ownership-comes-from-the-bucket).
 
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::json;

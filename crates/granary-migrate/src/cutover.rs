@@ -1,11 +1,12 @@
-//! The cut-over (phase 3 of seed 004's migration): record etcd-main's replicas, scale it
-//! down and wait until no replica runs, re-list the source and copy what is new or
-//! changed, then switch the entry — `source-<entry>` keeps the old bucket referenced,
-//! the destination's entry count is raised by compare-and-swap, `spec.bucketName`, the
-//! shoot's etcd-backup secret and the Druid backup store name the destination. Any
-//! failure scales etcd back up before the error is returned; the etcd-visible
-//! configuration (secret, Etcd store) changes last, so until then "back up" means on
-//! the old configuration. Then [`scale_up`] brings etcd back and measures the downtime.
+//! The cut-over (the third phase of a migration, after plan and copy; see
+//! docs/architecture.md#legacy-migration): record etcd-main's replicas, scale it down and
+//! wait until no replica runs, re-list the source and copy what is new or changed, then
+//! switch the entry — `source-<entry>` keeps the old bucket referenced, the destination's
+//! entry count is raised by compare-and-swap, `spec.bucketName`, the shoot's etcd-backup
+//! secret and the Druid backup store name the destination. Any failure scales etcd back
+//! up before the error is returned; the etcd-visible configuration (secret, Etcd store)
+//! changes last, so until then "back up" means on the old configuration. Then
+//! [`scale_up`] brings etcd back and measures the downtime.
 
 use std::collections::BTreeMap;
 use std::time::Duration;

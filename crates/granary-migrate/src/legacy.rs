@@ -1,4 +1,4 @@
-//! Legacy mode (seed 004 "Legacy Mode alternative"): a per-shoot bucket from the
+//! Legacy mode (docs/architecture.md#legacy-migration): a per-shoot bucket from the
 //! BackupInfrastructure era becomes a garden BackupBucket labelled
 //! `granary.gardener.cloud/pool-kind=legacy` (named as the provider's bucket, checked
 //! against that provider's rules only; never a placement target) with the shoot's one

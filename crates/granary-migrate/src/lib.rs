@@ -1,7 +1,8 @@
-//! `granary migrate` (DESIGN §4 "Migration", seed 004 "Backward compatibility"): moves a
-//! BackupEntry's objects from one bucket to another — a legacy per-shoot bucket into a
-//! shared one, or between shared buckets — with etcd down only for the final delta, and
-//! registers legacy per-shoot buckets so their shoots keep working until migrated.
+//! `granary migrate` (docs/architecture.md#legacy-migration, run as in
+//! docs/operations.md#migrating-legacy-buckets): moves a BackupEntry's objects from one
+//! bucket to another — a legacy per-shoot bucket into a shared one, or between shared
+//! buckets — with etcd down only for the final delta, and registers legacy per-shoot
+//! buckets so their shoots keep working until migrated.
 //!
 //! A run goes through the [`phase::Phase`]s plan → copy → cut-over → scale-up →
 //! cleanup, each recorded in the garden BackupEntry's annotations so an interrupted run

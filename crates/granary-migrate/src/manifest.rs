@@ -1,8 +1,8 @@
-//! The migration manifest (DESIGN §3.2, §4 "Migration"): the record of every source
-//! object of one migration with its copy state, stored gzipped JSON in the destination
-//! under the entry prefix at `<prefix>/.granary/migration-<source bucket>.json.gz`. A
-//! re-run reads it back and copies only what is not `Copied` yet. No I/O here beyond
-//! bytes in and out.
+//! The migration manifest (docs/formats.md#migration-manifest): the record of every
+//! source object of one migration with its copy state, stored gzipped JSON in the
+//! destination under the entry prefix at
+//! `<prefix>/.granary/migration-<source bucket>.json.gz`. A re-run reads it back and
+//! copies only what is not `Copied` yet. No I/O here beyond bytes in and out.
 
 use std::io::{Read, Write};
 
@@ -23,7 +23,8 @@ pub struct Location {
     pub key_prefix: String,
 }
 
-/// The copy state of one object (seed 004: None, Copied, NotFound).
+/// The copy state of one object: `None`, `Copied` or `NotFound` (see
+/// docs/formats.md#migration-manifest).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ObjectState {
     /// Not copied yet (or changed in the source since it was copied).

@@ -1,10 +1,11 @@
-//! The destination's quota through the garden (DESIGN §4): a migration never writes a
+//! The destination's quota through the garden (see
+//! docs/architecture.md#placement-stays-within-quota): a migration never writes a
 //! bucket's `status.entryCount` itself — the garden is its one writer, and a second
 //! writer would race its recounts. The migration asks for a place with the entry's
 //! `migration-target` annotation (written when the plan is done) and waits here for the
 //! garden's answer (`migration-reserved` or `migration-refused`, see
-//! [`granary_garden::moves`]) before it copies anything; the place is held until the entry
-//! is switched.
+//! [`granary_garden::moves`]) before it copies anything; the place is held until the
+//! entry is switched.
 
 use std::time::Duration;
 

@@ -1,5 +1,6 @@
-//! Named failpoints for deterministic crash and fault tests (DESIGN §8). Always compiled
-//! in; when `GRANARY_FAILPOINTS` is unset a hit costs one atomic load.
+//! Named failpoints for deterministic crash and fault tests (see
+//! docs/architecture.md#failpoints). Always compiled in; when `GRANARY_FAILPOINTS` is
+//! unset a hit costs one atomic load.
 //!
 //! Syntax: `GRANARY_FAILPOINTS="name=N:action;other=*:error"` — on the `N`th hit (1-based)
 //! of failpoint `name` (or on every hit with `*`), `abort` ends the process at once (as a

@@ -1,8 +1,8 @@
-//! Leader election through a `coordination.k8s.io/v1` Lease (one per controller set:
-//! the garden, or one seed). Only the leader runs its controllers; a standby takes over
-//! once the leader's lease has expired; a leader that cannot renew within its renew
-//! deadline stops its controllers at once. The same Lease mechanics renew a seed's
-//! liveness Lease in the garden (DESIGN §3.1), through [`renew_lease`].
+//! Leader election through a `coordination.k8s.io/v1` Lease (one per controller set: the
+//! garden, or one seed). Only the leader runs its controllers; a standby takes over once
+//! the leader's lease has expired; a leader that cannot renew within its renew deadline
+//! stops its controllers at once. The same Lease mechanics renew a seed's liveness Lease
+//! in the garden (docs/architecture.md#seed-liveness), through [`renew_lease`].
 
 use crate::clock::{Clock, from_k8s, to_k8s};
 use chrono::{DateTime, Utc};

@@ -1,6 +1,7 @@
 //! The Prometheus registry of one process and the metrics every controller shares
 //! (`granary_reconcile_*`). Parts of Granary register their own metrics into the same
-//! registry (Velero's names for the Velero part, `granary_*` for the rest; DESIGN §6).
+//! registry (Velero's names for the Velero part, `granary_*` for the rest; see
+//! docs/operations.md#health-and-metrics).
 
 use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry};
 

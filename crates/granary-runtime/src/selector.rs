@@ -1,7 +1,7 @@
-//! `--object-selector` (DESIGN §8): a controller started with a value only sees objects
-//! labelled `granary.gardener.cloud/instance=<value>` and puts that label on everything it
-//! creates, so several Granary instances (e.g. tests side by side on one real cluster)
-//! never act on each other's cluster-scoped objects.
+//! `--object-selector` (docs/architecture.md#object-selector): a controller started with
+//! a value only sees objects labelled `granary.gardener.cloud/instance=<value>` and puts
+//! that label on everything it creates, so several Granary instances (e.g. tests side by
+//! side on one real cluster) never act on each other's cluster-scoped objects.
 
 use std::collections::BTreeMap;
 

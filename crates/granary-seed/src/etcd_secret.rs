@@ -1,7 +1,7 @@
 //! The data of the `<technicalID>/etcd-backup` Secret a successful BackupEntry reconcile
-//! writes for the shoot's etcd backup sidecar (DESIGN §3.2): the provider's credential
-//! keys as Gardener's provider extensions pass them, plus `bucketName` and Granary's
-//! `prefix`.
+//! writes for the shoot's etcd backup sidecar (docs/architecture.md#provider-calls): the
+//! provider's credential keys as Gardener's provider extensions pass them, plus
+//! `bucketName` and Granary's `prefix`.
 
 use granary_api::common::FieldError;
 use std::collections::BTreeMap;

@@ -1,6 +1,6 @@
 //! What the seed keeps in touch with in the garden besides the mirrored objects: the
 //! credentials Secrets its buckets use (watched metadata-only, so a rotation heals at
-//! once) and its liveness Lease (DESIGN §3.1).
+//! once) and its liveness Lease (docs/architecture.md#seed-liveness).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -71,7 +71,7 @@ pub(crate) async fn watch_credentials(
 }
 
 /// Renews the Lease `seed-<name>` in the garden's `garden` namespace every
-/// `seedLiveness.renewInterval` (DESIGN §3.1).
+/// `seedLiveness.renewInterval` (docs/architecture.md#seed-liveness).
 pub(crate) async fn liveness(ctx: Arc<Context>) {
     let api: Api<Lease> = Api::namespaced(ctx.garden.clone(), GARDEN_NAMESPACE);
     let every = ctx.config.seed_liveness.renew_interval.0;

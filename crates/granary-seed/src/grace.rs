@@ -1,5 +1,5 @@
-//! The deletion grace period of a BackupEntry (DESIGN §4 "Entry deletion and its grace
-//! period"). Computed from timestamps only, so a restart keeps the same schedule.
+//! The deletion grace period of a BackupEntry (docs/architecture.md#grace-period).
+//! Computed from timestamps only, so a restart keeps the same schedule.
 
 use crate::config::SeedBackupEntryController;
 use chrono::{DateTime, Utc};

@@ -1,8 +1,13 @@
-//! The seed side (`granary seed`, DESIGN §1, §3.2, §4): the garden → seed [`mirror`]
-//! (the gardenlet's role) and the [`extension`] controllers (the provider extension's
-//! role), run by [`agent`]. Decisions are pure functions: [`grace`] (the deletion grace
-//! period), [`prefix`] (an entry's prefix in its bucket), [`etcd_secret`] (the shoot's
-//! etcd backup secret); the runtime readiness and operation functions decide the rest.
+//! The seed agent (`granary seed`; docs/architecture.md#seed-agent): the garden → seed
+//! [`mirror`] (the gardenlet's role), the [`extension`] controllers (the provider
+//! extension's role), the seed's liveness Lease in the garden, its default Velero
+//! BackupStorageLocation and the Velero-compatible controllers of
+//! `granary-velero-server`, all started by [`agent`] from a
+//! [`config::SeedConfiguration`]. Decisions are pure functions: [`grace`] (the deletion
+//! grace period), [`prefix`] (an entry's prefix in its bucket), [`ownership`] (who owns
+//! what in a bucket, from the bucket's own records), [`etcd_secret`] (the shoot's etcd
+//! backup secret); the runtime's readiness and operation functions decide the rest.
+//! [`metrics`] adds the seed's `granary_*` metrics.
 
 pub mod agent;
 pub mod config;

@@ -1,6 +1,6 @@
-//! The seed's `granary_*` metrics (DESIGN §6): the shared reconcile counters and
-//! durations from [`Metrics`], plus entries waiting out their deletion grace period and
-//! objects deleted from buckets.
+//! The seed's `granary_*` metrics (docs/operations.md#health-and-metrics): the shared
+//! reconcile counters and durations from [`Metrics`], plus entries waiting out their
+//! deletion grace period and objects deleted from buckets.
 
 use granary_runtime::metrics::Metrics;
 use prometheus::{IntCounterVec, IntGaugeVec, Opts};

@@ -1,5 +1,6 @@
 //! Who owns what in a bucket, decided from the bucket's own objects rather than from
-//! labels anyone with patch rights can change (issue #22). Pure decisions over the
+//! labels anyone with patch rights can change
+//! (docs/architecture.md#ownership-comes-from-the-bucket). Pure decisions over the
 //! records Granary keeps in the bucket:
 //!
 //! - the bucket record `.granary/bucket.json` fixes the bucket's layout (shared or

@@ -1,6 +1,7 @@
-//! The one place an entry's prefix inside its bucket is computed (DESIGN §3.2). Every
-//! delete, list and copy of an entry's objects goes through [`entry_prefix`], so a legacy
-//! bucket's root can never be emptied by accident through another path.
+//! The one place an entry's prefix inside its bucket is computed (see
+//! docs/architecture.md#one-entry-prefix). Every delete, list and copy of an entry's
+//! objects goes through [`entry_prefix`], so a legacy bucket's root can never be emptied
+//! by accident through another path.
 
 /// How a bucket holds its entries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,11 +1,12 @@
-//! The seed's default BackupStorageLocation (DESIGN §4, #15): unless switched off, every
-//! seed keeps a location `default` (`spec.default: true`) under `velero/<seed>` in a
-//! shared bucket of its own backup pool, with the credentials the seed already holds for
-//! that pool (written into the Velero namespace in Velero's credentials-file format, so
-//! Velero itself can use the location too). It follows when the garden moves buckets:
-//! the location keeps its bucket while that bucket stays with this seed and moves to
-//! another of the seed's shared buckets when it goes. With no bucket yet, the location
-//! is Unavailable and says why ([`ANNOTATION_UNAVAILABLE_REASON`]).
+//! The seed's default BackupStorageLocation
+//! (docs/architecture.md#default-backup-location): unless switched off, every seed keeps
+//! a location `default` (`spec.default: true`) under `velero/<seed>` in a shared bucket
+//! of its own backup pool, with the credentials the seed already holds for that pool
+//! (written into the Velero namespace in Velero's credentials-file format, so Velero
+//! itself can use the location too). It follows when the garden moves buckets: the
+//! location keeps its bucket while that bucket stays with this seed and moves to another
+//! of the seed's shared buckets when it goes. With no bucket yet, the location is
+//! Unavailable and says why ([`ANNOTATION_UNAVAILABLE_REASON`]).
 //!
 //! Only a location this seed created (label [`LABEL_MANAGED`]) is ever changed: an
 //! admin's own `default` location is left alone.

@@ -1,14 +1,18 @@
-//! The Velero-compatible controllers that run in every seed (`granary seed`) and alone on
-//! any cluster (`granary server`): locations, the backup queue, backups, and later sync,
-//! garbage collection, deletion, schedules, downloads and restores (DESIGN §4
-//! "Velero-compatible"). They use the format library in [`crate::velero`], which holds no
-//! Kubernetes client; the decisions they make are pure functions in files of their own,
-//! tested beside them.
+//! The Velero-compatible server: Velero's controllers for the `velero.io/v1` objects of
+//! one namespace — backup storage locations, the backup queue, backups, deletion, garbage
+//! collection, sync, schedules, restores and download requests — plus OADP's non-admin
+//! controllers. `granary seed` runs them in every seed and `granary server` alone on any
+//! cluster (docs/architecture.md#velero-compatible-server). They write Velero 1.18's
+//! files through [`granary_velero`], which holds no Kubernetes client; the decisions they
+//! make are pure functions in files of their own, tested beside them. Each controller's
+//! driver and triggers: docs/controllers.md#velero-compatible-controllers.
 //!
 //! - [`settings`]: the `velero:` configuration section and `granary server`'s file;
 //! - [`location`] (pure) and [`context`]: from a BackupStorageLocation to a store;
 //! - [`locations`]: the `backup-storage-location` controller;
 //! - [`namespaces`] and [`queue`] (pure) and [`queue_controller`]: the backup queue;
+//! - [`backup_prepare`] (pure) and [`backup_controller`]: a `ReadyToStart` backup
+//!   prepared and validated as Velero does, then run (the `backup` controller);
 //! - [`backup`]: the backup runner (collection, tarball, Velero's files);
 //! - [`backup_deletion`]: DeleteBackupRequests (the `backup-deletion` controller);
 //! - [`backup_sync`]: backups in object storage brought into the cluster (`backup-sync`);
@@ -17,7 +21,10 @@
 //! - [`restore`] (the runner and its pure decisions) and [`restore_controller`]: restores;
 //! - [`download`] (pure), [`download_controller`] and [`download_server`]: download
 //!   URLs for DownloadRequests (the `download-request` controller);
-//! - [`nonadmin`]: OADP's NonAdminBackup and NonAdminRestore for namespace owners;
+//! - [`nonadmin`]: OADP's non-admin API for namespace owners (backups, restores, their
+//!   own locations, download requests);
+//! - [`metrics`]: Velero's metric names; [`watch`]: the one watch loop; [`thread`]: the
+//!   runners' non-`Send` futures on a thread of their own;
 //! - [`server`]: running the controllers, and `granary server`.
 
 pub mod backup;

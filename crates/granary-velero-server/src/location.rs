@@ -1,7 +1,7 @@
 //! From a BackupStorageLocation to an object store: the provider names Velero's plugins
 //! use, Velero's credentials-file formats and `config` keys mapped onto the providers
-//! crate's Secret data (DESIGN §5), and the location's key layout. Pure: the controller
-//! reads the credential Secret and opens the store.
+//! crate's Secret data (docs/operations.md#credentials), and the location's key layout.
+//! Pure: the controller reads the credential Secret and opens the store.
 //!
 //! | provider | credentials file (`spec.credential`) | `config` keys |
 //! |---|---|---|

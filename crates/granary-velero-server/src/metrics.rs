@@ -1,5 +1,5 @@
-//! Velero's metric names for the Velero-compatible controllers (reference §6), in the
-//! process's one registry.
+//! Velero's metric names for the Velero-compatible controllers, in the process's one
+//! registry (docs/operations.md#health-and-metrics).
 
 use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts};
 
@@ -44,8 +44,8 @@ pub struct VeleroMetrics {
     pub restore: RestoreMetrics,
 }
 
-/// Velero's restore metrics (reference §6); counters carry the `schedule` label of the
-/// restored backup.
+/// Velero's restore metrics, under Velero's names; counters carry the `schedule` label of
+/// the restored backup.
 #[derive(Clone)]
 pub struct RestoreMetrics {
     /// `velero_restore_total`: Restore objects that exist.

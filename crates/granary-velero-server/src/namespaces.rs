@@ -1,9 +1,9 @@
-//! Which namespaces a backup covers, for the queue's overlap test (seed 003, Velero
-//! 1.18's `backup_queue_controller`): two backups overlap when they can include a
-//! namespace in common. A backup that includes every namespace (no includes, or `*`)
-//! covers every namespace its excludes do not name, including ones created later, so it
-//! is kept as a rule rather than expanded. Wildcard includes are expanded against the
-//! live namespaces, as Velero resolves them.
+//! Which namespaces a backup covers, for the queue's overlap test (as in Velero 1.18's
+//! `backup_queue_controller`): two backups overlap when they can include a namespace in
+//! common. A backup that includes every namespace (no includes, or `*`) covers every
+//! namespace its excludes do not name, including ones created later, so it is kept as a
+//! rule rather than expanded. Wildcard includes are expanded against the live namespaces,
+//! as Velero resolves them.
 //!
 //! Patterns support `*` (any run of characters) and `?` (one character), the wildcards
 //! namespace names can meet (names hold only `a-z0-9-`).

@@ -1,6 +1,6 @@
-//! The backup queue's decision (seed 003 as Velero 1.18 shipped it), one pure function
-//! over plain data: which queued backups start now, which wait and why, and every
-//! waiting backup's `queuePosition`.
+//! The backup queue's decision (Velero 1.18's concurrent backup queue), one pure function
+//! over plain data: which queued backups start now, which wait and why, and every waiting
+//! backup's `queuePosition`.
 //!
 //! Velero's rules: a backup runs when fewer than `concurrentBackups` are ReadyToStart or
 //! InProgress and it shares no namespace with those nor with any backup ahead of it in the

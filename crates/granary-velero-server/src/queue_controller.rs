@@ -1,9 +1,9 @@
-//! The `backup-queue` controller (seed 003 as Velero 1.18 shipped it): applies the pure
-//! decision of [`super::queue::plan`] to the Backups of the Velero namespace. New backups
-//! become `Queued` with a `queuePosition`; a runnable one becomes `ReadyToStart` (the
-//! backup controller takes it from there); the rest are renumbered 1..n, with what each
-//! waits for in the annotation [`ANNOTATION_WAITING_FOR`]. It runs on every change of a
-//! Backup and every `queuedBackupRecheckFrequency`. At start-up, backups left
+//! The `backup-queue` controller (Velero 1.18's concurrent backup queue): applies the
+//! pure decision of [`super::queue::plan`] to the Backups of the Velero namespace. New
+//! backups become `Queued` with a `queuePosition`; a runnable one becomes `ReadyToStart`
+//! (the backup controller takes it from there); the rest are renumbered 1..n, with what
+//! each waits for in the annotation [`ANNOTATION_WAITING_FOR`]. It runs on every change
+//! of a Backup and every `queuedBackupRecheckFrequency`. At start-up, backups left
 //! `InProgress` by a previous process are marked `Failed`, as Velero's server does.
 
 use super::context::VeleroContext;

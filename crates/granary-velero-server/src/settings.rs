@@ -219,8 +219,8 @@ where
     serde_json::from_value(value).map_err(serde::de::Error::custom)
 }
 
-/// `velero.defaultLocation`: the BackupStorageLocation every seed keeps in a shared bucket
-/// of its own backup pool (DESIGN §4).
+/// `velero.defaultLocation`: the BackupStorageLocation every seed keeps in a shared
+/// bucket of its own backup pool (docs/architecture.md#default-backup-location).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct DefaultLocation {

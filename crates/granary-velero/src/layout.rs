@@ -1,5 +1,6 @@
-//! Every object-store key of a Velero BackupStorageLocation, built in this one place
-//! (Velero's `object_store_layout.go`; reference §1). Nobody else formats a key.
+//! Every object-store key of a Velero BackupStorageLocation, built in this one place (as
+//! Velero's `object_store_layout.go` does; docs/formats.md#velero-object-store-layout).
+//! Nobody else formats a key.
 //!
 //! A location is a bucket plus an optional prefix. Under its root only six top-level
 //! directories may exist; any other makes Velero mark the location Unavailable, which is
@@ -305,7 +306,8 @@ impl BackupKeys {
     pub fn csi_volume_snapshot_classes(&self) -> String {
         self.file("-csi-volumesnapshotclasses.json.gz")
     }
-    /// Granary's addition (seed 000): the backup manifest. Velero ignores it.
+    /// Granary's addition, the backup manifest (docs/formats.md#backup-manifest). Velero
+    /// ignores it.
     pub fn manifest(&self) -> String {
         format!("{}manifest.json.gz", self.dir)
     }

@@ -4,14 +4,16 @@
 //! - [`layout`]: every object-store key of a BackupStorageLocation, built in one place;
 //! - [`archive`]: the backup tarball (`<name>.tar.gz`) writer and a reader that is safe
 //!   against hostile archives;
-//! - [`manifest`]: the per-backup object graph stored as `manifest.json.gz` (seed 000),
-//!   its set operations and the owners-first dependency order;
+//! - [`manifest`]: the per-backup object graph stored as `manifest.json.gz` (Granary's
+//!   addition, which Velero ignores), its set operations and the owners-first dependency
+//!   order;
 //! - [`files`]: the other per-backup files (`velero-backup.json`, resource list,
 //!   results, logs);
 //! - [`label`]: Velero's shortening of over-long label values;
+//! - [`resource`]: a resource's identity as the archive spells it;
 //! - [`inspect`]: `inspect` and `verify`, the library side of `granary archive`.
 //!
-//! Formats follow Velero 1.18 (shared/reference/velero.md §1, §2) and DESIGN §4.
+//! Formats follow Velero 1.18; docs/formats.md describes each of them.
 
 pub mod archive;
 pub mod files;

@@ -1,4 +1,4 @@
-//! Finds or starts the storage emulators for the provider tests (DESIGN §8).
+//! Finds or starts the storage emulators for the provider tests.
 //!
 //! The test command (scripts/emulators.sh) normally starts each emulator once and
 //! exports its endpoint; when a variable is missing and the tool is installed under

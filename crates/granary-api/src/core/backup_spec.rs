@@ -1,6 +1,7 @@
-//! `spec.backup` of a CloudProfile (seed 004's proposal, DESIGN §3.1) and of a Seed
-//! (shipped Gardener): which provider holds the backups, in which region, with which
-//! credentials. One type for both, with the checks both share.
+//! `spec.backup` of a CloudProfile (Granary's addition, not a field of shipped Gardener;
+//! see docs/architecture.md#bucket-pools) and of a Seed (shipped Gardener): which
+//! provider holds the backups, in which region, with which credentials. One type for
+//! both, with the checks both share.
 
 use std::collections::BTreeMap;
 

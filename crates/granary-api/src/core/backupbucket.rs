@@ -1,7 +1,7 @@
 //! The garden `BackupBucket` (`core.gardener.cloud/v1beta1`, cluster-scoped): one
-//! provider-side bucket, a shard of a bucket pool (DESIGN §3.1, §4). Granary adds
-//! `status.seedName` (the seed holding the extension object now) and `status.entryCount`
-//! (the placement counter) to Gardener's fields.
+//! provider-side bucket, a shard of a bucket pool (docs/architecture.md#bucket-pools).
+//! Granary adds `status.seedName` (the seed holding the extension object now) and
+//! `status.entryCount` (the placement counter) to Gardener's fields.
 
 use kube::{CustomResource, ResourceExt};
 use schemars::JsonSchema;

@@ -1,6 +1,7 @@
 //! The garden `BackupEntry` (`core.gardener.cloud/v1beta1`, in the shoot's project
 //! namespace): one shoot's prefix in a bucket, named `<technicalID>--<shoot uid>`
-//! (DESIGN §3.1). The seed that handles it is `status.seedName`, else `spec.seedName`.
+//! (docs/architecture.md#entry-placement). The seed that handles it is `status.seedName`,
+//! else `spec.seedName` (docs/architecture.md#bucket-assignment).
 
 use kube::{CustomResource, ResourceExt};
 use schemars::JsonSchema;

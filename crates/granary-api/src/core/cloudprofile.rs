@@ -1,7 +1,8 @@
 //! `CloudProfile` (`core.gardener.cloud/v1beta1`, cluster-scoped): Granary reads its
-//! provider type, its regions and its `spec.backup` (seed 004, DESIGN §3.1), and reports
-//! problems with `spec.backup` in `status.conditions`. Everything else a real profile
-//! holds is kept as it is, in Rust (`extra`) and in the CRD (unknown fields preserved).
+//! provider type, its regions and its `spec.backup` (Granary's extension of Gardener's
+//! CloudProfile, see docs/architecture.md#bucket-pools), and reports problems with
+//! `spec.backup` in `status.conditions`. Everything else a real profile holds is kept as
+//! it is, in Rust (`extra`) and in the CRD (unknown fields preserved).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -75,8 +76,9 @@ pub struct CloudProfileStatus {
 }
 
 impl CloudProfile {
-    /// The backup provider: `spec.backup.provider`, else `spec.type` (seed 004: an
-    /// unset provider means the profile's own). `None` without `spec.backup`.
+    /// The backup provider: `spec.backup.provider`, else `spec.type` (an unset provider
+    /// means the profile's own; docs/architecture.md#bucket-pools). `None` without
+    /// `spec.backup`.
     pub fn backup_provider(&self) -> Option<&str> {
         let backup = self.spec.backup.as_ref()?;
         Some(if backup.provider.is_empty() {
@@ -92,10 +94,10 @@ impl CloudProfile {
     }
 }
 
-/// Every problem of a CloudProfile that Granary cares about, with field paths: `spec.type`
-/// and the region names, and `spec.backup` by seed 004's rules (provider defaults to
-/// `spec.type`; a region is required for a provider other than `spec.type`; credentials
-/// are required).
+/// Every problem of a CloudProfile that Granary cares about, with field paths:
+/// `spec.type` and the region names, and `spec.backup` by the rules of
+/// docs/architecture.md#bucket-pools (provider defaults to `spec.type`; a region is
+/// required for a provider other than `spec.type`; credentials are required).
 pub fn validate_cloud_profile(profile: &CloudProfile) -> FieldErrors {
     let mut errors = FieldErrors::new();
     let spec = &profile.spec;

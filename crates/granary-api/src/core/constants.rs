@@ -1,6 +1,7 @@
 //! Names Gardener and Granary agree on: annotations, labels, finalizers, condition types
-//! and the names of the secrets and objects derived from a bucket or an entry
-//! (reference §1c, DESIGN §3.1/§3.2). Nobody spells these strings anywhere else.
+//! and the names of the secrets and objects derived from a bucket or an entry (listed in
+//! docs/formats.md#granarys-labels-and-annotations). Nobody spells these strings anywhere
+//! else.
 
 /// Annotation asking a controller for an operation: one of the `OPERATION_*` values.
 pub const ANNOTATION_OPERATION: &str = "gardener.cloud/operation";

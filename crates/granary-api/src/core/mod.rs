@@ -2,7 +2,7 @@
 //! Seed, Shoot: subsets that keep every field they do not name) and the ones it manages
 //! (BackupBucket, BackupEntry), with validation, Gardener's defaulting, the names of
 //! annotations, labels and finalizers, and [`crds`] for landscapes without
-//! gardener-apiserver (DESIGN §3.1).
+//! gardener-apiserver (see docs/operations.md#upgrades-and-crds).
 
 mod backup_spec;
 mod backupbucket;

@@ -1,7 +1,7 @@
 //! `Seed` (`core.gardener.cloud/v1beta1`, cluster-scoped): Granary reads the seed's
-//! provider and region and its optional `spec.backup` (a pool of its own, DESIGN §3.1),
-//! and sets `BackupBucketsReady` in `status.conditions`. All other fields of a real Seed
-//! are kept as they are.
+//! provider and region and its optional `spec.backup` (a pool of its own, see
+//! docs/architecture.md#bucket-pools), and sets `BackupBucketsReady` in
+//! `status.conditions`. All other fields of a real Seed are kept as they are.
 
 use std::collections::BTreeMap;
 

@@ -1,7 +1,8 @@
 //! `extensions.gardener.cloud/v1alpha1` BackupBucket and BackupEntry: the seed-side
-//! objects the extension controllers reconcile against the object store (DESIGN §3.2).
-//! Both are cluster-scoped, wire-compatible with Gardener's own extension objects
-//! (including the full extension `DefaultStatus`), so upstream objects round-trip.
+//! objects the extension controllers reconcile against the object store (see
+//! docs/architecture.md#seed-mirror). Both are cluster-scoped, wire-compatible with
+//! Gardener's own extension objects (including the full extension `DefaultStatus`), so
+//! upstream objects round-trip.
 
 #[cfg(test)]
 mod tests;

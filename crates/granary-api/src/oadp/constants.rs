@@ -1,6 +1,7 @@
 //! Names the OADP non-admin controller (NAC) puts on objects: labels, annotations,
-//! finalizers, condition types, reasons and messages, the always-excluded resources,
-//! and its periods (shared/reference/velero.md §7).
+//! finalizers, condition types, reasons and messages, the always-excluded resources, and
+//! its periods, exactly as upstream NAC spells them. Granary's own names are listed in
+//! docs/formats.md#granarys-labels-and-annotations.
 
 /// Label on every Velero object NAC creates; its value is [`OADP_LABEL_VALUE`].
 pub const OADP_LABEL: &str = "openshift.io/oadp";

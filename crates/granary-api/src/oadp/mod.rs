@@ -1,10 +1,9 @@
 //! `oadp.openshift.io/v1alpha1`: the OADP non-admin kinds NonAdminBackup (`nab`),
 //! NonAdminRestore (`nar`), NonAdminBackupStorageLocation (`nabsl`) with its approval
 //! object NonAdminBackupStorageLocationRequest (`nabslrequest`), and
-//! NonAdminDownloadRequest (`nadr`), which embed the
-//! Velero specs of [`crate::velero`], with the names NAC puts on objects, its
-//! NACUUID naming rule and its validation (seed 002, shared/reference/velero.md §7).
-//! Nothing here does I/O.
+//! NonAdminDownloadRequest (`nadr`), which embed the Velero specs of [`crate::velero`],
+//! with the names NAC puts on objects, its NACUUID naming rule and its validation (see
+//! docs/architecture.md#non-admin-backups). Nothing here does I/O.
 
 mod backup;
 mod constants;

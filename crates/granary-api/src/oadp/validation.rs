@@ -1,7 +1,8 @@
-//! NAC's validation of the non-admin kinds (what a namespace owner may ask for) and
-//! the administrator's enforced specs (shared/reference/velero.md §7). Pure: checks
-//! that need the cluster (the NABSL exists and is `Created`, the Secret exists, the
-//! NAB named by a NAR is `Created`) belong to the controllers.
+//! NAC's validation of the non-admin kinds (what a namespace owner may ask for) and the
+//! administrator's enforced specs (see
+//! docs/architecture.md#non-admin-objects-stay-in-their-namespace). Pure: checks that
+//! need the cluster (the NABSL exists and is `Created`, the Secret exists, the NAB named
+//! by a NAR is `Created`) belong to the controllers.
 
 use chrono::TimeDelta;
 use serde::Serialize;

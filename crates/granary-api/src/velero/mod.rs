@@ -1,7 +1,6 @@
-//! `velero.io/v1`: Backup, Restore, BackupStorageLocation, DeleteBackupRequest,
-//! Schedule and DownloadRequest with Velero 1.18's JSON field names, phases and
-//! defaults (shared/reference/velero.md §3), so Velero's CLI, YAML and stored
-//! `velero-backup.json` files work unchanged.
+//! `velero.io/v1`: Backup, Restore, BackupStorageLocation, DeleteBackupRequest, Schedule
+//! and DownloadRequest with Velero 1.18's JSON field names, phases and defaults, so
+//! Velero's CLI, YAML and stored `velero-backup.json` files work unchanged.
 //!
 //! Fields are `Option` wherever Velero's are optional, so an object read and written
 //! back keeps exactly the fields it had. Defaults live in Rust (`apply_defaults`), not in

@@ -5,8 +5,8 @@
 //! A seed may
 //! - get, and patch (finalizers; status), the BackupBuckets and BackupEntries assigned to
 //!   it: labelled `granary.gardener.cloud/seed=<seed>` or with the seed responsible
-//!   (`status.seedName`, else `spec.seedName`, DESIGN §3.1); get the buckets its entries
-//!   are in (an entry's credentials are its bucket's);
+//!   (`status.seedName`, else `spec.seedName`; docs/architecture.md#bucket-assignment);
+//!   get the buckets its entries are in (an entry's credentials are its bucket's);
 //! - list and watch them only through a label selector on its own seed (or by name);
 //! - get (or watch by name) only the credentials Secrets of the buckets it may get;
 //! - get, update and patch only its Lease `garden/seed-<seed>`, and create Leases in

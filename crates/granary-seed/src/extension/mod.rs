@@ -1,9 +1,10 @@
-//! The extension controllers (the provider extension's role, DESIGN §3.2), written as
-//! Gardener's extension library is: one generic reconciler owns the bookkeeping —
-//! finalizers on the object and its secret, `lastOperation` (Processing →
-//! Succeeded/Error/Pending), `observedGeneration`, `lastError` with codes, the operation
-//! annotation, events and retries — and calls an [`Actuator`] that does the provider
-//! work through the `ObjectStore` trait. No reconciler knows which cloud it talks to.
+//! The extension controllers (the provider extension's role, see
+//! docs/controllers.md#seed-controllers), written as Gardener's extension library is: one
+//! generic reconciler owns the bookkeeping — finalizers on the object and its secret,
+//! `lastOperation` (Processing → Succeeded/Error/Pending), `observedGeneration`,
+//! `lastError` with codes, the operation annotation, events and retries — and calls an
+//! [`Actuator`] that does the provider work through the `ObjectStore` trait. No
+//! reconciler knows which cloud it talks to.
 //!
 //! The operation comes from [`operation_type`] (Gardener's `ComputeOperationType`):
 //! Create/Reconcile/Restore provision, Delete removes (entries after their grace

@@ -1,5 +1,5 @@
 //! Mirrors one garden BackupBucket into the seed's extension BackupBucket and reports
-//! back (DESIGN §3.2, reference §2b).
+//! back (docs/architecture.md#seed-mirror).
 
 use super::{
     BUCKET_MAX_SUCCESS_AGE, Ensured, Report, copy_credentials, delete_copied_secret,

@@ -1,6 +1,6 @@
 //! Mirrors one garden BackupEntry into the seed's extension BackupEntry and reports back
-//! (DESIGN §3.2, reference §2c). An entry waits, in state Error with its bucket's codes,
-//! until its garden bucket is healthy; its spec comes from the bucket.
+//! (docs/architecture.md#seed-mirror). An entry waits, in state Error with its bucket's
+//! codes, until its garden bucket is healthy; its spec comes from the bucket.
 
 use super::{
     Ensured, Report, copy_credentials, delete_copied_secret, deletion_finished, deletion_requested,

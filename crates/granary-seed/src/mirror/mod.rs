@@ -1,10 +1,10 @@
-//! The garden → seed mirror (the gardenlet's role, DESIGN §3.2): for garden
-//! BackupBuckets and BackupEntries this seed is responsible for, copy the credentials
-//! into the seed, create or update the extension objects (asking for a reconcile with
-//! `gardener.cloud/operation` when the spec or the credentials change), and report the
-//! extension's result back to the garden object's status. Deletion in the garden becomes
-//! deletion of the seed object; a hand-over becomes `migrate` here and `restore` on the
-//! next seed.
+//! The garden → seed mirror (the gardenlet's role, docs/architecture.md#seed-mirror): for
+//! garden BackupBuckets and BackupEntries this seed is responsible for, copy the
+//! credentials into the seed, create or update the extension objects (asking for a
+//! reconcile with `gardener.cloud/operation` when the spec or the credentials change),
+//! and report the extension's result back to the garden object's status. Deletion in the
+//! garden becomes deletion of the seed object; a hand-over becomes `migrate` here and
+//! `restore` on the next seed.
 //!
 //! The helpers here are shared by [`bucket`] and [`entry`]: copying credentials,
 //! creating/updating an extension object, and turning an extension object's status into
@@ -448,7 +448,7 @@ mod tests {
     use granary_runtime::status;
     use serde_json::json;
 
-    /// #20: an entry the garden handed over for a seed that is gone, whose new seed first
+    /// An entry the garden handed over for a seed that is gone, whose new seed first
     /// waits (for its bucket, which is being handed over too), stays a restore: the
     /// waiting report says Restore, and the seed object is then created for a restore.
     #[test]

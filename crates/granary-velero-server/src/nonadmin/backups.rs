@@ -1,10 +1,10 @@
-//! The NonAdminBackup controller (NAC's `nonadminbackup_controller.go`, as
-//! shared/reference/velero.md §7 describes it). A valid NAB gets a NACUUID, the
-//! finalizer and a Velero Backup of its own namespace in the Velero namespace; its
-//! status mirrors that backup with NAC's phases, conditions and queue estimate. An
-//! invalid one is `BackingOff` with `Accepted=False`/`InvalidBackupSpec` and a message
-//! naming the field, and nothing is created. `spec.deleteBackup: true` deletes the data
-//! through a DeleteBackupRequest; a plain delete removes only the Velero Backup CR.
+//! The NonAdminBackup controller (as NAC's `nonadminbackup_controller.go` does it; see
+//! docs/controllers.md#non-admin-controllers). A valid NAB gets a NACUUID, the finalizer
+//! and a Velero Backup of its own namespace in the Velero namespace; its status mirrors
+//! that backup with NAC's phases, conditions and queue estimate. An invalid one is
+//! `BackingOff` with `Accepted=False`/`InvalidBackupSpec` and a message naming the field,
+//! and nothing is created. `spec.deleteBackup: true` deletes the data through a
+//! DeleteBackupRequest; a plain delete removes only the Velero Backup CR.
 
 use granary_runtime::passes::run_passes;
 use std::sync::Arc;

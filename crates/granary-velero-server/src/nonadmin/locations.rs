@@ -1,14 +1,15 @@
-//! The NonAdminBackupStorageLocation controller (NAC's
-//! `nonadminbackupstoragelocation_controller.go`, as shared/reference/velero.md §7
-//! describes it). A valid NABSL gets a NACUUID, the finalizer, a copy of its credentials
-//! Secret and a Velero BackupStorageLocation in the Velero namespace, both named by the
-//! NACUUID, the location's prefix forced under `<namespace>/`; its status mirrors the
-//! location. An invalid one is `BackingOff` with `Accepted=False` naming the field, and
-//! nothing is created. With `nonAdmin.requireApprovalForBSL` nothing is created either
-//! until an administrator approves the NonAdminBackupStorageLocationRequest filed for it
-//! ([`super::location_requests`]); a spec changed later waits for a new approval while the
-//! approved one stays in use. Deleting a NABSL removes the location, the Secret copy and
-//! the request first.
+//! The NonAdminBackupStorageLocation controller (as NAC's
+//! `nonadminbackupstoragelocation_controller.go` does it; see
+//! docs/controllers.md#non-admin-controllers). A valid NABSL gets a NACUUID, the
+//! finalizer, a copy of its credentials Secret and a Velero BackupStorageLocation in the
+//! Velero namespace, both named by the NACUUID, the location's prefix forced under
+//! `<namespace>/`; its status mirrors the location. An invalid one is `BackingOff` with
+//! `Accepted=False` naming the field, and nothing is created. With
+//! `nonAdmin.requireApprovalForBSL` nothing is created either until an administrator
+//! approves the NonAdminBackupStorageLocationRequest filed for it
+//! ([`super::location_requests`]); a spec changed later waits for a new approval while
+//! the approved one stays in use. Deleting a NABSL removes the location, the Secret copy
+//! and the request first.
 
 use granary_runtime::passes::run_passes;
 use std::sync::Arc;

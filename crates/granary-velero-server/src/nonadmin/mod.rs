@@ -2,9 +2,9 @@
 //! controllers: a namespace owner backs up and restores their own namespace, and nothing
 //! else, with NonAdminBackup and NonAdminRestore, in their own locations
 //! (NonAdminBackupStorageLocation) if they like, and download their files
-//! (NonAdminDownloadRequest) (shared/reference/velero.md §7). The
-//! Velero objects they make live in the Velero namespace, which namespace owners cannot
-//! reach themselves. Off unless `velero.nonAdmin.enable` is on.
+//! (NonAdminDownloadRequest); see docs/architecture.md#non-admin-backups. The Velero
+//! objects they make live in the Velero namespace, which namespace owners cannot reach
+//! themselves. Off unless `velero.nonAdmin.enable` is on.
 //!
 //! - [`plan`] (pure): validation, the Velero objects, the queue estimate, conditions;
 //! - [`backups`]: the NonAdminBackup controller (deletion through DeleteBackupRequest);

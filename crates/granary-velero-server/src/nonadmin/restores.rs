@@ -1,5 +1,5 @@
-//! The NonAdminRestore controller (NAC's `nonadminrestore_controller.go`, as
-//! shared/reference/velero.md §7 describes it, plus the check of NAC issue #225): a NAR
+//! The NonAdminRestore controller (as NAC's `nonadminrestore_controller.go` does it, plus
+//! the check NAC's issue #225 asks for; docs/controllers.md#non-admin-controllers): a NAR
 //! naming a NonAdminBackup of its own namespace whose Velero Backup is Completed or
 //! PartiallyFailed gets a Velero Restore into that namespace only; anything else is
 //! `BackingOff` with `Accepted=False`/`InvalidRestoreSpec` naming the field, and nothing

@@ -1,7 +1,7 @@
 //! Restore item actions (Velero's `RestoreItemAction` v2, in-process): given an item
 //! about to be restored, an action may change it, skip it, or name additional items of
 //! the backup that must be restored before it, and ask the restore to wait until those
-//! are ready (seed 001, as Velero 1.11 shipped it).
+//! are ready, as Velero 1.11's v2 actions do.
 //!
 //! The runner restores the additional items first (from the backup, through the same
 //! filters, transformations and actions), then, when the output asks to wait, calls

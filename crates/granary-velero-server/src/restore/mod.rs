@@ -1,5 +1,5 @@
-//! Restores (#17): the runner that brings a backup's items back into a cluster, and the
-//! pure decisions it uses, each beside its tests:
+//! Restores (docs/architecture.md#restores): the runner that brings a backup's items back
+//! into a cluster, and the pure decisions it uses, each beside its tests:
 //! - [`plan`]: which items, into which namespaces, in which order;
 //! - [`order`]: Velero's priorities with owners before dependents;
 //! - [`transform`]: the object created from a backed-up one, and the existing-resource

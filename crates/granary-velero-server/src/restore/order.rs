@@ -1,8 +1,9 @@
-//! In which order a restore creates items (#17), one pure function: Velero's resource
-//! priorities (`--restore-resource-priorities`: the high list, then every other resource
-//! alphabetically, then the low list) decide, and inside that order an owner is always
-//! created before its dependents (the ownership graph of the backup's manifest), so that
-//! a dependent's ownerReferences can be rewritten to its owner's new UID.
+//! In which order a restore creates items (docs/architecture.md#restores), one pure
+//! function: Velero's resource priorities (`--restore-resource-priorities`: the high
+//! list, then every other resource alphabetically, then the low list) decide, and inside
+//! that order an owner is always created before its dependents (the ownership graph of
+//! the backup's manifest), so that a dependent's ownerReferences can be rewritten to its
+//! owner's new UID.
 //!
 //! Velero's own order would create a ReplicaSet (high list) before the Deployment that
 //! owns it (alphabetical); here the Deployment is pulled forward, just far enough. Cycles

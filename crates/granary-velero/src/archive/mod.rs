@@ -1,7 +1,8 @@
-//! Velero's backup tarball (`<name>.tar.gz`, reference §2): a gzip-compressed tar of
-//! regular files, `metadata/version` first, then one JSON file per object at
-//! `resources/<resource.group>/{namespaces/<ns>,cluster}/<name>.json`, with copies under
-//! `<version>-preferredversion/` (and `<version>/` for non-preferred versions).
+//! Velero's backup tarball (`<name>.tar.gz`, docs/formats.md#backup-tarball): a
+//! gzip-compressed tar of regular files, `metadata/version` first, then one JSON file per
+//! object at `resources/<resource.group>/{namespaces/<ns>,cluster}/<name>.json`, with
+//! copies under `<version>-preferredversion/` (and `<version>/` for non-preferred
+//! versions).
 //!
 //! - [`ArchiveWriter`] streams items into any `std::io::Write`, holding no item bodies.
 //! - [`read_archive`] streams entries out of any `std::io::Read`, refusing anything a

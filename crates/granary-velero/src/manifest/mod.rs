@@ -1,7 +1,8 @@
-//! The backup manifest (seed 000, DESIGN §4): one entry per backed-up object with the
-//! fields selection and ordering need (group, version, kind, resource, namespace, name,
-//! uid, labels, annotations, owner UIDs), stored as `backups/<name>/manifest.json.gz`
-//! beside the tarball.
+//! The backup manifest (Granary's addition to Velero's files, see
+//! docs/formats.md#backup-manifest): one entry per backed-up object with the fields
+//! selection and ordering need (group, version, kind, resource, namespace, name, uid,
+//! labels, annotations, owner UIDs), stored as `backups/<name>/manifest.json.gz` beside
+//! the tarball.
 //!
 //! Items are keyed by (group, resource, namespace, name) — the resource is part of the
 //! key so a ConfigMap and a Secret of the same name do not collide — and kept in that
@@ -57,7 +58,8 @@ impl fmt::Display for ItemKey {
     }
 }
 
-/// One manifest item as stored (the schema of DESIGN §4, fields in that order).
+/// One manifest item as stored (the schema in docs/formats.md#backup-manifest, fields in
+/// that order).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ManifestItem {
     pub group: String,

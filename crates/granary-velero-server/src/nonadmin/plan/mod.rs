@@ -1,7 +1,7 @@
-//! The non-admin controllers' pure decisions (shared/reference/velero.md §7): what a
-//! NonAdminBackup or NonAdminRestore may ask for, the Velero object made for it, the
-//! queue estimate and the conditions. No I/O here; the controllers look things up and
-//! hand them in.
+//! The non-admin controllers' pure decisions (see
+//! docs/architecture.md#non-admin-objects-stay-in-their-namespace): what a NonAdminBackup
+//! or NonAdminRestore may ask for, the Velero object made for it, the queue estimate and
+//! the conditions. No I/O here; the controllers look things up and hand them in.
 
 use std::collections::BTreeMap;
 
