@@ -3,7 +3,7 @@
 #   docker build -t granary:dev .
 # The same image runs `granary garden` and `granary seed` (deploy/garden, deploy/seed).
 
-# --- build: the release binary with link-time optimisation (profile dist) --------------
+# --- build: the release binary (thin link-time optimisation) -------------------------
 FROM docker.io/library/rust:1.95-bookworm AS build
 WORKDIR /src
 COPY . .
@@ -11,8 +11,8 @@ COPY . .
 # of the cached target dir in the same step.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --profile dist --locked --bin granary \
-    && install -D -m 0755 target/dist/granary /out/granary
+    cargo build --release --locked --bin granary \
+    && install -D -m 0755 target/release/granary /out/granary
 
 # --- runtime: distroless with glibc, no shell, uid 65532 -----------------------------
 FROM gcr.io/distroless/cc-debian12:nonroot
