@@ -84,6 +84,14 @@ enum Command {
         #[command(subcommand)]
         command: cli::restore::RestoreCommand,
     },
+    /// Integrity signing keys: list, rotate, remove (`-n garden` against the garden for
+    /// the landscape's).
+    Integrity {
+        #[command(flatten)]
+        target: cli::Target,
+        #[command(subcommand)]
+        command: cli::integrity::IntegrityCommand,
+    },
     /// Velero-style schedules: create, get, describe, pause, unpause, delete.
     Schedule {
         #[command(flatten)]
@@ -229,6 +237,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Backup { .. }
             | Command::BackupLocation { .. }
             | Command::Restore { .. }
+            | Command::Integrity { .. }
             | Command::Schedule { .. }
             | Command::Bench { .. }
     ) && cli.log_level == "info";
@@ -254,6 +263,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             cli::block_on(cli::location::run(&target, command))
         }
         Command::Restore { target, command } => cli::block_on(cli::restore::run(&target, command)),
+        Command::Integrity { target, command } => {
+            cli::block_on(cli::integrity::run(&target, command))
+        }
         Command::Schedule { target, command } => {
             cli::block_on(cli::schedule::run(&target, command))
         }

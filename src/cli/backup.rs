@@ -88,6 +88,10 @@ pub enum BackupCommand {
         #[command(flatten)]
         fetch: download::FetchOptions,
     },
+    /// Prove backups against their integrity records: sizes and SHA-256 of every object
+    /// at the location (any provider), one line per backup, a non-zero exit when any is
+    /// not verified. Without a cluster, describe the location with flags.
+    Verify(Box<super::integrity::VerifyFlags>),
     /// Ask the server to delete backups and their data (a DeleteBackupRequest each).
     Delete {
         #[arg(required = true)]
@@ -126,9 +130,13 @@ pub async fn run(target: &Target, command: BackupCommand) -> anyhow::Result<()> 
         print!("{}", output::objects(format, &[backup], true)?);
         return Ok(());
     }
+    if let BackupCommand::Verify(flags) = command {
+        return super::integrity::verify(target, *flags).await;
+    }
     let client = target.client().await?;
     let ns = target.namespace.as_str();
     match command {
+        BackupCommand::Verify(_) => Ok(()),
         BackupCommand::Create {
             name, flags, wait, ..
         } => create(&client, ns, &name, &flags, wait).await,

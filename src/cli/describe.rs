@@ -10,10 +10,14 @@ use chrono::{DateTime, Utc};
 
 use super::flags::format_label_selector;
 use super::output::{go_time, short_human_duration, table, time_from_now};
-use granary_api::velero::{Backup, BackupPhase};
+use granary_api::velero::{
+    Backup, BackupPhase, INTEGRITY_ANNOTATION, INTEGRITY_CHECKED_AT_ANNOTATION,
+    INTEGRITY_REASON_ANNOTATION, REHEARSAL_ANNOTATION, REHEARSED_AT_ANNOTATION,
+};
 use granary_runtime::clock::from_k8s;
 use granary_velero::files::{MessageSet, ResourceList};
 use granary_velero_server::namespaces::{self, NamespaceScope};
+use kube::ResourceExt;
 
 /// The phase velero shows: `New` when unset, `Deleting` once a deletion started.
 pub fn shown_phase(b: &Backup) -> String {
@@ -64,6 +68,10 @@ pub fn backups_table(backups: &[Backup], now: DateTime<Utc>) -> String {
                 time_from_now(expiration(b), now),
                 b.spec.storage_location.clone().unwrap_or_default(),
                 format_label_selector(b.spec.label_selector.as_ref()),
+                b.annotations()
+                    .get(INTEGRITY_ANNOTATION)
+                    .cloned()
+                    .unwrap_or_else(|| "<unchecked>".to_owned()),
             ]
         })
         .collect();
@@ -77,6 +85,7 @@ pub fn backups_table(backups: &[Backup], now: DateTime<Utc>) -> String {
             "EXPIRES",
             "STORAGE LOCATION",
             "SELECTOR",
+            "INTEGRITY",
         ],
         &rows,
     )
@@ -268,6 +277,30 @@ pub fn describe_backup(b: &Backup, ctx: &DescribeContext) -> String {
     }
     let _ = writeln!(o, "Errors:    {}", status.errors.unwrap_or(0));
     let _ = writeln!(o, "Warnings:  {}", status.warnings.unwrap_or(0));
+    o.push('\n');
+    let a = b.annotations();
+    match a.get(INTEGRITY_ANNOTATION) {
+        None => {
+            let _ = writeln!(o, "Integrity:  not checked yet");
+        }
+        Some(verdict) => {
+            let when = a
+                .get(INTEGRITY_CHECKED_AT_ANNOTATION)
+                .map(|t| format!(" (checked {t})"))
+                .unwrap_or_default();
+            let _ = writeln!(o, "Integrity:  {verdict}{when}");
+            if let Some(reason) = a.get(INTEGRITY_REASON_ANNOTATION) {
+                let _ = writeln!(o, "            {reason}");
+            }
+        }
+    }
+    if let Some(r) = a.get(REHEARSAL_ANNOTATION) {
+        let when = a
+            .get(REHEARSED_AT_ANNOTATION)
+            .map(|t| format!(" ({t})"))
+            .unwrap_or_default();
+        let _ = writeln!(o, "Rehearsed:  {r}{when}");
+    }
     o.push('\n');
     let _ = writeln!(o, "Namespaces:");
     let _ = writeln!(

@@ -17,6 +17,7 @@ pub mod describe;
 pub mod download;
 pub mod dry_run;
 pub mod flags;
+pub mod integrity;
 pub mod location;
 pub mod location_spec;
 pub mod output;

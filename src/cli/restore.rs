@@ -37,6 +37,12 @@ pub enum RestoreCommand {
         /// `--data-dir` for the local provider).
         #[arg(long, conflicts_with = "output")]
         dry_run: bool,
+        /// Create nothing: check the backup deeply (every object against its integrity
+        /// record, the tarball against its manifest), run the restore against the live
+        /// cluster with nothing written, and record the outcome on the Backup
+        /// (`granary.gardener.cloud/rehearsed`).
+        #[arg(long, conflicts_with_all = ["output", "dry_run", "wait"])]
+        rehearse: bool,
         // `json|yaml`: print the Restore and create nothing ([`output::print_only`]).
         #[arg(short = 'o', long, value_enum)]
         output: Option<OutputFormat>,
@@ -88,6 +94,7 @@ pub async fn run(target: &Target, command: RestoreCommand) -> anyhow::Result<()>
         flags,
         wait,
         dry_run,
+        rehearse,
         output: format,
     } = command
     {
@@ -96,6 +103,10 @@ pub async fn run(target: &Target, command: RestoreCommand) -> anyhow::Result<()>
         if dry_run {
             let client = target.client().await?;
             return preview(target, client, restore).await;
+        }
+        if rehearse {
+            let client = target.client().await?;
+            return rehearse_restore(target, client, restore).await;
         }
         if let Some(format) = output::print_only(format) {
             print!("{}", output::objects(format, &[restore], true)?);
@@ -159,23 +170,7 @@ pub async fn run(target: &Target, command: RestoreCommand) -> anyhow::Result<()>
 /// write left out ([`granary_velero_server::restore_controller::dry_run`]).
 async fn preview(target: &Target, client: Client, restore: Restore) -> anyhow::Result<()> {
     use granary_velero_server::restore::run::ItemAction;
-    let ns = target.namespace.clone();
-    let ctx = granary_velero_server::context::VeleroContext::new(
-        client,
-        granary_velero_server::settings::VeleroSettings {
-            namespace: ns,
-            ..Default::default()
-        },
-        granary_providers::StoreOptions {
-            local_root: target.data_dir.clone(),
-            ..Default::default()
-        },
-        granary_runtime::clock::Clock::system(),
-        granary_velero_server::metrics::VeleroMetrics::new(
-            &granary_runtime::metrics::Metrics::new(),
-        ),
-        granary_runtime::selector::ObjectSelector::new(None),
-    );
+    let ctx = super::integrity::velero_context_with_keys(target, client).await?;
     let outcome = granary_velero_server::restore_controller::dry_run(&ctx, &restore)
         .await
         .map_err(|errors| {
@@ -237,6 +232,55 @@ async fn preview(target: &Target, client: Client, restore: Restore) -> anyhow::R
         }
     }
     Ok(())
+}
+
+/// `restore create --rehearse`: the backup checked deeply, the restore run against the
+/// live cluster with nothing written, the outcome recorded on the Backup
+/// ([`granary_velero_server::backup_verification::rehearse_restore`]).
+async fn rehearse_restore(target: &Target, client: Client, restore: Restore) -> anyhow::Result<()> {
+    use granary_velero_server::backup_verification::{
+        Rehearsal, record_rehearsal, rehearse_restore,
+    };
+    let ns = target.namespace.as_str();
+    let backups: Api<Backup> = Api::namespaced(client.clone(), ns);
+    let backup = match (&restore.spec.backup_name, &restore.spec.schedule_name) {
+        (Some(b), _) => backups
+            .get_opt(b)
+            .await?
+            .with_context(|| format!("--from-backup: backup {b:?} not found in namespace {ns}"))?,
+        (None, Some(s)) => {
+            let lp = ListParams::default().labels(&format!("{SCHEDULE_NAME_LABEL}={s}"));
+            let all = backups.list(&lp).await?.items;
+            let locations: Api<granary_api::velero::BackupStorageLocation> =
+                Api::namespaced(client.clone(), ns);
+            let locations = locations.list(&ListParams::default()).await?.items;
+            granary_velero_server::restore::validate::latest_of_schedule(s, &all, &locations)
+                .cloned()
+                .with_context(|| {
+                    format!(
+                        "--from-schedule: no completed backup of schedule {s:?} in namespace {ns}"
+                    )
+                })?
+        }
+        (None, None) => bail!("--from-backup or --from-schedule is required"),
+    };
+    let mut restore = restore;
+    restore.spec.backup_name = Some(backup.name_any());
+    restore.spec.schedule_name = None;
+    let ctx = super::integrity::velero_context_with_keys(target, client).await?;
+    let outcome = rehearse_restore(&ctx, &backup, &restore).await;
+    record_rehearsal(&ctx, &backup, &outcome)
+        .await
+        .context("recording the rehearsal on the Backup")?;
+    println!(
+        "Backup {:?}: rehearsed: {}",
+        backup.name_any(),
+        outcome.annotation()
+    );
+    match outcome {
+        Rehearsal::Ok { .. } => Ok(()),
+        Rehearsal::Failed(_) => bail!("the rehearsal failed"),
+    }
 }
 
 /// Checks what velero's CLI checks on the server, then creates the Restore.

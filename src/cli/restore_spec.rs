@@ -48,6 +48,10 @@ pub struct RestoreFlags {
     /// Resources left out of --status-include-resources.
     #[arg(long, value_delimiter = ',', value_name = "RES,...")]
     pub status_exclude_resources: Vec<String>,
+    /// Restore a backup that carries no integrity record (Velero's own, an older
+    /// Granary's); one that fails its check is refused whatever this says.
+    #[arg(long)]
+    pub allow_unverified: bool,
 }
 
 /// `--namespace-mappings`: `src:dst` pairs separated by commas, both namespace names.
@@ -218,6 +222,12 @@ where
         name: Some(name),
         namespace: Some(namespace.to_string()),
         labels: (!labels.is_empty()).then_some(labels),
+        annotations: f.allow_unverified.then(|| {
+            BTreeMap::from([(
+                granary_api::velero::ALLOW_UNVERIFIED_ANNOTATION.to_owned(),
+                "true".to_owned(),
+            )])
+        }),
         ..ObjectMeta::default()
     };
     Ok(restore)

@@ -28,6 +28,7 @@ mod dev;
 mod durability;
 mod garden;
 mod garden_placement;
+mod integrity;
 mod kubectl;
 mod kubectl_protobuf;
 mod landscape_guards;

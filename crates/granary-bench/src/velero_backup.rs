@@ -165,6 +165,9 @@ pub(crate) async fn run(opts: &BenchOptions) -> anyhow::Result<Outcome> {
     let baseline_kib = status_kib("self", "VmRSS:").unwrap_or(0);
     let start = Instant::now();
     let progress = |_| {};
+    let (keyring, _) = granary_velero::integrity::Keyring::default()
+        .with_new_key(granary_velero_server::integrity::fresh_key())
+        .context("a signing key")?;
     let outcome = backup_run(BackupRequest {
         client: client.clone(),
         backup: &backup,
@@ -174,6 +177,8 @@ pub(crate) async fn run(opts: &BenchOptions) -> anyhow::Result<Outcome> {
         workers,
         now: chrono::Utc::now(),
         progress: &progress,
+        keyring: &keyring,
+        tenant: None,
     })
     .await
     .context("backup runs")?;

@@ -147,6 +147,7 @@ pub(crate) async fn run(opts: &BenchOptions) -> anyhow::Result<Outcome> {
         progress: &|_| {},
         dry_run: false,
         stop: None,
+        integrity: None,
     })
     .await;
     let restore_secs = start.elapsed().as_secs_f64();

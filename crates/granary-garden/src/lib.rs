@@ -12,7 +12,8 @@
 //! ([`informers`]); [`triggers`] decides which changes wake which reconcile. [`runner`]
 //! starts them from a [`config`] file: [`GardenController`] in-process, [`run()`] for the
 //! CLI. [`seed_authz`] keeps each seed to its own objects (an authorization and admission
-//! webhook); [`metrics`] adds the garden's own metrics.
+//! webhook); [`metrics`] adds the garden's own metrics; [`integrity_key`] creates the
+//! landscape's integrity signing key every seed signs its backups with.
 
 pub mod assignment;
 pub mod bucket_controller;
@@ -25,6 +26,7 @@ pub mod entry_controllers;
 pub mod entry_index;
 pub mod guards;
 pub mod informers;
+pub mod integrity_key;
 pub mod ledger;
 pub mod metrics;
 pub mod moves;

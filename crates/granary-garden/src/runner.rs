@@ -400,6 +400,7 @@ where
 /// is cancelled (or the future is dropped on lost leadership).
 async fn term(shared: Arc<Shared>, token: CancellationToken) {
     let client = shared.client.clone();
+    let key = tokio::spawn(crate::integrity_key::run(client.clone()));
     let wc = || watch_config(&shared.selector);
     let entry_index = Arc::new(EntryIndex::default());
     // One watch and one store per kind ([`informers`]): the reconciles read them, each
@@ -672,6 +673,7 @@ async fn term(shared: Arc<Shared>, token: CancellationToken) {
         recount,
         caches
     );
+    key.abort();
     tracing::info!("garden controllers stopped");
 }
 

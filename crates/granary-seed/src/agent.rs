@@ -436,14 +436,21 @@ async fn velero(ctx: Arc<Context>, disabled: HashSet<SeedController>) {
         .collect();
     let default_location =
         settings.default_location.enabled && !off.iter().any(|c| c == CONTROLLER_DEFAULT_LOCATION);
-    let vctx = Arc::new(granary_velero_server::context::VeleroContext::new(
-        ctx.seed.clone(),
-        settings,
-        ctx.store_options.clone(),
-        ctx.clock.clone(),
-        granary_velero_server::metrics::VeleroMetrics::new(&ctx.metrics.shared),
-        ctx.selector.clone(),
-    ));
+    let vctx = Arc::new(
+        granary_velero_server::context::VeleroContext::new(
+            ctx.seed.clone(),
+            settings,
+            ctx.store_options.clone(),
+            ctx.clock.clone(),
+            granary_velero_server::metrics::VeleroMetrics::new(&ctx.metrics.shared),
+            ctx.selector.clone(),
+        )
+        // The landscape's keys, read from the garden: any seed verifies any seed's backups.
+        .with_key_source(granary_velero_server::integrity::KeySource::Landscape {
+            garden: ctx.garden.clone(),
+            namespace: granary_api::core::GARDEN_NAMESPACE.to_owned(),
+        }),
+    );
     let controllers = granary_velero_server::server::run_controllers(vctx, off);
     if default_location {
         tokio::join!(controllers, crate::velero_location::run(ctx));

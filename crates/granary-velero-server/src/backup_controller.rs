@@ -11,7 +11,10 @@ use super::backup::{self, BackupRequest, BackupResultPhase};
 use super::backup_prepare::prepare;
 use super::context::{VeleroContext, k8s_time};
 use super::watch::each_event;
-use granary_api::velero::{Backup, BackupPhase, BackupProgress, BackupStorageLocation, is_synced};
+use granary_api::velero::{
+    Backup, BackupPhase, BackupProgress, BackupStorageLocation, INTEGRITY_ANNOTATION,
+    INTEGRITY_CHECKED_AT_ANNOTATION, is_synced,
+};
 use granary_runtime::work_queue::{Next, WorkQueue};
 use kube::ResourceExt;
 use kube::api::{ListParams, Patch, PatchParams};
@@ -195,6 +198,8 @@ async fn process(ctx: &VeleroContext, name: &str) -> Result<(), kube::Error> {
         let layout = open.access.layout.clone();
         let page_size = ctx.settings.client_page_size;
         let workers = ctx.settings.item_block_worker_count.max(1) as usize;
+        let keyring = ctx.keys.current();
+        let tenant = crate::integrity::tenant_of_backup(&running);
         // The runner's future borrows across its worker pool in ways that are not Send
         // for every lifetime, so it runs on a thread of its own with a runtime of its own
         // (one per running backup, at most concurrentBackups).
@@ -211,6 +216,8 @@ async fn process(ctx: &VeleroContext, name: &str) -> Result<(), kube::Error> {
                 workers,
                 now,
                 progress: &report,
+                keyring: &keyring,
+                tenant: tenant.as_deref(),
             }))
         })
         .await
@@ -233,10 +240,9 @@ async fn process(ctx: &VeleroContext, name: &str) -> Result<(), kube::Error> {
         .await?;
     }
     let final_phase = outcome.phase.as_phase();
-    patch(
-        ctx,
-        name,
-        json!({"status": {
+    // What this server just wrote and signed is verified by construction; the scrubber
+    // checks it again later.
+    let mut final_patch = json!({"status": {
             "phase": final_phase,
             "formatVersion": outcome.format_version,
             "completionTimestamp": k8s_time(outcome.completion_timestamp),
@@ -244,9 +250,14 @@ async fn process(ctx: &VeleroContext, name: &str) -> Result<(), kube::Error> {
             "warnings": outcome.warnings,
             "failureReason": outcome.failure_reason,
             "progress": {"totalItems": outcome.total_items, "itemsBackedUp": outcome.items_backed_up},
-        }}),
-    )
-    .await?;
+    }});
+    if outcome.phase != BackupResultPhase::Failed {
+        final_patch["metadata"] = json!({"annotations": {
+            INTEGRITY_ANNOTATION: "verified",
+            INTEGRITY_CHECKED_AT_ANNOTATION: k8s_time(outcome.completion_timestamp),
+        }});
+    }
+    patch(ctx, name, final_patch).await?;
     let m = &ctx.metrics;
     match outcome.phase {
         BackupResultPhase::Completed => m.backup_success.with_label_values(&[&sched]).inc(),

@@ -18,6 +18,13 @@
 //! from a bucket. A location made for a namespace owner's NonAdminBackupStorageLocation
 //! is read as that owner's: names must carry the namespace's NACUUID prefix, and no
 //! label, annotation or owner reference of the bucket's survives but NAC's own.
+//!
+//! Every import is checked against its integrity record (docs/formats.md#integrity-record)
+//! with every object read: the Backup carries the verdict
+//! (`granary.gardener.cloud/integrity`: `verified`, `unsigned`, `unknown-key`,
+//! `mismatch`), anything but `verified` gets a Warning event, and
+//! `granary_backup_integrity_total{check="sync"}` counts them. A restore checks again; the
+//! annotation is for people. Sync waits until the signing keys are known.
 
 use super::context::{VeleroContext, k8s_time};
 use chrono::{DateTime, Utc};
@@ -27,11 +34,13 @@ use granary_api::oadp::{
     NAB_ORIGIN_NAMESPACE_ANNOTATION, OADP_LABEL, nac_name_prefix,
 };
 use granary_api::velero::{
-    Backup, BackupPhase, BackupStorageLocation, BackupStorageLocationPhase,
-    SCHEDULE_UID_ANNOTATION, STORAGE_LOCATION_LABEL, SYNCED_LABEL, Schedule,
+    Backup, BackupPhase, BackupStorageLocation, BackupStorageLocationPhase, INTEGRITY_ANNOTATION,
+    INTEGRITY_CHECKED_AT_ANNOTATION, INTEGRITY_REASON_ANNOTATION, SCHEDULE_UID_ANNOTATION,
+    STORAGE_LOCATION_LABEL, SYNCED_LABEL, Schedule,
 };
 use granary_providers::ListEntry;
 use granary_velero::files::decode_backup_json;
+use granary_velero::integrity::Verdict;
 use granary_velero::label::valid_label_value;
 use kube::ResourceExt;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -231,6 +240,30 @@ pub fn imported(
     }
 }
 
+/// The annotations that record an integrity check on a Backup: the verdict, why (when
+/// it is not `verified`) and when.
+pub fn integrity_annotations(verdict: &Verdict, now: DateTime<Utc>) -> BTreeMap<String, String> {
+    let mut a = BTreeMap::from([
+        (INTEGRITY_ANNOTATION.to_owned(), verdict.as_str().to_owned()),
+        (INTEGRITY_CHECKED_AT_ANNOTATION.to_owned(), k8s_time(now)),
+    ]);
+    if !verdict.is_verified() {
+        a.insert(INTEGRITY_REASON_ANNOTATION.to_owned(), verdict.describe());
+    }
+    a
+}
+
+/// The Warning event (reason, message) for a verdict that is not `verified`.
+pub fn integrity_event(verdict: &Verdict) -> Option<(&'static str, String)> {
+    match verdict {
+        Verdict::Verified { .. } => None,
+        Verdict::Unsigned => Some(("BackupUnsigned", verdict.describe())),
+        Verdict::UnknownKey { .. } | Verdict::Mismatch { .. } => {
+            Some(("IntegrityCheckFailed", verdict.describe()))
+        }
+    }
+}
+
 /// Backups in the bucket and not in the cluster, in name order.
 pub fn missing(in_bucket: &[String], in_cluster: &BTreeSet<String>) -> Vec<String> {
     let mut names: Vec<String> = in_bucket
@@ -326,6 +359,12 @@ enum SyncError {
 
 async fn sync(ctx: &VeleroContext, location: &BackupStorageLocation) -> Result<(), SyncError> {
     let name = location.name_any();
+    let keyring = ctx.keys.current();
+    if keyring.is_empty() {
+        // Without keys every signed backup would look `unknown-key`: wait for them.
+        tracing::info!(location = %name, "sync waits for the integrity signing keys");
+        return Ok(());
+    }
     let open = ctx.open(location.clone()).await?;
     let layout = &open.access.layout;
     let bucket = layout.bucket();
@@ -393,7 +432,7 @@ async fn sync(ctx: &VeleroContext, location: &BackupStorageLocation) -> Result<(
                 schedules: &schedules,
             },
         };
-        let (backup, warning) = match imported(
+        let (mut backup, warning) = match imported(
             stored,
             ctx.namespace(),
             &name,
@@ -412,11 +451,43 @@ async fn sync(ctx: &VeleroContext, location: &BackupStorageLocation) -> Result<(
                 continue;
             }
         };
+        // Every import is checked against its integrity record, all objects read.
+        let verdict = match crate::integrity::check_backup(
+            open.store.as_ref(),
+            layout,
+            backup_name,
+            &keyring,
+            tenant.as_deref(),
+            crate::integrity::Hash::AllBut(&[]),
+        )
+        .await
+        {
+            Ok(c) => c.verdict,
+            Err(e) => {
+                tracing::warn!(location = %name, backup = %backup_name, error = %e, "not synced this round");
+                continue;
+            }
+        };
+        // Set here, never from the bucket: what it says of itself is dropped first.
+        let annotations = backup
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default);
+        annotations.remove(INTEGRITY_REASON_ANNOTATION);
+        annotations.extend(integrity_annotations(&verdict, ctx.clock.now()));
+        ctx.metrics
+            .integrity
+            .with_label_values(&["sync", verdict.as_str()])
+            .inc();
         match backups.create(&PostParams::default(), &backup).await {
             Ok(created) => {
-                tracing::info!(location = %name, backup = %backup_name, "backup synced from object storage");
+                tracing::info!(location = %name, backup = %backup_name, integrity = verdict.as_str(), "backup synced from object storage");
                 if let Some(warning) = warning {
                     ctx.event(&created, EventType::Warning, "SyncedUnfinished", warning)
+                        .await;
+                }
+                if let Some((reason, message)) = integrity_event(&verdict) {
+                    ctx.event(&created, EventType::Warning, reason, message)
                         .await;
                 }
             }

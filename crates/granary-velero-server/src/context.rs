@@ -2,6 +2,7 @@
 //! the settings, the store options (the `local` provider's root), the clock, metrics and
 //! an event recorder, and the one way to turn a BackupStorageLocation into a store.
 
+use super::integrity::{KeySource, Keys};
 use super::location::{LocationAccess, LocationError, location_access};
 use super::metrics::VeleroMetrics;
 use super::settings::VeleroSettings;
@@ -43,6 +44,10 @@ pub struct VeleroContext {
     pub clock: Clock,
     pub metrics: VeleroMetrics,
     pub selector: ObjectSelector,
+    /// The integrity keys, kept current from [`VeleroContext::key_source`].
+    pub keys: Keys,
+    /// Where the keys come from: the server's own Secret, or the landscape's.
+    pub key_source: KeySource,
     recorder: Recorder,
 }
 
@@ -67,7 +72,15 @@ impl VeleroContext {
             clock,
             metrics,
             selector,
+            keys: Keys::default(),
+            key_source: KeySource::Own,
         }
+    }
+
+    /// The same context signing and verifying with the landscape's keys (a seed's).
+    pub fn with_key_source(mut self, source: KeySource) -> Self {
+        self.key_source = source;
+        self
     }
 
     pub fn namespace(&self) -> &str {

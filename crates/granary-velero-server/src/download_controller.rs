@@ -9,14 +9,21 @@
 //! that cannot sign) keeps its phase, is retried, and expires like any other; Velero
 //! only logs why, Granary also says it in a Warning event on the request, which
 //! `granary backup logs|download` show. Neither logs nor events ever carry the URL.
+//!
+//! Only what verifies is served ([`verify_target`]): a request for a file of a backup
+//! that fails its integrity check gets no URL and a Warning event saying why.
 
 use super::context::{LocationProblem, VeleroContext, k8s_time};
 use super::download::{DOWNLOAD_URL_TTL, Step, Tokens, step, target_key};
 use super::download_server::{DownloadEndpoint, Served, ServedTokens};
+use super::integrity;
 use chrono::{DateTime, Utc};
-use granary_api::velero::{Backup, DownloadRequest, DownloadRequestPhase, Restore};
+use granary_api::velero::{
+    ALLOW_UNVERIFIED_ANNOTATION, Backup, DownloadRequest, DownloadRequestPhase, Restore,
+};
 use granary_providers::ProviderKind;
 use granary_runtime::work_queue::{Next, WorkQueue};
+use granary_velero::integrity::Verdict;
 use kube::ResourceExt;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::runtime::events::EventType;
@@ -180,6 +187,85 @@ async fn reconcile(
     }
 }
 
+/// Serves only what verifies (docs/formats.md#integrity-record): the backup's (or the
+/// restore's) record checked and the requested object hashed against it. An unsigned
+/// backup's files are served only for a request carrying an administrator's
+/// `granary.gardener.cloud/allow-unverified: "true"` (a namespace owner's request never
+/// does: NAC writes it). The object is checked when the URL is made; what the store
+/// serves later is the client's to check.
+async fn verify_target(
+    ctx: &VeleroContext,
+    request: &DownloadRequest,
+    open: &super::context::OpenLocation,
+    backup_name: &str,
+    key: &str,
+) -> Result<(), Problem> {
+    let target = &request.spec.target;
+    let layout = &open.access.layout;
+    let keyring = ctx.keys.current();
+    let (dir, checked) = if target.kind.is_restore_target() {
+        let dir = layout
+            .restore(&target.name)
+            .map_err(|e| Problem::Refused(e.to_string()))?
+            .dir()
+            .to_owned();
+        let name = integrity::name_in(&dir, key).to_owned();
+        let c = integrity::check_restore(
+            open.store.as_ref(),
+            layout,
+            &target.name,
+            &keyring,
+            integrity::Hash::Only(&name),
+        )
+        .await;
+        (dir, c)
+    } else {
+        let dir = layout
+            .backup(backup_name)
+            .map_err(|e| Problem::Refused(e.to_string()))?
+            .dir()
+            .to_owned();
+        let name = integrity::name_in(&dir, key).to_owned();
+        let c = integrity::check_backup(
+            open.store.as_ref(),
+            layout,
+            backup_name,
+            &keyring,
+            None,
+            integrity::Hash::Only(&name),
+        )
+        .await;
+        (dir, c)
+    };
+    let checked = checked.map_err(Problem::Refused)?;
+    let name = integrity::name_in(&dir, key);
+    match &checked.verdict {
+        Verdict::Verified { .. } => match &checked.record {
+            Some(r) if r.objects.contains_key(name) => Ok(()),
+            _ => Err(Problem::Refused(format!(
+                "{name} is not part of {} as written",
+                describe_target(request)
+            ))),
+        },
+        Verdict::Unsigned
+            if request
+                .annotations()
+                .get(ALLOW_UNVERIFIED_ANNOTATION)
+                .is_some_and(|v| v == "true") =>
+        {
+            Ok(())
+        }
+        Verdict::Unsigned => Err(Problem::Refused(format!(
+            "{} (add the annotation {ALLOW_UNVERIFIED_ANNOTATION}: \"true\" to download it anyway)",
+            checked.verdict.describe()
+        ))),
+        v => Err(Problem::Refused(format!(
+            "it failed its integrity check: {}",
+            v.describe()
+        ))),
+    }
+}
+
 fn describe_target(r: &DownloadRequest) -> String {
     format!("{:?} of {:?}", r.spec.target.kind, r.spec.target.name)
 }
@@ -239,6 +325,7 @@ async fn url_for(
     let layout = &open.access.layout;
     let key = target_key(layout, target.kind, &target.name)
         .map_err(|e| Problem::Refused(format!("spec.target.name: {e}")))?;
+    verify_target(ctx, request, &open, &backup_name, &key).await?;
     if open.store.kind() == ProviderKind::Local {
         let base = base.ok_or_else(|| {
             Problem::Refused(format!(

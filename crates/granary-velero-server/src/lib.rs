@@ -16,6 +16,9 @@
 //! - [`backup`]: the backup runner (collection, tarball, Velero's files);
 //! - [`backup_deletion`]: DeleteBackupRequests (the `backup-deletion` controller);
 //! - [`backup_sync`]: backups in object storage brought into the cluster (`backup-sync`);
+//! - [`integrity`]: the signing keys, records written beside what is stored, and
+//!   backups checked against theirs;
+//! - [`backup_verification`]: the scrubber and restore rehearsals (`backup-verification`);
 //! - [`gc`]: expired backups get a DeleteBackupRequest (the `gc` controller);
 //! - [`schedules`]: backups taken on a schedule (the `schedule` controller);
 //! - [`restore`] (the runner and its pure decisions) and [`restore_controller`]: restores;
@@ -32,11 +35,13 @@ pub mod backup_controller;
 pub mod backup_deletion;
 pub mod backup_prepare;
 pub mod backup_sync;
+pub mod backup_verification;
 pub mod context;
 pub mod download;
 pub mod download_controller;
 pub mod download_server;
 pub mod gc;
+pub mod integrity;
 pub mod location;
 pub mod locations;
 pub mod metrics;

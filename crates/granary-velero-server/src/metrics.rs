@@ -42,6 +42,15 @@ pub struct VeleroMetrics {
     pub queue_length: IntGauge,
     /// The restore controller's.
     pub restore: RestoreMetrics,
+    /// `granary_backup_integrity_total{check,result}`: integrity checks of backups in
+    /// storage by where they ran (`sync`, `scrub`) and verdict (`verified`, `unsigned`,
+    /// `unknown-key`, `mismatch`).
+    pub integrity: IntCounterVec,
+    /// `granary_backup_verification_total{result}`: the scrubber's checks by verdict.
+    pub verification: IntCounterVec,
+    /// `granary_backup_last_verified_timestamp{backup}`: when the scrubber last found a
+    /// backup verified (Unix seconds).
+    pub last_verified: IntGaugeVec,
 }
 
 /// Velero's restore metrics, under Velero's names; counters carry the `schedule` label of
@@ -143,6 +152,30 @@ impl VeleroMetrics {
                 "Backups waiting in the queue (Queued).",
             )
             .expect("static metric options are valid"),
+            integrity: IntCounterVec::new(
+                Opts::new(
+                    "granary_backup_integrity_total",
+                    "Integrity checks of backups in storage, by check and verdict.",
+                ),
+                &["check", "result"],
+            )
+            .expect("static metric options are valid"),
+            verification: IntCounterVec::new(
+                Opts::new(
+                    "granary_backup_verification_total",
+                    "Backups the backup-verification scrubber checked, by verdict.",
+                ),
+                &["result"],
+            )
+            .expect("static metric options are valid"),
+            last_verified: IntGaugeVec::new(
+                Opts::new(
+                    "granary_backup_last_verified_timestamp",
+                    "When the scrubber last found the backup verified (Unix seconds).",
+                ),
+                &["backup"],
+            )
+            .expect("static metric options are valid"),
             restore: RestoreMetrics {
                 total: IntGauge::new("velero_restore_total", "Restores that exist.")
                     .expect("static metric options are valid"),
@@ -183,6 +216,9 @@ impl VeleroMetrics {
             Box::new(m.restore.partial_failure.clone()),
             Box::new(m.restore.failed.clone()),
             Box::new(m.restore.validation_failed.clone()),
+            Box::new(m.integrity.clone()),
+            Box::new(m.verification.clone()),
+            Box::new(m.last_verified.clone()),
         ] {
             // A second set of controllers in one process (tests) shares the first set's.
             let _ = metrics.register(c);

@@ -11,7 +11,7 @@
 //! at start-up, as Velero's server does.
 
 use granary_runtime::passes::run_passes;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -23,6 +23,7 @@ use serde_json::json;
 use tokio::sync::Notify;
 
 use super::context::{VeleroContext, k8s_time};
+use super::integrity;
 use super::restore::actions::RestoreItemAction;
 use super::restore::builtin_actions;
 use super::restore::queue::{Candidate, Decision, Footprint, admit};
@@ -34,6 +35,7 @@ use granary_api::velero::{
 };
 use granary_velero::archive::ArchiveLimits;
 use granary_velero::files::ResourceList;
+use granary_velero::integrity::{IntegrityRecord, ObjectDigest, RecordKind};
 
 /// On a waiting Restore: the restores it waits for, or that every slot is taken.
 pub const ANNOTATION_WAITING_FOR: &str = "granary.gardener.cloud/restore-waiting-for";
@@ -450,6 +452,14 @@ async fn start(shared: &Arc<Shared>, r: Restore, source: Source) -> Result<(), k
             .await;
         }
     };
+    let integrity = match verified_source(ctx, &r, &source, &open).await {
+        Ok(record) => record,
+        Err(Refusal::Validation(reason)) => {
+            return fail_validation(ctx, &r, vec![reason], std::slice::from_ref(&source.backup))
+                .await;
+        }
+        Err(Refusal::Store(reason)) => return finish_failed(ctx, &r, &sched, reason).await,
+    };
     let priorities = ctx.settings.priorities().unwrap_or_default();
     let (tx, rx) = tokio::sync::watch::channel(RestoreProgress::default());
     // At most one progress write a second: a restore of many small items would
@@ -470,6 +480,7 @@ async fn start(shared: &Arc<Shared>, r: Restore, source: Source) -> Result<(), k
         let backup = source.backup.clone();
         let timeout = ctx.settings.resource_timeout.0;
         let stop = shared.stop.clone();
+        let integrity = integrity.clone();
         // The runner's future is not Send (its recursion over additional items holds
         // local futures), so it runs on a thread of its own, like a backup.
         super::thread::on_own_thread(format!("restore-{name}"), move |runtime| {
@@ -490,6 +501,7 @@ async fn start(shared: &Arc<Shared>, r: Restore, source: Source) -> Result<(), k
                 progress: &report,
                 dry_run: false,
                 stop: Some(&stop),
+                integrity: integrity.as_ref(),
             }))
         })
         .await
@@ -504,14 +516,36 @@ async fn start(shared: &Arc<Shared>, r: Restore, source: Source) -> Result<(), k
     if let Ok(keys) = open.access.layout.restore(&name) {
         let (logs, results, list) = run::encode_files(&outcome);
         let bucket = open.access.layout.bucket();
+        let mut written = BTreeMap::new();
         for (key, data) in [
             (keys.logs(), logs),
             (keys.results(), results),
             (keys.resource_list(), list),
         ] {
-            if let Err(e) = open.store.put(bucket, &key, Bytes::from(data)).await {
-                upload_error = Some(format!("error uploading the restore's files: {e}"));
+            let digest = ObjectDigest::of(&data);
+            match open.store.put(bucket, &key, Bytes::from(data)).await {
+                Ok(()) => {
+                    written.insert(integrity::name_in(keys.dir(), &key).to_owned(), digest);
+                }
+                Err(e) => upload_error = Some(format!("error uploading the restore's files: {e}")),
             }
+        }
+        // The restore's files are signed as a backup's are.
+        let tenant = integrity::tenant_of_restore(&r);
+        let stored = match integrity::sign(
+            RecordKind::Restore,
+            &name,
+            tenant.as_deref(),
+            written,
+            &ctx.keys.current(),
+        ) {
+            Ok(record) => {
+                integrity::put_record(open.store.as_ref(), bucket, &keys.integrity(), &record).await
+            }
+            Err(e) => Err(e),
+        };
+        if let Err(e) = stored {
+            upload_error = Some(e);
         }
     }
     let mut phase = outcome.phase;
@@ -579,6 +613,9 @@ pub async fn dry_run(
         .open(source.location.clone())
         .await
         .map_err(|e| vec![format!("error opening the storage location: {e}")])?;
+    let integrity = verified_source(ctx, restore, &source, &open)
+        .await
+        .map_err(|r| vec![r.into_message()])?;
     let priorities = ctx.settings.priorities().map_err(|e| vec![e])?;
     let mut restore = restore.clone();
     restore.spec.backup_name = Some(source.backup.name_any());
@@ -597,8 +634,62 @@ pub async fn dry_run(
         progress: &|_| {},
         dry_run: true,
         stop: None,
+        integrity: integrity.as_ref(),
     })
     .await)
+}
+
+/// Why a restore does not read its backup.
+enum Refusal {
+    /// The backup failed its integrity check, or is unsigned and not allowed:
+    /// `FailedValidation`.
+    Validation(String),
+    /// The store could not be read to check: `Failed`.
+    Store(String),
+}
+
+impl Refusal {
+    fn into_message(self) -> String {
+        match self {
+            Refusal::Validation(m) | Refusal::Store(m) => m,
+        }
+    }
+}
+
+/// Checks the restore's backup at its location (docs/formats.md#integrity-record): every
+/// object, so what fails ends `FailedValidation` before the restore starts; the runner
+/// checks the tarball against the returned record again as it reads it (a swap after
+/// this check). A namespace owner's restore reads only backups signed for their
+/// namespace.
+async fn verified_source(
+    ctx: &VeleroContext,
+    r: &Restore,
+    source: &Source,
+    open: &super::context::OpenLocation,
+) -> Result<Option<IntegrityRecord>, Refusal> {
+    let backup = source.backup.name_any();
+    let tenant = integrity::tenant_of_restore(r);
+    let checked = integrity::check_backup(
+        open.store.as_ref(),
+        &open.access.layout,
+        &backup,
+        &ctx.keys.current(),
+        tenant.as_deref(),
+        integrity::Hash::AllBut(&[]),
+    )
+    .await
+    .map_err(Refusal::Store)?;
+    integrity::restore_admits(
+        &checked.verdict,
+        &backup,
+        tenant.is_some(),
+        integrity::allows_unverified(r),
+    )
+    .map_err(Refusal::Validation)?;
+    if !checked.verdict.is_verified() {
+        tracing::warn!(restore = %r.name_any(), backup = %backup, "restoring an unsigned backup: an administrator allowed it");
+    }
+    Ok(checked.record)
 }
 
 async fn finish_failed(

@@ -6,14 +6,18 @@ use super::context::VeleroContext;
 use super::metrics::VeleroMetrics;
 use super::settings::{
     CONTROLLER_BACKUP, CONTROLLER_BACKUP_DELETION, CONTROLLER_BACKUP_QUEUE,
-    CONTROLLER_BACKUP_STORAGE_LOCATION, CONTROLLER_BACKUP_SYNC, CONTROLLER_DOWNLOAD_REQUEST,
-    CONTROLLER_GC, CONTROLLER_NON_ADMIN, CONTROLLER_RESTORE, CONTROLLER_SCHEDULE,
-    ServerConfiguration, VeleroFlags, unknown_controllers,
+    CONTROLLER_BACKUP_STORAGE_LOCATION, CONTROLLER_BACKUP_SYNC, CONTROLLER_BACKUP_VERIFICATION,
+    CONTROLLER_DOWNLOAD_REQUEST, CONTROLLER_GC, CONTROLLER_NON_ADMIN, CONTROLLER_RESTORE,
+    CONTROLLER_SCHEDULE, ServerConfiguration, VeleroFlags, unknown_controllers,
 };
 use super::{
-    backup_controller, backup_deletion, backup_sync, download_controller, gc, locations, nonadmin,
-    queue_controller, restore_controller, schedules,
+    backup_controller, backup_deletion, backup_sync, backup_verification, download_controller, gc,
+    integrity, locations, nonadmin, queue_controller, restore_controller, schedules,
 };
+
+/// How long the controllers wait for the integrity keys before starting anyway (a backup
+/// that finishes before they arrive fails and says why; sync waits for them).
+const KEYS_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 use granary_providers::StoreOptions;
 use granary_runtime::clock::Clock;
 use granary_runtime::config::{ConfigError, Override, load};
@@ -36,6 +40,9 @@ use std::sync::Arc;
 pub async fn run_controllers(ctx: Arc<VeleroContext>, disabled: Vec<String>) {
     let enabled = |name: &str| !disabled.iter().any(|d| d == name);
     let mut tasks = tokio::task::JoinSet::new();
+    // The keys first, so the first backup to finish finds one to sign with.
+    tasks.spawn(integrity::run(ctx.clone()));
+    integrity::wait_for_keys(&ctx.keys, KEYS_WAIT).await;
     if enabled(CONTROLLER_BACKUP_STORAGE_LOCATION) {
         tasks.spawn(locations::run(ctx.clone()));
     }
@@ -62,6 +69,9 @@ pub async fn run_controllers(ctx: Arc<VeleroContext>, disabled: Vec<String>) {
     }
     if enabled(CONTROLLER_DOWNLOAD_REQUEST) {
         tasks.spawn(download_controller::run(ctx.clone()));
+    }
+    if enabled(CONTROLLER_BACKUP_VERIFICATION) {
+        tasks.spawn(backup_verification::run(ctx.clone()));
     }
     if ctx.settings.non_admin.enable && enabled(CONTROLLER_NON_ADMIN) {
         tasks.spawn(nonadmin::run(ctx.clone()));

@@ -26,6 +26,9 @@ pub const CONTROLLER_RESTORE: &str = "restore";
 /// `velero.nonAdmin.enable` is on.
 pub const CONTROLLER_NON_ADMIN: &str = "non-admin";
 pub const CONTROLLER_DOWNLOAD_REQUEST: &str = "download-request";
+/// Granary's: re-checks stored backups against their integrity records, and rehearses
+/// the restores of backups a Schedule asks to rehearse.
+pub const CONTROLLER_BACKUP_VERIFICATION: &str = "backup-verification";
 /// Granary's: keeps the seed's default location (only in `granary seed`).
 pub const CONTROLLER_DEFAULT_LOCATION: &str = "default-backup-storage-location";
 
@@ -41,6 +44,7 @@ pub const CONTROLLERS: &[&str] = &[
     CONTROLLER_RESTORE,
     CONTROLLER_NON_ADMIN,
     CONTROLLER_DOWNLOAD_REQUEST,
+    CONTROLLER_BACKUP_VERIFICATION,
     CONTROLLER_DEFAULT_LOCATION,
 ];
 
@@ -97,6 +101,14 @@ pub struct VeleroSettings {
     pub download_url_base: Option<String>,
     /// OADP's non-admin API for namespace owners (the DPA's `spec.nonAdmin`).
     pub non_admin: NonAdminSettings,
+    /// How often the `backup-verification` scrubber runs a round (24h): each round
+    /// re-reads a sample of the stored backups and checks them against their integrity
+    /// records.
+    pub verify_frequency: ConfigDuration,
+    /// The fraction of backups a scrubbing round checks (1.0; in (0, 1]), those checked
+    /// longest ago first: each backup is checked about every `verifyFrequency /
+    /// verifySample`, and a million backups need not cost a million reads a day.
+    pub verify_sample: f64,
 }
 
 impl Default for VeleroSettings {
@@ -120,6 +132,8 @@ impl Default for VeleroSettings {
             download_bind_address: "127.0.0.1:0".to_string(),
             download_url_base: None,
             non_admin: NonAdminSettings::default(),
+            verify_frequency: ConfigDuration(Duration::from_secs(24 * 3600)),
+            verify_sample: 1.0,
         }
     }
 }
@@ -266,6 +280,19 @@ impl VeleroSettings {
             errors.push(FieldError::new(
                 at("garbageCollectionFrequency"),
                 "must be positive",
+            ));
+        }
+        if self.verify_frequency.0.is_zero() {
+            errors.push(FieldError::new(
+                at("verifyFrequency"),
+                "must be positive (switch the scrubber off with --disable-controllers \
+                 backup-verification)",
+            ));
+        }
+        if !(self.verify_sample > 0.0 && self.verify_sample <= 1.0) {
+            errors.push(FieldError::new(
+                at("verifySample"),
+                format!("must be in (0, 1], got {}", self.verify_sample),
             ));
         }
         if let Err(e) = self.priorities() {
@@ -417,6 +444,12 @@ pub struct VeleroFlags {
     /// Restore order: high list, `-`, low list (replaces Velero's default).
     #[arg(long, value_name = "LIST")]
     pub restore_resource_priorities: Option<String>,
+    /// How often the backup-verification scrubber runs a round (default 24h).
+    #[arg(long, value_name = "DURATION")]
+    pub verify_frequency: Option<String>,
+    /// Fraction of the backups a scrubbing round checks, oldest check first (default 1).
+    #[arg(long, value_name = "FRACTION")]
+    pub verify_sample: Option<f64>,
 }
 
 impl VeleroFlags {
@@ -474,6 +507,11 @@ impl VeleroFlags {
             "velero.restoreResourcePriorities",
             self.restore_resource_priorities.clone().map(Into::into),
         );
+        put(
+            "velero.verifyFrequency",
+            self.verify_frequency.clone().map(Into::into),
+        );
+        put("velero.verifySample", self.verify_sample.map(Into::into));
         o
     }
 }

@@ -311,6 +311,12 @@ impl BackupKeys {
     pub fn manifest(&self) -> String {
         format!("{}manifest.json.gz", self.dir)
     }
+    /// Granary's addition, the signed integrity record (docs/formats.md#integrity-record).
+    /// Velero never reads inside a backup's directory but for the files it names, so it
+    /// ignores this one.
+    pub fn integrity(&self) -> String {
+        self.file("-integrity.json")
+    }
 }
 
 /// The keys of one restore, all under `<root>restores/<name>/`.
@@ -326,6 +332,10 @@ impl RestoreKeys {
     }
     fn prefixed(&self, suffix: &str) -> String {
         format!("{}restore-{}{suffix}", self.dir, self.name)
+    }
+    /// Granary's addition, the signed integrity record of the restore's files.
+    pub fn integrity(&self) -> String {
+        self.prefixed("-integrity.json")
     }
     pub fn logs(&self) -> String {
         self.prefixed("-logs.gz")

@@ -11,6 +11,7 @@
 //!   results, logs);
 //! - [`label`]: Velero's shortening of over-long label values;
 //! - [`resource`]: a resource's identity as the archive spells it;
+//! - [`integrity`]: the signed record that proves a backup is the one Granary wrote;
 //! - [`inspect`]: `inspect` and `verify`, the library side of `granary archive`.
 //!
 //! Formats follow Velero 1.18; docs/formats.md describes each of them.
@@ -20,6 +21,7 @@ pub mod files;
 #[cfg(test)]
 mod fuzz_seeds;
 pub mod inspect;
+pub mod integrity;
 pub mod label;
 pub mod layout;
 pub mod manifest;

@@ -53,11 +53,11 @@ fn get_shows_velero_columns() {
     let lines: Vec<&str> = t.lines().collect();
     assert_eq!(
         lines[0],
-        "NAME    STATUS      ERRORS   WARNINGS   CREATED                         EXPIRES   STORAGE LOCATION   SELECTOR"
+        "NAME    STATUS      ERRORS   WARNINGS   CREATED                         EXPIRES   STORAGE LOCATION   SELECTOR   INTEGRITY"
     );
     assert_eq!(
         lines[1],
-        "done    Completed   2        1          2026-03-01 11:00:00 +0000 UTC   29d       default            app=web"
+        "done    Completed   2        1          2026-03-01 11:00:00 +0000 UTC   29d       default            app=web    <unchecked>"
     );
     // No status: New, and the expiry estimated from creation + ttl.
     assert!(
@@ -65,7 +65,7 @@ fn get_shows_velero_columns() {
         "{}",
         lines[2]
     );
-    assert!(lines[2].contains("29d") && lines[2].ends_with("<none>"));
+    assert!(lines[2].contains("29d") && lines[2].ends_with("<none>     <unchecked>"));
 }
 
 #[test]

@@ -83,6 +83,10 @@ pub const CONDITION_BACKUP_CONFIGURATION_VALID: &str = "BackupConfigurationValid
 
 /// Namespace of the garden (leases, credentials) and of the copied secrets in a seed.
 pub const GARDEN_NAMESPACE: &str = "garden";
+/// The Secret holding integrity signing keys (docs/formats.md#integrity-record): in the
+/// garden's namespace the landscape's, which every seed reads; in a Velero namespace the
+/// keys of a `granary server` of its own.
+pub const INTEGRITY_KEYS_SECRET: &str = "granary-integrity-keys";
 /// Name of the secret the etcd backup sidecar reads in a shoot's control-plane namespace.
 pub const ETCD_BACKUP_SECRET_NAME: &str = "etcd-backup";
 /// Prefix of a source BackupEntry created for a copy between buckets.

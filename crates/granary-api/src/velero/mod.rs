@@ -79,6 +79,24 @@ pub const SYNCED_LABEL: &str = "granary.gardener.cloud/synced";
 /// backup the schedule's own (its `lastBackup`, its pile-up rule, its name collisions).
 /// Backup sync never carries it over from a bucket.
 pub const SCHEDULE_UID_ANNOTATION: &str = "granary.gardener.cloud/schedule-uid";
+/// Annotation on a Backup: the last integrity check of its objects in storage
+/// (`verified`, `unsigned`, `unknown-key` or `mismatch`; docs/formats.md#integrity-record).
+/// Written by backup sync, the backup controller and the `backup-verification` scrubber;
+/// never read from a bucket, never trusted by a restore (which checks again).
+pub const INTEGRITY_ANNOTATION: &str = "granary.gardener.cloud/integrity";
+/// Annotation beside [`INTEGRITY_ANNOTATION`]: why, when it is not `verified`.
+pub const INTEGRITY_REASON_ANNOTATION: &str = "granary.gardener.cloud/integrity-reason";
+/// Annotation beside [`INTEGRITY_ANNOTATION`]: when the objects were last checked (RFC 3339).
+pub const INTEGRITY_CHECKED_AT_ANNOTATION: &str = "granary.gardener.cloud/integrity-checked-at";
+/// Annotation on a Restore (value `true`): an administrator accepts restoring an
+/// `unsigned` backup (Velero's own, or one an older Granary wrote). Never honoured for a
+/// namespace owner's restore.
+pub const ALLOW_UNVERIFIED_ANNOTATION: &str = "granary.gardener.cloud/allow-unverified";
+/// Annotation on a Backup: the outcome of the last restore rehearsal (`ok: …` or
+/// `failed: <reason>`, with the counts of what the restore would create, update and skip).
+pub const REHEARSAL_ANNOTATION: &str = "granary.gardener.cloud/rehearsed";
+/// Annotation beside [`REHEARSAL_ANNOTATION`]: when the rehearsal ran (RFC 3339).
+pub const REHEARSED_AT_ANNOTATION: &str = "granary.gardener.cloud/rehearsed-at";
 
 /// True when `backup` was imported by backup sync ([`SYNCED_LABEL`]).
 pub fn is_synced(backup: &Backup) -> bool {

@@ -8,7 +8,8 @@
 //!   (`status.seedName`, else `spec.seedName`; docs/architecture.md#bucket-assignment);
 //!   get the buckets its entries are in (an entry's credentials are its bucket's);
 //! - list and watch them only through a label selector on its own seed (or by name);
-//! - get (or watch by name) only the credentials Secrets of the buckets it may get;
+//! - get (or watch by name) only the credentials Secrets of the buckets it may get, and
+//!   the landscape's integrity signing keys (`garden/granary-integrity-keys`);
 //! - get, update and patch only its Lease `garden/seed-<seed>`, and create Leases in
 //!   `garden` (a create names no object to authorize; admission checks the name).
 //!
@@ -24,7 +25,9 @@ use std::sync::Arc;
 use kube::ResourceExt;
 
 use crate::seed_authz::identity::{SeedIdentities, seed_of};
-use granary_api::core::{BackupBucket, BackupEntry, GARDEN_NAMESPACE, LABEL_SEED};
+use granary_api::core::{
+    BackupBucket, BackupEntry, GARDEN_NAMESPACE, INTEGRITY_KEYS_SECRET, LABEL_SEED,
+};
 
 /// The API group of the garden's buckets and entries.
 const CORE_GROUP: &str = "core.gardener.cloud";
@@ -306,6 +309,9 @@ fn secrets(seed: &str, r: &ResourceRequest, view: GardenView<'_>) -> Decision {
         return deny(seed, refused(&r.verb, "secrets", &r.subresource));
     }
     match object_name(r) {
+        // The landscape's integrity signing keys: every seed signs and verifies with
+        // them (docs/formats.md#integrity-record).
+        Some(INTEGRITY_KEYS_SECRET) if ns == GARDEN_NAMESPACE => Decision::Allow,
         Some(name) => allow_if(
             view.credentials_readable(seed, ns, name),
             seed,

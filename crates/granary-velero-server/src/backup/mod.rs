@@ -61,6 +61,11 @@ pub struct BackupRequest<'a> {
     pub now: chrono::DateTime<chrono::Utc>,
     /// Called with `totalItems`/`itemsBackedUp` about once a second, and once at the end.
     pub progress: &'a (dyn Fn(BackupProgress) + Send + Sync),
+    /// Signs the backup's integrity record (its newest key).
+    pub keyring: &'a granary_velero::integrity::Keyring,
+    /// The namespace owner the backup is made for (a NonAdminBackup's namespace), bound
+    /// into the integrity record.
+    pub tenant: Option<&'a str>,
 }
 
 /// How a backup ended.

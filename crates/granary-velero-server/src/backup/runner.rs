@@ -18,6 +18,7 @@ use granary_api::velero::{BACKUP_VERSION, Backup};
 use granary_velero::FORMAT_VERSION_WITH_MANIFEST;
 use granary_velero::archive::{ArchiveError, ArchiveWriter};
 use granary_velero::files::{ResourceList, encode_backup_json, encode_logs};
+use granary_velero::integrity::DigestingWriter;
 use granary_velero::manifest::{ItemKey, Manifest};
 
 /// Bytes of tarball in flight between the writer and the upload.
@@ -131,9 +132,12 @@ pub(super) async fn run(req: BackupRequest<'_>) -> Result<BackupOutcome, BackupE
     let writer = {
         let (log, written, now) = (Arc::clone(&log), Arc::clone(&written), req.now);
         tokio::task::spawn_blocking(move || {
-            let (pipe, manifest) = write_tarball(pipe_w, job_rx, now, log, written, None)?;
+            // The tarball is hashed as it is written, for the integrity record.
+            let out = DigestingWriter::new(pipe_w);
+            let (out, manifest) = write_tarball(out, job_rx, now, log, written, None)?;
+            let (pipe, digest) = out.into_parts();
             pipe.finish()?;
-            Ok::<_, ArchiveError>(manifest)
+            Ok::<_, ArchiveError>((manifest, digest))
         })
     };
     let collection = setup.collection(spec, &log, job_tx, &total, req.page_size, req.workers);
@@ -173,7 +177,7 @@ pub(super) async fn run(req: BackupRequest<'_>) -> Result<BackupOutcome, BackupE
         (Err(e), _) => Err(format!("error uploading {tar_key} to object storage: {e}")),
         (Ok(_), Err(e)) => Err(format!("error writing the backup tarball: {e}")),
     };
-    let manifest = match failure {
+    let (manifest, tarball) = match failure {
         Ok(m) => m,
         Err(reason) => return Ok(fail(&req, &keys, &log, reason, items).await),
     };
@@ -201,13 +205,16 @@ pub(super) async fn run(req: BackupRequest<'_>) -> Result<BackupOutcome, BackupE
     );
     let (lines, results) = log.take();
     let files = Files {
+        name: name.clone(),
+        tenant: req.tenant.map(str::to_owned),
+        tarball,
         manifest: manifest.to_gz_bytes(),
         resource_list: ResourceList::from_manifest(&manifest).to_gz_bytes(),
         results: results.to_gz_bytes(),
         logs: encode_logs(&lines),
         backup_json: encode_backup_json(&stored),
     };
-    if let Err(reason) = persist::put_files(req.store, bucket, &keys, files).await {
+    if let Err(reason) = persist::put_files(req.store, bucket, &keys, files, req.keyring).await {
         tracing::error!(backup = %format!("{ns}/{name}"), "{reason}");
         outcome.phase = BackupResultPhase::Failed;
         outcome.errors += 1;

@@ -61,6 +61,11 @@ pub struct RestoreRequest<'a> {
     /// Set when the restore must stop between two items (its controller was stopped,
     /// e.g. on a lost leadership): it then ends Failed.
     pub stop: Option<&'a std::sync::atomic::AtomicBool>,
+    /// The verified integrity record of the backup, when it has one: the tarball read
+    /// must be the one it records (checked before anything is read from it), so a
+    /// tarball swapped after the check is refused too. `None`: an unsigned backup an
+    /// administrator allowed, or a dry run.
+    pub integrity: Option<&'a granary_velero::integrity::IntegrityRecord>,
 }
 
 /// How a restore ended.
@@ -382,6 +387,17 @@ impl<'a> Run<'a> {
         let tarball = granary_providers::get_bytes(self.req.store, &bucket, &keys.contents())
             .await
             .map_err(|e| format!("error downloading the backup's tarball: {e}"))?;
+        if let Some(record) = self.req.integrity {
+            let name = crate::integrity::name_in(keys.dir(), &keys.contents()).to_owned();
+            record
+                .check_object(
+                    &name,
+                    &granary_velero::integrity::ObjectDigest::of(&tarball),
+                )
+                .map_err(|v| {
+                    format!("the backup failed its integrity check, nothing was restored: {v}")
+                })?;
+        }
         let limits = self.req.limits.clone();
         let contents = tokio::task::spawn_blocking(move || read_items(&tarball, &limits))
             .await

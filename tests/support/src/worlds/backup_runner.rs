@@ -355,6 +355,7 @@ impl World {
         workers: usize,
     ) -> Result<BackupOutcome, BackupError> {
         let progress = |p| self.progress.lock().expect("not poisoned").push(p);
+        let keyring = test_keyring();
         run(BackupRequest {
             client: self.client.clone(),
             backup,
@@ -364,6 +365,8 @@ impl World {
             workers,
             now: chrono::Utc::now(),
             progress: &progress,
+            keyring: &keyring,
+            tenant: None,
         })
         .await
     }
@@ -511,4 +514,12 @@ impl ObjectStore for FailingStore {
     async fn copy(&self, sb: &str, sk: &str, db: &str, dk: &str) -> granary_providers::Result<()> {
         self.inner.copy(sb, sk, db, dk).await
     }
+}
+
+/// The signing key the runner's tests sign with (`k1`, 32 bytes of 7).
+pub fn test_keyring() -> granary_velero::integrity::Keyring {
+    granary_velero::integrity::Keyring::default()
+        .with_new_key(vec![7; 32])
+        .expect("a 32-byte key")
+        .0
 }

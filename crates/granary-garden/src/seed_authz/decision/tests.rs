@@ -341,6 +341,32 @@ fn a_seed_reads_only_the_credentials_of_its_buckets_and_only_by_name() {
             (A, request("update", "secrets", g, "creds-ba"), DENY),
             (A, request("create", "secrets", g, ""), DENY),
             (A, request("delete", "secrets", g, "creds-ba"), DENY),
+            // the landscape's integrity keys: every seed reads them, none writes them
+            (
+                A,
+                request("get", "secrets", g, "granary-integrity-keys"),
+                ALLOW,
+            ),
+            (
+                B,
+                request("watch", "secrets", g, "granary-integrity-keys"),
+                ALLOW,
+            ),
+            (
+                A,
+                request("get", "secrets", "other", "granary-integrity-keys"),
+                DENY,
+            ),
+            (
+                A,
+                request("update", "secrets", g, "granary-integrity-keys"),
+                DENY,
+            ),
+            (
+                A,
+                request("delete", "secrets", g, "granary-integrity-keys"),
+                DENY,
+            ),
         ],
         &p,
     );
