@@ -111,7 +111,7 @@ enum Command {
     /// peers and starts the S3 emulator.
     Bench {
         /// delete, copy, garden, embedded, velero_archive, velero_backup, velero_queue,
-        /// velero_restore, or all.
+        /// velero_restore, velero_verify, or all.
         #[arg(required = true)]
         names: Vec<String>,
         #[command(flatten)]

@@ -36,6 +36,10 @@ pub enum ScheduleCommand {
         /// Make the schedule the owner of its backups.
         #[arg(long)]
         use_owner_references_in_backup: bool,
+        /// Rehearse the restore of each backup it takes: a deep check, then the restore
+        /// run against the live cluster with nothing written, the outcome on the Backup.
+        #[arg(long)]
+        rehearse: bool,
         /// What each backup holds and where it goes (the template).
         #[command(flatten)]
         flags: Box<BackupFlags>,
@@ -244,11 +248,12 @@ pub async fn run(target: &Target, command: ScheduleCommand) -> anyhow::Result<()
         paused,
         skip_immediately,
         use_owner_references_in_backup,
+        rehearse,
         flags,
         output: format,
     } = &command
     {
-        let s = build_schedule(
+        let mut s = build_schedule(
             name,
             ns,
             schedule,
@@ -258,6 +263,15 @@ pub async fn run(target: &Target, command: ScheduleCommand) -> anyhow::Result<()
             *use_owner_references_in_backup,
         )
         .map_err(|errs| anyhow::anyhow!("{}", describe_errors(&errs)))?;
+        if *rehearse {
+            s.metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .insert(
+                    granary_velero_server::backup_verification::REHEARSE_ANNOTATION.to_owned(),
+                    "true".to_owned(),
+                );
+        }
         if let Some(format) = output::print_only(*format) {
             print!("{}", output::objects(format, &[s], true)?);
             return Ok(());

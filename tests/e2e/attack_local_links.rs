@@ -2,9 +2,10 @@
 //! files of their directory in the bucket, and nothing else: a backup tarball they
 //! replace with a symbolic link to the seed's admin kubeconfig, or a backup directory
 //! they replace with a link to a directory outside (another tenant's files), is not
-//! served through a NonAdminDownloadRequest. The download URL is handed out (the
-//! request names the owner's own backup) and refuses to serve: nothing of the link's
-//! target reaches the owner. Set up as tests/e2e/nonadmin_locations.rs does.
+//! served through a NonAdminDownloadRequest. A request made after the swap gets no URL
+//! (the backup no longer verifies); a URL handed out before the swap (the request names
+//! the owner's own, verified backup) refuses to serve: nothing of the link's target
+//! reaches the owner. Set up as tests/e2e/nonadmin_locations.rs does.
 
 use granary_api::oadp::{NonAdminBackup, NonAdminDownloadRequest};
 use granary_api::velero::DownloadTargetKind;
@@ -94,14 +95,16 @@ async fn a_planted_link_in_an_owners_location_is_never_served() {
         "{} is where b1's tarball is",
         tarball.display()
     );
-    std::fs::remove_file(&tarball).unwrap();
-    symlink(&kubeconfig, &tarball).unwrap();
+    let original_tarball = std::fs::read(&tarball).unwrap();
+    // The URL is handed out while the backup verifies; the swap comes after.
     created_download(
         &nadrs_a,
         nadr("leak", DownloadTargetKind::BackupContents, "b1"),
     )
     .await;
     let url = url_of(&nadrs_a.get("leak").await.expect("nadr"));
+    std::fs::remove_file(&tarball).unwrap();
+    symlink(&kubeconfig, &tarball).unwrap();
     let (status, body) = fetch(&url).await;
     assert!(
         !contains(&body, b"SEED-ADMIN-TOKEN") && !contains(&body, b"kind: Config"),
@@ -111,11 +114,14 @@ async fn a_planted_link_in_an_owners_location_is_never_served() {
     assert_ne!(status, 200, "a link was served as b1's tarball");
 
     // b1's directory replaced with a link to the other tenant's directory.
+    // The tarball's link goes again (b1 must verify for the next URL).
+    std::fs::remove_file(&tarball).unwrap();
+    std::fs::write(&tarball, &original_tarball).unwrap();
     let dir = log_file.parent().unwrap().to_path_buf();
-    std::fs::remove_dir_all(&dir).unwrap();
-    symlink(&other, &dir).unwrap();
     created_download(&nadrs_a, nadr("cross", DownloadTargetKind::BackupLog, "b1")).await;
     let url = url_of(&nadrs_a.get("cross").await.expect("nadr"));
+    std::fs::remove_dir_all(&dir).unwrap();
+    symlink(&other, &dir).unwrap();
     let (status, body) = fetch(&url).await;
     assert!(
         !contains(&body, OTHER_TENANT),

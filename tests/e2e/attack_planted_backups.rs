@@ -93,6 +93,38 @@ async fn plant(w: &World, layout: &StorageLayout, backup: &Backup) {
         .expect("plant");
 }
 
+/// Signs the backup `name` planted at `layout` with the server's own key, for namespace
+/// owner `tenant`: what only a leaked key could do.
+async fn sign_for(w: &World, layout: &StorageLayout, name: &str, tenant: &str) {
+    use granary_velero::integrity::{IntegrityRecord, Keyring, ObjectDigest, RecordKind};
+    let secret: k8s_openapi::api::core::v1::Secret = Api::namespaced(w.admin.clone(), VELERO)
+        .get("granary-integrity-keys")
+        .await
+        .expect("the server's keys");
+    let data: std::collections::BTreeMap<String, Vec<u8>> = secret
+        .data
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(k, v)| (k, v.0))
+        .collect();
+    let ring = Keyring::from_data(&data).expect("keyring");
+    let keys = layout.backup(name).expect("keys");
+    let mut objects = std::collections::BTreeMap::new();
+    for key in w.tenant_keys(keys.dir()).await {
+        let bytes = granary_providers::get_bytes(w.store.as_ref(), TENANTS, &key)
+            .await
+            .expect("read");
+        let file = key.strip_prefix(keys.dir()).expect("in the dir").to_owned();
+        objects.insert(file, ObjectDigest::of(&bytes));
+    }
+    let record = IntegrityRecord::sign(RecordKind::Backup, name, Some(tenant), objects, &ring)
+        .expect("sign");
+    w.store
+        .put(TENANTS, &keys.integrity(), record.to_bytes().into())
+        .await
+        .expect("record");
+}
+
 /// Polls until the Velero Backup `name` exists, moving the test's clock so that the
 /// locations' syncs come due.
 async fn wait_imported(w: &World, name: &str) -> Backup {
@@ -485,31 +517,57 @@ async fn a_nonadmin_restore_never_creates_cluster_scoped_objects() {
         "{m}"
     );
 
-    let mut restore = NonAdminRestore::new(
-        "bring-back",
-        NonAdminRestoreSpec {
-            restore_spec: RestoreSpec {
-                backup_name: Some("planted".into()),
-                ..Default::default()
+    let bring_back = |name: &str| {
+        let mut restore = NonAdminRestore::new(
+            name,
+            NonAdminRestoreSpec {
+                restore_spec: RestoreSpec {
+                    backup_name: Some("planted".into()),
+                    ..Default::default()
+                },
             },
-        },
-    );
-    restore.metadata.namespace = Some("ns-a".into());
-    nars.create(&pp, &restore).await.expect("nar");
-    poll_until("the non-admin restore ends", || async {
-        let n = nars.get("bring-back").await.expect("nar");
-        n.status
-            .and_then(|s| s.velero_restore)
-            .and_then(|v| v.status)
-            .and_then(|s| s.phase)
-            .is_some_and(|p| {
-                matches!(
-                    p,
-                    RestorePhase::Completed | RestorePhase::PartiallyFailed | RestorePhase::Failed
-                )
+        );
+        restore.metadata.namespace = Some("ns-a".into());
+        restore
+    };
+    let ended = |name: &'static str| {
+        let nars = nars.clone();
+        async move {
+            let phase_of = || async {
+                nars.get(name)
+                    .await
+                    .expect("nar")
+                    .status
+                    .and_then(|s| s.velero_restore)
+                    .and_then(|v| v.status)
+                    .and_then(|s| s.phase)
+                    .filter(|p| p.is_terminal())
+            };
+            poll_until("the non-admin restore ends", || async {
+                phase_of().await.is_some()
             })
-    })
-    .await;
+            .await;
+            phase_of().await.expect("ended")
+        }
+    };
+    // The planted copy carries no integrity record: a namespace owner's restore never
+    // reads an unsigned backup, so nothing at all comes back.
+    nars.create(&pp, &bring_back("bring-back"))
+        .await
+        .expect("nar");
+    assert_eq!(ended("bring-back").await, RestorePhase::FailedValidation);
+    assert!(cms.get_opt("settings").await.expect("get").is_none());
+
+    // Defence in depth: were the planted copy signed for ns-a (a leaked key), the
+    // restore would still stay inside ns-a.
+    sign_for(&w, &layout, name, "ns-a").await;
+    nars.create(&pp, &bring_back("bring-back-signed"))
+        .await
+        .expect("nar");
+    assert!(matches!(
+        ended("bring-back-signed").await,
+        RestorePhase::Completed | RestorePhase::PartiallyFailed | RestorePhase::Failed
+    ));
     // The namespace's own objects are back; the binding and the class are not.
     assert!(cms.get_opt("settings").await.expect("get").is_some());
     assert!(pods.get_opt("app").await.expect("get").is_some());

@@ -9,11 +9,17 @@
 //!   write;
 //! - download tokens (DownloadRequests, NonAdminDownloadRequests) never enter a backup,
 //!   whatever its resource filters say.
+//!
+//! A planted backup carries no integrity record, so a restore refuses it before reading
+//! anything (tests/e2e/integrity.rs). These tests go past that on purpose, as an
+//! administrator who says `--allow-unverified` does: the archive's own checks are the
+//! next line and must hold on their own.
 
 use granary_api::velero::{Backup, BackupPhase, BackupSpec, RestorePhase, RestoreSpec};
 use granary_test_support::poll_until;
 use granary_test_support::worlds::velero::{
-    World, create, dynamic, foreign_backup, restore, results, tarball, wait_restore,
+    World, create, dynamic, foreign_backup, restore_unverified as restore, results, tarball,
+    wait_restore,
 };
 use granary_velero::archive::{ArchiveLimits, parse_archive};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};

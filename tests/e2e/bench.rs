@@ -86,6 +86,7 @@ async fn every_benchmark_has_a_smoke_test() {
         "velero_backup",
         "velero_queue",
         "velero_restore",
+        "velero_verify",
     ];
     assert_eq!(NAMES, covered);
     let dir = tempfile::tempdir().expect("temp dir");
@@ -201,6 +202,18 @@ async fn bench_garden_at_a_tiny_size() {
 async fn bench_embedded_at_a_tiny_size() {
     let j = smoke("embedded", None).await;
     assert_eq!(j["sizes"]["objects"][0], SIZE);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_velero_verify_at_a_tiny_size() {
+    let j = smoke("velero_verify", None).await;
+    assert!(j["tarball_bytes"].as_u64().is_some_and(|n| n > 0), "{j}");
+    assert!(
+        j["verify_deep_mb_per_second"]
+            .as_f64()
+            .is_some_and(|v| v > 0.0),
+        "{j}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -227,10 +227,10 @@ async fn tampered_backups_are_detected_refused_and_reported(backend: Backend) {
         let b = w.api::<Backup>().get(name).await.expect("backup");
         let reason = &b.annotations()[INTEGRITY_REASON_ANNOTATION];
         assert!(reason.contains(needle), "{name}: {reason}");
-        assert!(
-            warning_on(&w, name, "IntegrityCheckFailed").await.is_some(),
-            "{name}: a Warning event"
-        );
+        poll_until(&format!("a Warning event on {name}"), || async {
+            warning_on(&w, name, "IntegrityCheckFailed").await.is_some()
+        })
+        .await;
     }
     // The good one stays verified through the scrubber's rounds.
     let b = w.api::<Backup>().get("good").await.expect("backup");

@@ -29,6 +29,7 @@ async fn a_delete_request_removes_data_restores_and_the_backup() {
         "b1.tar.gz",
         "b1-logs.gz",
         "b1-resource-list.json.gz",
+        "b1-integrity.json",
     ] {
         assert!(
             keys.contains(&format!("{PREFIX}/backups/b1/{file}")),

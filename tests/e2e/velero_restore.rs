@@ -13,8 +13,8 @@ use granary_runtime::clock::Clock;
 use granary_test_support::builders::backup_spec;
 use granary_test_support::poll_until;
 use granary_test_support::worlds::velero::{
-    World, controllers, create, dynamic, foreign_backup, from_backup, restore, results, tarball,
-    wait_restore,
+    World, controllers, create, dynamic, foreign_backup, from_backup, restore, restore_unverified,
+    results, tarball, wait_restore,
 };
 use granary_velero::resource::GroupResource;
 use granary_velero_server::context::VeleroContext;
@@ -287,7 +287,8 @@ async fn an_application_comes_back_into_a_mapped_namespace_owners_first_and_inta
 
     // The restore's files are in object storage; deleting the Restore removes them.
     let files = w.keys("restores/r1/").await;
-    assert_eq!(files.len(), 3, "{files:?}");
+    // Logs, results, resource list and their integrity record.
+    assert_eq!(files.len(), 4, "{files:?}");
     w.api::<Restore>()
         .delete("r1", &DeleteParams::default())
         .await
@@ -502,7 +503,8 @@ async fn a_velero_written_backup_restores_and_a_hostile_one_is_refused() {
     let target = w.cluster.namespace("shop").await;
     let mut spec = from_backup("velero-made");
     spec.namespace_mapping = Some([("shop".to_string(), target.clone())].into());
-    restore(&w, "from-velero", spec).await;
+    // Velero's own backup carries no integrity record: an administrator allows it.
+    restore_unverified(&w, "from-velero", spec).await;
     wait_restore(&w, "from-velero", &[RestorePhase::Completed]).await;
     let restored: Api<ConfigMap> = Api::namespaced(w.client.clone(), &target);
     let got = restored.get("from-velero").await.expect("restored");
@@ -523,7 +525,7 @@ async fn a_velero_written_backup_restores_and_a_hostile_one_is_refused() {
         ]),
     )
     .await;
-    restore(&w, "from-hostile", from_backup("hostile")).await;
+    restore_unverified(&w, "from-hostile", from_backup("hostile")).await;
     let r = wait_restore(&w, "from-hostile", &[RestorePhase::Failed]).await;
     let reason = r.status.and_then(|s| s.failure_reason).unwrap_or_default();
     assert!(
@@ -735,6 +737,12 @@ async fn a_dry_run_reports_every_item_in_order_and_changes_nothing() {
         VeleroMetrics::new(&w.metrics),
         granary_runtime::selector::ObjectSelector::new(None),
     );
+    // The keys the server made, as `granary restore create --dry-run` reads them.
+    let keys = granary_velero_server::integrity::read(&w.client, &w.namespace)
+        .await
+        .expect("keys")
+        .expect("the server made its keys");
+    ctx.keys.set(keys);
     let mut r = Restore::new("preview", from_backup("b"));
     r.metadata.namespace = Some(w.namespace.clone());
     r.spec.included_resources = Some(vec!["configmaps".into()]);
@@ -789,7 +797,8 @@ async fn a_restore_on_s3_reads_the_backup_and_keeps_its_files_there() {
     for i in 0..3 {
         restored.get(&format!("cm-{i}")).await.expect("restored");
     }
-    assert_eq!(w.keys("restores/r-s3/").await.len(), 3);
+    // Logs, results, resource list and their integrity record.
+    assert_eq!(w.keys("restores/r-s3/").await.len(), 4);
     let warnings = results(&w, "r-s3").await;
     assert!(warnings.is_object());
     w.api::<Restore>()

@@ -22,6 +22,7 @@ mod velero_archive;
 mod velero_backup;
 mod velero_queue;
 mod velero_restore;
+mod velero_verify;
 
 use std::path::PathBuf;
 
@@ -41,6 +42,7 @@ pub const NAMES: &[&str] = &[
     "velero_backup",
     "velero_queue",
     "velero_restore",
+    "velero_verify",
 ];
 
 /// Live heap readings from a counting global allocator (only a benchmark binary that
@@ -141,6 +143,7 @@ pub async fn run(name: &str, opts: &BenchOptions) -> anyhow::Result<Report> {
         "velero_backup" => velero_backup::run(opts).await?,
         "velero_queue" => velero_queue::run(opts)?,
         "velero_restore" => velero_restore::run(opts).await?,
+        "velero_verify" => velero_verify::run(opts).await?,
         other => anyhow::bail!(
             "no benchmark named {other:?}; the benchmarks are: {}",
             NAMES.join(", ")

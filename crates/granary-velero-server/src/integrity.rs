@@ -25,7 +25,7 @@ use granary_velero::integrity::{
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, PostParams};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 
 /// The Secret holding the signing keys (data: `k1`, `k2`, …; the highest signs).
@@ -264,7 +264,10 @@ pub async fn maintain(client: Client, namespace: String, source: KeySource, keys
         ),
     };
     let config = watcher::Config::default().fields(&format!("metadata.name={KEYS_SECRET}"));
-    let mut stream = watcher::watcher(api, config).boxed();
+    // With the runtime's bounded back-off: a failing watch must not retry in a tight loop.
+    let mut stream = watcher::watcher(api, config)
+        .backoff(granary_runtime::backoff::WatchBackoff::default())
+        .boxed();
     while let Some(event) = stream.next().await {
         match event {
             Ok(watcher::Event::Apply(s) | watcher::Event::InitApply(s)) => {

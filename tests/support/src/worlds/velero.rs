@@ -444,10 +444,18 @@ pub fn controllers(
     };
     match actions {
         None => vec![tokio::spawn(run_controllers(ctx(), vec![]))],
-        Some(actions) => vec![
-            tokio::spawn(run_controllers(ctx(), vec![CONTROLLER_RESTORE.to_string()])),
-            tokio::spawn(restore_controller::run_with_actions(ctx(), actions)),
-        ],
+        Some(actions) => {
+            // One context: the restore controller signs and verifies with the keys the
+            // others load.
+            let shared = ctx();
+            vec![
+                tokio::spawn(run_controllers(
+                    shared.clone(),
+                    vec![CONTROLLER_RESTORE.to_string()],
+                )),
+                tokio::spawn(restore_controller::run_with_actions(shared, actions)),
+            ]
+        }
     }
 }
 
@@ -477,6 +485,23 @@ pub async fn create(api: &Api<DynamicObject>, obj: Value) -> DynamicObject {
 pub async fn restore(w: &World, name: &str, spec: RestoreSpec) {
     w.api::<Restore>()
         .create(&PostParams::default(), &Restore::new(name, spec))
+        .await
+        .expect("create restore");
+}
+
+/// Creates restore `name` as an administrator who says `--allow-unverified` (the
+/// annotation): for backups without an integrity record, Velero's own above all.
+pub async fn restore_unverified(w: &World, name: &str, spec: RestoreSpec) {
+    let mut r = Restore::new(name, spec);
+    r.metadata.annotations = Some(
+        [(
+            granary_api::velero::ALLOW_UNVERIFIED_ANNOTATION.to_owned(),
+            "true".to_owned(),
+        )]
+        .into(),
+    );
+    w.api::<Restore>()
+        .create(&PostParams::default(), &r)
         .await
         .expect("create restore");
 }
