@@ -454,3 +454,117 @@ async fn an_independent_velero_reader_accepts_granarys_signed_backups() {
     assert!(out.status.success(), "{said}");
     assert!(said.contains("ok signed phase=Completed items="), "{said}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn rehearsals_record_their_outcome_on_the_backup() {
+    use granary_api::velero::{REHEARSAL_ANNOTATION, Schedule};
+    let w = start(Backend::Local).await.expect("local");
+    // On demand: the deep check and the dry run, recorded on the Backup.
+    w.take_backup("rehearse-me", None).await;
+    let out = granary(
+        &w,
+        &[
+            "restore",
+            "create",
+            "--from-backup",
+            "rehearse-me",
+            "--rehearse",
+        ],
+    );
+    let said = text(&out);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("rehearsed: ok: "), "{said}");
+    let b = w.api::<Backup>().get("rehearse-me").await.expect("backup");
+    let outcome = &b.annotations()[REHEARSAL_ANNOTATION];
+    // The three ConfigMaps are there: a rehearsal against the live cluster skips them.
+    assert!(
+        outcome.starts_with("ok: ") && outcome.contains("to skip"),
+        "{outcome}"
+    );
+    // A tampered one fails its rehearsal, and nothing is written.
+    w.take_backup("broken", None).await;
+    tamper(&w, "byte", "broken").await;
+    let out = granary(
+        &w,
+        &["restore", "create", "--from-backup", "broken", "--rehearse"],
+    );
+    assert!(!out.status.success(), "{}", text(&out));
+    let b = w.api::<Backup>().get("broken").await.expect("backup");
+    let outcome = &b.annotations()[REHEARSAL_ANNOTATION];
+    assert!(
+        outcome.starts_with("failed: ") && outcome.contains("differs"),
+        "{outcome}"
+    );
+    assert!(
+        w.api::<Restore>()
+            .list(&ListParams::default())
+            .await
+            .expect("list")
+            .items
+            .is_empty()
+    );
+
+    // A Schedule that asks: each of its backups is rehearsed by the controller.
+    let s: Schedule = serde_json::from_value(serde_json::json!({
+        "apiVersion": "velero.io/v1", "kind": "Schedule",
+        "metadata": {"name": "nightly", "annotations": {
+            granary_velero_server::backup_verification::REHEARSE_ANNOTATION: "true"}},
+        "spec": {"schedule": "@every 1h", "template": {"includedNamespaces": [w.app]}},
+    }))
+    .expect("schedule");
+    w.api::<Schedule>()
+        .create(&PostParams::default(), &s)
+        .await
+        .expect("schedule");
+    poll_until("the schedule's backup is rehearsed", || async {
+        w.backups_of("nightly").await.iter().any(|b| {
+            b.annotations()
+                .get(REHEARSAL_ANNOTATION)
+                .is_some_and(|o| o.starts_with("ok: "))
+        })
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_download_of_a_tampered_backup_gets_no_url_and_says_why() {
+    use granary_api::velero::{DownloadRequest, DownloadTargetKind};
+    let w = start(Backend::Local).await.expect("local");
+    w.take_backup("fine", None).await;
+    w.take_backup("bad", None).await;
+    tamper(&w, "byte", "bad").await;
+    for (name, backup) in [("get-fine", "fine"), ("get-bad", "bad")] {
+        let r: DownloadRequest = serde_json::from_value(serde_json::json!({
+            "apiVersion": "velero.io/v1", "kind": "DownloadRequest",
+            "metadata": {"name": name},
+            "spec": {"target": {"kind": DownloadTargetKind::BackupContents, "name": backup}},
+        }))
+        .expect("request");
+        w.api::<DownloadRequest>()
+            .create(&PostParams::default(), &r)
+            .await
+            .expect("create");
+    }
+    poll_until("the verified backup's URL", || async {
+        w.api::<DownloadRequest>()
+            .get("get-fine")
+            .await
+            .ok()
+            .and_then(|r| r.status)
+            .and_then(|s| s.download_url)
+            .is_some()
+    })
+    .await;
+    poll_until("the refusal said", || async {
+        warning_on(&w, "get-bad", "DownloadFailed")
+            .await
+            .is_some_and(|m| m.contains("integrity check") && m.contains("bad.tar.gz differs"))
+    })
+    .await;
+    let r = w
+        .api::<DownloadRequest>()
+        .get("get-bad")
+        .await
+        .expect("request");
+    assert!(r.status.and_then(|s| s.download_url).is_none());
+}
