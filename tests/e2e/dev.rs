@@ -132,6 +132,67 @@ async fn backup_of_a_control_plane(dev: &Dev, data: &Path) {
             .contains("backup europe-1/web-cp: Completed 3/3")
     })
     .await;
+
+    // Signed with the landscape's key: verified with europe-1's copy of it, and with
+    // america-1's (any seed verifies any seed's backups), without a cluster.
+    let verified = granary(args(&[
+        "backup", "verify", "web-cp", "--deep", "--data-dir", &buckets,
+    ]))
+    .await;
+    assert!(verified.contains("web-cp: verified (key k1)"), "{verified}");
+    let client = |name: &str| {
+        let path = data.join(format!("{name}.kubeconfig"));
+        async move {
+            let kc = Kubeconfig::read_from(&path).expect("kubeconfig");
+            Client::try_from(
+                kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+                    .await
+                    .expect("config"),
+            )
+            .expect("client")
+        }
+    };
+    let secret = |c: Client, ns: &'static str| async move {
+        Api::<k8s_openapi::api::core::v1::Secret>::namespaced(c, ns)
+            .get("granary-integrity-keys")
+            .await
+            .expect("the keys")
+    };
+    let landscape = secret(client("garden").await, "garden").await;
+    let america = secret(client("seed-america-1").await, "velero").await;
+    assert_eq!(landscape.data, america.data, "america-1 keeps the landscape's keys");
+    let location = Api::<granary_api::velero::BackupStorageLocation>::namespaced(
+        client("seed-europe-1").await,
+        "velero",
+    )
+    .get("default")
+    .await
+    .expect("europe-1's default location");
+    let keyring = data.join("america-keys.json");
+    std::fs::write(&keyring, serde_json::to_vec(&america).expect("json")).expect("write");
+    let storage = &location.spec.object_storage;
+    let offline = granary(
+        [
+            "backup",
+            "verify",
+            "web-cp",
+            "--provider",
+            "local",
+            "--bucket",
+            &storage.bucket,
+            "--prefix",
+            storage.prefix.as_deref().unwrap_or_default(),
+            "--data-dir",
+            &buckets,
+            "--keyring",
+            &keyring.display().to_string(),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect(),
+    )
+    .await;
+    assert!(offline.contains("web-cp: verified (key k1)"), "{offline}");
 }
 
 #[tokio::test]
