@@ -43,6 +43,10 @@ pub struct FetchOptions {
     /// A PEM file of CA certificates to trust for the object store.
     #[arg(long, value_name = "FILE")]
     pub cacert: Option<std::path::PathBuf>,
+    /// Also fetch from a backup without an integrity record (Velero's own, an older
+    /// Granary's); one that fails its check is refused whatever this says.
+    #[arg(long)]
+    pub allow_unverified: bool,
 }
 
 /// A Go duration (`1m`, `30s`, `1h30m`), as velero's `--timeout` takes it.
@@ -58,6 +62,7 @@ impl Default for FetchOptions {
             timeout: DEFAULT_TIMEOUT,
             insecure_skip_tls_verify: false,
             cacert: None,
+            allow_unverified: false,
         }
     }
 }
@@ -130,7 +135,7 @@ pub async fn through_server(
 ) -> anyhow::Result<u64> {
     let http = options.http_client()?;
     let api: Api<DownloadRequest> = Api::namespaced(client.clone(), ns);
-    let request = create(&api, kind, name).await?;
+    let request = create(&api, kind, name, options.allow_unverified).await?;
     let result = wait_and_fetch(
         client,
         &api,
@@ -154,11 +159,12 @@ async fn create(
     api: &Api<DownloadRequest>,
     kind: DownloadTargetKind,
     name: &str,
+    allow_unverified: bool,
 ) -> anyhow::Result<String> {
     let stamp = chrono::Utc::now().format("%Y%m%d%H%M%S");
     let mut request_name = format!("{name}-{stamp}");
     for attempt in 0..3 {
-        let request = DownloadRequest::new(
+        let mut request = DownloadRequest::new(
             &request_name,
             DownloadRequestSpec {
                 target: DownloadTarget {
@@ -167,6 +173,15 @@ async fn create(
                 },
             },
         );
+        if allow_unverified {
+            request.metadata.annotations = Some(
+                [(
+                    granary_api::velero::ALLOW_UNVERIFIED_ANNOTATION.to_owned(),
+                    "true".to_owned(),
+                )]
+                .into(),
+            );
+        }
         match api.create(&PostParams::default(), &request).await {
             Ok(_) => return Ok(request_name),
             // Another download of the same thing in the same second.

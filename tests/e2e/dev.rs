@@ -136,7 +136,12 @@ async fn backup_of_a_control_plane(dev: &Dev, data: &Path) {
     // Signed with the landscape's key: verified with europe-1's copy of it, and with
     // america-1's (any seed verifies any seed's backups), without a cluster.
     let verified = granary(args(&[
-        "backup", "verify", "web-cp", "--deep", "--data-dir", &buckets,
+        "backup",
+        "verify",
+        "web-cp",
+        "--deep",
+        "--data-dir",
+        &buckets,
     ]))
     .await;
     assert!(verified.contains("web-cp: verified (key k1)"), "{verified}");
@@ -160,7 +165,10 @@ async fn backup_of_a_control_plane(dev: &Dev, data: &Path) {
     };
     let landscape = secret(client("garden").await, "garden").await;
     let america = secret(client("seed-america-1").await, "velero").await;
-    assert_eq!(landscape.data, america.data, "america-1 keeps the landscape's keys");
+    assert_eq!(
+        landscape.data, america.data,
+        "america-1 keeps the landscape's keys"
+    );
     let location = Api::<granary_api::velero::BackupStorageLocation>::namespaced(
         client("seed-europe-1").await,
         "velero",

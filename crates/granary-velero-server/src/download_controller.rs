@@ -209,6 +209,11 @@ async fn verify_target(
         return Ok(());
     }
     let keyring = ctx.keys.current();
+    if keyring.is_empty() {
+        return Err(Problem::Refused(
+            "the integrity signing keys are not known yet".into(),
+        ));
+    }
     let (dir, checked) = if target.kind.is_restore_target() {
         let dir = layout
             .restore(&target.name)

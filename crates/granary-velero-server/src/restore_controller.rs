@@ -209,6 +209,10 @@ async fn pass(shared: &Arc<Shared>) -> Result<(), kube::Error> {
         if lock(&shared.running).contains_key(&name) {
             continue;
         }
+        // Without the keys every backup would look `unknown-key`: wait for them.
+        if ctx.keys.current().is_empty() {
+            continue;
+        }
         let source = match validate(&r, &backups, &locations) {
             Ok(s) => s,
             Err(errors) => {
