@@ -236,8 +236,11 @@ async fn location_of(ctx: &VeleroContext, b: &Backup) -> Result<BackupStorageLoc
         .ok_or_else(|| format!("its storage location {name:?} does not exist"))
 }
 
-/// The verdict of `b` at its location, every object read.
-async fn check(ctx: &VeleroContext, b: &Backup) -> Result<Verdict, String> {
+/// The verdict of `b` at its location, every object read, and the opened location.
+async fn check_at(
+    ctx: &VeleroContext,
+    b: &Backup,
+) -> Result<(Verdict, super::context::OpenLocation), String> {
     let location = location_of(ctx, b).await?;
     let tenant = super::location::tenant_namespace(&location);
     let open = ctx.open(location).await.map_err(|e| e.to_string())?;
@@ -250,7 +253,12 @@ async fn check(ctx: &VeleroContext, b: &Backup) -> Result<Verdict, String> {
         Hash::AllBut(&[]),
     )
     .await?;
-    Ok(checked.verdict)
+    Ok((checked.verdict, open))
+}
+
+/// The verdict of `b` at its location, every object read.
+async fn check(ctx: &VeleroContext, b: &Backup) -> Result<Verdict, String> {
+    Ok(check_at(ctx, b).await?.0)
 }
 
 /// What a rehearsal found.
@@ -326,20 +334,9 @@ pub async fn rehearse_restore(ctx: &VeleroContext, b: &Backup, restore: &Restore
 /// tarball item by item against the stored manifest and resource list. The problems
 /// found, empty when it is sound.
 pub async fn deep_check(ctx: &VeleroContext, b: &Backup) -> Result<Vec<String>, String> {
-    let location = location_of(ctx, b).await?;
-    let tenant = super::location::tenant_namespace(&location);
-    let open = ctx.open(location).await.map_err(|e| e.to_string())?;
-    let checked = integrity::check_backup(
-        open.store.as_ref(),
-        &open.access.layout,
-        &b.name_any(),
-        &ctx.keys.current(),
-        tenant.as_deref(),
-        Hash::AllBut(&[]),
-    )
-    .await?;
-    if !checked.verdict.is_verified() {
-        return Ok(vec![checked.verdict.describe()]);
+    let (verdict, open) = check_at(ctx, b).await?;
+    if !verdict.is_verified() {
+        return Ok(vec![verdict.describe()]);
     }
     integrity::deep_problems(open.store.as_ref(), &open.access.layout, &b.name_any()).await
 }
