@@ -98,7 +98,7 @@ async fn locations_are_available_or_say_why() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn seed_003_queue_restart_and_interrupted_backups() {
+async fn the_queue_survives_a_restart_and_interrupted_backups_fail() {
     use BackupPhase::{Completed, Failed, InProgress, Queued, ReadyToStart};
     let w = World::start().await;
     // No backup controller runs here: ReadyToStart backups hold their slot.

@@ -209,10 +209,11 @@ mod tests {
             .collect()
     }
 
-    /// Seed 003's scenario: with two slots, backup5 runs before backup3 and backup4,
-    /// which wait behind the queued backup2, which waits for the running backup1.
+    /// Five backups over overlapping namespaces, two slots: backup5 runs before backup3
+    /// and backup4, which wait behind the queued backup2, which waits for the running
+    /// backup1.
     #[test]
-    fn seed_003_scenario() {
+    fn a_later_backup_overtakes_those_waiting_on_shared_namespaces() {
         let items = vec![
             item("backup1", 1, QueuePhase::Running, &["ns1", "ns2"]),
             item("backup2", 2, QueuePhase::Queued(1), &["ns2", "ns3", "ns5"]),

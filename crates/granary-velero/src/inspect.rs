@@ -27,7 +27,7 @@ use super::archive::{
     PER_ITEM_OVERHEAD, RetainedBudget, Scope, VERSION_FILE_CONTENTS, VersionDir,
     read_archive_within,
 };
-use super::manifest::{Manifest, ManifestItem, item_from_object};
+use super::manifest::{ItemDigests, Manifest, ManifestItem, item_from_object};
 use super::resource::GroupResource;
 
 /// File name of the stored manifest beside a tarball.
@@ -167,14 +167,14 @@ pub fn verify(path: &Path) -> Result<VerifyReport, ArchiveError> {
 
 /// [`verify`] within `limits`.
 pub fn verify_with(path: &Path, limits: &ArchiveLimits) -> Result<VerifyReport, ArchiveError> {
-    let stored = read_sibling_manifest(path, limits)?;
+    let stored = read_sibling_digests(path, limits)?;
     verify_reader(BufReader::new(File::open(path)?), stored, limits)
 }
 
-/// Verifies a tarball stream; `stored` is its stored manifest, if any.
+/// Verifies a tarball stream; `stored` is its stored manifest's fingerprints, if any.
 pub fn verify_reader<R: Read>(
     input: R,
-    stored: Option<Manifest>,
+    stored: Option<ItemDigests>,
     limits: &ArchiveLimits,
 ) -> Result<VerifyReport, ArchiveError> {
     verify_reader_with(input, stored, limits, |_| Ok(()))
@@ -185,7 +185,7 @@ pub fn verify_reader<R: Read>(
 /// keeps is its own to bound; an error from it ends the read.
 pub fn verify_reader_with<R, F>(
     input: R,
-    stored: Option<Manifest>,
+    stored: Option<ItemDigests>,
     limits: &ArchiveLimits,
     mut visit: F,
 ) -> Result<VerifyReport, ArchiveError>
@@ -213,23 +213,7 @@ where
         )),
         Some(_) => {}
     }
-    for (key, copies) in &scan.copies {
-        match (copies.unversioned, copies.preferred) {
-            (Some(a), Some(b)) if a != b => problems.push(format!(
-                "{} differs from its preferred-version copy",
-                key.0.unversioned_path()
-            )),
-            (None, Some(_)) => problems.push(format!(
-                "{} has a preferred-version copy but no unversioned file",
-                key.0.unversioned_path()
-            )),
-            (Some(_), None) => notes.push(format!(
-                "{} has no preferred-version copy (archives before Velero 1.4 have none)",
-                key.0.unversioned_path()
-            )),
-            _ => {}
-        }
-    }
+    std::mem::take(&mut scan.copies).finish(&budget, &mut problems, &mut notes)?;
     for (gr, preferred) in &scan.preferred_versions {
         if preferred.len() > 1 {
             problems.push(format!(
@@ -241,19 +225,20 @@ where
     if scan.resources.is_empty() {
         notes.push_always("no items under resources/: a restore would find zero items".into());
     }
+    let rebuilt: ItemDigests = std::mem::take(&mut scan.digests).into_iter().collect();
     if let Some(stored) = stored
-        && stored != scan.manifest
+        && stored != rebuilt
     {
         problems.push_always(format!(
             "{MANIFEST_FILE_NAME} ({} items) does not match the tarball ({} items)",
             stored.len(),
-            scan.manifest.len()
+            scan.objects
         ));
     }
     Ok(VerifyReport {
         format_version: scan.version.map(|v| v.trim_end_matches('\n').to_owned()),
         entries: stats.entries,
-        items: scan.manifest.len(),
+        items: scan.objects,
         problems: problems.into_list("problems"),
         notes: notes.into_list("notes"),
     })
@@ -283,6 +268,23 @@ pub fn check_item_path(path: &ItemPath, object: &Value) -> Result<ManifestItem, 
         ));
     }
     Ok(d)
+}
+
+/// The fingerprints of the stored manifest beside `tarball` (see [`ItemDigests`]); its
+/// JSON text and parsed items are held while they are taken.
+fn read_sibling_digests(
+    tarball: &Path,
+    limits: &ArchiveLimits,
+) -> Result<Option<ItemDigests>, ArchiveError> {
+    let sibling = tarball.with_file_name(MANIFEST_FILE_NAME);
+    match File::open(&sibling) {
+        Ok(f) => Ok(Some(ItemDigests::read_gz(
+            BufReader::new(f),
+            limits.max_retained_bytes / 4,
+        )?)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Reads the stored manifest beside `tarball`. Its JSON text, the items parsed from it
@@ -358,6 +360,137 @@ struct Copies {
     preferred: Option<[u8; 32]>,
 }
 
+/// Checks that each object's unversioned file and its preferred-version copy hold the
+/// same bytes. Velero and Granary write the two one after the other, so the last item
+/// file is held (one entry's bytes, like the reader's own buffer) and compared with the
+/// next directly; copies apart from each other (other writers) fall back to SHA-256
+/// digests, kept per object until its other copy comes and charged to the budget.
+#[derive(Default)]
+struct CopyCheck {
+    /// The last unversioned or preferred-version file, not yet paired.
+    last: Option<(ObjectPath, bool, Vec<u8>)>,
+    spare: Vec<u8>,
+    /// Objects with one copy seen whose other copy did not follow it.
+    apart: HashMap<ObjectPath, Copies>,
+    /// Objects whose two copies differ, in archive order.
+    differing: Vec<ObjectPath>,
+}
+
+impl CopyCheck {
+    fn see(
+        &mut self,
+        path: &ItemPath,
+        bytes: &[u8],
+        budget: &RetainedBudget,
+    ) -> Result<(), ArchiveError> {
+        let preferred = match path.version_dir {
+            VersionDir::Unversioned => false,
+            VersionDir::Preferred(_) => true,
+            VersionDir::Version(_) => return Ok(()),
+        };
+        let key = ObjectPath::of(path);
+        if let Some((last_key, last_preferred, last_bytes)) = &self.last
+            && *last_key == key
+            && *last_preferred != preferred
+        {
+            if last_bytes[..] != *bytes {
+                self.differing.push(key);
+            }
+            if let Some((_, _, b)) = self.last.take() {
+                self.spare = b;
+            }
+            return Ok(());
+        }
+        let mut held = std::mem::take(&mut self.spare);
+        held.clear();
+        held.extend_from_slice(bytes);
+        if let Some(last) = self.last.replace((key, preferred, held)) {
+            self.set_apart(last, budget)?;
+        }
+        Ok(())
+    }
+
+    fn set_apart(
+        &mut self,
+        (key, preferred, bytes): (ObjectPath, bool, Vec<u8>),
+        budget: &RetainedBudget,
+    ) -> Result<(), ArchiveError> {
+        let digest: [u8; 32] = Sha256::digest(&bytes).into();
+        self.spare = bytes;
+        let p = &key.0;
+        let charge = (p.group_resource.group.len()
+            + p.group_resource.resource.len()
+            + p.scope.namespace().len()
+            + p.name.len()) as u64
+            + 2 * 33
+            + 4 * PER_ITEM_OVERHEAD;
+        let copies = match self.apart.entry(key) {
+            std::collections::hash_map::Entry::Occupied(e) => e,
+            std::collections::hash_map::Entry::Vacant(v) => {
+                budget.charge(charge)?;
+                v.insert_entry(Copies::default())
+            }
+        };
+        let both = {
+            let c = copies.get();
+            if preferred { c.unversioned } else { c.preferred }
+        };
+        match both {
+            Some(other) => {
+                let (key, _) = copies.remove_entry();
+                budget.release(charge);
+                if other != digest {
+                    self.differing.push(key);
+                }
+            }
+            None => {
+                let mut copies = copies;
+                let c = copies.get_mut();
+                if preferred {
+                    c.preferred = Some(digest);
+                } else {
+                    c.unversioned = Some(digest);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The problems and notes, once every entry was seen.
+    fn finish(
+        mut self,
+        budget: &RetainedBudget,
+        problems: &mut Findings,
+        notes: &mut Findings,
+    ) -> Result<(), ArchiveError> {
+        if let Some(last) = self.last.take() {
+            self.set_apart(last, budget)?;
+        }
+        for key in &self.differing {
+            problems.push(format!(
+                "{} differs from its preferred-version copy",
+                key.0.unversioned_path()
+            ));
+        }
+        let mut alone: Vec<(ObjectPath, Copies)> = self.apart.into_iter().collect();
+        alone.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        for (key, copies) in alone {
+            if copies.preferred.is_some() {
+                problems.push(format!(
+                    "{} has a preferred-version copy but no unversioned file",
+                    key.0.unversioned_path()
+                ));
+            } else {
+                notes.push(format!(
+                    "{} has no preferred-version copy (archives before Velero 1.4 have none)",
+                    key.0.unversioned_path()
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// One pass over the entries, shared by inspect and verify.
 struct Scan<'b> {
     budget: &'b RetainedBudget,
@@ -365,9 +498,14 @@ struct Scan<'b> {
     first: bool,
     seen_any: bool,
     version: Option<String>,
+    /// Inspect: the manifest rebuilt from the tarball.
     manifest: Manifest,
+    /// Verify: the rebuilt manifest's fingerprints, all a comparison needs.
+    digests: Vec<[u8; 32]>,
+    /// Objects (unversioned item files) seen.
+    objects: usize,
     resources: BTreeMap<String, ResourceSummary>,
-    copies: BTreeMap<ObjectPath, Copies>,
+    copies: CopyCheck,
     preferred_versions: HashMap<GroupResource, BTreeSet<String>>,
     problems: Findings,
     notes: Findings,
@@ -382,8 +520,10 @@ impl<'b> Scan<'b> {
             seen_any: false,
             version: None,
             manifest: Manifest::default(),
+            digests: Vec::new(),
+            objects: 0,
             resources: BTreeMap::new(),
-            copies: BTreeMap::new(),
+            copies: CopyCheck::default(),
             preferred_versions: HashMap::new(),
             problems: Findings::default(),
             notes: Findings::default(),
@@ -443,7 +583,12 @@ impl<'b> Scan<'b> {
                                 *summary.namespaces.entry(ns.clone()).or_default() += 1
                             }
                         }
+                        self.objects += 1;
                         match checked {
+                            Ok(d) if self.verify => {
+                                self.budget.charge(32)?;
+                                self.digests.push(d.digest());
+                            }
                             Ok(d) => {
                                 self.budget.charge(d.heap_bytes())?;
                                 self.manifest.add(d)?;
@@ -468,18 +613,7 @@ impl<'b> Scan<'b> {
                     }
                 }
                 if self.verify {
-                    let digest: [u8; 32] = Sha256::digest(item.bytes).into();
-                    let key = ObjectPath::of(p);
-                    if !self.copies.contains_key(&key) {
-                        self.budget
-                            .charge(item.entry_path.len() as u64 + 2 * 33 + PER_ITEM_OVERHEAD)?;
-                    }
-                    let copies = self.copies.entry(key).or_default();
-                    match p.version_dir {
-                        VersionDir::Unversioned => copies.unversioned = Some(digest),
-                        VersionDir::Preferred(_) => copies.preferred = Some(digest),
-                        VersionDir::Version(_) => {}
-                    }
+                    self.copies.see(p, item.bytes, self.budget)?;
                 }
             }
             ArchiveEntry::Directory { path } => {

@@ -78,7 +78,8 @@ fn inspect_counts_per_resource_and_namespace() {
 #[test]
 fn verify_accepts_ours_and_reports_format_problems() {
     let (gz, manifest) = backup();
-    let report = verify_reader(&gz[..], Some(manifest), &ArchiveLimits::default()).expect("reads");
+    let stored = Some(ItemDigests::of_manifest(&manifest));
+    let report = verify_reader(&gz[..], stored, &ArchiveLimits::default()).expect("reads");
     assert!(report.is_ok(), "{report}");
     assert!(
         report
@@ -86,10 +87,28 @@ fn verify_accepts_ours_and_reports_format_problems() {
             .starts_with("Archive is valid: format version 1.1.0, 9 entries, 4 objects")
     );
 
-    // A stale manifest, a missing version file, a preferred copy that differs.
-    let stale = Manifest::new();
-    let report = verify_reader(&gz[..], Some(stale), &ArchiveLimits::default()).expect("reads");
+    // A stale manifest: empty, or one field of one item changed.
+    let report = verify_reader(&gz[..], Some(ItemDigests::default()), &ArchiveLimits::default())
+        .expect("reads");
     assert!(!report.is_ok());
+    let changed: ItemDigests = manifest
+        .iter()
+        .enumerate()
+        .map(|(i, item)| {
+            let mut item = item.to_owned_item();
+            if i == 2 {
+                item.labels.insert("planted".into(), "yes".into());
+            }
+            item.digest()
+        })
+        .collect();
+    let report = verify_reader(&gz[..], Some(changed), &ArchiveLimits::default()).expect("reads");
+    assert_eq!(
+        report.problems,
+        ["manifest.json.gz (4 items) does not match the tarball (4 items)"]
+    );
+
+    // A missing version file, a preferred copy that differs.
 
     let mut b = tar::Builder::new(GzEncoder::new(Vec::new(), Compression::default()));
     for (path, data) in [
@@ -255,4 +274,47 @@ fn verify_reports_copies_that_contradict_their_path() {
                 .to_string()
         ]
     );
+}
+
+/// Copies another writer put apart from each other are paired all the same.
+#[test]
+fn verify_pairs_copies_written_apart() {
+    let mut b = tar::Builder::new(GzEncoder::new(Vec::new(), Compression::default()));
+    let pod = |name: &str, extra: &str| {
+        format!(r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"{name}","namespace":"a"{extra}}}}}"#)
+    };
+    let entries = [
+        ("metadata/version", "1.1.0\n".to_string()),
+        ("resources/pods/namespaces/a/a.json", pod("a", "")),
+        ("resources/pods/namespaces/a/b.json", pod("b", "")),
+        ("resources/pods/namespaces/a/c.json", pod("c", "")),
+        ("resources/pods/v1-preferredversion/namespaces/a/a.json", pod("a", "")),
+        ("resources/pods/v1-preferredversion/namespaces/a/b.json", pod("b", r#","uid":"x""#)),
+        ("resources/pods/v1-preferredversion/namespaces/a/d.json", pod("d", "")),
+        // Adjacent, preferred first.
+        ("resources/pods/v1-preferredversion/namespaces/a/e.json", pod("e", "")),
+        ("resources/pods/namespaces/a/e.json", pod("e", r#","uid":"y""#)),
+    ];
+    for (path, data) in &entries {
+        let mut h = tar::Header::new_ustar();
+        h.set_size(data.len() as u64);
+        h.set_mode(0o644);
+        b.append_data(&mut h, path, data.as_bytes())
+            .expect("append");
+    }
+    let gz = b.into_inner().expect("tar").finish().expect("gz");
+    let report = verify_reader(&gz[..], None, &ArchiveLimits::default()).expect("reads");
+    assert_eq!(
+        report.problems,
+        [
+            "resources/pods/namespaces/a/b.json differs from its preferred-version copy",
+            "resources/pods/namespaces/a/e.json differs from its preferred-version copy",
+            "resources/pods/namespaces/a/d.json has a preferred-version copy but no unversioned file",
+        ]
+    );
+    assert_eq!(
+        report.notes,
+        ["resources/pods/namespaces/a/c.json has no preferred-version copy (archives before Velero 1.4 have none)"]
+    );
+    assert_eq!(report.items, 4);
 }

@@ -9,6 +9,7 @@
 //! order. The UID index and the owner→children map are derived, rebuilt on load and never
 //! stored. [`Manifest::dependency_order`] lists owners before their dependents.
 
+mod digest;
 mod item;
 mod order;
 mod store;
@@ -20,6 +21,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+pub use digest::ItemDigests;
 pub use item::item_from_object;
 pub use order::{BrokenCycle, DependencyOrder};
 pub use store::MANIFEST_SCHEMA_VERSION;
@@ -183,7 +185,7 @@ impl Item<'_> {
 /// Why a manifest operation failed.
 #[derive(Debug, Error)]
 pub enum ManifestError {
-    /// Seed 000's sentinel: the key is already in the manifest.
+    /// The key is already in the manifest.
     #[error("item already exists in manifest: {0}")]
     ItemAlreadyExists(Box<ItemKey>),
     #[error("uid {uid:?} of {new} is already used by {existing}")]
@@ -232,20 +234,28 @@ impl Manifest {
     /// Adds an item. Refuses a key already present ([`ManifestError::ItemAlreadyExists`])
     /// and a non-empty UID already used by another item; on refusal nothing changes.
     pub fn add(&mut self, item: ManifestItem) -> Result<(), ManifestError> {
+        use std::collections::btree_map::Entry;
         let (key, meta) = item.split();
-        if self.items.contains_key(&key) {
-            return Err(ManifestError::ItemAlreadyExists(Box::new(key)));
-        }
+        // One search of the tree: its comparisons, not the inserts, are a large
+        // manifest's cost.
+        let slot = match self.items.entry(Arc::new(key)) {
+            Entry::Occupied(e) => {
+                return Err(ManifestError::ItemAlreadyExists(Box::new(
+                    (**e.key()).clone(),
+                )));
+            }
+            Entry::Vacant(v) => v,
+        };
         if !meta.uid.is_empty()
             && let Some(existing) = self.by_uid.get(meta.uid.as_str())
         {
             return Err(ManifestError::DuplicateUid {
                 uid: meta.uid.clone(),
                 existing: Box::new((**existing).clone()),
-                new: Box::new(key),
+                new: Box::new((**slot.key()).clone()),
             });
         }
-        let key = Arc::new(key);
+        let key = Arc::clone(slot.key());
         if !meta.uid.is_empty() {
             self.by_uid
                 .insert(meta.uid.as_str().into(), Arc::clone(&key));
@@ -260,7 +270,7 @@ impl Manifest {
                     .push(Arc::clone(&key));
             }
         }
-        self.items.insert(key, meta);
+        slot.insert(meta);
         Ok(())
     }
 

@@ -26,6 +26,33 @@ struct StoredManifest {
     items: Vec<ManifestItem>,
 }
 
+/// The JSON text of a `manifest.json.gz`, refused past `max_bytes`.
+pub(super) fn read_json_gz<R: Read>(input: R, max_bytes: u64) -> Result<Vec<u8>, ManifestError> {
+    let mut limited = MultiGzDecoder::new(input).take(max_bytes.saturating_add(1));
+    let mut json = Vec::new();
+    limited.read_to_end(&mut json).map_err(|e| {
+        if is_corrupt_gzip(&e) {
+            ManifestError::Corrupt(e.to_string())
+        } else {
+            ManifestError::Io(e)
+        }
+    })?;
+    if json.len() as u64 > max_bytes {
+        return Err(ManifestError::TooLarge { limit: max_bytes });
+    }
+    Ok(json)
+}
+
+/// The items of a stored manifest's JSON text, in file order; any schema version but 1
+/// is refused.
+pub(super) fn stored_items(json: &[u8]) -> Result<Vec<ManifestItem>, ManifestError> {
+    let stored: StoredManifest = serde_json::from_slice(json)?;
+    if stored.version != MANIFEST_SCHEMA_VERSION {
+        return Err(ManifestError::UnsupportedVersion(stored.version));
+    }
+    Ok(stored.items)
+}
+
 /// Borrowed item record in the stored field order.
 #[derive(Serialize)]
 struct ItemRecord<'a> {
@@ -94,29 +121,13 @@ impl Manifest {
     /// version but 1, and rebuilds the UID index and owner map. Duplicate keys or UIDs in
     /// the file are refused as [`Manifest::add`] refuses them.
     pub fn read_gz<R: Read>(input: R, max_bytes: u64) -> Result<Self, ManifestError> {
-        let mut limited = MultiGzDecoder::new(input).take(max_bytes.saturating_add(1));
-        let mut json = Vec::new();
-        limited.read_to_end(&mut json).map_err(|e| {
-            if is_corrupt_gzip(&e) {
-                ManifestError::Corrupt(e.to_string())
-            } else {
-                ManifestError::Io(e)
-            }
-        })?;
-        if json.len() as u64 > max_bytes {
-            return Err(ManifestError::TooLarge { limit: max_bytes });
-        }
-        Self::from_json(&json)
+        Self::from_json(&read_json_gz(input, max_bytes)?)
     }
 
     /// Parses the (uncompressed) stored JSON.
     pub fn from_json(json: &[u8]) -> Result<Self, ManifestError> {
-        let stored: StoredManifest = serde_json::from_slice(json)?;
-        if stored.version != MANIFEST_SCHEMA_VERSION {
-            return Err(ManifestError::UnsupportedVersion(stored.version));
-        }
         let mut manifest = Manifest::new();
-        for item in stored.items {
+        for item in stored_items(json)? {
             manifest.add(item)?;
         }
         Ok(manifest)
