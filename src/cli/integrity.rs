@@ -115,39 +115,43 @@ pub async fn verify(target: &Target, flags: VerifyFlags) -> anyhow::Result<()> {
     }
     let mut failed = 0;
     for s in &subjects {
-        let checked = server_integrity::check_backup(
-            s.store.as_ref(),
-            &s.layout,
-            &s.name,
-            &keyring,
-            s.tenant.as_deref(),
-            Hash::AllBut(&[]),
-        )
-        .await
-        .map_err(anyhow::Error::msg)?;
-        let deep_wanted = flags.deep || (flags.sign && checked.verdict == Verdict::Unsigned);
-        let deep = if deep_wanted
-            && matches!(
-                checked.verdict,
-                Verdict::Verified { .. } | Verdict::Unsigned
-            ) {
-            server_integrity::deep_problems(s.store.as_ref(), &s.layout, &s.name)
-                .await
-                .map_err(anyhow::Error::msg)?
+        // --sign adopts an unsigned backup only after a deep check.
+        let deep_wanted = flags.deep || flags.sign;
+        let (verdict, deep) = if deep_wanted {
+            let c = server_integrity::deep_check_backup(
+                s.store.as_ref(),
+                &s.layout,
+                &s.name,
+                &keyring,
+                s.tenant.as_deref(),
+            )
+            .await
+            .map_err(anyhow::Error::msg)?;
+            (c.verdict, c.problems)
         } else {
-            Vec::new()
+            let c = server_integrity::check_backup(
+                s.store.as_ref(),
+                &s.layout,
+                &s.name,
+                &keyring,
+                s.tenant.as_deref(),
+                Hash::AllBut(&[]),
+            )
+            .await
+            .map_err(anyhow::Error::msg)?;
+            (c.verdict, Vec::new())
         };
         let mut signed = false;
-        if flags.sign && checked.verdict == Verdict::Unsigned && deep.is_empty() {
+        if flags.sign && verdict == Verdict::Unsigned && deep.is_empty() {
             sign_existing(s, &keyring).await?;
             signed = true;
         }
-        let verdict = if checked.verdict == Verdict::Unsigned && !deep.is_empty() {
+        let verdict = if verdict == Verdict::Unsigned && !deep.is_empty() {
             Verdict::Mismatch {
                 reason: format!("unsigned, and the deep check failed: {}", deep[0]),
             }
         } else {
-            checked.verdict
+            verdict
         };
         let (line, ok) = verify_line(&s.name, &verdict, &deep, signed);
         println!("{line}");

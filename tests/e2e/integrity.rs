@@ -437,7 +437,36 @@ async fn an_independent_velero_reader_accepts_granarys_signed_backups() {
         eprintln!("skipped: moto or its venv is missing");
         return;
     };
+    // Three ConfigMaps of 600 KB of noise: 3.6 MB of tar, so the tarball holds several
+    // gzip members (docs/formats.md#gzip-members) for the reader to read as one stream.
+    let cms: Api<ConfigMap> = Api::namespaced(w.client.clone(), &w.app);
+    for i in 0..3u64 {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64.wrapping_mul(i + 1);
+        let noise: String = (0..600_000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                char::from(b'a' + (x % 26) as u8)
+            })
+            .collect();
+        let cm: ConfigMap = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": format!("large-{i}")},
+            "data": {"noise": noise},
+        }))
+        .expect("configmap");
+        cms.create(&PostParams::default(), &cm).await.expect("create");
+    }
     w.take_backup("signed", None).await;
+    let gz = get(&w, &key("signed", "signed.tar.gz")).await;
+    let mut members = 0;
+    let mut at = 0;
+    while at + 24 <= gz.len() && gz[at + 12..at + 14] == *b"GR" {
+        members += 1;
+        at += u64::from_le_bytes(gz[at + 16..at + 24].try_into().expect("8 bytes")) as usize;
+    }
+    assert!(members > 1 && at == gz.len(), "{members} members, {at} of {} bytes", gz.len());
     assert!(
         w.keys("backups/signed/")
             .await
@@ -453,6 +482,12 @@ async fn an_independent_velero_reader_accepts_granarys_signed_backups() {
     let said = text(&out);
     assert!(out.status.success(), "{said}");
     assert!(said.contains("ok signed phase=Completed items="), "{said}");
+    let items: usize = said
+        .split("items=")
+        .nth(1)
+        .and_then(|n| n.trim().parse().ok())
+        .expect("a count");
+    assert!(items >= 3, "{said}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -334,11 +334,21 @@ pub async fn rehearse_restore(ctx: &VeleroContext, b: &Backup, restore: &Restore
 /// tarball item by item against the stored manifest and resource list. The problems
 /// found, empty when it is sound.
 pub async fn deep_check(ctx: &VeleroContext, b: &Backup) -> Result<Vec<String>, String> {
-    let (verdict, open) = check_at(ctx, b).await?;
-    if !verdict.is_verified() {
-        return Ok(vec![verdict.describe()]);
+    let location = location_of(ctx, b).await?;
+    let tenant = super::location::tenant_namespace(&location);
+    let open = ctx.open(location).await.map_err(|e| e.to_string())?;
+    let checked = integrity::deep_check_backup(
+        open.store.as_ref(),
+        &open.access.layout,
+        &b.name_any(),
+        &ctx.keys.current(),
+        tenant.as_deref(),
+    )
+    .await?;
+    if !checked.verdict.is_verified() {
+        return Ok(vec![checked.verdict.describe()]);
     }
-    integrity::deep_problems(open.store.as_ref(), &open.access.layout, &b.name_any()).await
+    Ok(checked.problems)
 }
 
 /// Writes a rehearsal's outcome onto the Backup (and a Warning event when it failed).

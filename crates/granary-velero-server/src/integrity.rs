@@ -683,72 +683,145 @@ pub async fn check_restore(
     .map_err(|e| format!("error reading restore {name}'s files to check their integrity: {e}"))
 }
 
-/// The deep check of backup `name` (after its record verified): the tarball read item by
-/// item with the archive reader's checks (what `granary archive verify` reports) and
-/// compared with the stored manifest, and the stored resource list compared with the
-/// manifest. The problems found; empty when the backup is sound. Velero's own backups
-/// carry no manifest: their tarball is checked alone.
-pub async fn deep_problems(
+/// What [`deep_check_backup`] found.
+#[derive(Clone, Debug)]
+pub struct DeepChecked {
+    pub verdict: Verdict,
+    /// The deep check's problems (empty when sound, or when the verdict ruled it out).
+    pub problems: Vec<String>,
+}
+
+/// The record check of backup `name` ([`check_backup`]) and, for a verified or unsigned
+/// backup, the deep check: the tarball read item by item with the archive reader's
+/// checks (what `granary archive verify` reports) and compared with the stored manifest,
+/// and the stored resource list compared with the manifest. The tarball is read once:
+/// hashed against the record while it is parsed, the manifest and resource list read
+/// meanwhile. Velero's own backups carry no manifest: their tarball is checked alone.
+pub async fn deep_check_backup(
     store: &dyn ObjectStore,
     layout: &granary_velero::layout::StorageLayout,
     name: &str,
-) -> Result<Vec<String>, String> {
-    use granary_velero::archive::ArchiveLimits;
-    use granary_velero::files::ResourceList;
-    use granary_velero::manifest::Manifest;
+    keyring: &Keyring,
+    tenant: Option<&str>,
+) -> Result<DeepChecked, String> {
     let keys = layout
         .backup(name)
         .map_err(|e| format!("backup {name}: {e}"))?;
+    let contents = keys.contents();
+    let tarball_name = name_in(keys.dir(), &contents).to_owned();
+    let checked = check_backup(
+        store,
+        layout,
+        name,
+        keyring,
+        tenant,
+        Hash::AllBut(&[tarball_name.as_str()]),
+    )
+    .await?;
+    if !matches!(checked.verdict, Verdict::Verified { .. } | Verdict::Unsigned) {
+        return Ok(DeepChecked {
+            verdict: checked.verdict,
+            problems: Vec::new(),
+        });
+    }
     let bucket = layout.bucket();
     let optional = |r: Result<Bytes, granary_providers::Error>, what: &str| match r {
         Ok(b) => Ok(Some(b)),
         Err(granary_providers::Error::NotFound(_)) => Ok(None),
         Err(e) => Err(format!("error reading {what} of backup {name}: {e}")),
     };
-    let tarball = granary_providers::get_bytes(store, bucket, &keys.contents())
+    let tarball = granary_providers::get_bytes(store, bucket, &contents)
         .await
         .map_err(|e| format!("error reading the tarball of backup {name}: {e}"))?;
-    let manifest = optional(
-        granary_providers::get_bytes(store, bucket, &keys.manifest()).await,
-        "the manifest",
-    )?;
-    let list = optional(
-        granary_providers::get_bytes(store, bucket, &keys.resource_list()).await,
-        "the resource list",
-    )?;
-    let limits = ArchiveLimits::default();
-    let mut problems = Vec::new();
-    let stored = match &manifest {
-        None => None,
-        Some(m) => match Manifest::read_gz(&m[..], limits.max_retained_bytes / 4) {
-            Ok(m) => Some(m),
-            Err(e) => {
-                problems.push(format!("manifest.json.gz cannot be read: {e}"));
-                None
-            }
-        },
+    let stored = StoredFiles {
+        manifest: optional(
+            granary_providers::get_bytes(store, bucket, &keys.manifest()).await,
+            "the manifest",
+        )?,
+        list: optional(
+            granary_providers::get_bytes(store, bucket, &keys.resource_list()).await,
+            "the resource list",
+        )?,
+        list_name: name_in(keys.dir(), &keys.resource_list()).to_owned(),
     };
-    let expected_list = stored.as_ref().map(ResourceList::from_manifest);
-    let report = tokio::task::spawn_blocking(move || {
-        granary_velero::inspect::verify_reader(&tarball[..], stored, &limits)
+    // Parsing, hashing and reading the tarball are CPU work: off the async threads.
+    let (problems, digest) = tokio::task::spawn_blocking(move || deep_problems(&tarball, stored))
+        .await
+        .map_err(|e| format!("reading the tarball stopped: {e}"))?;
+    if let Some(record) = &checked.record
+        && let Err(verdict) = record.check_object(&tarball_name, &digest)
+    {
+        return Ok(DeepChecked {
+            verdict,
+            problems: Vec::new(),
+        });
+    }
+    Ok(DeepChecked {
+        verdict: checked.verdict,
+        problems,
     })
-    .await
-    .map_err(|e| format!("reading the tarball stopped: {e}"))?;
-    match report {
-        Ok(r) => problems.extend(r.problems),
-        Err(e) => problems.push(format!("the tarball is refused: {e}")),
-    }
-    if let (Some(list), Some(expected)) = (list, expected_list) {
-        match ResourceList::read_gz(&list[..], 64 << 20) {
-            Ok(l) if l == expected => {}
-            Ok(_) => problems.push(format!(
-                "{} does not list what the manifest holds",
-                name_in(keys.dir(), &keys.resource_list())
-            )),
-            Err(e) => problems.push(format!("the resource list cannot be read: {e}")),
+}
+
+/// The manifest and resource list stored beside a tarball, as read.
+struct StoredFiles {
+    manifest: Option<Bytes>,
+    list: Option<Bytes>,
+    list_name: String,
+}
+
+/// The deep check's problems, and the digest of the tarball's bytes. The tarball is
+/// read on this thread (inflated on others) while another reads the stored files.
+fn deep_problems(tarball: &[u8], stored: StoredFiles) -> (Vec<String>, ObjectDigest) {
+    use granary_velero::archive::ArchiveLimits;
+    use granary_velero::files::ResourceListDigests;
+    use granary_velero::inspect::{manifest_mismatch, verify_reader_rebuilt};
+    use granary_velero::integrity::DigestingReader;
+    use granary_velero::manifest::ItemDigests;
+    let limits = ArchiveLimits::default();
+    std::thread::scope(|s| {
+        // The stored manifest as fingerprints, the resource list it implies, and the
+        // stored list's.
+        let side = s.spawn(|| {
+            let mut problems = Vec::new();
+            let mut expected = ResourceListDigests::default();
+            let manifest = stored.manifest.as_ref().and_then(|m| {
+                ItemDigests::read_gz_visiting(&m[..], limits.max_retained_bytes / 4, |i| {
+                    expected.add_gv(&i.group, &i.version, &i.kind, &i.namespace, &i.name)
+                })
+                .map_err(|e| problems.push(format!("manifest.json.gz cannot be read: {e}")))
+                .ok()
+            });
+            if let (Some(list), Some(_)) = (&stored.list, &manifest) {
+                match ResourceListDigests::read_gz(&list[..], 64 << 20) {
+                    Ok(l) if l == expected.finish() => {}
+                    Ok(_) => problems.push(format!(
+                        "{} does not list what the manifest holds",
+                        stored.list_name
+                    )),
+                    Err(e) => problems.push(format!("the resource list cannot be read: {e}")),
+                }
+            }
+            (manifest, problems)
+        });
+        let mut input = DigestingReader::new(tarball);
+        let read = verify_reader_rebuilt(&mut input, &limits);
+        // Reading from memory cannot fail.
+        let digest = input.finish().unwrap_or_else(|_| ObjectDigest::of(tarball));
+        let (manifest, side_problems) = side
+            .join()
+            .unwrap_or_else(|_| (None, vec!["reading the manifest stopped".into()]));
+        let mut problems = side_problems;
+        match read {
+            Ok((report, rebuilt)) => {
+                problems.extend(report.problems);
+                if let Some(p) = manifest.and_then(|m| manifest_mismatch(&m, &rebuilt)) {
+                    problems.push(p);
+                }
+            }
+            Err(e) => problems.push(format!("the tarball is refused: {e}")),
         }
-    }
-    Ok(problems)
+        (problems, digest)
+    })
 }
 
 #[cfg(test)]

@@ -96,7 +96,7 @@ pub fn inspect_with(path: &Path, limits: &ArchiveLimits) -> Result<Inspection, A
 }
 
 /// Inspects a tarball stream; `stored` is its stored manifest, if any.
-pub fn inspect_reader<R: Read>(
+pub fn inspect_reader<R: Read + Send>(
     input: R,
     stored: Option<Manifest>,
     limits: &ArchiveLimits,
@@ -172,7 +172,7 @@ pub fn verify_with(path: &Path, limits: &ArchiveLimits) -> Result<VerifyReport, 
 }
 
 /// Verifies a tarball stream; `stored` is its stored manifest's fingerprints, if any.
-pub fn verify_reader<R: Read>(
+pub fn verify_reader<R: Read + Send>(
     input: R,
     stored: Option<ItemDigests>,
     limits: &ArchiveLimits,
@@ -187,14 +187,48 @@ pub fn verify_reader_with<R, F>(
     input: R,
     stored: Option<ItemDigests>,
     limits: &ArchiveLimits,
-    mut visit: F,
+    visit: F,
 ) -> Result<VerifyReport, ArchiveError>
 where
-    R: Read,
+    R: Read + Send,
+    F: FnMut(&ItemEntry<'_>) -> Result<(), ArchiveError>,
+{
+    verify_scan(input, stored.as_ref(), limits, visit).map(|(report, _)| report)
+}
+
+/// [`verify_reader`] without a stored manifest, also returning the fingerprints of the
+/// manifest rebuilt from the tarball: for a caller that reads the stored one meanwhile
+/// and compares them with [`manifest_mismatch`].
+pub fn verify_reader_rebuilt<R: Read + Send>(
+    input: R,
+    limits: &ArchiveLimits,
+) -> Result<(VerifyReport, ItemDigests), ArchiveError> {
+    verify_scan(input, None, limits, |_| Ok(()))
+}
+
+/// The problem when a stored manifest does not hold what the tarball holds.
+pub fn manifest_mismatch(stored: &ItemDigests, rebuilt: &ItemDigests) -> Option<String> {
+    (stored != rebuilt).then(|| {
+        format!(
+            "{MANIFEST_FILE_NAME} ({} items) does not match the tarball ({} items)",
+            stored.len(),
+            rebuilt.len()
+        )
+    })
+}
+
+fn verify_scan<R, F>(
+    input: R,
+    stored: Option<&ItemDigests>,
+    limits: &ArchiveLimits,
+    mut visit: F,
+) -> Result<(VerifyReport, ItemDigests), ArchiveError>
+where
+    R: Read + Send,
     F: FnMut(&ItemEntry<'_>) -> Result<(), ArchiveError>,
 {
     let budget = RetainedBudget::for_limits(limits);
-    if let Some(m) = &stored {
+    if let Some(m) = stored {
         budget.charge(m.heap_bytes())?;
     }
     let mut scan = Scan::new(&budget, true);
@@ -226,22 +260,17 @@ where
         notes.push_always("no items under resources/: a restore would find zero items".into());
     }
     let rebuilt: ItemDigests = std::mem::take(&mut scan.digests).into_iter().collect();
-    if let Some(stored) = stored
-        && stored != rebuilt
-    {
-        problems.push_always(format!(
-            "{MANIFEST_FILE_NAME} ({} items) does not match the tarball ({} items)",
-            stored.len(),
-            scan.objects
-        ));
+    if let Some(problem) = stored.and_then(|stored| manifest_mismatch(stored, &rebuilt)) {
+        problems.push_always(problem);
     }
-    Ok(VerifyReport {
+    let report = VerifyReport {
         format_version: scan.version.map(|v| v.trim_end_matches('\n').to_owned()),
         entries: stats.entries,
         items: scan.objects,
         problems: problems.into_list("problems"),
         notes: notes.into_list("notes"),
-    })
+    };
+    Ok((report, rebuilt))
 }
 
 /// The item an item file holds, when it is what its path says: its `apiVersion` in the

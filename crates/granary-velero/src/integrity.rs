@@ -128,6 +128,34 @@ impl<W: io::Write> io::Write for DigestingWriter<W> {
     }
 }
 
+/// A reader that hashes what it reads from `inner`.
+pub struct DigestingReader<R> {
+    inner: R,
+    digester: Digester,
+}
+
+impl<R: io::Read> DigestingReader<R> {
+    pub fn new(inner: R) -> Self {
+        Self {
+            inner,
+            digester: Digester::default(),
+        }
+    }
+    /// The digest of the whole input: what was not read yet is read (and hashed) first.
+    pub fn finish(mut self) -> io::Result<ObjectDigest> {
+        io::copy(&mut self, &mut io::sink())?;
+        Ok(self.digester.finish())
+    }
+}
+
+impl<R: io::Read> io::Read for DigestingReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.digester.update(&buf[..n]);
+        Ok(n)
+    }
+}
+
 /// Lower-case hex. Thirty-two bytes at a time; not worth a crate.
 fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write;

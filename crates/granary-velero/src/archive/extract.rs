@@ -14,7 +14,7 @@ use super::reader::{ArchiveEntry, ArchiveStats, read_archive};
 /// symlink planted there beforehand can redirect a write). Entry paths are normalised
 /// and refused if they could escape (see [`read_archive`]); files are created, never
 /// overwritten. On error, what was extracted so far stays in `dest`.
-pub fn extract_archive<R: Read>(
+pub fn extract_archive<R: Read + Send>(
     input: R,
     dest: &Path,
     limits: &ArchiveLimits,

@@ -9,13 +9,16 @@
 //!   hostile archive could use (escaping paths, links, devices, absurd sizes or counts,
 //!   compression bombs) within [`ArchiveLimits`], and keeping at most
 //!   [`ArchiveLimits::max_retained_bytes`] in memory across entries, counted in a
-//!   [`RetainedBudget`] its consumer shares ([`read_archive_within`]); [`parse_archive`] collects the items as
+//!   [`RetainedBudget`] its consumer shares ([`read_archive_within`]), besides the few
+//!   gzip members being inflated ahead of the parser on other threads ([`gzip`]: at most
+//!   ten of at most 4 MiB each); [`parse_archive`] collects the items as
 //!   Velero's parser sees them; [`extract_archive`] unpacks into a directory without ever
 //!   writing outside it.
 
 mod budget;
 mod error;
 mod extract;
+pub mod gzip;
 pub mod json;
 mod limits;
 mod path;

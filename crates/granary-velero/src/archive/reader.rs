@@ -12,7 +12,6 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::io::{self, Read};
 use std::rc::Rc;
 
-use flate2::read::MultiGzDecoder;
 use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -48,6 +47,10 @@ pub struct ItemEntry<'a> {
     pub object: &'a Value,
 }
 
+/// Item files up to this size are kept until the next entry, whose parse they save when
+/// it is the same bytes (an object and its preferred-version copy).
+const REUSED_ITEM_BYTES: usize = 256 << 10;
+
 /// Counts of what [`read_archive`] saw.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct ArchiveStats {
@@ -66,7 +69,7 @@ pub fn read_archive<R, F>(
     visit: F,
 ) -> Result<ArchiveStats, ArchiveError>
 where
-    R: Read,
+    R: Read + Send,
     F: FnMut(ArchiveEntry<'_>) -> Result<(), ArchiveError>,
 {
     read_archive_within(input, limits, &RetainedBudget::for_limits(limits), visit)
@@ -81,38 +84,39 @@ pub fn read_archive_within<R, F>(
     mut visit: F,
 ) -> Result<ArchiveStats, ArchiveError>
 where
-    R: Read,
+    R: Read + Send,
     F: FnMut(ArchiveEntry<'_>) -> Result<(), ArchiveError>,
 {
-    let tripped = Rc::new(Cell::new(false));
-    let counted = Rc::new(Cell::new(0u64));
-    let gz = MultiGzDecoder::new(input);
-    let bounded = BoundedReader {
-        inner: gz,
-        limit: limits.max_total_bytes,
-        read: Rc::clone(&counted),
-        tripped: Rc::clone(&tripped),
-    };
-    let mut archive = tar::Archive::new(bounded);
-    let mut held = Held {
-        budget,
-        long_name: None,
-        pax_path: None,
-    };
-    let result = read_entries(&mut archive, limits, &mut held, &mut visit);
-    held.clear();
-    let result = result.map_err(|e| {
-        if tripped.get() {
-            ArchiveError::TotalSizeExceeded {
-                limit: limits.max_total_bytes,
+    super::gzip::with_inflated(input, |inflated| {
+        let tripped = Rc::new(Cell::new(false));
+        let counted = Rc::new(Cell::new(0u64));
+        let bounded = BoundedReader {
+            inner: inflated,
+            limit: limits.max_total_bytes,
+            read: Rc::clone(&counted),
+            tripped: Rc::clone(&tripped),
+        };
+        let mut archive = tar::Archive::new(bounded);
+        let mut held = Held {
+            budget,
+            long_name: None,
+            pax_path: None,
+        };
+        let result = read_entries(&mut archive, limits, &mut held, &mut visit);
+        held.clear();
+        let result = result.map_err(|e| {
+            if tripped.get() {
+                ArchiveError::TotalSizeExceeded {
+                    limit: limits.max_total_bytes,
+                }
+            } else {
+                e
             }
-        } else {
-            e
-        }
-    });
-    result.map(|entries| ArchiveStats {
-        entries,
-        uncompressed_bytes: counted.get(),
+        });
+        result.map(|entries| ArchiveStats {
+            entries,
+            uncompressed_bytes: counted.get(),
+        })
     })
 }
 
@@ -177,6 +181,9 @@ where
     let mut count: u64 = 0;
     let mut raw_headers: u64 = 0;
     let mut body = Vec::new();
+    // The last item file read, when small, for its copy (see below); and a buffer.
+    let mut last_item: Option<(Vec<u8>, Value)> = None;
+    let mut spare = Vec::new();
 
     for entry in &mut entries {
         let mut entry = entry.map_err(io_or_corrupt)?;
@@ -295,11 +302,21 @@ where
             visit(ArchiveEntry::Version { contents: &body })?;
         } else if let Some(item_path) = ItemPath::parse(&path) {
             read_body(&mut entry, header_size, &mut body)?;
-            let object: Value =
-                serde_json::from_slice(&body).map_err(|e| ArchiveError::InvalidItem {
-                    path: path.clone(),
-                    reason: e.to_string(),
-                })?;
+            // An object's preferred-version copy follows it with the same bytes: the
+            // object parsed for the one serves the other.
+            let reused = last_item.take().and_then(|(bytes, object)| {
+                let same = bytes == body;
+                spare = bytes;
+                same.then_some(object)
+            });
+            let parsed = match reused {
+                Some(object) => Ok(object),
+                None => serde_json::from_slice::<Value>(&body),
+            };
+            let object = parsed.map_err(|e| ArchiveError::InvalidItem {
+                path: path.clone(),
+                reason: e.to_string(),
+            })?;
             if !object.is_object() {
                 return Err(ArchiveError::InvalidItem {
                     path,
@@ -312,6 +329,12 @@ where
                 bytes: &body,
                 object: &object,
             }))?;
+            if body.len() <= REUSED_ITEM_BYTES {
+                let mut bytes = std::mem::take(&mut spare);
+                bytes.clear();
+                bytes.extend_from_slice(&body);
+                last_item = Some((bytes, object));
+            }
         } else {
             read_body(&mut entry, header_size, &mut body)?;
             visit(ArchiveEntry::Other {
@@ -502,7 +525,7 @@ impl ParsedArchive {
 /// bounded size (tests, inspection); controllers stream with [`read_archive`]. The items
 /// kept count against [`ArchiveLimits::max_retained_bytes`] (a parsed object at twice
 /// its JSON text, an estimate).
-pub fn parse_archive<R: Read>(
+pub fn parse_archive<R: Read + Send>(
     input: R,
     limits: &ArchiveLimits,
 ) -> Result<ParsedArchive, ArchiveError> {

@@ -5,10 +5,10 @@ use std::io::Write;
 
 use chrono::{DateTime, Utc};
 use flate2::Compression;
-use flate2::write::GzEncoder;
 use serde_json::Value;
 
 use super::error::ArchiveError;
+use super::gzip::MemberWriter;
 use super::json::write_compact;
 use super::path::{ItemPath, Scope, VersionDir, check_segment};
 use super::{ENTRY_MODE, VERSION_FILE_CONTENTS, VERSION_PATH};
@@ -17,11 +17,11 @@ use crate::resource::GroupResource;
 
 /// Writes a backup tarball to any `Write`, one item at a time.
 ///
-/// Memory is bounded by one item body plus the manifest (a few hundred bytes per item),
-/// never by the archive size. Entries are regular files with mode 0755 and the given
+/// Memory is bounded by one item body, one gzip member (see [`super::gzip`]) and the
+/// manifest (a few hundred bytes per item), never by the archive size. Entries are regular files with mode 0755 and the given
 /// modification time; `metadata/version` is written first.
 pub struct ArchiveWriter<W: Write> {
-    tar: tar::Builder<GzEncoder<W>>,
+    tar: tar::Builder<MemberWriter<W>>,
     mtime: u64,
     manifest: Manifest,
     /// Paths of non-preferred-version copies, which the manifest does not track.
@@ -34,7 +34,7 @@ impl<W: Write> ArchiveWriter<W> {
     /// Starts an archive on `out`, writing `metadata/version`. `now` becomes every
     /// entry's modification time (from the caller's clock).
     pub fn new(out: W, now: DateTime<Utc>) -> Result<Self, ArchiveError> {
-        let tar = tar::Builder::new(GzEncoder::new(out, Compression::default()));
+        let tar = tar::Builder::new(MemberWriter::new(out, Compression::default()));
         let mut writer = Self {
             tar,
             mtime: u64::try_from(now.timestamp()).unwrap_or(0),

@@ -11,6 +11,7 @@ use flate2::Compression;
 use flate2::read::MultiGzDecoder;
 use flate2::write::GzEncoder;
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 use thiserror::Error;
 
 use super::archive::json::write_compact_typed;
@@ -87,6 +88,53 @@ impl ResourceList {
 
     pub fn read_gz<R: Read>(input: R, max_bytes: u64) -> Result<Self, FilesError> {
         Ok(serde_json::from_slice(&gunzip_limited(input, max_bytes)?)?)
+    }
+}
+
+/// A resource list as sorted fingerprints of its (`<groupVersion>/<Kind>`, entry)
+/// pairs: equal exactly when the lists are (an entry listed twice differs), without the
+/// sets of strings, for a deep check of a large backup (see
+/// [`crate::manifest::ItemDigests`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ResourceListDigests(Vec<[u8; 32]>);
+
+impl ResourceListDigests {
+    /// Adds the entry a manifest item makes ([`ResourceList::add_gv`]).
+    pub fn add_gv(&mut self, group: &str, version: &str, kind: &str, namespace: &str, name: &str) {
+        let mut h = Sha256::new();
+        h.update(join_api_version(group, version));
+        h.update(b"/");
+        h.update(kind);
+        h.update([0]);
+        if !namespace.is_empty() {
+            h.update(namespace);
+            h.update(b"/");
+        }
+        h.update(name);
+        self.0.push(h.finalize().into());
+    }
+
+    /// Sorts, once every entry was added.
+    pub fn finish(mut self) -> Self {
+        self.0.sort_unstable();
+        self
+    }
+
+    /// Reads a stored `<name>-resource-list.json.gz`.
+    pub fn read_gz<R: Read>(input: R, max_bytes: u64) -> Result<Self, FilesError> {
+        let list: BTreeMap<String, Vec<String>> =
+            serde_json::from_slice(&gunzip_limited(input, max_bytes)?)?;
+        let mut out = Vec::with_capacity(list.values().map(Vec::len).sum());
+        for (key, entries) in &list {
+            for entry in entries {
+                let mut h = Sha256::new();
+                h.update(key);
+                h.update([0]);
+                h.update(entry);
+                out.push(h.finalize().into());
+            }
+        }
+        Ok(Self(out).finish())
     }
 }
 
@@ -262,6 +310,28 @@ mod tests {
             ResourceList::read_gz(&list.to_gz_bytes()[..], 1 << 20).expect("reads"),
             list
         );
+
+        // Its fingerprints, from the manifest and from the stored file, agree; another
+        // list's do not.
+        let mut expected = ResourceListDigests::default();
+        for i in m.iter() {
+            expected.add_gv(&i.key.group, &i.meta.version, &i.meta.kind, &i.key.namespace, &i.key.name);
+        }
+        let expected = expected.finish();
+        let stored = |text: &str| {
+            let mut gz = GzEncoder::new(Vec::new(), Compression::default());
+            gz.write_all(text.as_bytes()).expect("gzip");
+            ResourceListDigests::read_gz(&gz.finish().expect("gzip")[..], 1 << 20).expect("reads")
+        };
+        assert_eq!(stored(&text), expected);
+        for other in [
+            r#"{"apps/v1/Deployment":["ns2/d"],"v1/PersistentVolume":["pv1"],"v1/Pod":["ns1/a"]}"#,
+            r#"{"apps/v1/Deployment":["ns2/d"],"v1/PersistentVolume":["pv1"],"v1/Pod":["ns1/a","ns1/b","ns1/b"]}"#,
+            r#"{"apps/v1/Deployment":["ns2/d"],"v1/PersistentVolume":["pv1"],"v1/Pod":["ns1/a","ns2/b"]}"#,
+            r#"{"apps/v1/Deployment":["ns2/d"],"v1/PersistentVolume":["pv1"],"v2/Pod":["ns1/a","ns1/b"]}"#,
+        ] {
+            assert_ne!(stored(other), expected, "{other}");
+        }
     }
 
     #[test]

@@ -102,8 +102,23 @@ impl ItemDigests {
     /// Reads a `manifest.json.gz` as [`Manifest::read_gz`] does (at most `max_bytes`
     /// of JSON, schema version 1) without building the manifest.
     pub fn read_gz<R: Read>(input: R, max_bytes: u64) -> Result<Self, ManifestError> {
+        Self::read_gz_visiting(input, max_bytes, |_| {})
+    }
+
+    /// [`ItemDigests::read_gz`], handing each stored item to `visit` in file order.
+    pub fn read_gz_visiting<R: Read>(
+        input: R,
+        max_bytes: u64,
+        mut visit: impl FnMut(&ManifestItem),
+    ) -> Result<Self, ManifestError> {
         let items = stored_items(&read_json_gz(input, max_bytes)?)?;
-        Ok(items.iter().map(ManifestItem::digest).collect())
+        Ok(items
+            .iter()
+            .map(|i| {
+                visit(i);
+                i.digest()
+            })
+            .collect())
     }
 
     pub fn len(&self) -> usize {
