@@ -37,7 +37,7 @@ fn selector(k: &str, v: &str) -> LabelSelector {
 /// 0755 only, every item twice (unversioned and `v1-preferredversion`), compact JSON
 /// with sorted keys, and nothing else.
 fn check_tarball_layout(stored: &Stored) {
-    let gz = flate2::read::GzDecoder::new(&stored.tarball[..]);
+    let gz = flate2::read::MultiGzDecoder::new(&stored.tarball[..]);
     let mut tar = tar::Archive::new(gz);
     let mut paths = Vec::new();
     for entry in tar.entries().expect("tar entries") {
@@ -101,7 +101,7 @@ fn check_tarball_layout(stored: &Stored) {
 
 /// The entry paths of a tarball, in order.
 fn entry_paths(tarball: &[u8]) -> Vec<String> {
-    let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(tarball));
+    let mut tar = tar::Archive::new(flate2::read::MultiGzDecoder::new(tarball));
     tar.entries()
         .expect("tar entries")
         .map(|e| {

@@ -72,7 +72,7 @@ async fn backup_in(api: &Api<Backup>, name: &str, include: &[&str], status: Valu
 
 /// The unversioned item paths of a tarball, in the order they were written.
 fn written_order(tarball: &[u8]) -> Vec<String> {
-    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(tarball));
+    let mut archive = tar::Archive::new(flate2::read::MultiGzDecoder::new(tarball));
     let mut out = Vec::new();
     for entry in archive.entries().expect("a tarball") {
         let mut entry = entry.expect("an entry");

@@ -62,7 +62,7 @@ async fn put(w: &World, key: &str, data: Vec<u8>) {
 
 /// The tarball's files (path → contents).
 fn untar(gz: &[u8]) -> Vec<(String, Vec<u8>)> {
-    let mut a = tar::Archive::new(flate2::read::GzDecoder::new(gz));
+    let mut a = tar::Archive::new(flate2::read::MultiGzDecoder::new(gz));
     let mut out = Vec::new();
     for e in a.entries().expect("entries") {
         let mut e = e.expect("entry");

@@ -709,40 +709,41 @@ pub async fn deep_check_backup(
         .map_err(|e| format!("backup {name}: {e}"))?;
     let contents = keys.contents();
     let tarball_name = name_in(keys.dir(), &contents).to_owned();
-    let checked = check_backup(
-        store,
-        layout,
-        name,
-        keyring,
-        tenant,
-        Hash::AllBut(&[tarball_name.as_str()]),
-    )
-    .await?;
-    if !matches!(checked.verdict, Verdict::Verified { .. } | Verdict::Unsigned) {
-        return Ok(DeepChecked {
-            verdict: checked.verdict,
-            problems: Vec::new(),
-        });
-    }
     let bucket = layout.bucket();
     let optional = |r: Result<Bytes, granary_providers::Error>, what: &str| match r {
         Ok(b) => Ok(Some(b)),
         Err(granary_providers::Error::NotFound(_)) => Ok(None),
         Err(e) => Err(format!("error reading {what} of backup {name}: {e}")),
     };
-    let tarball = granary_providers::get_bytes(store, bucket, &contents)
-        .await
-        .map_err(|e| format!("error reading the tarball of backup {name}: {e}"))?;
+    // The record check and the reads of what the deep check needs, at once.
+    let skip = [tarball_name.as_str()];
+    let (manifest_key, list_key) = (keys.manifest(), keys.resource_list());
+    let (checked, tarball, manifest, list) = tokio::join!(
+        check_backup(
+            store,
+            layout,
+            name,
+            keyring,
+            tenant,
+            Hash::AllBut(&skip),
+        ),
+        granary_providers::get_bytes(store, bucket, &contents),
+        granary_providers::get_bytes(store, bucket, &manifest_key),
+        granary_providers::get_bytes(store, bucket, &list_key),
+    );
+    let checked = checked?;
+    if !matches!(checked.verdict, Verdict::Verified { .. } | Verdict::Unsigned) {
+        return Ok(DeepChecked {
+            verdict: checked.verdict,
+            problems: Vec::new(),
+        });
+    }
+    let tarball =
+        tarball.map_err(|e| format!("error reading the tarball of backup {name}: {e}"))?;
     let stored = StoredFiles {
-        manifest: optional(
-            granary_providers::get_bytes(store, bucket, &keys.manifest()).await,
-            "the manifest",
-        )?,
-        list: optional(
-            granary_providers::get_bytes(store, bucket, &keys.resource_list()).await,
-            "the resource list",
-        )?,
-        list_name: name_in(keys.dir(), &keys.resource_list()).to_owned(),
+        manifest: optional(manifest, "the manifest")?,
+        list: optional(list, "the resource list")?,
+        list_name: name_in(keys.dir(), &list_key).to_owned(),
     };
     // Parsing, hashing and reading the tarball are CPU work: off the async threads.
     let (problems, digest) = tokio::task::spawn_blocking(move || deep_problems(&tarball, stored))

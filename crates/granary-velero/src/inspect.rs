@@ -405,6 +405,11 @@ struct CopyCheck {
     differing: Vec<ObjectPath>,
 }
 
+/// Whether two item paths are copies of one object (any version directory).
+fn same_object(a: &ItemPath, b: &ItemPath) -> bool {
+    a.name == b.name && a.scope == b.scope && a.group_resource == b.group_resource
+}
+
 impl CopyCheck {
     fn see(
         &mut self,
@@ -417,13 +422,12 @@ impl CopyCheck {
             VersionDir::Preferred(_) => true,
             VersionDir::Version(_) => return Ok(()),
         };
-        let key = ObjectPath::of(path);
         if let Some((last_key, last_preferred, last_bytes)) = &self.last
-            && *last_key == key
+            && same_object(&last_key.0, path)
             && *last_preferred != preferred
         {
             if last_bytes[..] != *bytes {
-                self.differing.push(key);
+                self.differing.push(ObjectPath::of(path));
             }
             if let Some((_, _, b)) = self.last.take() {
                 self.spare = b;
@@ -433,7 +437,7 @@ impl CopyCheck {
         let mut held = std::mem::take(&mut self.spare);
         held.clear();
         held.extend_from_slice(bytes);
-        if let Some(last) = self.last.replace((key, preferred, held)) {
+        if let Some(last) = self.last.replace((ObjectPath::of(path), preferred, held)) {
             self.set_apart(last, budget)?;
         }
         Ok(())
@@ -533,6 +537,8 @@ struct Scan<'b> {
     digests: Vec<[u8; 32]>,
     /// Objects (unversioned item files) seen.
     objects: usize,
+    /// The last item's group resource and its name in `resources`.
+    group_resource: (GroupResource, String),
     resources: BTreeMap<String, ResourceSummary>,
     copies: CopyCheck,
     preferred_versions: HashMap<GroupResource, BTreeSet<String>>,
@@ -551,17 +557,13 @@ impl<'b> Scan<'b> {
             manifest: Manifest::default(),
             digests: Vec::new(),
             objects: 0,
+            group_resource: (GroupResource::new("", ""), String::new()),
             resources: BTreeMap::new(),
             copies: CopyCheck::default(),
             preferred_versions: HashMap::new(),
             problems: Findings::default(),
             notes: Findings::default(),
         }
-    }
-
-    /// Charges a new string kept in a map or set.
-    fn keep(&self, text: &str) -> Result<(), ArchiveError> {
-        self.budget.charge(text.len() as u64 + PER_ITEM_OVERHEAD)
     }
 
     fn entry(&mut self, entry: ArchiveEntry<'_>) -> Result<(), ArchiveError> {
@@ -579,60 +581,69 @@ impl<'b> Scan<'b> {
             ArchiveEntry::Item(item) => {
                 self.seen_any = true;
                 let p = item.path;
-                let gr = p.group_resource.to_string();
-                if !self.resources.contains_key(&gr) {
-                    self.keep(&gr)?;
+                // Items of one resource come together: its name is formatted once.
+                if self.group_resource.0 != p.group_resource {
+                    self.group_resource = (p.group_resource.clone(), p.group_resource.to_string());
                 }
-                if let Scope::Namespaced(ns) = &p.scope
-                    && p.version_dir == VersionDir::Unversioned
-                    && !self
-                        .resources
-                        .get(&gr)
-                        .is_some_and(|r| r.namespaces.contains_key(ns))
-                {
-                    self.keep(ns)?;
+                let gr = self.group_resource.1.as_str();
+                let budget = self.budget;
+                let keep = |text: &str| budget.charge(text.len() as u64 + PER_ITEM_OVERHEAD);
+                if !self.resources.contains_key(gr) {
+                    keep(gr)?;
+                    self.resources.insert(gr.to_owned(), ResourceSummary::default());
                 }
-                if let VersionDir::Preferred(v) | VersionDir::Version(v) = &p.version_dir
-                    && !self
-                        .resources
-                        .get(&gr)
-                        .is_some_and(|r| r.versions.contains(v))
-                {
-                    // Once in the summary's versions, once in preferred_versions.
-                    self.keep(v)?;
-                    self.keep(v)?;
-                }
-                let summary = self.resources.entry(gr).or_default();
+                let Some(summary) = self.resources.get_mut(gr) else {
+                    return Ok(());
+                };
                 let checked = check_item_path(p, item.object);
                 match &p.version_dir {
                     VersionDir::Unversioned => {
                         match &p.scope {
                             Scope::Cluster => summary.cluster += 1,
-                            Scope::Namespaced(ns) => {
-                                *summary.namespaces.entry(ns.clone()).or_default() += 1
-                            }
+                            Scope::Namespaced(ns) => match summary.namespaces.get_mut(ns) {
+                                Some(n) => *n += 1,
+                                None => {
+                                    keep(ns)?;
+                                    summary.namespaces.insert(ns.clone(), 1);
+                                }
+                            },
                         }
                         self.objects += 1;
                         match checked {
                             Ok(d) if self.verify => {
-                                self.budget.charge(32)?;
+                                budget.charge(32)?;
                                 self.digests.push(d.digest());
                             }
                             Ok(d) => {
-                                self.budget.charge(d.heap_bytes())?;
+                                budget.charge(d.heap_bytes())?;
                                 self.manifest.add(d)?;
                             }
                             Err(e) => self.problems.push(format!("{}: {e}", item.entry_path)),
                         }
                     }
                     VersionDir::Preferred(v) | VersionDir::Version(v) => {
-                        summary.versions.insert(v.clone());
+                        if !summary.versions.contains(v) {
+                            // Once in the summary's versions, once in preferred_versions.
+                            keep(v)?;
+                            keep(v)?;
+                            summary.versions.insert(v.clone());
+                        }
                         if let VersionDir::Preferred(_) = p.version_dir {
-                            summary.preferred_version = Some(v.clone());
-                            self.preferred_versions
-                                .entry(p.group_resource.clone())
-                                .or_default()
-                                .insert(v.clone());
+                            if summary.preferred_version.as_ref() != Some(v) {
+                                summary.preferred_version = Some(v.clone());
+                            }
+                            match self.preferred_versions.get_mut(&p.group_resource) {
+                                Some(set) if set.contains(v) => {}
+                                Some(set) => {
+                                    set.insert(v.clone());
+                                }
+                                None => {
+                                    self.preferred_versions.insert(
+                                        p.group_resource.clone(),
+                                        BTreeSet::from([v.clone()]),
+                                    );
+                                }
+                            }
                         }
                         if self.verify
                             && let Err(e) = checked

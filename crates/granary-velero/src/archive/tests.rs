@@ -4,7 +4,7 @@ use std::io::Read;
 
 use chrono::{TimeZone, Utc};
 use flate2::Compression;
-use flate2::read::GzDecoder;
+use flate2::read::MultiGzDecoder;
 use flate2::write::GzEncoder;
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -94,7 +94,7 @@ fn write_sample() -> (Vec<u8>, Manifest) {
 
 /// (path, entry type, mode, mtime, contents) of every raw tar entry.
 fn raw_entries(gz: &[u8]) -> Vec<(String, tar::EntryType, u32, u64, Vec<u8>)> {
-    let mut a = tar::Archive::new(GzDecoder::new(gz));
+    let mut a = tar::Archive::new(MultiGzDecoder::new(gz));
     a.entries()
         .expect("tar")
         .map(|e| {
