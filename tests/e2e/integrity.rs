@@ -456,7 +456,9 @@ async fn an_independent_velero_reader_accepts_granarys_signed_backups() {
             "data": {"noise": noise},
         }))
         .expect("configmap");
-        cms.create(&PostParams::default(), &cm).await.expect("create");
+        cms.create(&PostParams::default(), &cm)
+            .await
+            .expect("create");
     }
     w.take_backup("signed", None).await;
     let gz = get(&w, &key("signed", "signed.tar.gz")).await;
@@ -466,7 +468,11 @@ async fn an_independent_velero_reader_accepts_granarys_signed_backups() {
         members += 1;
         at += u64::from_le_bytes(gz[at + 16..at + 24].try_into().expect("8 bytes")) as usize;
     }
-    assert!(members > 1 && at == gz.len(), "{members} members, {at} of {} bytes", gz.len());
+    assert!(
+        members > 1 && at == gz.len(),
+        "{members} members, {at} of {} bytes",
+        gz.len()
+    );
     assert!(
         w.keys("backups/signed/")
             .await

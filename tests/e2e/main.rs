@@ -47,6 +47,7 @@ mod seed_data_safety;
 mod seed_grace;
 mod seed_handover;
 mod seed_outage;
+mod seed_siblings;
 mod velero_download;
 mod velero_lifecycle;
 mod velero_restore;

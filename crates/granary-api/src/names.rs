@@ -145,6 +145,12 @@ pub fn is_label_value(value: &str) -> bool {
 }
 
 /// A DNS-1123 subdomain: the name of most objects, custom objects included.
+/// A DNS-1123 label: at most 63 lower-case alphanumerics or `-`, alphanumeric at both
+/// ends (a Seed's or Namespace's name).
+pub fn is_dns1123_label(value: &str) -> bool {
+    value.len() <= 63 && !value.contains('.') && dns1123_labels(value)
+}
+
 pub fn is_dns1123_subdomain(value: &str) -> bool {
     value.len() <= DNS1123_SUBDOMAIN_MAX && dns1123_labels(value)
 }

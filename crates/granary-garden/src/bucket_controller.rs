@@ -16,11 +16,11 @@ use serde_json::{Value, json};
 use crate::assignment::{Assignment, assign_bucket, next_check};
 use crate::buckets::{
     DeletionGuard, EmptyShard, PoolLabelRepair, deletion_guard, empty_shard, empty_since,
-    pool_label_repair, pool_of, seed_label_patch, shard_of,
+    pool_label_repair, pool_of, reader_labels_patch, seed_label_patch, shard_of,
 };
 use crate::context::{Context, GardenError};
 use crate::ledger::pool_candidates;
-use crate::pools::{PoolKey, PoolKind};
+use crate::pools::{PoolKey, PoolKind, ProfileView, SeedView, pool_readers};
 use granary_api::common::LastOperationType;
 use granary_api::core::{ANNOTATION_EMPTY_SINCE, BackupBucket, FINALIZER_GARDEN_BUCKET_GUARD};
 use granary_runtime::status;
@@ -138,6 +138,28 @@ pub async fn reconcile(
                 message,
             )
             .await;
+        }
+    }
+    if let Some(key) = &key {
+        // The seeds of the pool read each other's Velero prefixes in its buckets.
+        let seeds: Vec<SeedView> = ctx
+            .stores
+            .seeds
+            .state()
+            .iter()
+            .map(|s| SeedView::of(s))
+            .collect();
+        let profiles: Vec<ProfileView> = ctx
+            .stores
+            .profiles
+            .state()
+            .iter()
+            .map(|p| ProfileView::of(p))
+            .collect();
+        let readers = pool_readers(key, &seeds, &profiles);
+        if let Some(patch) = reader_labels_patch(&bucket, &readers) {
+            bucket = merge(&ctx, &name, &patch).await?;
+            tracing::info!(bucket = %name, ?readers, "Velero reader labels written");
         }
     }
     let mut requeue = RESYNC;

@@ -203,6 +203,31 @@ pub fn pool_label_repair(bucket: &BackupBucket) -> Option<PoolLabelRepair> {
     })
 }
 
+/// The merge patch that makes the bucket's reader labels
+/// ([`granary_api::core::LABEL_VELERO_READER_PREFIX`]) name exactly `readers`; `None`
+/// when they do.
+pub fn reader_labels_patch(
+    bucket: &BackupBucket,
+    readers: &std::collections::BTreeSet<String>,
+) -> Option<Value> {
+    use granary_api::core::{LABEL_VELERO_READER_PREFIX, velero_reader_label};
+    let mut labels = serde_json::Map::new();
+    for key in bucket.labels().keys() {
+        if let Some(seed) = key.strip_prefix(LABEL_VELERO_READER_PREFIX)
+            && !readers.contains(seed)
+        {
+            labels.insert(key.clone(), Value::Null);
+        }
+    }
+    for seed in readers {
+        let key = velero_reader_label(seed);
+        if bucket.labels().get(&key).map(String::as_str) != Some("true") {
+            labels.insert(key, Value::String("true".into()));
+        }
+    }
+    (!labels.is_empty()).then(|| json!({ "metadata": { "labels": labels } }))
+}
+
 /// The entry count the bucket's status records (0 when never written).
 pub fn recorded_count(bucket: &BackupBucket) -> u32 {
     bucket
@@ -420,6 +445,34 @@ mod tests {
             }),
             provider_config: Some(json!({"immutability": {"retentionPeriod": "24h"}})),
         }
+    }
+
+    #[test]
+    fn reader_labels_follow_the_pools_seeds() {
+        let selector = ObjectSelector::new(None);
+        let mut b = new_shard_bucket(&source(), 0, Some("seed-a"), &selector);
+        let readers = |names: &[&str]| names.iter().map(|n| n.to_string()).collect();
+        let patch =
+            reader_labels_patch(&b, &readers(&["seed-a", "seed-b"])).expect("labels to add");
+        assert_eq!(
+            patch,
+            json!({"metadata": {"labels": {
+                "reader.granary.gardener.cloud/seed-a": "true",
+                "reader.granary.gardener.cloud/seed-b": "true",
+            }}})
+        );
+        let labels = b.metadata.labels.get_or_insert_with(BTreeMap::new);
+        labels.insert("reader.granary.gardener.cloud/seed-a".into(), "true".into());
+        labels.insert("reader.granary.gardener.cloud/seed-b".into(), "true".into());
+        assert_eq!(
+            reader_labels_patch(&b, &readers(&["seed-a", "seed-b"])),
+            None
+        );
+        // A seed that left the pool (or was deleted) reads no longer.
+        assert_eq!(
+            reader_labels_patch(&b, &readers(&["seed-a"])),
+            Some(json!({"metadata": {"labels": {"reader.granary.gardener.cloud/seed-b": null}}}))
+        );
     }
 
     #[test]

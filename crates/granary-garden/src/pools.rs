@@ -164,9 +164,107 @@ pub fn pool_for_shoot(profile: &ProfileView, seed: &SeedView) -> Option<PoolKey>
     })
 }
 
+/// The pools a seed's Velero backups can live in: its own pool, or the pool its shoots'
+/// entries go to for each CloudProfile it serves (its default location uses a shared
+/// bucket it holds or its entries are in).
+pub fn seed_velero_pools(seed: &SeedView, profiles: &[ProfileView]) -> Vec<PoolKey> {
+    let mut pools: Vec<PoolKey> = match seed_pool(seed) {
+        Some(own) => vec![own],
+        None => profiles
+            .iter()
+            .filter(|p| p.is_served_by(seed))
+            .filter_map(|p| pool_for_shoot(p, seed))
+            .collect(),
+    };
+    pools.sort();
+    pools.dedup();
+    pools
+}
+
+/// The seeds that may read the Velero prefixes in pool `key`'s buckets: the seeds whose
+/// backups can live there. A legacy pool (one shoot's old bucket) has none.
+pub fn pool_readers(
+    key: &PoolKey,
+    seeds: &[SeedView],
+    profiles: &[ProfileView],
+) -> std::collections::BTreeSet<String> {
+    if key.kind == PoolKind::Legacy {
+        return Default::default();
+    }
+    seeds
+        .iter()
+        .filter(|s| seed_velero_pools(s, profiles).contains(key))
+        .map(|s| s.name.clone())
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_seeds_of_a_pool_read_its_velero_prefixes() {
+        let seed = |name: &str, region: &str, own: bool| SeedView {
+            name: name.into(),
+            provider_type: "aws".into(),
+            region: region.into(),
+            backup: own.then(BackupTarget::default),
+        };
+        let profile = ProfileView {
+            name: "aws".into(),
+            provider_type: "aws".into(),
+            backup: Some(BackupTarget::default()),
+        };
+        let gcp = ProfileView {
+            name: "gcp".into(),
+            provider_type: "gcp".into(),
+            backup: Some(BackupTarget::default()),
+        };
+        let seeds = [
+            seed("eu-1", "eu", false),
+            seed("eu-2", "eu", false),
+            seed("us-1", "us", false),
+            seed("own", "eu", true),
+        ];
+        let profiles = [profile, gcp];
+        let eu = PoolKey {
+            kind: PoolKind::CloudProfile,
+            owner: "aws".into(),
+            region: "eu".into(),
+        };
+        let names = |k: &PoolKey| {
+            pool_readers(k, &seeds, &profiles)
+                .into_iter()
+                .collect::<Vec<_>>()
+        };
+        // Same profile, same region: one pool, two readers; another region, another pool;
+        // a seed with its own backup reads only its own pool.
+        assert_eq!(names(&eu), ["eu-1", "eu-2"]);
+        assert_eq!(
+            names(&PoolKey {
+                region: "us".into(),
+                ..eu.clone()
+            }),
+            ["us-1"]
+        );
+        let own = seed_pool(&seeds[3]).expect("own pool");
+        assert_eq!(names(&own), ["own"]);
+        assert!(
+            names(&PoolKey {
+                kind: PoolKind::Legacy,
+                ..eu.clone()
+            })
+            .is_empty()
+        );
+        // A profile nobody serves has no readers.
+        assert!(
+            names(&PoolKey {
+                owner: "gcp".into(),
+                ..eu
+            })
+            .is_empty()
+        );
+    }
 
     #[test]
     fn a_pool_is_named_in_words_in_logs() {

@@ -409,7 +409,9 @@ impl SeedAgent {
 /// The Velero-compatible controllers in this seed's Velero namespace, and the seed's
 /// default location.
 async fn velero(ctx: Arc<Context>, disabled: HashSet<SeedController>) {
-    use granary_velero_server::settings::CONTROLLER_DEFAULT_LOCATION;
+    use granary_velero_server::settings::{
+        CONTROLLER_DEFAULT_LOCATION, CONTROLLER_SIBLING_LOCATIONS,
+    };
     let settings = ctx.config.velero.clone();
     // A seed cluster without Velero's CRDs (deploy/seed/crds) cannot run this part: say so
     // once instead of retrying every watch forever.
@@ -451,12 +453,19 @@ async fn velero(ctx: Arc<Context>, disabled: HashSet<SeedController>) {
             namespace: granary_api::core::GARDEN_NAMESPACE.to_owned(),
         }),
     );
+    let siblings = !off.iter().any(|c| c == CONTROLLER_SIBLING_LOCATIONS);
     let controllers = granary_velero_server::server::run_controllers(vctx, off);
-    if default_location {
-        tokio::join!(controllers, crate::velero_location::run(ctx));
-    } else {
-        controllers.await;
-    }
+    let default_location = async {
+        if default_location {
+            crate::velero_location::run(ctx.clone()).await;
+        }
+    };
+    let sibling_locations = async {
+        if siblings {
+            crate::sibling_locations::run(ctx.clone()).await;
+        }
+    };
+    tokio::join!(controllers, default_location, sibling_locations);
 }
 
 /// Feeds queue `queue` with the keys `keys` picks from every watch event of `api`.

@@ -24,6 +24,7 @@ pub(crate) mod mirror;
 pub mod ownership;
 pub mod prefix;
 pub(crate) mod reconnect;
+pub(crate) mod sibling_locations;
 pub(crate) mod velero_location;
 
 pub use agent::{RunningSeed, SeedAgent, SeedController, SeedError, SeedOptions, run};

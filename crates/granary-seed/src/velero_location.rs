@@ -36,7 +36,7 @@ use tokio::sync::Notify;
 
 /// On a BackupStorageLocation Granary manages.
 pub const LABEL_MANAGED: &str = "granary.gardener.cloud/managed-by";
-const MANAGED_BY: &str = "granary-seed";
+pub const MANAGED_BY: &str = "granary-seed";
 /// The Secret (in the Velero namespace) holding the default location's credentials file.
 pub const CREDENTIALS_SECRET: &str = "granary-default-location";
 /// The provider of a default location that has no bucket yet.
@@ -77,6 +77,22 @@ pub fn choose_bucket(current: Option<&str>, held: &[HeldBucket]) -> Option<Strin
 /// The prefix of the seed's default location.
 pub fn prefix(seed: &str) -> String {
     format!("velero/{seed}")
+}
+
+/// The credentials file and `config` of a location in a bucket of `provider` in
+/// `region`, from the bucket's credentials.
+pub fn location_config(
+    provider: &str,
+    region: &str,
+    data: &granary_providers::SecretData,
+) -> Result<(Vec<u8>, BTreeMap<String, String>), String> {
+    let (file, mut config) = velero_credentials_file(provider, data).map_err(|e| e.to_string())?;
+    if provider == "aws" && !region.is_empty() {
+        config
+            .entry("region".to_string())
+            .or_insert_with(|| region.to_string());
+    }
+    Ok((file, config))
 }
 
 /// Runs until dropped: on every change of the seed's buckets, and every 30 s.
@@ -221,18 +237,13 @@ async fn pass(ctx: &Context) -> Result<(), kube::Error> {
                 .into_iter()
                 .map(|(k, v)| (k, v.0))
                 .collect();
-            let (file, mut config) = match velero_credentials_file(&provider, &data) {
+            let (file, config) = match location_config(&provider, &bucket.region, &data) {
                 Ok(x) => x,
                 Err(e) => {
                     tracing::warn!(bucket = %bucket.name, error = %e, "default location credentials");
                     return Ok(());
                 }
             };
-            if provider == "aws" && !bucket.region.is_empty() {
-                config
-                    .entry("region".to_string())
-                    .or_insert_with(|| bucket.region.clone());
-            }
             let credential = if provider == "local" {
                 None
             } else {

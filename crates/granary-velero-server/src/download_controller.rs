@@ -296,6 +296,7 @@ async fn url_for(
     }
     let target = &request.spec.target;
     let ns = ctx.namespace();
+    let mut files_location = None;
     let backup_name = if target.kind.is_restore_target() {
         let restore = ctx
             .api::<Restore>()
@@ -307,6 +308,11 @@ async fn url_for(
                     target.name
                 ))
             })?;
+        // A restore of a read-only location's backup keeps its files elsewhere.
+        files_location = restore
+            .annotations()
+            .get(granary_api::velero::RESTORE_FILES_LOCATION_ANNOTATION)
+            .cloned();
         restore
             .spec
             .backup_name
@@ -324,14 +330,17 @@ async fn url_for(
                 "backup {backup_name:?} not found in namespace {ns}"
             ))
         })?;
-    let location = backup
-        .spec
-        .storage_location
-        .clone()
-        .filter(|l| !l.is_empty())
-        .ok_or_else(|| {
-            Problem::Refused(format!("backup {backup_name:?} names no storage location"))
-        })?;
+    let location = match files_location {
+        Some(l) => l,
+        None => backup
+            .spec
+            .storage_location
+            .clone()
+            .filter(|l| !l.is_empty())
+            .ok_or_else(|| {
+                Problem::Refused(format!("backup {backup_name:?} names no storage location"))
+            })?,
+    };
     let open = ctx.open_named(&location).await?;
     let layout = &open.access.layout;
     let key = target_key(layout, target.kind, &target.name)

@@ -719,20 +719,16 @@ pub async fn deep_check_backup(
     let skip = [tarball_name.as_str()];
     let (manifest_key, list_key) = (keys.manifest(), keys.resource_list());
     let (checked, tarball, manifest, list) = tokio::join!(
-        check_backup(
-            store,
-            layout,
-            name,
-            keyring,
-            tenant,
-            Hash::AllBut(&skip),
-        ),
+        check_backup(store, layout, name, keyring, tenant, Hash::AllBut(&skip),),
         granary_providers::get_bytes(store, bucket, &contents),
         granary_providers::get_bytes(store, bucket, &manifest_key),
         granary_providers::get_bytes(store, bucket, &list_key),
     );
     let checked = checked?;
-    if !matches!(checked.verdict, Verdict::Verified { .. } | Verdict::Unsigned) {
+    if !matches!(
+        checked.verdict,
+        Verdict::Verified { .. } | Verdict::Unsigned
+    ) {
         return Ok(DeepChecked {
             verdict: checked.verdict,
             problems: Vec::new(),

@@ -31,7 +31,8 @@ use super::restore::run::{self, RestoreRequest, RestoreResultPhase};
 use super::restore::validate::{Source, validate};
 use super::watch::each_event;
 use granary_api::velero::{
-    Backup, BackupStorageLocation, RESTORE_FINALIZER, Restore, RestorePhase, RestoreProgress,
+    Backup, BackupStorageLocation, BackupStorageLocationAccessMode,
+    RESTORE_FILES_LOCATION_ANNOTATION, RESTORE_FINALIZER, Restore, RestorePhase, RestoreProgress,
 };
 use granary_velero::archive::ArchiveLimits;
 use granary_velero::files::ResourceList;
@@ -360,6 +361,22 @@ async fn fail_validation(
 }
 
 /// Deletes `restores/<name>/` from the backup's location, then the finalizer.
+/// Whether a location may not be written (`accessMode: ReadOnly`).
+pub(crate) fn read_only(l: &BackupStorageLocation) -> bool {
+    l.spec.access_mode == Some(BackupStorageLocationAccessMode::ReadOnly)
+}
+
+/// The namespace's default location, when it may be written.
+async fn writable_default(ctx: &VeleroContext) -> Option<BackupStorageLocation> {
+    ctx.api::<BackupStorageLocation>()
+        .list(&Default::default())
+        .await
+        .ok()?
+        .items
+        .into_iter()
+        .find(|l| l.spec.default == Some(true) && !read_only(l))
+}
+
 async fn finalize(
     ctx: &VeleroContext,
     r: &Restore,
@@ -367,21 +384,28 @@ async fn finalize(
     locations: &[BackupStorageLocation],
 ) -> Result<(), kube::Error> {
     let name = r.name_any();
-    let location = r
-        .spec
-        .backup_name
-        .as_deref()
-        .and_then(|b| {
-            backups
-                .iter()
-                .find(|x| x.metadata.name.as_deref() == Some(b))
-        })
-        .and_then(|b| b.spec.storage_location.clone())
-        .and_then(|l| {
-            locations
-                .iter()
-                .find(|x| x.metadata.name.as_deref() == Some(l.as_str()))
-        });
+    let named = |l: &str| {
+        locations
+            .iter()
+            .find(|x| x.metadata.name.as_deref() == Some(l))
+    };
+    // Where its files went: the location the Restore names, else its backup's unless
+    // that one is read-only (nothing was written there).
+    let location = match r.annotations().get(RESTORE_FILES_LOCATION_ANNOTATION) {
+        Some(l) => named(l),
+        None => r
+            .spec
+            .backup_name
+            .as_deref()
+            .and_then(|b| {
+                backups
+                    .iter()
+                    .find(|x| x.metadata.name.as_deref() == Some(b))
+            })
+            .and_then(|b| b.spec.storage_location.clone())
+            .and_then(|l| named(&l))
+            .filter(|l| !read_only(l)),
+    };
     if let Some(location) = location {
         match ctx.open(location.clone()).await {
             Ok(open) => {
@@ -515,9 +539,54 @@ async fn start(shared: &Arc<Shared>, r: Restore, source: Source) -> Result<(), k
         Ok(o) => o,
         Err(e) => return finish_failed(ctx, &r, &sched, e).await,
     };
-    // The restore's files, as Velero writes them.
+    // The restore's files, as Velero writes them: beside the backup, unless its location
+    // is read-only (another seed's): then in the default location, named on the Restore.
     let mut upload_error = None;
-    if let Ok(keys) = open.access.layout.restore(&name) {
+    let files_open = if read_only(&source.location) {
+        match writable_default(ctx).await {
+            Some(l) => {
+                let named = l.name_any();
+                match ctx.open(l).await {
+                    Ok(o) => {
+                        patch(
+                            ctx,
+                            &name,
+                            json!({"metadata": {"annotations": {
+                                RESTORE_FILES_LOCATION_ANNOTATION: named,
+                            }}}),
+                        )
+                        .await?;
+                        Some(o)
+                    }
+                    Err(e) => {
+                        upload_error = Some(format!(
+                            "error opening location {named} for the restore's files: {e}"
+                        ));
+                        None
+                    }
+                }
+            }
+            None => {
+                ctx.event(
+                    &r,
+                    EventType::Normal,
+                    "RestoreFilesNotStored",
+                    format!(
+                        "location {} is read-only and there is no writable default location: \
+                         the restore's logs and results are not stored",
+                        source.location.name_any()
+                    ),
+                )
+                .await;
+                None
+            }
+        }
+    } else {
+        Some(open)
+    };
+    if let Some(open) = &files_open
+        && let Ok(keys) = open.access.layout.restore(&name)
+    {
         let (logs, results, list) = run::encode_files(&outcome);
         let bucket = open.access.layout.bucket();
         let mut written = BTreeMap::new();

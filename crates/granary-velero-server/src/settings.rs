@@ -31,6 +31,9 @@ pub const CONTROLLER_DOWNLOAD_REQUEST: &str = "download-request";
 pub const CONTROLLER_BACKUP_VERIFICATION: &str = "backup-verification";
 /// Granary's: keeps the seed's default location (only in `granary seed`).
 pub const CONTROLLER_DEFAULT_LOCATION: &str = "default-backup-storage-location";
+/// Granary's: keeps read-only locations of the other seeds of the pool (only in
+/// `granary seed`).
+pub const CONTROLLER_SIBLING_LOCATIONS: &str = "sibling-backup-storage-locations";
 
 /// Every Velero controller name Granary knows, for flag validation.
 pub const CONTROLLERS: &[&str] = &[
@@ -46,6 +49,7 @@ pub const CONTROLLERS: &[&str] = &[
     CONTROLLER_DOWNLOAD_REQUEST,
     CONTROLLER_BACKUP_VERIFICATION,
     CONTROLLER_DEFAULT_LOCATION,
+    CONTROLLER_SIBLING_LOCATIONS,
 ];
 
 /// `velero:`.

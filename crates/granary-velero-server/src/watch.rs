@@ -11,13 +11,27 @@ use serde::de::DeserializeOwned;
 
 /// Feeds every watch event of `api` to `on_event` until dropped; `what` names the kind in
 /// the log line of a failed watch.
-pub async fn each_event<K, F>(api: Api<K>, what: &'static str, mut on_event: F)
+pub async fn each_event<K, F>(api: Api<K>, what: &'static str, on_event: F)
 where
     K: kube::Resource + Clone + std::fmt::Debug + DeserializeOwned + Send + 'static,
     K::DynamicType: Default,
     F: FnMut(Event<K>),
 {
-    let stream = watcher::watcher(api, watcher::Config::default()).backoff(WatchBackoff::default());
+    each_event_with(api, watcher::Config::default(), what, on_event).await
+}
+
+/// [`each_event`] of the objects `config` selects.
+pub async fn each_event_with<K, F>(
+    api: Api<K>,
+    config: watcher::Config,
+    what: &'static str,
+    mut on_event: F,
+) where
+    K: kube::Resource + Clone + std::fmt::Debug + DeserializeOwned + Send + 'static,
+    K::DynamicType: Default,
+    F: FnMut(Event<K>),
+{
+    let stream = watcher::watcher(api, config).backoff(WatchBackoff::default());
     futures::pin_mut!(stream);
     while let Some(event) = stream.next().await {
         match event {

@@ -466,7 +466,11 @@ impl CopyCheck {
         };
         let both = {
             let c = copies.get();
-            if preferred { c.unversioned } else { c.preferred }
+            if preferred {
+                c.unversioned
+            } else {
+                c.preferred
+            }
         };
         match both {
             Some(other) => {
@@ -590,7 +594,8 @@ impl<'b> Scan<'b> {
                 let keep = |text: &str| budget.charge(text.len() as u64 + PER_ITEM_OVERHEAD);
                 if !self.resources.contains_key(gr) {
                     keep(gr)?;
-                    self.resources.insert(gr.to_owned(), ResourceSummary::default());
+                    self.resources
+                        .insert(gr.to_owned(), ResourceSummary::default());
                 }
                 let Some(summary) = self.resources.get_mut(gr) else {
                     return Ok(());

@@ -42,6 +42,17 @@ pub const ANNOTATION_MIGRATION_REFUSED: &str = "granary.gardener.cloud/migration
 
 /// Label with the seed responsible for a garden BackupBucket/BackupEntry.
 pub const LABEL_SEED: &str = "granary.gardener.cloud/seed";
+/// Prefix of the labels naming, on a garden BackupBucket of a shared pool, each seed that
+/// may read the Velero prefixes in it (`reader.granary.gardener.cloud/<seed>: "true"`):
+/// the seeds of the pool, so any of them lists and restores the others' backups
+/// (docs/architecture.md#sibling-locations). Only the garden writes them.
+pub const LABEL_VELERO_READER_PREFIX: &str = "reader.granary.gardener.cloud/";
+
+/// The reader label of `seed` ([`LABEL_VELERO_READER_PREFIX`]).
+pub fn velero_reader_label(seed: &str) -> String {
+    format!("{LABEL_VELERO_READER_PREFIX}{seed}")
+}
+
 /// Label with the [`PoolKind`] of a garden BackupBucket.
 pub const LABEL_POOL_KIND: &str = "granary.gardener.cloud/pool-kind";
 /// Label with the name of the CloudProfile or Seed owning a bucket pool.

@@ -88,6 +88,10 @@ pub const INTEGRITY_ANNOTATION: &str = "granary.gardener.cloud/integrity";
 pub const INTEGRITY_REASON_ANNOTATION: &str = "granary.gardener.cloud/integrity-reason";
 /// Annotation beside [`INTEGRITY_ANNOTATION`]: when the objects were last checked (RFC 3339).
 pub const INTEGRITY_CHECKED_AT_ANNOTATION: &str = "granary.gardener.cloud/integrity-checked-at";
+/// Annotation on a Restore: the location its own files (logs, results, resource list,
+/// integrity record) went to, when not its backup's: a read-only location (another
+/// seed's) is never written, so they go to the default location instead.
+pub const RESTORE_FILES_LOCATION_ANNOTATION: &str = "granary.gardener.cloud/files-location";
 /// Annotation on a Restore (value `true`): an administrator accepts restoring an
 /// `unsigned` backup (Velero's own, or one an older Granary wrote). Never honoured for a
 /// namespace owner's restore.

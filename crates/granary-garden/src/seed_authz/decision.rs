@@ -151,7 +151,10 @@ impl GardenView<'_> {
                     .is_some_and(|r| r.is_secret() && r.name == name && r.namespace == namespace)
             })
             .collect();
-        if users.iter().any(|b| bucket_assigned(b, seed)) {
+        if users
+            .iter()
+            .any(|b| bucket_assigned(b, seed) || velero_reader(b, seed))
+        {
             return true;
         }
         let names: HashSet<String> = users.iter().map(|b| b.name_any()).collect();
@@ -170,6 +173,15 @@ fn labelled(labels: &BTreeMap<String, String>, seed: &str) -> bool {
 /// Whether `seed` holds the bucket (its label, or responsible by status/spec).
 pub(crate) fn bucket_assigned(bucket: &BackupBucket, seed: &str) -> bool {
     labelled(bucket.labels(), seed) || bucket.responsible_seed() == Some(seed)
+}
+
+/// Whether the garden made `seed` a reader of the Velero prefixes in the bucket (one of
+/// the seeds of its pool: docs/architecture.md#sibling-locations).
+pub(crate) fn velero_reader(bucket: &BackupBucket, seed: &str) -> bool {
+    bucket
+        .labels()
+        .get(&granary_api::core::velero_reader_label(seed))
+        .is_some_and(|v| v == "true")
 }
 
 /// Whether `seed` holds the entry (its label, or responsible by status/spec).
@@ -218,13 +230,15 @@ fn object_name(r: &ResourceRequest) -> Option<&str> {
 }
 
 /// A list or watch of buckets or entries: by name when a name is pinned (then as a
-/// get of that object), else only through the seed's label.
+/// get of that object), else only through the seed's label (or, for buckets, its reader
+/// label).
 fn collection(
     seed: &str,
     r: &ResourceRequest,
     policy: &Policy,
     readable: impl Fn(&str) -> bool,
 ) -> Decision {
+    let reader_label = granary_api::core::velero_reader_label(seed);
     if let Some(name) = object_name(r) {
         return allow_if(
             readable(name),
@@ -234,9 +248,10 @@ fn collection(
     }
     match &r.label_selector {
         Some(requirements) => allow_if(
-            requirements
-                .iter()
-                .any(|q| q.pins(LABEL_SEED) == Some(seed)),
+            requirements.iter().any(|q| {
+                q.pins(LABEL_SEED) == Some(seed)
+                    || (r.resource == "backupbuckets" && q.pins(&reader_label) == Some("true"))
+            }),
             seed,
             format_args!(
                 "{} {} must select the label {LABEL_SEED}={seed}",
@@ -256,9 +271,12 @@ fn collection(
 }
 
 fn buckets(seed: &str, r: &ResourceRequest, view: GardenView<'_>, policy: &Policy) -> Decision {
-    // Readable: the seed's own, one its entries are in, or one the garden does not have.
+    // Readable: the seed's own, one its entries are in, one of its pool's whose Velero
+    // prefixes it reads, or one the garden does not have.
     let readable = |name: &str| match view.bucket(name) {
-        Some(b) => bucket_assigned(b, seed) || view.has_entry_in(seed, name),
+        Some(b) => {
+            bucket_assigned(b, seed) || view.has_entry_in(seed, name) || velero_reader(b, seed)
+        }
         None => true,
     };
     let writable = |name: &str| view.bucket(name).is_some_and(|b| bucket_assigned(b, seed));

@@ -367,7 +367,11 @@ mod tests {
                 x ^= x >> 7;
                 x ^= x << 17;
                 // Half text, half noise: compresses some.
-                if i % 2 == 0 { b'a' + (x % 4) as u8 } else { x as u8 }
+                if i % 2 == 0 {
+                    b'a' + (x % 4) as u8
+                } else {
+                    x as u8
+                }
             })
             .collect()
     }
@@ -422,13 +426,22 @@ mod tests {
         short[16..24].copy_from_slice(&(m[0].1 as u64 - 1).to_le_bytes());
         let e = refused(&short);
         assert!(
-            matches!(e.kind(), io::ErrorKind::UnexpectedEof | io::ErrorKind::InvalidInput | io::ErrorKind::InvalidData),
+            matches!(
+                e.kind(),
+                io::ErrorKind::UnexpectedEof
+                    | io::ErrorKind::InvalidInput
+                    | io::ErrorKind::InvalidData
+            ),
             "{e}"
         );
         // A length one long: a byte of the next member would be skipped.
         let mut long = gz.clone();
         long[16..24].copy_from_slice(&(m[0].1 as u64 + 1).to_le_bytes());
-        assert!(refused(&long).to_string().contains("ends before the length"));
+        assert!(
+            refused(&long)
+                .to_string()
+                .contains("ends before the length")
+        );
         // A changed byte inside the deflate data, or the CRC.
         let mut flipped = gz.clone();
         flipped[second + len - 6] ^= 1;
@@ -439,7 +452,11 @@ mod tests {
         // A length no member may have.
         let mut huge = gz.clone();
         huge[16..24].copy_from_slice(&(1u64 << 40).to_le_bytes());
-        assert!(refused(&huge).to_string().contains("outside what a member may hold"));
+        assert!(
+            refused(&huge)
+                .to_string()
+                .contains("outside what a member may hold")
+        );
     }
 
     #[test]

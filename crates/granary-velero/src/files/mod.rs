@@ -315,7 +315,13 @@ mod tests {
         // list's do not.
         let mut expected = ResourceListDigests::default();
         for i in m.iter() {
-            expected.add_gv(&i.key.group, &i.meta.version, &i.meta.kind, &i.key.namespace, &i.key.name);
+            expected.add_gv(
+                &i.key.group,
+                &i.meta.version,
+                &i.meta.kind,
+                &i.key.namespace,
+                &i.key.name,
+            );
         }
         let expected = expected.finish();
         let stored = |text: &str| {

@@ -88,8 +88,12 @@ fn verify_accepts_ours_and_reports_format_problems() {
     );
 
     // A stale manifest: empty, or one field of one item changed.
-    let report = verify_reader(&gz[..], Some(ItemDigests::default()), &ArchiveLimits::default())
-        .expect("reads");
+    let report = verify_reader(
+        &gz[..],
+        Some(ItemDigests::default()),
+        &ArchiveLimits::default(),
+    )
+    .expect("reads");
     assert!(!report.is_ok());
     let changed: ItemDigests = manifest
         .iter()
@@ -281,19 +285,36 @@ fn verify_reports_copies_that_contradict_their_path() {
 fn verify_pairs_copies_written_apart() {
     let mut b = tar::Builder::new(GzEncoder::new(Vec::new(), Compression::default()));
     let pod = |name: &str, extra: &str| {
-        format!(r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"{name}","namespace":"a"{extra}}}}}"#)
+        format!(
+            r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"{name}","namespace":"a"{extra}}}}}"#
+        )
     };
     let entries = [
         ("metadata/version", "1.1.0\n".to_string()),
         ("resources/pods/namespaces/a/a.json", pod("a", "")),
         ("resources/pods/namespaces/a/b.json", pod("b", "")),
         ("resources/pods/namespaces/a/c.json", pod("c", "")),
-        ("resources/pods/v1-preferredversion/namespaces/a/a.json", pod("a", "")),
-        ("resources/pods/v1-preferredversion/namespaces/a/b.json", pod("b", r#","uid":"x""#)),
-        ("resources/pods/v1-preferredversion/namespaces/a/d.json", pod("d", "")),
+        (
+            "resources/pods/v1-preferredversion/namespaces/a/a.json",
+            pod("a", ""),
+        ),
+        (
+            "resources/pods/v1-preferredversion/namespaces/a/b.json",
+            pod("b", r#","uid":"x""#),
+        ),
+        (
+            "resources/pods/v1-preferredversion/namespaces/a/d.json",
+            pod("d", ""),
+        ),
         // Adjacent, preferred first.
-        ("resources/pods/v1-preferredversion/namespaces/a/e.json", pod("e", "")),
-        ("resources/pods/namespaces/a/e.json", pod("e", r#","uid":"y""#)),
+        (
+            "resources/pods/v1-preferredversion/namespaces/a/e.json",
+            pod("e", ""),
+        ),
+        (
+            "resources/pods/namespaces/a/e.json",
+            pod("e", r#","uid":"y""#),
+        ),
     ];
     for (path, data) in &entries {
         let mut h = tar::Header::new_ustar();
@@ -314,7 +335,9 @@ fn verify_pairs_copies_written_apart() {
     );
     assert_eq!(
         report.notes,
-        ["resources/pods/namespaces/a/c.json has no preferred-version copy (archives before Velero 1.4 have none)"]
+        [
+            "resources/pods/namespaces/a/c.json has no preferred-version copy (archives before Velero 1.4 have none)"
+        ]
     );
     assert_eq!(report.items, 4);
 }

@@ -170,7 +170,10 @@ mod tests {
         let same = ItemDigests::of_manifest(&m);
         assert_eq!(
             same,
-            [item("y"), item("x")].iter().map(ManifestItem::digest).collect()
+            [item("y"), item("x")]
+                .iter()
+                .map(ManifestItem::digest)
+                .collect()
         );
         let round_trip = ItemDigests::read_gz(&m.to_gz_bytes()[..], 1 << 20).expect("reads");
         assert_eq!(same, round_trip);

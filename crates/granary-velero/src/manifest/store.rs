@@ -138,7 +138,10 @@ impl Manifest {
     /// writer uses, so it equals the manifest built while writing. Each item's
     /// namespace and name must match its path. The manifest and the reader together keep
     /// at most [`ArchiveLimits::max_retained_bytes`].
-    pub fn from_archive<R: Read + Send>(input: R, limits: &ArchiveLimits) -> Result<Self, ArchiveError> {
+    pub fn from_archive<R: Read + Send>(
+        input: R,
+        limits: &ArchiveLimits,
+    ) -> Result<Self, ArchiveError> {
         let budget = RetainedBudget::for_limits(limits);
         let mut manifest = Manifest::new();
         read_archive_within(input, limits, &budget, |entry| {

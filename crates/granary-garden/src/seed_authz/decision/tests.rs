@@ -14,6 +14,7 @@ use granary_api::core::{
 
 const A: &str = "system:serviceaccount:granary-system:granary-seed-a";
 const B: &str = "system:serviceaccount:granary-system:granary-seed-b";
+const C: &str = "system:serviceaccount:granary-system:granary-seed-c";
 const ADMIN: &str = "kubernetes-admin";
 
 fn labels(seed: Option<&str>) -> Option<BTreeMap<String, String>> {
@@ -53,6 +54,16 @@ fn workload_identity_bucket(name: &str, seed: &str) -> Arc<BackupBucket> {
     Arc::new(b)
 }
 
+/// A bucket held by `seed` whose pool's seeds are `readers` (their reader labels).
+fn pool_bucket(name: &str, seed: &str, readers: &[&str]) -> Arc<BackupBucket> {
+    let mut b = (*bucket(name, Some(seed), seed, Some(seed))).clone();
+    let labels = b.metadata.labels.get_or_insert_with(BTreeMap::new);
+    for r in readers {
+        labels.insert(granary_api::core::velero_reader_label(r), "true".into());
+    }
+    Arc::new(b)
+}
+
 fn entry(name: &str, bucket: &str, seed: &str) -> Arc<BackupEntry> {
     let mut e = BackupEntry::new(
         name,
@@ -88,6 +99,8 @@ fn landscape() -> Landscape {
             // released by a (status cleared), not relabelled yet
             bucket("released", Some("a"), "b", None),
             workload_identity_bucket("wi", "a"),
+            // b's bucket of a pool whose seeds are b and c: c reads the Velero prefixes
+            pool_bucket("pool-b", "b", &["b", "c"]),
         ],
         entries: vec![
             entry("ea", "ba", "a"),
@@ -442,4 +455,70 @@ fn gardener_seed_identities_are_seeds_too() {
     ));
     // without the group, RBAC decides
     assert_eq!(decide_as(user, &[], r, &p), Decision::NoOpinion);
+}
+
+fn with_reader_label(mut r: ResourceRequest, seed: &str) -> ResourceRequest {
+    r.label_selector = Some(vec![Requirement {
+        key: granary_api::core::velero_reader_label(seed),
+        operator: "=".into(),
+        values: vec!["true".into()],
+    }]);
+    r
+}
+
+/// The seeds of a pool read (never write) each other's Velero prefixes: the buckets the
+/// garden labels them readers of, found by their label, and those buckets' credentials;
+/// a seed outside the pool gets nothing.
+#[test]
+fn the_seeds_of_a_pool_read_its_buckets_and_credentials_and_no_one_else_does() {
+    let p = Policy::default();
+    check(
+        &[
+            (C, request("get", "backupbuckets", "", "pool-b"), ALLOW),
+            (
+                C,
+                with_reader_label(request("list", "backupbuckets", "", ""), "c"),
+                ALLOW,
+            ),
+            (
+                C,
+                with_reader_label(request("watch", "backupbuckets", "", ""), "c"),
+                ALLOW,
+            ),
+            (
+                C,
+                request("get", "secrets", "garden", "creds-pool-b"),
+                ALLOW,
+            ),
+            // reading is all: the bucket stays b's
+            (C, request("patch", "backupbuckets", "", "pool-b"), DENY),
+            (
+                C,
+                request("patch", "backupbuckets/status", "", "pool-b"),
+                DENY,
+            ),
+            (
+                C,
+                request("update", "secrets", "garden", "creds-pool-b"),
+                DENY,
+            ),
+            // another reader's label is not c's to select, nor are others' buckets
+            (
+                C,
+                with_reader_label(request("list", "backupbuckets", "", ""), "a"),
+                DENY,
+            ),
+            (C, request("get", "backupbuckets", "", "ba"), DENY),
+            (C, request("get", "secrets", "garden", "creds-ba"), DENY),
+            // a is not of the pool
+            (A, request("get", "backupbuckets", "", "pool-b"), DENY),
+            (A, request("get", "secrets", "garden", "creds-pool-b"), DENY),
+            (
+                A,
+                with_reader_label(request("list", "backupbuckets", "", ""), "c"),
+                DENY,
+            ),
+        ],
+        &p,
+    );
 }
