@@ -98,8 +98,12 @@ pub async fn run(target: &Target, command: RestoreCommand) -> anyhow::Result<()>
         output: format,
     } = command
     {
-        let restore = build_restore(name.as_deref(), ns, &flags, chrono::Local::now())
+        let mut restore = build_restore(name.as_deref(), ns, &flags, chrono::Local::now())
             .map_err(|errs| anyhow::anyhow!("{}", describe_errors(&errs)))?;
+        if nonempty(&flags.from_seed).is_some() || nonempty(&flags.for_shoot).is_some() {
+            let client = target.client().await?;
+            resolve_source(&client, ns, &mut restore, &flags).await?;
+        }
         if dry_run {
             let client = target.client().await?;
             return preview(target, client, restore).await;
@@ -281,6 +285,60 @@ async fn rehearse_restore(target: &Target, client: Client, restore: Restore) -> 
         Rehearsal::Ok { .. } => Ok(()),
         Rehearsal::Failed(_) => bail!("the rehearsal failed"),
     }
+}
+
+fn nonempty(v: &Option<String>) -> Option<&str> {
+    v.as_deref().filter(|s| !s.is_empty())
+}
+
+/// `--from-seed` and `--for-shoot`: the backup another seed wrote, listed here through
+/// its read-only location `seed-<name>` (docs/architecture.md#sibling-locations).
+async fn resolve_source(
+    client: &Client,
+    ns: &str,
+    restore: &mut Restore,
+    flags: &RestoreFlags,
+) -> anyhow::Result<()> {
+    let backups: Api<Backup> = Api::namespaced(client.clone(), ns);
+    if let Some(seed) = nonempty(&flags.from_seed) {
+        let name = restore.spec.backup_name.clone().unwrap_or_default();
+        let location = format!("seed-{seed}");
+        let b = backups.get_opt(&name).await?.with_context(|| {
+            format!(
+                "--from-backup: backup {name:?} not found in namespace {ns} (seed {seed}'s \
+                 backups are listed through location {location} once its prefix is synced)"
+            )
+        })?;
+        let at = b.spec.storage_location.clone().unwrap_or_default();
+        if at != location {
+            bail!(
+                "--from-seed: backup {name:?} is in location {at:?}, not seed {seed}'s ({location})"
+            );
+        }
+    }
+    if let Some(shoot) = nonempty(&flags.for_shoot) {
+        let namespace = super::restore_spec::shoot_control_plane_namespace(shoot)
+            .map_err(|e| anyhow::anyhow!("{}", describe_errors(&[e])))?;
+        let all = backups.list(&ListParams::default()).await?.items;
+        let locations: Api<granary_api::velero::BackupStorageLocation> =
+            Api::namespaced(client.clone(), ns);
+        let locations = locations.list(&ListParams::default()).await?.items;
+        let newest = granary_velero_server::restore::validate::newest_of_namespace(
+            &namespace, &all, &locations,
+        )
+        .with_context(|| {
+            format!(
+                "--for-shoot: no completed backup holds namespace {namespace} in namespace {ns}"
+            )
+        })?;
+        println!(
+            "Backup {:?} (location {}) is the newest completed backup of {namespace}.",
+            newest.name_any(),
+            newest.spec.storage_location.as_deref().unwrap_or("?")
+        );
+        restore.spec.backup_name = Some(newest.name_any());
+    }
+    Ok(())
 }
 
 /// Checks what velero's CLI checks on the server, then creates the Restore.

@@ -26,6 +26,14 @@ pub struct RestoreFlags {
     /// Schedule whose latest completed backup to restore from.
     #[arg(long, value_name = "SCHEDULE")]
     pub from_schedule: Option<String>,
+    /// With --from-backup: the backup is another seed's, listed here through its
+    /// read-only location `seed-<SEED>` (a lost or moved seed's backups).
+    #[arg(long, value_name = "SEED")]
+    pub from_seed: Option<String>,
+    /// Restore the newest completed backup holding this shoot's control-plane namespace
+    /// (`shoot--<project>--<shoot>`), from any location here, into that namespace.
+    #[arg(long, value_name = "PROJECT/SHOOT")]
+    pub for_shoot: Option<String>,
     /// What to restore, and labels for the restore.
     #[command(flatten)]
     pub scope: ScopeFlags,
@@ -54,6 +62,29 @@ pub struct RestoreFlags {
     pub allow_unverified: bool,
 }
 
+/// `--for-shoot PROJECT/SHOOT`: the shoot's control-plane namespace on a seed,
+/// `shoot--<project>--<shoot>` (Gardener's technical ID).
+pub fn shoot_control_plane_namespace(value: &str) -> Result<String, FlagError> {
+    let flag = "--for-shoot";
+    let (project, shoot) = value
+        .split_once('/')
+        .ok_or_else(|| FlagError::new(flag, value, "is not PROJECT/SHOOT"))?;
+    let ns = format!("shoot--{project}--{shoot}");
+    if project.is_empty()
+        || shoot.is_empty()
+        || !granary_api::names::is_dns1123_label(project)
+        || !granary_api::names::is_dns1123_label(shoot)
+        || ns.len() > 63
+    {
+        return Err(FlagError::new(
+            flag,
+            value,
+            "is not PROJECT/SHOOT naming a project and a shoot (their control-plane namespace shoot--<project>--<shoot> must be a namespace name)",
+        ));
+    }
+    Ok(ns)
+}
+
 /// `--namespace-mappings`: `src:dst` pairs separated by commas, both namespace names.
 fn parse_namespace_mappings(values: &[String]) -> Result<BTreeMap<String, String>, FlagError> {
     let flag = "--namespace-mappings";
@@ -77,6 +108,23 @@ fn parse_namespace_mappings(values: &[String]) -> Result<BTreeMap<String, String
         }
     }
     Ok(out)
+}
+
+/// Exactly one of `--from-backup` and `--from-schedule`.
+fn check_source(errs: &mut Vec<FlagError>, backup: Option<&str>, schedule: Option<&str>) {
+    match (backup, schedule) {
+        (Some(_), Some(s)) => errs.push(FlagError::new(
+            "--from-schedule",
+            s,
+            "either a backup or schedule must be specified, but not both",
+        )),
+        (None, None) => errs.push(FlagError::new(
+            "--from-backup",
+            "",
+            "either a backup (--from-backup) or a schedule (--from-schedule) must be specified",
+        )),
+        _ => {}
+    }
 }
 
 /// The flag that sets a field of the spec, for the spec's own validation messages.
@@ -114,24 +162,45 @@ where
 {
     let mut errs = Vec::new();
     let (backup, schedule) = (nonempty(&f.from_backup), nonempty(&f.from_schedule));
-    match (backup, schedule) {
-        (Some(_), Some(s)) => errs.push(FlagError::new(
-            "--from-schedule",
-            s,
-            "either a backup or schedule must be specified, but not both",
+    let shoot_namespace = nonempty(&f.for_shoot)
+        .and_then(|v| take(&mut errs, shoot_control_plane_namespace(v)).map(|ns| (v, ns)));
+    if let Some(seed) = nonempty(&f.from_seed) {
+        if backup.is_none() {
+            errs.push(FlagError::new(
+                "--from-seed",
+                seed,
+                "names the seed of the backup given with --from-backup",
+            ));
+        }
+        if !granary_api::names::is_dns1123_label(seed) {
+            errs.push(FlagError::new("--from-seed", seed, "is not a seed name"));
+        }
+    }
+    match (backup, schedule, &shoot_namespace) {
+        (Some(_), _, Some((v, _))) | (_, Some(_), Some((v, _))) => errs.push(FlagError::new(
+            "--for-shoot",
+            v,
+            "picks the backup itself: give it without --from-backup or --from-schedule",
         )),
-        (None, None) => errs.push(FlagError::new(
-            "--from-backup",
-            "",
-            "either a backup (--from-backup) or a schedule (--from-schedule) must be specified",
-        )),
-        _ => {}
+        (None, None, Some(_)) => {
+            if let Some(v) = &f.scope.include_namespaces {
+                errs.push(FlagError::new(
+                    "--include-namespaces",
+                    &v.join(","),
+                    "--for-shoot restores the shoot's control-plane namespace only",
+                ));
+            }
+        }
+        (backup, schedule, _) => check_source(&mut errs, backup, schedule),
     }
     let name = match name {
         Some(n) => n.to_string(),
         None => format!(
             "{}-{}",
-            schedule.or(backup).unwrap_or_default(),
+            schedule
+                .or(backup)
+                .or(shoot_namespace.as_ref().map(|(_, ns)| ns.as_str()))
+                .unwrap_or_default(),
             now.format("%Y%m%d%H%M%S")
         ),
     };
@@ -181,9 +250,10 @@ where
     let spec = RestoreSpec {
         backup_name: backup.map(String::from),
         schedule_name: schedule.map(String::from),
-        included_namespaces: match &f.scope.include_namespaces {
-            None => Some(vec!["*".to_string()]),
-            Some(v) => list(v),
+        included_namespaces: match (&shoot_namespace, &f.scope.include_namespaces) {
+            (Some((_, ns)), _) => Some(vec![ns.clone()]),
+            (None, None) => Some(vec!["*".to_string()]),
+            (None, Some(v)) => list(v),
         },
         excluded_namespaces: list(&f.scope.exclude_namespaces),
         included_resources: list(&f.scope.include_resources),
@@ -210,6 +280,10 @@ where
     // flag: the checks above already said what is wrong with it).
     for e in spec.validate_at("spec") {
         let flag = flag_of(&e.path);
+        // --for-shoot's backup is picked from the server afterwards.
+        if shoot_namespace.is_some() && flag == "--from-backup" {
+            continue;
+        }
         if !errs.iter().any(|have| have.flag == flag) {
             errs.push(FlagError::new(flag, "", e.message));
         }
@@ -273,6 +347,73 @@ mod tests {
                          "itemOperationTimeout": "0s", "uploaderConfig": {}}
             })
         );
+    }
+
+    #[test]
+    fn for_shoot_restores_its_control_plane_namespace_and_from_seed_needs_a_backup() {
+        let f = RestoreFlags {
+            for_shoot: Some("dev/web".into()),
+            ..RestoreFlags::default()
+        };
+        let r = build_restore(None, "velero", &f, now()).unwrap();
+        assert_eq!(r.name_any(), "shoot--dev--web-20260304050607");
+        assert_eq!(
+            r.spec.included_namespaces,
+            Some(vec!["shoot--dev--web".to_string()])
+        );
+        assert_eq!(r.spec.backup_name, None, "the CLI picks it from the server");
+        let refused = |f: RestoreFlags| {
+            describe_errors(&build_restore(Some("r"), "velero", &f, now()).expect_err("refused"))
+        };
+        for (f, flag) in [
+            (
+                RestoreFlags {
+                    for_shoot: Some("web".into()),
+                    ..RestoreFlags::default()
+                },
+                "--for-shoot",
+            ),
+            (
+                RestoreFlags {
+                    for_shoot: Some("dev/web".into()),
+                    ..from_backup("b")
+                },
+                "--for-shoot",
+            ),
+            (
+                RestoreFlags {
+                    for_shoot: Some("dev/web".into()),
+                    scope: ScopeFlags {
+                        include_namespaces: Some(vec!["x".into()]),
+                        ..ScopeFlags::default()
+                    },
+                    ..RestoreFlags::default()
+                },
+                "--include-namespaces",
+            ),
+            (
+                RestoreFlags {
+                    from_seed: Some("eu-1".into()),
+                    ..RestoreFlags::default()
+                },
+                "--from-seed",
+            ),
+            (
+                RestoreFlags {
+                    from_seed: Some("Not_A_Seed".into()),
+                    ..from_backup("b")
+                },
+                "--from-seed",
+            ),
+        ] {
+            let text = refused(f);
+            assert!(text.contains(flag), "{flag}: {text}");
+        }
+        let ok = RestoreFlags {
+            from_seed: Some("eu-1".into()),
+            ..from_backup("b")
+        };
+        assert!(build_restore(Some("r"), "velero", &ok, now()).is_ok());
     }
 
     #[test]

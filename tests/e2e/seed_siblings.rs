@@ -115,15 +115,18 @@ async fn a_lost_seeds_backup_restores_on_another_seed_of_its_pool() {
 
     // A backup on the first seed.
     let app = "app";
+    let control_plane = "shoot--dev--web";
     ensure_namespace(&l.seed, app).await;
+    ensure_namespace(&l.seed, control_plane).await;
     configmap(&l.seed, app, "settings", "one").await;
     configmap(&l.seed, app, "flags", "two").await;
+    configmap(&l.seed, control_plane, "etcd-config", "three").await;
     let backups_a: Api<Backup> = Api::namespaced(l.seed.clone(), &namespace);
     backups_a
         .create(
             &PostParams::default(),
             &backup_spec()
-                .namespaces([app])
+                .namespaces([app, control_plane])
                 .location("default")
                 .named("app-1"),
         )
@@ -191,6 +194,7 @@ async fn a_lost_seeds_backup_restores_on_another_seed_of_its_pool() {
         .create(
             &PostParams::default(),
             &restore_spec("app-1")
+                .namespaces([app])
                 .map_namespace(app, "app-restored")
                 .named("from-a"),
         )
@@ -230,6 +234,92 @@ async fn a_lost_seeds_backup_restores_on_another_seed_of_its_pool() {
             .get(RESTORE_FILES_LOCATION_ANNOTATION)
             .map(String::as_str),
         Some("default")
+    );
+
+    // The same through the CLI: --from-seed names the lost seed; --for-shoot finds the
+    // newest backup of a shoot's control-plane namespace and restores it in place.
+    let kubeconfig = l.data_dir.path().join("seed-b.kubeconfig");
+    other.write_kubeconfig(&kubeconfig).expect("kubeconfig");
+    let cli = |args: &[&str]| {
+        std::process::Command::new(granary_test_support::granary_bin())
+            .args(args)
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args(["-n", &namespace])
+            .env_remove("KUBECONFIG")
+            .output()
+            .expect("granary runs")
+    };
+    let said = |o: &std::process::Output| {
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    };
+    let wrong = cli(&[
+        "restore",
+        "create",
+        "--from-seed",
+        &b,
+        "--from-backup",
+        "app-1",
+    ]);
+    assert!(!wrong.status.success(), "{}", said(&wrong));
+    assert!(
+        said(&wrong).contains(&format!("is in location \"{sibling}\"")),
+        "{}",
+        said(&wrong)
+    );
+    let from_seed = cli(&[
+        "restore",
+        "create",
+        "from-seed",
+        "--from-seed",
+        &a,
+        "--from-backup",
+        "app-1",
+        "--include-namespaces",
+        app,
+        "--namespace-mappings",
+        "app:app-cli",
+        "--wait",
+    ]);
+    assert!(from_seed.status.success(), "{}", said(&from_seed));
+    let cli_restored: Api<ConfigMap> = Api::namespaced(seed_b.clone(), "app-cli");
+    cli_restored
+        .get("settings")
+        .await
+        .expect("restored by the CLI");
+    let for_shoot = cli(&[
+        "restore",
+        "create",
+        "for-shoot",
+        "--for-shoot",
+        "dev/web",
+        "--wait",
+    ]);
+    assert!(for_shoot.status.success(), "{}", said(&for_shoot));
+    assert!(
+        said(&for_shoot).contains("Backup \"app-1\""),
+        "{}",
+        said(&for_shoot)
+    );
+    let cp: Api<ConfigMap> = Api::namespaced(seed_b.clone(), control_plane);
+    let cm = cp
+        .get("etcd-config")
+        .await
+        .expect("control plane restored in place");
+    assert_eq!(
+        cm.data
+            .as_ref()
+            .and_then(|d| d.get("value"))
+            .map(String::as_str),
+        Some("three")
+    );
+    assert!(
+        files(&prefix_dir) == before,
+        "the CLI's restores wrote nothing there either"
     );
 
     garden.stop().await;

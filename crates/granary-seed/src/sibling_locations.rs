@@ -203,35 +203,34 @@ async fn pass(ctx: &Context) -> Result<(), kube::Error> {
             .await?;
         tracing::info!(location = %location, %seed, %bucket, "sibling BackupStorageLocation written");
     }
+    // Locations no longer wanted go, and with them credentials no wanted location uses
+    // (found through the locations: the seed reads Secrets by name only).
+    let in_use: BTreeSet<String> = wanted
+        .values()
+        .map(|(_, b)| credentials_secret(b))
+        .collect();
+    let secrets: Api<Secret> = Api::namespaced(ctx.seed.clone(), namespace);
     for l in &existing {
         let name = l.name_any();
         let from_unreachable = l
             .annotations()
             .get(ANNOTATION_SOURCE_BUCKET)
             .is_some_and(|b| unreachable.contains(b));
-        if !wanted.contains_key(&name) && !from_unreachable {
-            locations.delete(&name, &DeleteParams::default()).await?;
-            tracing::info!(location = %name, "sibling BackupStorageLocation removed");
+        if wanted.contains_key(&name) || from_unreachable {
+            continue;
         }
-    }
-    // Credentials of buckets no sibling location uses any more.
-    let in_use: BTreeSet<String> = wanted
-        .values()
-        .map(|(_, b)| credentials_secret(b))
-        .collect();
-    let secrets: Api<Secret> = Api::namespaced(ctx.seed.clone(), namespace);
-    for s in secrets
-        .list(
-            &ListParams::default()
-                .labels(&format!("{LABEL_MANAGED}={MANAGED_BY},{LABEL_SOURCE_SEED}")),
-        )
-        .await?
-        .items
-    {
-        let name = s.name_any();
-        let bucket = name.strip_prefix("granary-sibling-").unwrap_or_default();
-        if !in_use.contains(&name) && !unreachable.contains(bucket) {
-            secrets.delete(&name, &DeleteParams::default()).await?;
+        locations.delete(&name, &DeleteParams::default()).await?;
+        tracing::info!(location = %name, "sibling BackupStorageLocation removed");
+        if let Some(c) = &l.spec.credential
+            && c.name.starts_with("granary-sibling-")
+            && !in_use.contains(&c.name)
+        {
+            match secrets.delete(&c.name, &DeleteParams::default()).await {
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                other => {
+                    other?;
+                }
+            }
         }
     }
     Ok(())

@@ -52,6 +52,44 @@ pub fn latest_of_schedule<'a>(
         })
 }
 
+/// The newest Completed backup that holds namespace `namespace` (`--for-shoot`: a shoot's
+/// control-plane namespace): one that includes it by name or with `*` and does not
+/// exclude it, from any location but a namespace owner's (as [`latest_of_schedule`]).
+pub fn newest_of_namespace<'a>(
+    namespace: &str,
+    backups: &'a [Backup],
+    locations: &[BackupStorageLocation],
+) -> Option<&'a Backup> {
+    let tenants: Vec<&str> = locations
+        .iter()
+        .filter(|l| crate::location::tenant_namespace(l).is_some())
+        .filter_map(|l| l.metadata.name.as_deref())
+        .collect();
+    let holds = |b: &Backup| {
+        let included = b.spec.included_namespaces.as_deref().unwrap_or_default();
+        let excluded = b.spec.excluded_namespaces.as_deref().unwrap_or_default();
+        (included.is_empty() || included.iter().any(|n| n == namespace || n == "*"))
+            && !excluded.iter().any(|n| n == namespace)
+    };
+    backups
+        .iter()
+        .filter(|x| {
+            holds(x)
+                && phase(x) == Some(BackupPhase::Completed)
+                && !x
+                    .spec
+                    .storage_location
+                    .as_deref()
+                    .is_some_and(|l| tenants.contains(&l))
+        })
+        .max_by_key(|x| {
+            (
+                x.status.as_ref().and_then(|st| st.start_timestamp),
+                x.metadata.name.clone(),
+            )
+        })
+}
+
 /// Validates `restore` against the backups and locations of its namespace.
 pub fn validate(
     restore: &Restore,
@@ -190,6 +228,36 @@ mod tests {
             backup_name: Some(b.into()),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn the_newest_completed_backup_holding_a_shoots_namespace_is_chosen() {
+        let cp = "shoot--dev--web";
+        let with = |name: &str, phase, minute, included: &[&str], excluded: &[&str]| {
+            let mut b = backup(name, phase, None, minute);
+            b.spec.included_namespaces = Some(included.iter().map(|s| s.to_string()).collect());
+            b.spec.excluded_namespaces = Some(excluded.iter().map(|s| s.to_string()).collect());
+            b
+        };
+        let backups = [
+            with("old", BackupPhase::Completed, 1, &[cp], &[]),
+            with("whole", BackupPhase::Completed, 2, &["*"], &[]),
+            with(
+                "other",
+                BackupPhase::Completed,
+                5,
+                &["shoot--dev--api"],
+                &[],
+            ),
+            with("failed", BackupPhase::PartiallyFailed, 6, &[cp], &[]),
+            with("excluded", BackupPhase::Completed, 7, &["*"], &[cp]),
+        ];
+        let loc = [location(BackupStorageLocationPhase::Available)];
+        let pick =
+            |b: &[Backup]| newest_of_namespace(cp, b, &loc).and_then(|b| b.metadata.name.clone());
+        assert_eq!(pick(&backups).as_deref(), Some("whole"));
+        assert_eq!(pick(&backups[..1]).as_deref(), Some("old"));
+        assert_eq!(pick(&backups[2..]), None);
     }
 
     #[test]
