@@ -187,6 +187,19 @@ async fn a_lost_seeds_backup_restores_on_another_seed_of_its_pool() {
         .delete(&a, &DeleteParams::default())
         .await
         .expect("seed deletion asked");
+    // The garden says it is lost, and where its backups are read.
+    poll_until("the garden marks the first seed lost", || async {
+        granary_test_support::garden::events_about(&l.garden, &a)
+            .await
+            .iter()
+            .any(|(t, reason, note)| {
+                t == "Warning"
+                    && reason == "SeedLost"
+                    && note.contains(&format!("({b})"))
+                    && note.contains(&format!("--from-seed {a}"))
+            })
+    })
+    .await;
 
     // Restored on the second seed into another namespace, every object as it was.
     let restores_b: Api<Restore> = Api::namespaced(seed_b.clone(), &namespace);

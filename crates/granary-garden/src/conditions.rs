@@ -1,9 +1,12 @@
-//! The conditions the garden keeps (docs/architecture.md#garden): `BackupBucketsReady` on
-//! every Seed, and `BackupConfigurationValid` on every CloudProfile with a `spec.backup`.
+//! The conditions the garden keeps (docs/architecture.md#garden): `BackupBucketsReady` and
+//! `Lost` on every Seed, and `BackupConfigurationValid` on every CloudProfile with a
+//! `spec.backup`.
 
+use chrono::{DateTime, Utc};
 use granary_api::common::{ConditionStatus, FieldError, describe_field_errors};
 use granary_api::core::{
     REASON_BACKUP_BUCKETS_AVAILABLE, REASON_BACKUP_BUCKETS_ERROR, REASON_BACKUP_BUCKETS_GONE,
+    REASON_SEED_DELETED, REASON_SEED_REACHABLE, REASON_SEED_UNREADY,
 };
 
 /// `BackupConfigurationValid` reason: `spec.backup` forms pools.
@@ -15,6 +18,61 @@ pub const REASON_NO_BACKUP_CONFIGURATION: &str = "NoBackupConfiguration";
 
 /// A condition's (status, reason, message).
 pub type ConditionValue = (ConditionStatus, &'static str, String);
+
+/// `Lost` of seed `name`: True once it is being deleted or has been unready for
+/// `lost_after`, naming the seeds of its pool that read its Velero backups (`readers`)
+/// and how to restore one; else False. With it, when to look again (the moment an
+/// unready seed becomes lost).
+pub fn seed_lost(
+    name: &str,
+    deleting: bool,
+    unready_since: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+    lost_after: chrono::Duration,
+    readers: &[String],
+) -> (ConditionValue, Option<DateTime<Utc>>) {
+    let readable = if readers.is_empty() {
+        "no other seed of its pool can read its Velero backups".to_string()
+    } else {
+        format!(
+            "its Velero backups stay readable on the other seeds of its pool ({}) through \
+             location seed-{name}: `granary restore create --from-seed {name} --from-backup \
+             <backup>`",
+            readers.join(", ")
+        )
+    };
+    if deleting {
+        return (
+            (
+                ConditionStatus::True,
+                REASON_SEED_DELETED,
+                format!("Seed {name} is being deleted; {readable}."),
+            ),
+            None,
+        );
+    }
+    match unready_since {
+        Some(since) if now >= since + lost_after => (
+            (
+                ConditionStatus::True,
+                REASON_SEED_UNREADY,
+                format!(
+                    "Seed {name} has not renewed its Lease since {}; {readable}.",
+                    since.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                ),
+            ),
+            None,
+        ),
+        since => (
+            (
+                ConditionStatus::False,
+                REASON_SEED_REACHABLE,
+                format!("Seed {name} renews its Lease."),
+            ),
+            since.map(|s| s + lost_after),
+        ),
+    }
+}
 
 /// `BackupBucketsReady` of a seed from its buckets' (name, lastError description):
 /// False naming every bucket with an error, Unknown without buckets, else True, with
@@ -138,5 +196,42 @@ mod tests {
             backup_configuration_valid(true, &[]).0,
             ConditionStatus::True
         );
+    }
+}
+
+#[cfg(test)]
+mod lost_tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    #[test]
+    fn a_seed_is_lost_when_deleted_or_unready_past_the_hand_over_time() {
+        let t = |s: i64| Utc.timestamp_opt(1_800_000_000 + s, 0).unwrap();
+        let after = chrono::Duration::seconds(300);
+        let readers = vec!["b".to_string(), "c".to_string()];
+        let ((status, reason, message), next) = seed_lost("a", true, None, t(0), after, &readers);
+        assert_eq!(
+            (status, reason, next),
+            (ConditionStatus::True, REASON_SEED_DELETED, None)
+        );
+        assert!(
+            message.contains("(b, c)") && message.contains("--from-seed a"),
+            "{message}"
+        );
+        let ((status, reason, _), next) = seed_lost("a", false, None, t(0), after, &readers);
+        assert_eq!(
+            (status, reason, next),
+            (ConditionStatus::False, REASON_SEED_REACHABLE, None)
+        );
+        // Unready: not lost yet, looked at again when it would be.
+        let ((status, _, _), next) = seed_lost("a", false, Some(t(0)), t(299), after, &readers);
+        assert_eq!((status, next), (ConditionStatus::False, Some(t(300))));
+        let ((status, reason, message), next) =
+            seed_lost("a", false, Some(t(0)), t(300), after, &[]);
+        assert_eq!(
+            (status, reason, next),
+            (ConditionStatus::True, REASON_SEED_UNREADY, None)
+        );
+        assert!(message.contains("no other seed of its pool"), "{message}");
     }
 }

@@ -18,7 +18,7 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use crate::buckets::{PoolSource, pool_of, spec_drift};
-use crate::conditions::{backup_buckets_ready, backup_configuration_valid};
+use crate::conditions::{backup_buckets_ready, backup_configuration_valid, seed_lost};
 use crate::context::{Context, GardenError};
 use crate::guards::{
     CONDITION_DELETION_REFUSED, FINALIZER_GARDEN_GUARD, OwnerGuard, REASON_STILL_IN_USE,
@@ -28,7 +28,7 @@ use crate::pools::{PoolKey, PoolKind, ProfileView, SeedView, profile_pools, seed
 use granary_api::common::{Condition, ConditionStatus};
 use granary_api::core::{
     BackupBucket, CONDITION_BACKUP_BUCKETS_READY, CONDITION_BACKUP_CONFIGURATION_VALID,
-    CloudProfile, Seed, validate_cloud_profile, validate_seed,
+    CONDITION_SEED_LOST, CloudProfile, Seed, validate_cloud_profile, validate_seed,
 };
 use granary_runtime::conditions::set_condition;
 
@@ -290,6 +290,7 @@ pub async fn reconcile_seed(seed: Arc<Seed>, ctx: Arc<Context>) -> Result<Action
         .start_timer();
     ctx.stores.wait_ready().await?;
     let name = seed.name_any();
+    let (seed_conditions, look_again) = mark_lost(&ctx, &seed).await?;
     if seed.meta().deletion_timestamp.is_some() {
         // Deleting a seed deletes no bucket; its buckets and the entries leaving it are
         // handed over, and it goes once nothing is on it.
@@ -300,7 +301,13 @@ pub async fn reconcile_seed(seed: Arc<Seed>, ctx: Arc<Context>) -> Result<Action
             entries.iter().map(|e| &**e),
             buckets.iter().map(|b| &**b),
         );
-        return guard(&ctx, seed.as_ref(), &dependents).await;
+        // The guard's own condition joins the `Lost` one just written.
+        let mut marked = (*seed).clone();
+        marked
+            .status
+            .get_or_insert_with(Default::default)
+            .conditions = seed_conditions;
+        return guard(&ctx, &marked, &dependents).await;
     }
     ensure_guard(&ctx, seed.as_ref()).await?;
     if seed.spec.backup.is_some() {
@@ -345,10 +352,8 @@ pub async fn reconcile_seed(seed: Arc<Seed>, ctx: Arc<Context>) -> Result<Action
         })
         .collect();
     let (status, reason, message) = backup_buckets_ready(&buckets);
-    let current: &[Condition] = seed
-        .status
-        .as_ref()
-        .map_or(&[], |s| s.conditions.as_slice());
+    // As `mark_lost` left them.
+    let current: &[Condition] = &seed_conditions;
     let conditions = set_condition(
         current,
         CONDITION_BACKUP_BUCKETS_READY,
@@ -366,5 +371,74 @@ pub async fn reconcile_seed(seed: Arc<Seed>, ctx: Arc<Context>) -> Result<Action
         )
         .await?;
     }
-    Ok(Action::requeue(RESYNC))
+    Ok(Action::requeue(
+        look_again.map_or(RESYNC, |d| d.min(RESYNC)),
+    ))
+}
+
+/// Keeps the seed's `Lost` condition ([`seed_lost`]), with a Warning event `SeedLost`
+/// when it turns True. Returns the seed's conditions as written, and the time until an
+/// unready seed would turn lost, if it will.
+async fn mark_lost(
+    ctx: &Context,
+    seed: &Seed,
+) -> Result<(Vec<Condition>, Option<Duration>), GardenError> {
+    let name = seed.name_any();
+    let now = ctx.clock.now();
+    let timings = ctx.timings();
+    let candidate = ctx.stores.candidate(seed);
+    let view = SeedView::of(seed);
+    let seeds: Vec<SeedView> = ctx
+        .stores
+        .seeds
+        .state()
+        .iter()
+        .map(|s| SeedView::of(s))
+        .collect();
+    let profiles: Vec<ProfileView> = ctx
+        .stores
+        .profiles
+        .state()
+        .iter()
+        .map(|p| ProfileView::of(p))
+        .collect();
+    let mut readers: Vec<String> = crate::pools::seed_velero_pools(&view, &profiles)
+        .iter()
+        .flat_map(|key| crate::pools::pool_readers(key, &seeds, &profiles))
+        .filter(|s| *s != name)
+        .collect();
+    readers.sort();
+    readers.dedup();
+    let ((status, reason, message), next) = seed_lost(
+        &name,
+        candidate.deleting,
+        candidate.unready_since(now, timings.ready_within),
+        now,
+        timings.hand_over_after,
+        &readers,
+    );
+    let current: &[Condition] = seed
+        .status
+        .as_ref()
+        .map_or(&[], |s| s.conditions.as_slice());
+    let was_lost = current
+        .iter()
+        .any(|c| c.type_ == CONDITION_SEED_LOST && c.status == ConditionStatus::True);
+    let conditions = set_condition(current, CONDITION_SEED_LOST, status, reason, &message, now);
+    if conditions.as_slice() != current {
+        Api::<Seed>::all(ctx.client.clone())
+            .patch_status(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(&json!({ "status": { "conditions": conditions } })),
+            )
+            .await?;
+        if status == ConditionStatus::True && !was_lost {
+            ctx.event(seed, EventType::Warning, "SeedLost", "MarkLost", message)
+                .await;
+        }
+    }
+    let look_again =
+        next.map(|t| (t - now).to_std().unwrap_or_default() + Duration::from_millis(10));
+    Ok((conditions, look_again))
 }

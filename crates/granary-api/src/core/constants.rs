@@ -89,6 +89,16 @@ pub const REASON_BACKUP_BUCKETS_ERROR: &str = "BackupBucketsError";
 pub const REASON_BACKUP_BUCKETS_GONE: &str = "BackupBucketsGone";
 /// `BackupBucketsReady` reason: every bucket is fine.
 pub const REASON_BACKUP_BUCKETS_AVAILABLE: &str = "BackupBucketsAvailable";
+/// Seed condition Granary keeps: is the seed lost (being deleted, or unready longer
+/// than `controllers.backupBucket.seedHandOverAfter`)? Its Velero backups then restore on
+/// the other seeds of its pool (docs/architecture.md#sibling-locations).
+pub const CONDITION_SEED_LOST: &str = "Lost";
+/// `Lost` reason: the Seed is being deleted.
+pub const REASON_SEED_DELETED: &str = "SeedDeleted";
+/// `Lost` reason: the seed stopped renewing its Lease long ago.
+pub const REASON_SEED_UNREADY: &str = "SeedUnready";
+/// `Lost` reason (status False): the seed renews its Lease, or has not been unready long.
+pub const REASON_SEED_REACHABLE: &str = "SeedReachable";
 /// CloudProfile condition Granary keeps: is `spec.backup` usable?
 pub const CONDITION_BACKUP_CONFIGURATION_VALID: &str = "BackupConfigurationValid";
 
