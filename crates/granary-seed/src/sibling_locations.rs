@@ -63,14 +63,29 @@ pub fn sibling_seeds(common_prefixes: &[String], me: &str) -> Vec<String> {
     seeds
 }
 
+/// The most sibling locations a seed keeps: a pool has far fewer seeds, and prefixes
+/// someone with the pool's credentials planted in a bucket make no more than this.
+pub const MAX_SIBLINGS: usize = 256;
+
 /// The sibling locations wanted: one per other seed, in the first bucket (by name) that
-/// holds its prefix. `listed` maps each readable bucket to the seeds found in it.
+/// holds its prefix, at most [`MAX_SIBLINGS`] (by seed name). `listed` maps each readable
+/// bucket to the seeds found in it.
 pub fn wanted(listed: &BTreeMap<String, Vec<String>>) -> BTreeMap<String, (String, String)> {
     let mut out: BTreeMap<String, (String, String)> = BTreeMap::new();
     for (bucket, seeds) in listed {
         for seed in seeds {
             out.entry(location_name(seed))
                 .or_insert_with(|| (seed.clone(), bucket.clone()));
+        }
+    }
+    if out.len() > MAX_SIBLINGS {
+        tracing::warn!(
+            found = out.len(),
+            kept = MAX_SIBLINGS,
+            "more seed prefixes than sibling locations kept"
+        );
+        while out.len() > MAX_SIBLINGS {
+            out.pop_last();
         }
     }
     out
@@ -185,6 +200,11 @@ async fn pass(ctx: &Context) -> Result<(), kube::Error> {
         };
         let current = existing.iter().find(|l| l.name_any() == *location);
         if current.is_some_and(|l| l.spec == spec) {
+            continue;
+        }
+        // An admin's own location of that name is left alone.
+        if current.is_none() && locations.get_opt(location).await?.is_some() {
+            tracing::warn!(location = %location, %seed, "a location of that name exists and is not Granary's: the sibling location is not made");
             continue;
         }
         let mut desired = BackupStorageLocation::new(location, spec);
@@ -349,6 +369,11 @@ mod tests {
             ),
         ]);
         let w = wanted(&by_bucket);
+        let many: BTreeMap<String, Vec<String>> = BTreeMap::from([(
+            "bucket".to_string(),
+            (0..MAX_SIBLINGS + 10).map(|i| format!("s{i:04}")).collect(),
+        )]);
+        assert_eq!(wanted(&many).len(), MAX_SIBLINGS);
         assert_eq!(
             w.into_iter().collect::<Vec<_>>(),
             [
