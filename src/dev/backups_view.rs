@@ -9,7 +9,9 @@ use std::fmt::Write as _;
 use chrono::{DateTime, Utc};
 use kube::ResourceExt;
 
-use granary_api::velero::{Backup, BackupPhase, BackupStorageLocation, BackupStorageLocationPhase};
+use granary_api::velero::{
+    Backup, BackupPhase, BackupStorageLocation, BackupStorageLocationPhase, SOURCE_SEED_LABEL,
+};
 
 /// What one Velero backup looks like in the view.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -23,6 +25,8 @@ pub struct BackupRow {
     pub progress: Option<(i64, i64)>,
     /// When it was created, for the newest-first order.
     pub created: Option<String>,
+    /// The seed that wrote it, when it is listed through a sibling location.
+    pub from_seed: Option<String>,
 }
 
 impl BackupRow {
@@ -34,6 +38,9 @@ impl BackupRow {
         }
         if let Some((done, total)) = self.progress {
             let _ = write!(out, " {done}/{total}");
+        }
+        if let Some(seed) = &self.from_seed {
+            let _ = write!(out, " (from {seed})");
         }
         out
     }
@@ -48,6 +55,9 @@ pub struct SeedBackups {
     pub location: Option<String>,
     /// Why it is not Available, as the location's status says.
     pub location_message: Option<String>,
+    /// The other seeds whose backups it reads (sibling locations), with their
+    /// locations' phases.
+    pub siblings: Vec<(String, String)>,
     /// Newest first.
     pub backups: Vec<BackupRow>,
 }
@@ -73,14 +83,26 @@ impl SeedBackups {
                 m.strip_prefix(&prefix).unwrap_or(m).to_string()
             })
             .filter(|m| !m.is_empty());
-        let location = default.map(|l| {
-            // Velero reads an unset phase as Unavailable; before the first
-            // validation the view says so.
-            match l.status.as_ref().and_then(|s| s.phase) {
-                Some(p) => format!("{p:?}"),
-                None => "Unvalidated".to_string(),
-            }
-        });
+        // Velero reads an unset phase as Unavailable; before the first validation the
+        // view says so.
+        let phase_of = |l: &BackupStorageLocation| match l.status.as_ref().and_then(|s| s.phase) {
+            Some(p) => format!("{p:?}"),
+            None => "Unvalidated".to_string(),
+        };
+        let location = default.map(phase_of);
+        let source_of = |l: &BackupStorageLocation| l.labels().get(SOURCE_SEED_LABEL).cloned();
+        let mut siblings: Vec<(String, String)> = locations
+            .iter()
+            .filter_map(|l| Some((source_of(l)?, phase_of(l))))
+            .collect();
+        siblings.sort();
+        let from_seed = |b: &Backup| {
+            let at = b.spec.storage_location.as_deref()?;
+            locations
+                .iter()
+                .find(|l| l.name_any() == at)
+                .and_then(source_of)
+        };
         let mut rows: Vec<BackupRow> = backups
             .iter()
             .map(|b| {
@@ -102,6 +124,7 @@ impl SeedBackups {
                         .creation_timestamp
                         .as_ref()
                         .map(|t| t.0.to_string()),
+                    from_seed: from_seed(b),
                 }
             })
             .collect();
@@ -111,6 +134,7 @@ impl SeedBackups {
             seed: seed.to_string(),
             location,
             location_message,
+            siblings,
             backups: rows,
         }
     }
@@ -133,6 +157,14 @@ pub fn changes(before: &[SeedBackups], after: &[SeedBackups], at: DateTime<Utc>)
                 let _ = write!(line, ": {message}");
             }
             out.push(line);
+        }
+        for (source, phase) in &seed.siblings {
+            if !was.siblings.iter().any(|(s, p)| s == source && p == phase) {
+                out.push(format!(
+                    "{time} location {}/seed-{source}: {phase} (reads {source}'s backups)",
+                    seed.seed
+                ));
+            }
         }
         let rows: BTreeMap<&str, &BackupRow> =
             was.backups.iter().map(|b| (b.name.as_str(), b)).collect();
@@ -185,6 +217,14 @@ pub fn render(seeds: &[SeedBackups], out: &mut String) {
             let _ = write!(out, " ({message})");
         }
         out.push('\n');
+        if !s.siblings.is_empty() {
+            let read: Vec<String> = s
+                .siblings
+                .iter()
+                .map(|(source, phase)| format!("{source} ({phase})"))
+                .collect();
+            let _ = writeln!(out, "    reads the backups of {}", read.join(", "));
+        }
         let name_width = s
             .backups
             .iter()
@@ -307,6 +347,46 @@ mod tests {
     }
 
     #[test]
+    fn another_seeds_backups_are_shown_through_its_sibling_location() {
+        let mut sibling = location("seed-europe-2", Some(BackupStorageLocationPhase::Available));
+        sibling.metadata.labels = Some(BTreeMap::from([(
+            SOURCE_SEED_LABEL.to_string(),
+            "europe-2".to_string(),
+        )]));
+        let mut theirs = backup("web-cp", 20, None);
+        theirs.spec.storage_location = Some("seed-europe-2".into());
+        let s = SeedBackups::from_objects(
+            "europe-1",
+            "default",
+            &[
+                location("default", Some(BackupStorageLocationPhase::Available)),
+                sibling,
+            ],
+            &[theirs, backup("mine", 10, None)],
+        );
+        assert_eq!(
+            s.siblings,
+            [("europe-2".to_string(), "Available".to_string())]
+        );
+        let mut out = String::new();
+        render(std::slice::from_ref(&s), &mut out);
+        assert!(
+            out.contains("    reads the backups of europe-2 (Available)\n"),
+            "{out}"
+        );
+        assert!(out.contains("web-cp  New (from europe-2)"), "{out}");
+        assert!(!out.contains("mine  New (from"), "{out}");
+        let lines = changes(&[], &[s], DateTime::<Utc>::UNIX_EPOCH);
+        assert!(
+            lines.contains(
+                &"00:00:00 location europe-1/seed-europe-2: Available (reads europe-2's backups)"
+                    .to_string()
+            ),
+            "{lines:?}"
+        );
+    }
+
+    #[test]
     fn an_unavailable_location_says_why() {
         let mut unavailable = location("default", Some(BackupStorageLocationPhase::Unavailable));
         unavailable.status.as_mut().unwrap().message =
@@ -338,6 +418,7 @@ mod tests {
             queue_position: None,
             progress: None,
             created: None,
+            from_seed: None,
         });
         let unwritten = SeedBackups {
             seed: "europe-2".into(),

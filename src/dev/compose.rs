@@ -397,6 +397,9 @@ fn seed_configuration(plan: &Plan, seed: &str) -> SeedConfiguration {
     // namespace owner's own location may use them only because the admin (this
     // landscape) says so.
     config.velero.non_admin.enable = true;
+    // A landscape to watch: another seed's new backups show up within seconds, not the
+    // production minute (each seed's sibling locations and their sync follow this).
+    config.velero.backup_sync_period = ConfigDuration(std::time::Duration::from_secs(5));
     if plan.store == BackupStore::Local {
         config.velero.non_admin.enforce_bsl_spec.provider = "local".into();
         config.velero.non_admin.allowed_local_buckets =

@@ -132,6 +132,18 @@ async fn backup_of_a_control_plane(dev: &Dev, data: &Path) {
             .contains("backup europe-1/web-cp: Completed 3/3")
     })
     .await;
+    // europe-2, of the same pool, reads it through its sibling location; america-1, of
+    // another region's pool, does not.
+    poll_until(
+        "the view shows europe-2 reading europe-1's backups",
+        || async {
+            let out = dev.output();
+            out.contains("location europe-2/seed-europe-1: Available (reads europe-1's backups)")
+                && out.contains("backup europe-2/web-cp: Completed 3/3 (from europe-1)")
+        },
+    )
+    .await;
+    assert!(!dev.output().contains("location america-1/seed-europe-1"));
 
     // Signed with the landscape's key: verified with europe-1's copy of it, and with
     // america-1's (any seed verifies any seed's backups), without a cluster.

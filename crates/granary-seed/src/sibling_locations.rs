@@ -35,7 +35,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 
 /// On a sibling location: the seed whose prefix it reads.
-pub const LABEL_SOURCE_SEED: &str = "granary.gardener.cloud/source-seed";
+pub use granary_api::velero::SOURCE_SEED_LABEL as LABEL_SOURCE_SEED;
 /// On a sibling location: the garden BackupBucket it reads.
 pub const ANNOTATION_SOURCE_BUCKET: &str = "granary.gardener.cloud/source-bucket";
 
@@ -141,6 +141,16 @@ async fn pass(ctx: &Context) -> Result<(), kube::Error> {
     let mut access: BTreeMap<String, Access> = BTreeMap::new();
     for b in &buckets {
         let name = b.name_any();
+        // Not created at the provider yet (or failing): nothing to list now.
+        let ready = b
+            .status
+            .as_ref()
+            .and_then(|s| s.last_operation.as_ref())
+            .is_some_and(|o| o.state == granary_api::common::LastOperationState::Succeeded);
+        if !ready {
+            unreachable.insert(name);
+            continue;
+        }
         match reach(ctx, b).await {
             Ok((seeds, reached)) => {
                 listed.insert(name.clone(), seeds);

@@ -88,6 +88,9 @@ pub const INTEGRITY_ANNOTATION: &str = "granary.gardener.cloud/integrity";
 pub const INTEGRITY_REASON_ANNOTATION: &str = "granary.gardener.cloud/integrity-reason";
 /// Annotation beside [`INTEGRITY_ANNOTATION`]: when the objects were last checked (RFC 3339).
 pub const INTEGRITY_CHECKED_AT_ANNOTATION: &str = "granary.gardener.cloud/integrity-checked-at";
+/// Label on a read-only BackupStorageLocation Granary keeps of another seed's Velero
+/// prefix (`seed-<name>`): that seed's name (docs/architecture.md#sibling-locations).
+pub const SOURCE_SEED_LABEL: &str = "granary.gardener.cloud/source-seed";
 /// Annotation on a Restore: the location its own files (logs, results, resource list,
 /// integrity record) went to, when not its backup's: a read-only location (another
 /// seed's) is never written, so they go to the default location instead.
