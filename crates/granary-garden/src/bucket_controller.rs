@@ -20,7 +20,7 @@ use crate::buckets::{
 };
 use crate::context::{Context, GardenError};
 use crate::ledger::pool_candidates;
-use crate::pools::{PoolKey, PoolKind, ProfileView, SeedView, pool_readers};
+use crate::pools::{PoolKey, PoolKind, pool_readers};
 use granary_api::common::LastOperationType;
 use granary_api::core::{ANNOTATION_EMPTY_SINCE, BackupBucket, FINALIZER_GARDEN_BUCKET_GUARD};
 use granary_runtime::status;
@@ -142,20 +142,7 @@ pub async fn reconcile(
     }
     if let Some(key) = &key {
         // The seeds of the pool read each other's Velero prefixes in its buckets.
-        let seeds: Vec<SeedView> = ctx
-            .stores
-            .seeds
-            .state()
-            .iter()
-            .map(|s| SeedView::of(s))
-            .collect();
-        let profiles: Vec<ProfileView> = ctx
-            .stores
-            .profiles
-            .state()
-            .iter()
-            .map(|p| ProfileView::of(p))
-            .collect();
+        let (seeds, profiles) = ctx.stores.pool_views();
         let readers = pool_readers(key, &seeds, &profiles);
         if let Some(patch) = reader_labels_patch(&bucket, &readers) {
             bucket = merge(&ctx, &name, &patch).await?;

@@ -78,6 +78,23 @@ pub struct Stores {
 }
 
 impl Stores {
+    /// The Seeds and CloudProfiles as pools see them.
+    pub fn pool_views(&self) -> (Vec<crate::pools::SeedView>, Vec<crate::pools::ProfileView>) {
+        let seeds = self
+            .seeds
+            .state()
+            .iter()
+            .map(|s| crate::pools::SeedView::of(s))
+            .collect();
+        let profiles = self
+            .profiles
+            .state()
+            .iter()
+            .map(|p| crate::pools::ProfileView::of(p))
+            .collect();
+        (seeds, profiles)
+    }
+
     /// Waits until every store has its initial list.
     pub async fn wait_ready(&self) -> Result<(), GardenError> {
         self.wait_ready_but_shoots().await?;

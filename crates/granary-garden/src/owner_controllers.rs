@@ -388,20 +388,7 @@ async fn mark_lost(
     let timings = ctx.timings();
     let candidate = ctx.stores.candidate(seed);
     let view = SeedView::of(seed);
-    let seeds: Vec<SeedView> = ctx
-        .stores
-        .seeds
-        .state()
-        .iter()
-        .map(|s| SeedView::of(s))
-        .collect();
-    let profiles: Vec<ProfileView> = ctx
-        .stores
-        .profiles
-        .state()
-        .iter()
-        .map(|p| ProfileView::of(p))
-        .collect();
+    let (seeds, profiles) = ctx.stores.pool_views();
     let mut readers: Vec<String> = crate::pools::seed_velero_pools(&view, &profiles)
         .iter()
         .flat_map(|key| crate::pools::pool_readers(key, &seeds, &profiles))

@@ -24,6 +24,22 @@ pub fn latest_of_schedule<'a>(
     backups: &'a [Backup],
     locations: &[BackupStorageLocation],
 ) -> Option<&'a Backup> {
+    newest_completed(backups, locations, |x| {
+        x.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(LABEL_SCHEDULE_NAME))
+            .is_some_and(|v| v == schedule)
+    })
+}
+
+/// The newest Completed backup `wanted` accepts, never one from a namespace owner's
+/// location.
+fn newest_completed<'a>(
+    backups: &'a [Backup],
+    locations: &[BackupStorageLocation],
+    wanted: impl Fn(&Backup) -> bool,
+) -> Option<&'a Backup> {
     let tenants: Vec<&str> = locations
         .iter()
         .filter(|l| crate::location::tenant_namespace(l).is_some())
@@ -32,11 +48,7 @@ pub fn latest_of_schedule<'a>(
     backups
         .iter()
         .filter(|x| {
-            x.metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(LABEL_SCHEDULE_NAME))
-                .is_some_and(|v| v == schedule)
+            wanted(x)
                 && phase(x) == Some(BackupPhase::Completed)
                 && !x
                     .spec
@@ -60,34 +72,12 @@ pub fn newest_of_namespace<'a>(
     backups: &'a [Backup],
     locations: &[BackupStorageLocation],
 ) -> Option<&'a Backup> {
-    let tenants: Vec<&str> = locations
-        .iter()
-        .filter(|l| crate::location::tenant_namespace(l).is_some())
-        .filter_map(|l| l.metadata.name.as_deref())
-        .collect();
-    let holds = |b: &Backup| {
+    newest_completed(backups, locations, |b| {
         let included = b.spec.included_namespaces.as_deref().unwrap_or_default();
         let excluded = b.spec.excluded_namespaces.as_deref().unwrap_or_default();
         (included.is_empty() || included.iter().any(|n| n == namespace || n == "*"))
             && !excluded.iter().any(|n| n == namespace)
-    };
-    backups
-        .iter()
-        .filter(|x| {
-            holds(x)
-                && phase(x) == Some(BackupPhase::Completed)
-                && !x
-                    .spec
-                    .storage_location
-                    .as_deref()
-                    .is_some_and(|l| tenants.contains(&l))
-        })
-        .max_by_key(|x| {
-            (
-                x.status.as_ref().and_then(|st| st.start_timestamp),
-                x.metadata.name.clone(),
-            )
-        })
+    })
 }
 
 /// Validates `restore` against the backups and locations of its namespace.
