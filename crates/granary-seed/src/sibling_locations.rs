@@ -16,7 +16,9 @@
 //! ever changed or deleted.
 
 use crate::context::Context;
-use crate::velero_location::{LABEL_MANAGED, MANAGED_BY, location_config, prefix};
+use crate::velero_location::{
+    LABEL_MANAGED, MANAGED_BY, location_config, prefix, write_credentials,
+};
 use granary_api::core::{BackupBucket, velero_reader_label};
 use granary_api::velero::{
     BackupStorageLocation, BackupStorageLocationAccessMode, BackupStorageLocationSpec,
@@ -24,7 +26,6 @@ use granary_api::velero::{
 };
 use granary_runtime::passes::run_passes;
 use granary_velero_server::watch::each_event_with;
-use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Secret, SecretKeySelector};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::watcher::{self, Event};
@@ -187,7 +188,7 @@ async fn pass(ctx: &Context) -> Result<(), kube::Error> {
         let credential = match file {
             Some(file) => {
                 let secret = credentials_secret(bucket);
-                write_secret(ctx, namespace, &secret, &labels, file).await?;
+                write_credentials(ctx, namespace, &secret, &labels, file).await?;
                 Some(SecretKeySelector {
                     name: secret,
                     key: "cloud".to_string(),
@@ -318,37 +319,6 @@ async fn reach(ctx: &Context, b: &BackupBucket) -> Result<(Vec<String>, Access),
             file,
         },
     ))
-}
-
-async fn write_secret(
-    ctx: &Context,
-    namespace: &str,
-    name: &str,
-    labels: &BTreeMap<String, String>,
-    file: &[u8],
-) -> Result<(), kube::Error> {
-    let secrets: Api<Secret> = Api::namespaced(ctx.seed.clone(), namespace);
-    let data: BTreeMap<String, ByteString> =
-        [("cloud".to_string(), ByteString(file.to_vec()))].into();
-    if let Some(s) = secrets.get_opt(name).await?
-        && s.data.as_ref() == Some(&data)
-    {
-        return Ok(());
-    }
-    let mut secret = Secret {
-        data: Some(data),
-        ..Default::default()
-    };
-    secret.metadata.name = Some(name.to_string());
-    secret.metadata.labels = Some(labels.clone());
-    secrets
-        .patch(
-            name,
-            &PatchParams::apply(MANAGED_BY).force(),
-            &Patch::Apply(&secret),
-        )
-        .await?;
-    Ok(())
 }
 
 #[cfg(test)]

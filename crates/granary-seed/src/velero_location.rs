@@ -247,7 +247,7 @@ async fn pass(ctx: &Context) -> Result<(), kube::Error> {
             let credential = if provider == "local" {
                 None
             } else {
-                write_credentials(ctx, namespace, &labels, file).await?;
+                write_credentials(ctx, namespace, CREDENTIALS_SECRET, &labels, &file).await?;
                 Some(SecretKeySelector {
                     name: CREDENTIALS_SECRET.to_string(),
                     key: "cloud".to_string(),
@@ -315,15 +315,19 @@ async fn pass(ctx: &Context) -> Result<(), kube::Error> {
     Ok(())
 }
 
-async fn write_credentials(
+/// Writes Velero credentials file `file` into Secret `name` (key `cloud`) of the Velero
+/// namespace, unless it already holds it.
+pub(crate) async fn write_credentials(
     ctx: &Context,
     namespace: &str,
+    name: &str,
     labels: &BTreeMap<String, String>,
-    file: Vec<u8>,
+    file: &[u8],
 ) -> Result<(), kube::Error> {
     let secrets: Api<Secret> = Api::namespaced(ctx.seed.clone(), namespace);
-    let data: BTreeMap<String, ByteString> = [("cloud".to_string(), ByteString(file))].into();
-    if let Some(s) = secrets.get_opt(CREDENTIALS_SECRET).await?
+    let data: BTreeMap<String, ByteString> =
+        [("cloud".to_string(), ByteString(file.to_vec()))].into();
+    if let Some(s) = secrets.get_opt(name).await?
         && s.data.as_ref() == Some(&data)
     {
         return Ok(());
@@ -332,12 +336,12 @@ async fn write_credentials(
         data: Some(data),
         ..Default::default()
     };
-    secret.metadata.name = Some(CREDENTIALS_SECRET.to_string());
+    secret.metadata.name = Some(name.to_string());
     secret.metadata.labels = Some(labels.clone());
     secrets
         .patch(
-            CREDENTIALS_SECRET,
-            &PatchParams::apply("granary-seed").force(),
+            name,
+            &PatchParams::apply(MANAGED_BY).force(),
             &Patch::Apply(&secret),
         )
         .await?;

@@ -329,17 +329,7 @@ async fn fail_validation(
     errors: Vec<String>,
     backups: &[Backup],
 ) -> Result<(), kube::Error> {
-    let sched = r
-        .spec
-        .backup_name
-        .as_deref()
-        .and_then(|b| {
-            backups
-                .iter()
-                .find(|x| x.metadata.name.as_deref() == Some(b))
-        })
-        .map(schedule_of)
-        .unwrap_or_default();
+    let sched = backup_of(r, backups).map(schedule_of).unwrap_or_default();
     patch(
         ctx,
         &r.name_any(),
@@ -361,6 +351,14 @@ async fn fail_validation(
 }
 
 /// Deletes `restores/<name>/` from the backup's location, then the finalizer.
+/// The restore's backup among `backups`.
+fn backup_of<'a>(r: &Restore, backups: &'a [Backup]) -> Option<&'a Backup> {
+    let name = r.spec.backup_name.as_deref()?;
+    backups
+        .iter()
+        .find(|x| x.metadata.name.as_deref() == Some(name))
+}
+
 /// Whether a location may not be written (`accessMode: ReadOnly`).
 pub(crate) fn read_only(l: &BackupStorageLocation) -> bool {
     l.spec.access_mode == Some(BackupStorageLocationAccessMode::ReadOnly)
@@ -393,15 +391,7 @@ async fn finalize(
     // that one is read-only (nothing was written there).
     let location = match r.annotations().get(RESTORE_FILES_LOCATION_ANNOTATION) {
         Some(l) => named(l),
-        None => r
-            .spec
-            .backup_name
-            .as_deref()
-            .and_then(|b| {
-                backups
-                    .iter()
-                    .find(|x| x.metadata.name.as_deref() == Some(b))
-            })
+        None => backup_of(r, backups)
             .and_then(|b| b.spec.storage_location.clone())
             .and_then(|l| named(&l))
             .filter(|l| !read_only(l)),

@@ -305,12 +305,19 @@ fn read_sibling_digests(
     tarball: &Path,
     limits: &ArchiveLimits,
 ) -> Result<Option<ItemDigests>, ArchiveError> {
-    let sibling = tarball.with_file_name(MANIFEST_FILE_NAME);
-    match File::open(&sibling) {
-        Ok(f) => Ok(Some(ItemDigests::read_gz(
-            BufReader::new(f),
+    match open_sibling_manifest(tarball)? {
+        Some(f) => Ok(Some(ItemDigests::read_gz(
+            f,
             limits.max_retained_bytes / 4,
         )?)),
+        None => Ok(None),
+    }
+}
+
+/// The stored manifest beside `tarball`, opened; `None` when there is none.
+fn open_sibling_manifest(tarball: &Path) -> Result<Option<BufReader<File>>, ArchiveError> {
+    match File::open(tarball.with_file_name(MANIFEST_FILE_NAME)) {
+        Ok(f) => Ok(Some(BufReader::new(f))),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e.into()),
     }
@@ -323,14 +330,9 @@ fn read_sibling_manifest(
     tarball: &Path,
     limits: &ArchiveLimits,
 ) -> Result<Option<Manifest>, ArchiveError> {
-    let sibling = tarball.with_file_name(MANIFEST_FILE_NAME);
-    match File::open(&sibling) {
-        Ok(f) => Ok(Some(Manifest::read_gz(
-            BufReader::new(f),
-            limits.max_retained_bytes / 4,
-        )?)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e.into()),
+    match open_sibling_manifest(tarball)? {
+        Some(f) => Ok(Some(Manifest::read_gz(f, limits.max_retained_bytes / 4)?)),
+        None => Ok(None),
     }
 }
 

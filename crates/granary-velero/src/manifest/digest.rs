@@ -4,87 +4,46 @@
 //! comparisons are mostly cache misses; a sorted vector of 32-byte digests answers it in
 //! a few milliseconds and 32 bytes per item.
 
-use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
 use std::io::Read;
 
 use sha2::{Digest, Sha256};
 
-use super::store::{read_json_gz, stored_items};
+use super::store::{ItemRecord, read_json_gz, stored_items};
 use super::{Item, Manifest, ManifestError, ManifestItem};
 
-/// Every field of an item, borrowed, in the stored order. Its `Hash` is the input of
-/// [`ItemDigests`]: std's `Hash` for strings ends each with `0xff` and starts every
-/// collection with its length, so the encoding is prefix-free and equal digests mean
-/// equal fields. Lengths are hashed as native-endian `usize`, which is fine because
-/// digests are only compared within one process, never stored.
-#[derive(Hash)]
-struct Fields<'a> {
-    group: &'a str,
-    version: &'a str,
-    kind: &'a str,
-    resource: &'a str,
-    namespace: &'a str,
-    name: &'a str,
-    uid: &'a str,
-    labels: &'a BTreeMap<String, String>,
-    annotations: &'a BTreeMap<String, String>,
-    owners: &'a [String],
-}
-
-impl Fields<'_> {
-    fn digest(&self) -> [u8; 32] {
-        /// `Hasher` over SHA-256; `finish` is never called.
-        struct Sha(Sha256);
-        impl Hasher for Sha {
-            fn write(&mut self, bytes: &[u8]) {
-                self.0.update(bytes);
-            }
-            fn finish(&self) -> u64 {
-                0
-            }
+/// The fingerprint of a record: SHA-256 over its `Hash`. std's `Hash` for strings ends
+/// each with `0xff` and starts every collection with its length, so the encoding is
+/// prefix-free and equal digests mean equal fields. Lengths are hashed as native-endian
+/// `usize`, which is fine because digests are only compared within one process, never
+/// stored.
+fn fingerprint(record: &ItemRecord<'_>) -> [u8; 32] {
+    /// `Hasher` over SHA-256; `finish` is never called.
+    struct Sha(Sha256);
+    impl Hasher for Sha {
+        fn write(&mut self, bytes: &[u8]) {
+            self.0.update(bytes);
         }
-        let mut h = Sha(Sha256::new());
-        self.hash(&mut h);
-        h.0.finalize().into()
+        fn finish(&self) -> u64 {
+            0
+        }
     }
+    let mut h = Sha(Sha256::new());
+    record.hash(&mut h);
+    h.0.finalize().into()
 }
 
 impl ManifestItem {
     /// The item's fingerprint: equal for equal items (every field), else different.
     pub fn digest(&self) -> [u8; 32] {
-        Fields {
-            group: &self.group,
-            version: &self.version,
-            kind: &self.kind,
-            resource: &self.resource,
-            namespace: &self.namespace,
-            name: &self.name,
-            uid: &self.uid,
-            labels: &self.labels,
-            annotations: &self.annotations,
-            owners: &self.owners,
-        }
-        .digest()
+        fingerprint(&ItemRecord::of_owned(self))
     }
 }
 
 impl Item<'_> {
     /// [`ManifestItem::digest`] of this item.
     pub fn digest(&self) -> [u8; 32] {
-        Fields {
-            group: &self.key.group,
-            version: &self.meta.version,
-            kind: &self.meta.kind,
-            resource: &self.key.resource,
-            namespace: &self.key.namespace,
-            name: &self.key.name,
-            uid: &self.meta.uid,
-            labels: &self.meta.labels,
-            annotations: &self.meta.annotations,
-            owners: &self.meta.owners,
-        }
-        .digest()
+        fingerprint(&ItemRecord::of(*self))
     }
 }
 
@@ -146,6 +105,7 @@ impl FromIterator<[u8; 32]> for ItemDigests {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
 
     fn item(name: &str) -> ManifestItem {
         ManifestItem {

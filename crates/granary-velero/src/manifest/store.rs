@@ -10,7 +10,7 @@ use flate2::write::GzEncoder;
 use serde::ser::{SerializeSeq, SerializeStruct};
 use serde::{Deserialize, Serialize, Serializer};
 
-use super::{Manifest, ManifestError, ManifestItem, item_from_object};
+use super::{Item, Manifest, ManifestError, ManifestItem, item_from_object};
 use crate::archive::{
     ArchiveEntry, ArchiveError, ArchiveLimits, RetainedBudget, VersionDir, read_archive_within,
 };
@@ -53,9 +53,10 @@ pub(super) fn stored_items(json: &[u8]) -> Result<Vec<ManifestItem>, ManifestErr
     Ok(stored.items)
 }
 
-/// Borrowed item record in the stored field order.
-#[derive(Serialize)]
-struct ItemRecord<'a> {
+/// Every field of an item, borrowed, in the stored field order: what the stored manifest
+/// writes, and what its fingerprint hashes ([`super::ItemDigests`]).
+#[derive(Serialize, Hash)]
+pub(super) struct ItemRecord<'a> {
     group: &'a str,
     version: &'a str,
     kind: &'a str,
@@ -68,24 +69,45 @@ struct ItemRecord<'a> {
     owners: &'a [String],
 }
 
+impl<'a> ItemRecord<'a> {
+    pub(super) fn of(item: Item<'a>) -> Self {
+        ItemRecord {
+            group: &item.key.group,
+            version: &item.meta.version,
+            kind: &item.meta.kind,
+            resource: &item.key.resource,
+            namespace: &item.key.namespace,
+            name: &item.key.name,
+            uid: &item.meta.uid,
+            labels: &item.meta.labels,
+            annotations: &item.meta.annotations,
+            owners: &item.meta.owners,
+        }
+    }
+
+    pub(super) fn of_owned(item: &'a ManifestItem) -> Self {
+        ItemRecord {
+            group: &item.group,
+            version: &item.version,
+            kind: &item.kind,
+            resource: &item.resource,
+            namespace: &item.namespace,
+            name: &item.name,
+            uid: &item.uid,
+            labels: &item.labels,
+            annotations: &item.annotations,
+            owners: &item.owners,
+        }
+    }
+}
+
 struct Items<'a>(&'a Manifest);
 
 impl Serialize for Items<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut seq = s.serialize_seq(Some(self.0.len()))?;
         for item in self.0.iter() {
-            seq.serialize_element(&ItemRecord {
-                group: &item.key.group,
-                version: &item.meta.version,
-                kind: &item.meta.kind,
-                resource: &item.key.resource,
-                namespace: &item.key.namespace,
-                name: &item.key.name,
-                uid: &item.meta.uid,
-                labels: &item.meta.labels,
-                annotations: &item.meta.annotations,
-                owners: &item.meta.owners,
-            })?;
+            seq.serialize_element(&ItemRecord::of(item))?;
         }
         seq.end()
     }
