@@ -383,7 +383,6 @@ fn files_written(phase: BackupPhase) -> bool {
 }
 
 async fn read_details(client: &Client, target: &Target, b: &Backup) -> (Details, Option<String>) {
-    let name = b.metadata.name.as_deref().unwrap_or_default();
     let status = b.status.clone().unwrap_or_default();
     let phase = status.phase.unwrap_or(BackupPhase::New);
     if !files_written(phase) {
@@ -412,7 +411,7 @@ async fn read_details(client: &Client, target: &Target, b: &Backup) -> (Details,
             return (details, Some(msg));
         }
     };
-    let keys = match loc.layout.backup(name) {
+    let keys = match loc.layout.backup(&b.stored_name()) {
         Ok(k) => k,
         Err(e) => return (Details::default(), Some(e.to_string())),
     };
@@ -535,7 +534,7 @@ async fn logs(
     if target.data_dir.is_some() {
         let bsl = location_of(client, ns, &b).await?;
         let loc = store::open(client, ns, &bsl, target.data_dir.as_deref()).await?;
-        let key = loc.layout.backup(name)?.logs();
+        let key = loc.layout.backup(&b.stored_name())?.logs();
         download::direct(&loc, kind, &key, &mut out).await?;
     } else {
         download::through_server(client, ns, kind, name, fetch, &mut out).await?;
@@ -575,7 +574,7 @@ async fn download(
         async {
             let bsl = location_of(client, ns, &b).await?;
             let loc = store::open(client, ns, &bsl, target.data_dir.as_deref()).await?;
-            let key = loc.layout.backup(name)?.contents();
+            let key = loc.layout.backup(&b.stored_name())?.contents();
             download::direct(&loc, kind, &key, &mut file).await
         }
         .await

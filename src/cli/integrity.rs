@@ -65,7 +65,12 @@ pub struct VerifyFlags {
 
 /// One backup to check: where it is and whose it is.
 struct Subject {
+    /// The backup's name here.
     name: String,
+    /// The name its files are stored under (another seed's backup: its name there).
+    stored: String,
+    /// Its location is read-only (another seed's prefix): never signed from here.
+    read_only: bool,
     store: Arc<dyn ObjectStore>,
     layout: StorageLayout,
     tenant: Option<String>,
@@ -121,7 +126,7 @@ pub async fn verify(target: &Target, flags: VerifyFlags) -> anyhow::Result<()> {
             let c = server_integrity::deep_check_backup(
                 s.store.as_ref(),
                 &s.layout,
-                &s.name,
+                &s.stored,
                 &keyring,
                 s.tenant.as_deref(),
             )
@@ -132,7 +137,7 @@ pub async fn verify(target: &Target, flags: VerifyFlags) -> anyhow::Result<()> {
             let c = server_integrity::check_backup(
                 s.store.as_ref(),
                 &s.layout,
-                &s.name,
+                &s.stored,
                 &keyring,
                 s.tenant.as_deref(),
                 Hash::AllBut(&[]),
@@ -143,6 +148,12 @@ pub async fn verify(target: &Target, flags: VerifyFlags) -> anyhow::Result<()> {
         };
         let mut signed = false;
         if flags.sign && verdict == Verdict::Unsigned && deep.is_empty() {
+            if s.read_only {
+                bail!(
+                    "--sign: backup {} is in a read-only location; sign it where it is written",
+                    s.name
+                );
+            }
             sign_existing(s, &keyring).await?;
             signed = true;
         }
@@ -169,7 +180,7 @@ pub async fn verify(target: &Target, flags: VerifyFlags) -> anyhow::Result<()> {
 /// object as it is now.
 async fn sign_existing(s: &Subject, keyring: &Keyring) -> anyhow::Result<()> {
     use futures::TryStreamExt;
-    let keys = s.layout.backup(&s.name)?;
+    let keys = s.layout.backup(&s.stored)?;
     let bucket = s.layout.bucket();
     let entries: Vec<ListEntry> = s
         .store
@@ -255,7 +266,9 @@ async fn from_flags(target: &Target, f: &VerifyFlags) -> anyhow::Result<(Vec<Sub
         names
             .into_iter()
             .map(|name| Subject {
+                stored: name.clone(),
                 name,
+                read_only: false,
                 store: store.clone(),
                 layout: access.layout.clone(),
                 tenant: None,
@@ -313,7 +326,7 @@ async fn from_cluster(target: &Target, f: &VerifyFlags) -> anyhow::Result<(Vec<S
     };
     let locations: Api<BackupStorageLocation> = Api::namespaced(client, ns);
     // Each location opened once: its store, layout and namespace owner.
-    type Opened = (Arc<dyn ObjectStore>, StorageLayout, Option<String>);
+    type Opened = (Arc<dyn ObjectStore>, StorageLayout, Option<String>, bool);
     let mut opened: BTreeMap<String, Opened> = BTreeMap::new();
     let mut subjects = Vec::new();
     for b in backups {
@@ -327,15 +340,22 @@ async fn from_cluster(target: &Target, f: &VerifyFlags) -> anyhow::Result<(Vec<S
                 .await?
                 .with_context(|| format!("backup {}: location {loc:?} not found", b.name_any()))?;
             let tenant = granary_velero_server::location::tenant_namespace(&location);
+            let read_only = location.spec.access_mode
+                == Some(granary_api::velero::BackupStorageLocationAccessMode::ReadOnly);
             let open = ctx
                 .open(location)
                 .await
                 .map_err(|e| anyhow::anyhow!("location {loc:?}: {e}"))?;
-            opened.insert(loc.clone(), (open.store, open.access.layout, tenant));
+            opened.insert(
+                loc.clone(),
+                (open.store, open.access.layout, tenant, read_only),
+            );
         }
-        let (store, layout, tenant) = opened[&loc].clone();
+        let (store, layout, tenant, read_only) = opened[&loc].clone();
         subjects.push(Subject {
             name: b.name_any(),
+            stored: b.stored_name(),
+            read_only,
             store,
             layout,
             tenant,

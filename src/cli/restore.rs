@@ -303,18 +303,10 @@ async fn resolve_source(
     if let Some(seed) = nonempty(&flags.from_seed) {
         let name = restore.spec.backup_name.clone().unwrap_or_default();
         let location = format!("seed-{seed}");
-        let b = backups.get_opt(&name).await?.with_context(|| {
-            format!(
-                "--from-backup: backup {name:?} not found in namespace {ns} (seed {seed}'s \
-                 backups are listed through location {location} once its prefix is synced)"
-            )
-        })?;
-        let at = b.spec.storage_location.clone().unwrap_or_default();
-        if at != location {
-            bail!(
-                "--from-seed: backup {name:?} is in location {at:?}, not seed {seed}'s ({location})"
-            );
-        }
+        let all = backups.list(&ListParams::default()).await?.items;
+        let found = granary_velero_server::restore::validate::stored_in(&all, &location, &name)
+            .map_err(|e| anyhow::anyhow!("--from-backup: {e} (namespace {ns})"))?;
+        restore.spec.backup_name = Some(found.name_any());
     }
     if let Some(shoot) = nonempty(&flags.for_shoot) {
         let namespace = super::restore_spec::shoot_control_plane_namespace(shoot)

@@ -3,7 +3,8 @@
 //! seeds each have a bucket, an entry and credentials in the garden; SubjectAccessReviews
 //! and AdmissionReviews posted as kube-apiserver posts them are answered from the
 //! garden's objects: each seed is refused the other's bucket, entry and credentials, and
-//! allowed its own.
+//! allowed its own; a seed the garden made a reader of a bucket may read it and its
+//! credentials, and write or delete nothing of it.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -362,6 +363,66 @@ async fn a_seed_is_refused_another_seeds_bucket_entry_and_credentials() {
         watch["labelSelector"] = selector(&other.seed);
         assert_eq!(review(addr, ca, &user, watch).await.0, Some(false));
     }
+    // A reader of the first seed's bucket (a seed of its pool, labelled by the garden:
+    // docs/architecture.md#sibling-locations) reads it and its credentials, and nothing
+    // of it can be written, deleted or read beyond that.
+    let reader = tc.name("sr");
+    let reader_label = granary_api::core::velero_reader_label(&reader);
+    Api::<BackupBucket>::all(tc.client())
+        .patch(
+            &a.bucket,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"metadata": {"labels": {&reader_label: "true"}}})),
+        )
+        .await
+        .expect("reader label");
+    let user_r = seed_user(&reader);
+    poll_until("the webhook sees the reader label", || {
+        let (ca, user, bucket) = (ca.to_string(), user_r.clone(), a.bucket.clone());
+        async move {
+            review(addr, &ca, &user, core("get", "backupbuckets", "", &bucket))
+                .await
+                .0
+                == Some(true)
+        }
+    })
+    .await;
+    let by_reader_label = |seed: &str| {
+        let mut w = core("watch", "backupbuckets", "", "");
+        w["labelSelector"] = json!({"requirements": [{"key": granary_api::core::velero_reader_label(seed), "operator": "In", "values": ["true"]}]});
+        w
+    };
+    let reader_cases = [
+        (core("get", "backupbuckets", "", &a.bucket), true),
+        (core("get", "secrets", "garden", &a.secret), true),
+        (by_reader_label(&reader), true),
+        (core("patch", "backupbuckets", "", &a.bucket), false),
+        (core("update", "backupbuckets", "", &a.bucket), false),
+        (core("patch", "backupbuckets/status", "", &a.bucket), false),
+        (core("delete", "backupbuckets", "", &a.bucket), false),
+        (core("update", "secrets", "garden", &a.secret), false),
+        (core("delete", "secrets", "garden", &a.secret), false),
+        (core("get", "backupentries", &project, &a.entry), false),
+        (core("create", "backupentries", &project, ""), false),
+        (
+            core("patch", "backupentries/status", &project, &a.entry),
+            false,
+        ),
+        (core("get", "backupbuckets", "", &b.bucket), false),
+        (core("get", "secrets", "garden", &b.secret), false),
+        (by_reader_label(&a.seed), false),
+    ];
+    for (attributes, allowed) in reader_cases {
+        let (verdict, reason) = review(addr, ca, &user_r, attributes.clone()).await;
+        assert_eq!(verdict, Some(allowed), "reader {attributes}: {reason}");
+    }
+    // The second seed, no reader of it, is still refused it.
+    let theirs = core("get", "backupbuckets", "", &a.bucket);
+    assert_eq!(
+        review(addr, ca, &seed_user(&b.seed), theirs).await.0,
+        Some(false)
+    );
+
     // Anyone else: no opinion (RBAC decides).
     let admin = review(
         addr,

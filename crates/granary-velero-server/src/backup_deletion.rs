@@ -333,7 +333,7 @@ async fn delete_backup(
         .filter(|r| r.spec.backup_name.as_deref() == Some(backup_name.as_str()))
         .map(|r| r.name_any())
         .collect();
-    let mut errors = delete_data(ctx, location, &backup_name, &restores).await;
+    let mut errors = delete_data(ctx, location, &backup.stored_name(), &restores).await;
     failpoint(FAILPOINTS[2])?;
     for restore in &restores {
         match ctx

@@ -19,6 +19,12 @@
 //! is read as that owner's: names must carry the namespace's NACUUID prefix, and no
 //! label, annotation or owner reference of the bucket's survives but NAC's own.
 //!
+//! A location of another seed's prefix (labelled `granary.gardener.cloud/source-seed`,
+//! docs/architecture.md#sibling-locations) lists its backups as `<seed>.<name>`, the
+//! stored name in `granary.gardener.cloud/stored-name`, so the same Schedule on two
+//! seeds never hides one seed's backups behind the other's; their owner references and
+//! schedule label stay behind (they name the other seed's Schedules).
+//!
 //! Every import is checked against its integrity record (docs/formats.md#integrity-record)
 //! with every object read: the Backup carries the verdict
 //! (`granary.gardener.cloud/integrity`: `verified`, `unsigned`, `unknown-key`,
@@ -35,8 +41,9 @@ use granary_api::oadp::{
 };
 use granary_api::velero::{
     Backup, BackupPhase, BackupStorageLocation, BackupStorageLocationPhase, INTEGRITY_ANNOTATION,
-    INTEGRITY_CHECKED_AT_ANNOTATION, INTEGRITY_REASON_ANNOTATION, SCHEDULE_UID_ANNOTATION,
-    STORAGE_LOCATION_LABEL, SYNCED_LABEL, Schedule,
+    INTEGRITY_CHECKED_AT_ANNOTATION, INTEGRITY_REASON_ANNOTATION, SCHEDULE_NAME_LABEL,
+    SCHEDULE_UID_ANNOTATION, SOURCE_SEED_LABEL, STORAGE_LOCATION_LABEL, STORED_NAME_ANNOTATION,
+    SYNCED_LABEL, Schedule, sibling_backup_name,
 };
 use granary_providers::ListEntry;
 use granary_velero::files::decode_backup_json;
@@ -115,6 +122,28 @@ pub enum Origin<'a> {
     /// no label, annotation or owner reference of the bucket's is kept but NAC's own, the
     /// origin namespace always being `namespace`.
     Tenant { namespace: &'a str },
+    /// A read-only location of seed `seed`'s Velero prefix: its backups are listed as
+    /// `<seed>.<name>` with the stored name in [`STORED_NAME_ANNOTATION`].
+    Sibling { seed: &'a str },
+}
+
+impl<'a> Origin<'a> {
+    /// The origin of `location`'s backups: `tenant` is the namespace of the owner it was
+    /// made for ([`tenant_namespace`](super::location::tenant_namespace)), `schedules`
+    /// those of an administrator's.
+    pub fn of(
+        location: &'a BackupStorageLocation,
+        tenant: Option<&'a str>,
+        schedules: &'a BTreeMap<String, String>,
+    ) -> Origin<'a> {
+        if let Some(namespace) = tenant {
+            Origin::Tenant { namespace }
+        } else if let Some(seed) = location.labels().get(SOURCE_SEED_LABEL) {
+            Origin::Sibling { seed }
+        } else {
+            Origin::Admin { schedules }
+        }
+    }
 }
 
 /// What sync does with one `velero-backup.json`.
@@ -187,6 +216,13 @@ pub fn imported(
     meta.deletion_timestamp = None;
     meta.deletion_grace_period_seconds = None;
     meta.finalizers = None;
+    // What says where a backup's files are, or which seed wrote it, is never a bucket's.
+    if let Some(a) = meta.annotations.as_mut() {
+        a.remove(STORED_NAME_ANNOTATION);
+    }
+    if let Some(l) = meta.labels.as_mut() {
+        l.remove(SOURCE_SEED_LABEL);
+    }
     match origin {
         Origin::Admin { schedules } => {
             if let Some(owners) = meta.owner_references.as_mut() {
@@ -226,6 +262,23 @@ pub fn imported(
             );
             meta.annotations = Some(kept);
         }
+        Origin::Sibling { seed } => {
+            let cluster_name = sibling_backup_name(seed, &name);
+            if !granary_api::names::is_dns1123_subdomain(&cluster_name) {
+                return Import::Refuse(format!(
+                    "backup {name:?} of seed {seed} is not synced: {cluster_name:?} is not a \
+                     valid name (at most 253 characters)"
+                ));
+            }
+            meta.name = Some(cluster_name);
+            meta.owner_references = None;
+            let annotations = meta.annotations.get_or_insert_with(Default::default);
+            annotations.remove(SCHEDULE_UID_ANNOTATION);
+            annotations.insert(STORED_NAME_ANNOTATION.to_string(), name.clone());
+            let labels = meta.labels.get_or_insert_with(Default::default);
+            labels.remove(SCHEDULE_NAME_LABEL);
+            labels.insert(SOURCE_SEED_LABEL.to_string(), seed.to_string());
+        }
     }
     let labels = meta.labels.get_or_insert_with(Default::default);
     labels.insert(
@@ -264,6 +317,20 @@ pub fn integrity_event(verdict: &Verdict) -> Option<(&'static str, String)> {
     }
 }
 
+/// The stored names sync counts as already in the cluster for a location of `origin`
+/// named `location`: every Backup's name (names are one namespace's), and for another
+/// seed's location the stored names of its own Backups.
+pub fn in_cluster(cluster: &[Backup], location: &str, origin: Origin<'_>) -> BTreeSet<String> {
+    match origin {
+        Origin::Sibling { .. } => cluster
+            .iter()
+            .filter(|b| b.spec.storage_location.as_deref() == Some(location))
+            .map(Backup::stored_name)
+            .collect(),
+        _ => cluster.iter().map(|b| b.name_any()).collect(),
+    }
+}
+
 /// Backups in the bucket and not in the cluster, in name order.
 pub fn missing(in_bucket: &[String], in_cluster: &BTreeSet<String>) -> Vec<String> {
     let mut names: Vec<String> = in_bucket
@@ -277,7 +344,7 @@ pub fn missing(in_bucket: &[String], in_cluster: &BTreeSet<String>) -> Vec<Strin
 }
 
 /// In-cluster backups of `location` (by its label) that are Completed or
-/// PartiallyFailed but no longer in the bucket: Velero deletes them.
+/// PartiallyFailed but no longer in the bucket (by their stored name): Velero deletes them.
 pub fn orphans(cluster: &[Backup], location: &str, in_bucket: &BTreeSet<String>) -> Vec<String> {
     let label = valid_label_value(location);
     cluster
@@ -289,8 +356,8 @@ pub fn orphans(cluster: &[Backup], location: &str, in_bucket: &BTreeSet<String>)
                 Some(BackupPhase::Completed | BackupPhase::PartiallyFailed)
             )
         })
+        .filter(|b| !in_bucket.contains(&b.stored_name()))
         .map(|b| b.name_any())
-        .filter(|n| !in_bucket.contains(n))
         .collect()
 }
 
@@ -382,20 +449,25 @@ async fn sync(ctx: &VeleroContext, location: &BackupStorageLocation) -> Result<(
     let in_bucket = layout.backup_names_from_prefixes(&prefixes);
     let backups = ctx.api::<Backup>();
     let cluster = backups.list(&ListParams::default()).await?.items;
-    let in_cluster: BTreeSet<String> = cluster.iter().map(|b| b.name_any()).collect();
-    let to_import = missing(&in_bucket, &in_cluster);
     let tenant = super::location::tenant_namespace(location);
-    let schedules: BTreeMap<String, String> = if to_import.is_empty() {
-        BTreeMap::new()
-    } else {
-        ctx.api::<Schedule>()
+    let mut schedules = BTreeMap::new();
+    let in_cluster = in_cluster(
+        &cluster,
+        &name,
+        Origin::of(location, tenant.as_deref(), &schedules),
+    );
+    let to_import = missing(&in_bucket, &in_cluster);
+    if !to_import.is_empty() {
+        schedules = ctx
+            .api::<Schedule>()
             .list(&ListParams::default())
             .await?
             .items
             .into_iter()
             .map(|s| (s.name_any(), s.uid().unwrap_or_default()))
-            .collect()
-    };
+            .collect();
+    }
+    let origin = Origin::of(location, tenant.as_deref(), &schedules);
     for backup_name in &to_import {
         let Ok(keys) = layout.backup(backup_name) else {
             continue;
@@ -426,12 +498,6 @@ async fn sync(ctx: &VeleroContext, location: &BackupStorageLocation) -> Result<(
             tracing::warn!(location = %name, backup = %backup_name, named = %stored.name_any(), "velero-backup.json names another backup; not synced");
             continue;
         }
-        let origin = match tenant.as_deref() {
-            Some(namespace) => Origin::Tenant { namespace },
-            None => Origin::Admin {
-                schedules: &schedules,
-            },
-        };
         let (mut backup, warning) = match imported(
             stored,
             ctx.namespace(),
@@ -846,6 +912,90 @@ mod tests {
         assert_eq!(
             orphans(&cluster, "default", &bucket),
             vec!["gone", "gone-partial"]
+        );
+    }
+
+    #[test]
+    fn another_seeds_backup_is_listed_under_its_seeds_name_and_found_by_its_stored_name() {
+        let now = t("2026-01-01T00:00:00Z");
+        let mut b = stored(BackupPhase::Completed, None);
+        b.metadata.name = Some("daily-20260101000000".into());
+        b.metadata.owner_references = Some(vec![OwnerReference {
+            api_version: "velero.io/v1".into(),
+            kind: "Schedule".into(),
+            name: "daily".into(),
+            uid: "s-1".into(),
+            ..Default::default()
+        }]);
+        b.labels_mut()
+            .insert(SCHEDULE_NAME_LABEL.into(), "daily".into());
+        b.labels_mut().insert("team".into(), "web".into());
+        // What the other seed's bucket says of the name and the seed is dropped.
+        b.labels_mut()
+            .insert(SOURCE_SEED_LABEL.into(), "forged".into());
+        b.annotations_mut()
+            .insert(STORED_NAME_ANNOTATION.into(), "someone-else".into());
+        let (i, _) = created(imported(
+            b.clone(),
+            "velero",
+            "seed-eu-1",
+            Origin::Sibling { seed: "eu-1" },
+            now,
+        ));
+        assert_eq!(i.name_any(), "eu-1.daily-20260101000000");
+        assert_eq!(i.stored_name(), "daily-20260101000000");
+        assert_eq!(i.labels()[SOURCE_SEED_LABEL], "eu-1");
+        assert_eq!(i.labels()["team"], "web");
+        assert_eq!(i.labels()[STORAGE_LOCATION_LABEL], "seed-eu-1");
+        assert!(
+            !i.labels().contains_key(SCHEDULE_NAME_LABEL),
+            "not our Schedule's"
+        );
+        assert_eq!(i.metadata.owner_references, None);
+        assert_eq!(i.spec.storage_location.as_deref(), Some("seed-eu-1"));
+        // An administrator's location never takes either from its bucket.
+        let (admin, _) = created(admin_import(b.clone(), &BTreeMap::new(), now));
+        assert_eq!(admin.name_any(), "daily-20260101000000");
+        assert!(!admin.annotations().contains_key(STORED_NAME_ANNOTATION));
+        assert!(!admin.labels().contains_key(SOURCE_SEED_LABEL));
+        assert_eq!(admin.stored_name(), "daily-20260101000000");
+        // A name too long once prefixed is refused, never cut.
+        b.metadata.name = Some("x".repeat(250));
+        assert!(matches!(
+            imported(b, "velero", "seed-eu-1", Origin::Sibling { seed: "eu-1" }, now),
+            Import::Refuse(r) if r.contains("at most 253")
+        ));
+
+        // This seed's own backup of the same name does not hide the other seed's; the
+        // other seed's is an orphan once gone from its bucket, by its stored name.
+        let mut own = stored(BackupPhase::Completed, None);
+        own.metadata.name = Some("daily-20260101000000".into());
+        own.spec.storage_location = Some("default".into());
+        own.labels_mut()
+            .insert(STORAGE_LOCATION_LABEL.into(), "default".into());
+        let cluster = vec![own, i];
+        let sibling = Origin::Sibling { seed: "eu-1" };
+        let schedules = BTreeMap::new();
+        let admin = Origin::Admin {
+            schedules: &schedules,
+        };
+        let bucket = vec!["daily-20260101000000".to_string(), "daily-2".into()];
+        assert_eq!(
+            missing(&bucket, &in_cluster(&cluster, "seed-eu-1", sibling)),
+            vec!["daily-2"]
+        );
+        assert_eq!(
+            missing(&bucket, &in_cluster(&cluster, "seed-eu-2", sibling)),
+            vec!["daily-2", "daily-20260101000000"]
+        );
+        assert_eq!(
+            missing(&bucket, &in_cluster(&cluster, "default", admin)),
+            vec!["daily-2"]
+        );
+        assert!(orphans(&cluster, "seed-eu-1", &bucket.iter().cloned().collect()).is_empty());
+        assert_eq!(
+            orphans(&cluster, "seed-eu-1", &BTreeSet::new()),
+            vec!["eu-1.daily-20260101000000"]
         );
     }
 

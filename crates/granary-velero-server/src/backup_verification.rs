@@ -247,7 +247,7 @@ async fn check_at(
     let checked = integrity::check_backup(
         open.store.as_ref(),
         &open.access.layout,
-        &b.name_any(),
+        &b.stored_name(),
         &ctx.keys.current(),
         tenant.as_deref(),
         Hash::AllBut(&[]),
@@ -340,7 +340,7 @@ pub async fn deep_check(ctx: &VeleroContext, b: &Backup) -> Result<Vec<String>, 
     let checked = integrity::deep_check_backup(
         open.store.as_ref(),
         &open.access.layout,
-        &b.name_any(),
+        &b.stored_name(),
         &ctx.keys.current(),
         tenant.as_deref(),
     )

@@ -343,9 +343,16 @@ async fn url_for(
     };
     let open = ctx.open_named(&location).await?;
     let layout = &open.access.layout;
-    let key = target_key(layout, target.kind, &target.name)
+    // A backup read from another seed's prefix is stored under its own name there.
+    let stored = backup.stored_name();
+    let target_name = if target.kind.is_restore_target() {
+        &target.name
+    } else {
+        &stored
+    };
+    let key = target_key(layout, target.kind, target_name)
         .map_err(|e| Problem::Refused(format!("spec.target.name: {e}")))?;
-    verify_target(ctx, request, &open, &backup_name, &key).await?;
+    verify_target(ctx, request, &open, &stored, &key).await?;
     if open.store.kind() == ProviderKind::Local {
         let base = base.ok_or_else(|| {
             Problem::Refused(format!(

@@ -309,7 +309,11 @@ async fn pass(shared: &Arc<Shared>) -> Result<(), kube::Error> {
 async fn footprint(ctx: &VeleroContext, r: &Restore, source: &Source) -> Footprint {
     let list = async {
         let open = ctx.open(source.location.clone()).await.ok()?;
-        let keys = open.access.layout.backup(&source.backup.name_any()).ok()?;
+        let keys = open
+            .access
+            .layout
+            .backup(&source.backup.stored_name())
+            .ok()?;
         let bytes = granary_providers::get_bytes(
             open.store.as_ref(),
             open.access.layout.bucket(),
@@ -735,7 +739,7 @@ async fn verified_source(
     let checked = integrity::check_backup(
         open.store.as_ref(),
         &open.access.layout,
-        &backup,
+        &source.backup.stored_name(),
         &ctx.keys.current(),
         tenant.as_deref(),
         integrity::Hash::AllBut(&[]),

@@ -566,6 +566,19 @@ impl Backup {
     pub fn validate(&self) -> FieldErrors {
         self.spec.validate_at("spec")
     }
+
+    /// The name this backup's files are stored under in its location: the
+    /// [`STORED_NAME_ANNOTATION`](super::STORED_NAME_ANNOTATION) of a backup synced from
+    /// another seed, else its own name.
+    pub fn stored_name(&self) -> String {
+        self.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(super::STORED_NAME_ANNOTATION))
+            .cloned()
+            .or_else(|| self.metadata.name.clone())
+            .unwrap_or_default()
+    }
 }
 
 fn non_empty<T>(v: &Option<Vec<T>>) -> bool {

@@ -91,6 +91,20 @@ pub const INTEGRITY_CHECKED_AT_ANNOTATION: &str = "granary.gardener.cloud/integr
 /// Label on a read-only BackupStorageLocation Granary keeps of another seed's Velero
 /// prefix (`seed-<name>`): that seed's name (docs/architecture.md#sibling-locations).
 pub const SOURCE_SEED_LABEL: &str = "granary.gardener.cloud/source-seed";
+/// Annotation on a Backup synced from another seed's prefix (a location labelled
+/// [`SOURCE_SEED_LABEL`]): the name its files are stored under. Such a Backup is named
+/// `<seed>.<stored name>` ([`sibling_backup_name`]) so that two seeds' backups of the same
+/// name (the same Schedule on every seed) both appear; every reader of a backup's files
+/// goes through [`Backup::stored_name`]. Set by backup sync only; a new Backup carrying it
+/// is refused.
+pub const STORED_NAME_ANNOTATION: &str = "granary.gardener.cloud/stored-name";
+
+/// The name of the Backup that lists backup `stored` of seed `seed`: seed names are
+/// DNS-1123 labels, so the first dot separates them.
+pub fn sibling_backup_name(seed: &str, stored: &str) -> String {
+    format!("{seed}.{stored}")
+}
+
 /// Annotation on a Restore: the location its own files (logs, results, resource list,
 /// integrity record) went to, when not its backup's: a read-only location (another
 /// seed's) is never written, so they go to the default location instead.

@@ -157,6 +157,19 @@ pub fn validation_errors(backup: &Backup) -> Vec<String> {
         errs.push(BOTH_SELECTORS.to_owned());
     }
     errs.extend(out_of_scope(backup));
+    if backup
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(granary_api::velero::STORED_NAME_ANNOTATION))
+    {
+        // Readers would look for its files under that name, not where it is written.
+        errs.push(format!(
+            "metadata.annotations[{}]: set by backup sync on another seed's backups only; \
+             remove it",
+            granary_api::velero::STORED_NAME_ANNOTATION
+        ));
+    }
     errs
 }
 
@@ -222,6 +235,21 @@ mod tests {
 
     fn s(items: &[&str]) -> Option<Vec<String>> {
         Some(items.iter().map(|s| s.to_string()).collect())
+    }
+
+    #[test]
+    fn a_new_backup_never_names_other_files() {
+        let mut b = backup(BackupSpec::default());
+        b.metadata.annotations = Some(
+            [(
+                granary_api::velero::STORED_NAME_ANNOTATION.to_string(),
+                "other".to_string(),
+            )]
+            .into(),
+        );
+        let errs = validation_errors(&b);
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert!(errs[0].contains("granary.gardener.cloud/stored-name"));
     }
 
     #[test]

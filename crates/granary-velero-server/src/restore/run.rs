@@ -381,7 +381,7 @@ impl<'a> Run<'a> {
         let keys = self
             .req
             .layout
-            .backup(&backup_name)
+            .backup(&self.req.backup.stored_name())
             .map_err(|e| format!("the backup's name cannot be stored: {e}"))?;
         let bucket = self.req.layout.bucket().to_owned();
         let tarball = granary_providers::get_bytes(self.req.store, &bucket, &keys.contents())

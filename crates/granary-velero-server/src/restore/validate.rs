@@ -80,6 +80,43 @@ pub fn newest_of_namespace<'a>(
     })
 }
 
+/// The backup stored as `stored` in location `location` (`--from-seed`: another seed's
+/// location `seed-<name>`, whose backups are listed as `<seed>.<name>`), or why there is
+/// none: naming where a backup of that name is, when it is elsewhere.
+pub fn stored_in<'a>(
+    backups: &'a [Backup],
+    location: &str,
+    stored: &str,
+) -> Result<&'a Backup, String> {
+    let at = |b: &&Backup| b.spec.storage_location.as_deref().unwrap_or_default() == location;
+    let named = |b: &&Backup| b.stored_name() == stored;
+    if let Some(b) = backups.iter().filter(at).find(named) {
+        return Ok(b);
+    }
+    let elsewhere: Vec<String> = backups
+        .iter()
+        .filter(named)
+        .map(|b| {
+            format!(
+                "{:?} is in location {:?}",
+                b.metadata.name.as_deref().unwrap_or_default(),
+                b.spec.storage_location.as_deref().unwrap_or_default()
+            )
+        })
+        .collect();
+    if elsewhere.is_empty() {
+        Err(format!(
+            "backup {stored:?} is not listed in location {location} (another seed's backups \
+             are listed there once its prefix is synced)"
+        ))
+    } else {
+        Err(format!(
+            "backup {stored:?} is not in location {location}: {}",
+            elsewhere.join(", ")
+        ))
+    }
+}
+
 /// Validates `restore` against the backups and locations of its namespace.
 pub fn validate(
     restore: &Restore,
@@ -248,6 +285,34 @@ mod tests {
         assert_eq!(pick(&backups).as_deref(), Some("whole"));
         assert_eq!(pick(&backups[..1]).as_deref(), Some("old"));
         assert_eq!(pick(&backups[2..]), None);
+    }
+
+    #[test]
+    fn another_seeds_backup_is_found_by_its_stored_name_in_its_location() {
+        let mut own = backup("daily-1", BackupPhase::Completed, None, 0);
+        own.spec.storage_location = Some("default".into());
+        let mut theirs = backup("eu-1.daily-1", BackupPhase::Completed, None, 0);
+        theirs.spec.storage_location = Some("seed-eu-1".into());
+        theirs.metadata.annotations = Some(
+            [(
+                granary_api::velero::STORED_NAME_ANNOTATION.to_string(),
+                "daily-1".to_string(),
+            )]
+            .into(),
+        );
+        let all = [own, theirs];
+        let found = stored_in(&all, "seed-eu-1", "daily-1").expect("found");
+        assert_eq!(found.metadata.name.as_deref(), Some("eu-1.daily-1"));
+        let found = stored_in(&all, "default", "daily-1").expect("found");
+        assert_eq!(found.metadata.name.as_deref(), Some("daily-1"));
+        let e = stored_in(&all, "seed-eu-2", "daily-1").expect_err("elsewhere");
+        assert!(
+            e.contains(r#""daily-1" is in location "default""#)
+                && e.contains(r#""eu-1.daily-1" is in location "seed-eu-1""#),
+            "{e}"
+        );
+        let e = stored_in(&all, "seed-eu-1", "weekly").expect_err("nowhere");
+        assert!(e.contains("not listed in location seed-eu-1"), "{e}");
     }
 
     #[test]
