@@ -87,6 +87,7 @@ async fn every_benchmark_has_a_smoke_test() {
         "velero_queue",
         "velero_restore",
         "velero_verify",
+        "seed_failover",
     ];
     assert_eq!(NAMES, covered);
     let dir = tempfile::tempdir().expect("temp dir");
@@ -214,6 +215,15 @@ async fn bench_velero_verify_at_a_tiny_size() {
             .is_some_and(|v| v > 0.0),
         "{j}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_seed_failover_at_a_tiny_size() {
+    let j = smoke("seed_failover", None).await;
+    assert_eq!(j["sizes"]["backups"], SIZE);
+    for measure in ["read_before_seconds", "never_read_seconds"] {
+        assert!(j[measure].as_f64().is_some_and(|v| v > 0.0), "{j}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

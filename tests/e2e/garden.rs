@@ -317,6 +317,27 @@ async fn a_bucket_whose_seed_stops_renewing_is_handed_to_another_seed() {
         })
     })
     .await;
+    // The silent seed is lost; renewing again, it is not, at once (well before the
+    // controllers' 5-minute resync: its Lease wakes it).
+    let lost = |status: &'static str| {
+        let (client, name) = (tc.client(), holder.clone());
+        async move {
+            Api::<granary_api::core::Seed>::all(client)
+                .get(&name)
+                .await
+                .is_ok_and(|s| {
+                    s.status.is_some_and(|st| {
+                        st.conditions.iter().any(|c| {
+                            c.type_ == granary_api::core::CONDITION_SEED_LOST
+                                && c.status.as_str() == status
+                        })
+                    })
+                })
+        }
+    };
+    poll_until("the silent seed marked lost", || lost("True")).await;
+    heartbeats.resume(silent);
+    poll_until("the seed back to life is no longer lost", || lost("False")).await;
     drop(heartbeats);
     garden.stop().await;
 }

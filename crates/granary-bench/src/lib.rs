@@ -16,6 +16,7 @@ mod objects;
 pub mod peers;
 pub mod proxy;
 pub mod s3ops;
+mod seed_failover;
 mod support;
 pub mod table;
 mod velero_archive;
@@ -43,6 +44,7 @@ pub const NAMES: &[&str] = &[
     "velero_queue",
     "velero_restore",
     "velero_verify",
+    "seed_failover",
 ];
 
 /// Live heap readings from a counting global allocator (only a benchmark binary that
@@ -144,6 +146,7 @@ pub async fn run(name: &str, opts: &BenchOptions) -> anyhow::Result<Report> {
         "velero_queue" => velero_queue::run(opts)?,
         "velero_restore" => velero_restore::run(opts).await?,
         "velero_verify" => velero_verify::run(opts).await?,
+        "seed_failover" => seed_failover::run(opts).await?,
         other => anyhow::bail!(
             "no benchmark named {other:?}; the benchmarks are: {}",
             NAMES.join(", ")

@@ -418,7 +418,7 @@ async fn term(shared: Arc<Shared>, token: CancellationToken) {
             index.observe(e)
         })
     };
-    let leases = informer::<Lease, 1>(
+    let leases = informer::<Lease, 2>(
         Api::namespaced(client.clone(), GARDEN_NAMESPACE),
         wc(),
         Whole,
@@ -428,7 +428,7 @@ async fn term(shared: Arc<Shared>, token: CancellationToken) {
     let [shoots_for_profiles] = shoots.changes;
     let [buckets_for_profiles, buckets_for_seeds] = buckets.changes;
     let [entries_for_buckets, entries_for_shoots, entries_for_seeds] = entries.changes;
-    let [lease_events] = leases.changes;
+    let [lease_events, leases_for_seeds] = leases.changes;
     // No controller follows the leases' own stream.
     drop(leases.applied);
     let stores = Stores {
@@ -516,6 +516,25 @@ async fn term(shared: Arc<Shared>, token: CancellationToken) {
         .reconcile_on(entries_for_seeds.flat_map({
             let seed_store = stores.seeds.clone();
             move |_| futures::stream::iter(deleting(&seed_store))
+        }))
+        // A seed coming (back) to life is no longer lost: its `Lost` condition clears at
+        // its first renewal, not at the next resync.
+        .reconcile_on(leases_for_seeds.filter_map({
+            let mut leases = SeedLeases::default();
+            let ctx = ctx.clone();
+            move |change| {
+                let name = change.object.name_any();
+                let seed = name.strip_prefix("seed-").map(str::to_string);
+                let wake = seed.is_some()
+                    && leases.wakes_buckets(
+                        &name,
+                        renewed(&change.object),
+                        change.deleted,
+                        ctx.clock.now(),
+                        ctx.timings().ready_within,
+                    );
+                ready(seed.filter(|_| wake).map(|s| ObjectRef::new(&s)))
+            }
         }))
         .with_config(ControllerConfig::default().concurrency(2));
     let bucket_controller = Controller::for_shared_stream(buckets.applied, buckets.store)

@@ -281,6 +281,10 @@ impl Heartbeats {
     pub fn silence(&self, i: usize) {
         self.alive[i].store(false, std::sync::atomic::Ordering::SeqCst);
     }
+
+    pub fn resume(&self, i: usize) {
+        self.alive[i].store(true, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 impl Drop for Heartbeats {
