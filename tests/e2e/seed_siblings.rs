@@ -7,7 +7,8 @@
 //! neither back up into A's location nor delete A's backup. A shoot moves from A to B,
 //! A is lost and deleted; B restores A's backup with a namespace mapping (data, labels
 //! and the owner graph remapped) and, with `--for-shoot`, the moved shoot's
-//! control-plane namespace; A's prefix is unchanged, byte for byte, throughout.
+//! control-plane namespace; A's prefix is unchanged, byte for byte, throughout. A
+//! backup changed in the bucket afterwards is refused on B.
 
 use std::collections::BTreeMap;
 use std::process::Output;
@@ -557,6 +558,50 @@ async fn a_lost_seeds_backups_restore_on_another_seed_of_its_pool(backend: Backe
         "no object added to or removed from A's prefix"
     );
     assert!(after == before, "an object of A's prefix changed");
+
+    // Whoever changes A's backup in the bucket gets it refused on B: it verifies with
+    // the landscape's key, under its stored name.
+    let tarball = before
+        .keys()
+        .find(|k| k.ends_with("/app-1.tar.gz"))
+        .expect("the tarball")
+        .clone();
+    let mut forged = before[&tarball].to_vec();
+    let last = forged.len() - 1;
+    forged[last] ^= 0xff;
+    store
+        .put(&bucket, &tarball, bytes::Bytes::from(forged))
+        .await
+        .expect("tamper");
+    restores_b
+        .create(
+            &PostParams::default(),
+            &restore_spec(&listed)
+                .namespaces([app])
+                .map_namespace(app, "app-forged")
+                .named("forged"),
+        )
+        .await
+        .expect("restore asked");
+    poll_until("the changed backup refused on B", || async {
+        restores_b.get("forged").await.is_ok_and(|r| {
+            let s = r.status.unwrap_or_default();
+            s.phase == Some(RestorePhase::FailedValidation)
+                && s.validation_errors
+                    .unwrap_or_default()
+                    .iter()
+                    .any(|e| e.contains("failed its integrity check") && e.contains("app-1.tar.gz"))
+        })
+    })
+    .await;
+    assert!(
+        Api::<ConfigMap>::namespaced(seed_b.clone(), "app-forged")
+            .list(&Default::default())
+            .await
+            .map(|l| l.items.is_empty())
+            .unwrap_or(true),
+        "nothing restored from it"
+    );
 
     garden.stop().await;
     agent_b.shutdown().await;
