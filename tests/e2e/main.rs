@@ -23,6 +23,7 @@ mod conformance_identities;
 mod conformance_metadata;
 mod conformance_negotiation;
 mod conformance_rbac;
+mod conformance_tls;
 mod deploy;
 mod dev;
 mod durability;

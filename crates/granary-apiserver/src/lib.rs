@@ -61,6 +61,7 @@ mod server;
 mod shape;
 mod state;
 mod store;
+mod strategic;
 mod table;
 mod tls;
 mod watch;

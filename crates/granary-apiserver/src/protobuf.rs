@@ -34,7 +34,7 @@ const DESCRIPTORS: &[u8] = include_bytes!("k8s.fds");
 
 /// The `.proto` files (paths inside k8s-rs-pb's `src/v1_33/`) compiled into `k8s.fds`.
 #[cfg(test)]
-const GENERATED_FROM: &[&str] = &[
+pub(crate) const GENERATED_FROM: &[&str] = &[
     "apimachinery/pkg/api/resource/generated.proto",
     "apimachinery/pkg/apis/meta/v1/generated.proto",
     "apimachinery/pkg/runtime/generated.proto",
@@ -167,6 +167,49 @@ pub(crate) fn decode(body: &[u8]) -> Result<Value, ApiError> {
         map.insert("kind".into(), Value::String(kind.to_string()));
     }
     Ok(object)
+}
+
+/// Where k8s-rs-pb's v1.33 `.proto` files are (a dev-dependency: found with `cargo
+/// metadata`), for the tests that rebuild what is generated from them.
+#[cfg(test)]
+pub(crate) fn proto_root() -> std::path::PathBuf {
+    use serde_json::Value;
+    // Only this platform's packages: a fresh machine's registry cache holds those alone
+    // (the build downloads no other platform's), and `--offline` must find them all.
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    let version = std::process::Command::new(rustc)
+        .arg("-vV")
+        .output()
+        .expect("rustc -vV runs");
+    let version = String::from_utf8_lossy(&version.stdout);
+    let host = version
+        .lines()
+        .find_map(|l| l.strip_prefix("host: "))
+        .expect("rustc -vV names the host");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let metadata = std::process::Command::new(cargo)
+        .args(["metadata", "--format-version", "1", "--offline"])
+        .args(["--filter-platform", host])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo metadata runs");
+    assert!(
+        metadata.status.success(),
+        "{}",
+        String::from_utf8_lossy(&metadata.stderr)
+    );
+    let metadata: Value = serde_json::from_slice(&metadata.stdout).expect("JSON");
+    let manifest = metadata["packages"]
+        .as_array()
+        .expect("packages")
+        .iter()
+        .find(|p| p["name"] == "k8s-rs-pb")
+        .and_then(|p| p["manifest_path"].as_str())
+        .expect("k8s-rs-pb is a dev-dependency");
+    std::path::Path::new(manifest)
+        .parent()
+        .expect("a directory")
+        .join("src/v1_33")
 }
 
 #[cfg(test)]

@@ -78,6 +78,15 @@ pub(crate) fn serving(ca: &CaPem, now: DateTime<Utc>) -> Result<ServerTls, Strin
         .distinguished_name
         .push(DnType::CommonName, "granary-embedded");
     leaf_params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    // What a strict X.509 verifier (OpenSSL's X509_STRICT, Python ≥ 3.13's default)
+    // wants of a leaf besides: the issuer's key identifier, its own (which rcgen writes
+    // with an explicit `CA:FALSE`) and its key usages.
+    leaf_params.use_authority_key_identifier_extension = true;
+    leaf_params.is_ca = IsCa::ExplicitNoCa;
+    leaf_params.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyEncipherment,
+    ];
     let leaf_key = KeyPair::generate().map_err(rc)?;
     let leaf = leaf_params.signed_by(&leaf_key, &issuer).map_err(rc)?;
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());

@@ -522,19 +522,7 @@ async fn term(shared: Arc<Shared>, token: CancellationToken) {
         .reconcile_on(leases_for_seeds.filter_map({
             let mut leases = SeedLeases::default();
             let ctx = ctx.clone();
-            move |change| {
-                let name = change.object.name_any();
-                let seed = name.strip_prefix("seed-").map(str::to_string);
-                let wake = seed.is_some()
-                    && leases.wakes_buckets(
-                        &name,
-                        renewed(&change.object),
-                        change.deleted,
-                        ctx.clock.now(),
-                        ctx.timings().ready_within,
-                    );
-                ready(seed.filter(|_| wake).map(|s| ObjectRef::new(&s)))
-            }
+            move |change| ready(seed_woken(&mut leases, &change, &ctx).map(|s| ObjectRef::new(&s)))
         }))
         .with_config(ControllerConfig::default().concurrency(2));
     let bucket_controller = Controller::for_shared_stream(buckets.applied, buckets.store)
@@ -553,18 +541,7 @@ async fn term(shared: Arc<Shared>, token: CancellationToken) {
         .reconcile_all_on(lease_events.filter_map({
             let mut leases = SeedLeases::default();
             let ctx = ctx.clone();
-            move |change| {
-                let name = change.object.name_any();
-                let wake = name.starts_with("seed-")
-                    && leases.wakes_buckets(
-                        &name,
-                        renewed(&change.object),
-                        change.deleted,
-                        ctx.clock.now(),
-                        ctx.timings().ready_within,
-                    );
-                ready(wake.then_some(()))
-            }
+            move |change| ready(seed_woken(&mut leases, &change, &ctx).map(|_| ()))
         }))
         .with_config(ControllerConfig::default().concurrency(5));
     let syncs =
@@ -697,6 +674,27 @@ async fn term(shared: Arc<Shared>, token: CancellationToken) {
 }
 
 /// The objects of `store` being deleted (their deletion guards wait for other kinds).
+/// The seed whose Lease changed in `change`, when the change matters
+/// ([`SeedLeases::wakes_buckets`]: a Lease new or gone, or a seed renewing after it was
+/// unready); `leases` is the caller's own record of the renewals seen.
+fn seed_woken(
+    leases: &mut SeedLeases,
+    change: &crate::informers::Change<Lease>,
+    ctx: &Context,
+) -> Option<String> {
+    let name = change.object.name_any();
+    let seed = name.strip_prefix("seed-")?.to_string();
+    leases
+        .wakes_buckets(
+            &name,
+            renewed(&change.object),
+            change.deleted,
+            ctx.clock.now(),
+            ctx.timings().ready_within,
+        )
+        .then_some(seed)
+}
+
 fn deleting<K>(store: &reflector::Store<K>) -> Vec<ObjectRef<K>>
 where
     K: kube::Resource<DynamicType = ()> + Clone + 'static,

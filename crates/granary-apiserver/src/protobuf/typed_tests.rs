@@ -395,42 +395,7 @@ fn through_descriptor(m: &impl Message, package: &str, name: &str) -> Result<Val
 /// (`GRANARY_REGENERATE=1` rewrites it).
 #[test]
 fn compiled_descriptors_match_the_proto_files() {
-    // Only this platform's packages: a fresh machine's registry cache holds those alone
-    // (the build downloads no other platform's), and `--offline` must find them all.
-    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
-    let version = std::process::Command::new(rustc)
-        .arg("-vV")
-        .output()
-        .expect("rustc -vV runs");
-    let version = String::from_utf8_lossy(&version.stdout);
-    let host = version
-        .lines()
-        .find_map(|l| l.strip_prefix("host: "))
-        .expect("rustc -vV names the host");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let metadata = std::process::Command::new(cargo)
-        .args(["metadata", "--format-version", "1", "--offline"])
-        .args(["--filter-platform", host])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("cargo metadata runs");
-    assert!(
-        metadata.status.success(),
-        "{}",
-        String::from_utf8_lossy(&metadata.stderr)
-    );
-    let metadata: Value = serde_json::from_slice(&metadata.stdout).expect("JSON");
-    let manifest = metadata["packages"]
-        .as_array()
-        .expect("packages")
-        .iter()
-        .find(|p| p["name"] == "k8s-rs-pb")
-        .and_then(|p| p["manifest_path"].as_str())
-        .expect("k8s-rs-pb is a dev-dependency");
-    let root = std::path::Path::new(manifest)
-        .parent()
-        .expect("a directory")
-        .join("src/v1_33");
+    let root = super::proto_root();
     let mut set = protobuf_parse::Parser::new()
         .pure()
         .include(&root)

@@ -1,0 +1,6 @@
+//! Strategic merge patch (placeholder while being written).
+
+mod meta;
+
+#[cfg(test)]
+mod tests;
