@@ -232,3 +232,106 @@ async fn kubectl_applies_and_explains_the_garden_crds() {
     assert!(after.trim().is_empty(), "{after}");
     k.ok(&["delete", "-f", crds.to_str().unwrap()]).await;
 }
+
+/// A Deployment of two containers and a Service, as a user writes them.
+const WORKLOAD: &str = r#"{"apiVersion": "v1", "kind": "List", "items": [
+{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+ "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "d"}},
+  "template": {"metadata": {"labels": {"app": "d"}}, "spec": {"containers": [
+   {"name": "main", "image": "nginx:1.27", "ports": [{"containerPort": 80}],
+    "env": [{"name": "MODE", "value": "prod"}], "resources": {"limits": {"cpu": "500m"}}},
+   {"name": "sidecar", "image": "busybox:1", "args": ["sleep", "3600"]}]}}}},
+{"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"},
+ "spec": {"selector": {"app": "d"}, "ports": [{"name": "http", "port": 80, "targetPort": 8080}]}}
+]}"#;
+
+/// Strategic merge patches as kubectl sends them (`patch`, `set image`, and `apply`'s
+/// three-way patch with `$setElementOrder` and `$patch: delete`): lists merge by their
+/// keys, as on kube-apiserver. Against the embedded server or a real cluster.
+#[tokio::test]
+async fn kubectl_strategic_merge_patches_merge_lists_by_key() {
+    if !kubectl::available() {
+        eprintln!("SKIPPED: kubectl is not installed (apt-get install kubernetes-client)");
+        return;
+    }
+    let cluster = TestCluster::start().await;
+    let ns = cluster.namespace("smp").await;
+    let k = Kubectl::new(&cluster.garden.kubeconfig_path)
+        .private_cache()
+        .namespace(&ns);
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = dir.path().join("workload.json");
+    std::fs::write(&manifest, WORKLOAD).unwrap();
+    k.ok(&["apply", "-f", manifest.to_str().unwrap()]).await;
+    let containers = |json: String| -> serde_json::Value {
+        serde_json::from_str::<serde_json::Value>(&json).expect("JSON")["spec"]["template"]["spec"]
+            ["containers"]
+            .clone()
+    };
+
+    // One container's image: the other container and every field stay.
+    k.ok(&[
+        "patch",
+        "deployment",
+        "d",
+        "-p",
+        r#"{"spec":{"template":{"spec":{"containers":[{"name":"main","image":"nginx:1.28"}]}}}}"#,
+    ])
+    .await;
+    let c = containers(k.ok(&["get", "deployment", "d", "-o", "json"]).await);
+    assert_eq!(c.as_array().map(Vec::len), Some(2), "{c}");
+    assert_eq!(c[0]["name"], "main");
+    assert_eq!(c[0]["image"], "nginx:1.28");
+    assert_eq!(c[0]["ports"][0]["containerPort"], 80, "{c}");
+    assert_eq!(c[0]["env"][0]["value"], "prod", "{c}");
+    assert_eq!(c[0]["resources"]["limits"]["cpu"], "500m", "{c}");
+    assert_eq!(c[1]["name"], "sidecar");
+
+    // kubectl set image of the sidecar leaves the main container.
+    k.ok(&["set", "image", "deployment/d", "sidecar=busybox:2"])
+        .await;
+    let c = containers(k.ok(&["get", "deployment", "d", "-o", "json"]).await);
+    assert_eq!(c.as_array().map(Vec::len), Some(2), "{c}");
+    assert_eq!(
+        (c[0]["image"].as_str(), c[1]["image"].as_str()),
+        (Some("nginx:1.28"), Some("busybox:2"))
+    );
+    assert_eq!(c[1]["args"], serde_json::json!(["sleep", "3600"]));
+
+    // A Service port added by patch keeps the existing one.
+    k.ok(&[
+        "patch",
+        "service",
+        "s",
+        "-p",
+        r#"{"spec":{"ports":[{"name":"https","port":443,"targetPort":8443}]}}"#,
+    ])
+    .await;
+    let ports = k
+        .ok(&[
+            "get",
+            "service",
+            "s",
+            "-o",
+            "jsonpath={.spec.ports[*].port}",
+        ])
+        .await;
+    let mut ports: Vec<&str> = ports.split_whitespace().collect();
+    ports.sort();
+    assert_eq!(ports, ["443", "80"]);
+
+    // apply of a manifest without the sidecar: kubectl's three-way patch deletes it by
+    // key ($patch: delete with $setElementOrder), the other container untouched.
+    let one = WORKLOAD.replace(
+        r#",
+   {"name": "sidecar", "image": "busybox:1", "args": ["sleep", "3600"]}"#,
+        "",
+    );
+    assert_ne!(one, WORKLOAD);
+    std::fs::write(&manifest, one).unwrap();
+    k.ok(&["apply", "-f", manifest.to_str().unwrap()]).await;
+    let c = containers(k.ok(&["get", "deployment", "d", "-o", "json"]).await);
+    assert_eq!(c.as_array().map(Vec::len), Some(1), "{c}");
+    assert_eq!(c[0]["name"], "main");
+    assert_eq!(c[0]["env"][0]["value"], "prod", "{c}");
+}

@@ -194,6 +194,12 @@ impl ApiError {
         Self::new(400, "BadRequest", message)
     }
 
+    /// A bare 422 (kube-apiserver's `NewGenericServerResponse` for what the API cannot
+    /// hold, e.g. a strategic merge patch with lists of lists).
+    pub(crate) fn unprocessable(message: impl Into<String>) -> Self {
+        Self::new(422, "Invalid", message)
+    }
+
     pub(crate) fn method_not_allowed(message: impl Into<String>) -> Self {
         Self::new(405, "MethodNotAllowed", message)
     }

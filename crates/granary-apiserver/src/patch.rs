@@ -1,5 +1,5 @@
 //! Patch bodies: JSON merge patch (RFC 7386), JSON patch (RFC 6902), strategic merge
-//! (answered as a JSON merge for built-ins; kube-apiserver refuses it for custom
+//! patch for built-in kinds ([`super::strategic`]; kube-apiserver refuses it for custom
 //! resources). Server-side apply bodies are parsed here; applying them, with managed
 //! fields, is [`super::managed`]'s work (only `/scale` answers an apply as a plain merge).
 
@@ -51,11 +51,25 @@ pub(crate) fn parse_body(kind: PatchKind, body: &[u8]) -> Result<Value, ApiError
     }
 }
 
-/// Applies `patch` to `doc` (the stored object).
-pub(crate) fn apply_patch(kind: PatchKind, doc: &Value, patch: &Value) -> Result<Value, ApiError> {
+/// Applies `patch` to `doc` (the stored object, of built-in kind `kind` in
+/// `api_version` when it is one: a strategic merge patch needs its type).
+pub(crate) fn apply_patch(
+    kind: PatchKind,
+    doc: &Value,
+    patch: &Value,
+    (api_version, object_kind): (&str, &str),
+) -> Result<Value, ApiError> {
     let mut out = doc.clone();
     match kind {
-        PatchKind::Merge | PatchKind::Strategic | PatchKind::Apply => {
+        PatchKind::Strategic => {
+            let ty = super::strategic::Ty::of_kind(api_version, object_kind);
+            out = super::strategic::apply(doc, patch, &ty).map_err(|e| match e {
+                super::strategic::PatchError::BadRequest(m) => ApiError::bad_request(m),
+                super::strategic::PatchError::Unprocessable(m) => ApiError::unprocessable(m),
+                super::strategic::PatchError::Other(m) => ApiError::internal_unknown(m),
+            })?;
+        }
+        PatchKind::Merge | PatchKind::Apply => {
             json_patch::merge(&mut out, patch);
         }
         PatchKind::Json => {
@@ -95,6 +109,7 @@ mod tests {
             PatchKind::Merge,
             &doc,
             &json!({"a": {"b": null, "d": 3}, "l": [3]}),
+            ("v1", "ConfigMap"),
         )
         .unwrap();
         assert_eq!(out, json!({"a": {"c": 2, "d": 3}, "l": [3]}));
@@ -107,6 +122,7 @@ mod tests {
             PatchKind::Json,
             &doc,
             &json!([{"op": "add", "path": "/a/-", "value": 3}, {"op": "replace", "path": "/b", "value": 1}]),
+            ("v1", "ConfigMap"),
         );
         assert_eq!(
             out.unwrap_err().code,
@@ -117,6 +133,7 @@ mod tests {
             PatchKind::Json,
             &doc,
             &json!([{"op": "add", "path": "/a/-", "value": 3}]),
+            ("v1", "ConfigMap"),
         )
         .unwrap();
         assert_eq!(out, json!({"a": [1, 2, 3]}));
@@ -124,6 +141,7 @@ mod tests {
             PatchKind::Json,
             &doc,
             &json!([{"op": "test", "path": "/a/0", "value": 9}]),
+            ("v1", "ConfigMap"),
         );
         assert_eq!(bad.unwrap_err().code, 422);
     }

@@ -118,6 +118,11 @@ fn descriptor(api_version: &str, kind: &str) -> Option<MessageDescriptor> {
     message_in(package, kind)
 }
 
+/// The message of built-in `kind` in `api_version` (strategic merge patch walks it).
+pub(crate) fn descriptor_of(api_version: &str, kind: &str) -> Option<MessageDescriptor> {
+    descriptor(api_version, kind)
+}
+
 /// Decodes a protobuf request body to the object's JSON.
 pub(crate) fn decode(body: &[u8]) -> Result<Value, ApiError> {
     let bad = |m: String| ApiError::bad_request(format!("error decoding protobuf body: {m}"));

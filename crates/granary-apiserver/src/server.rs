@@ -515,8 +515,9 @@ fn serve_resource(
             }
             let body = parse_body(kind, &req.body)?;
             if sub == Some("scale") {
-                let out = state
-                    .update_scale(&info, ns_key, name, |cur| apply_patch(kind, &cur, &body))?;
+                let out = state.update_scale(&info, ns_key, name, |cur| {
+                    apply_patch(kind, &cur, &body, ("autoscaling/v1", "Scale"))
+                })?;
                 return Ok(json_response(StatusCode::OK, &out));
             }
             let manager = req.field_manager();

@@ -375,7 +375,8 @@ impl State {
         }
         let tracking = Tracking::Update(manager.to_string());
         self.modify(info, ns, name, endpoint, false, tracking, |cur| {
-            let mut patched = apply_patch(kind, &cur, &body)?;
+            let api_version = info.api_version();
+            let mut patched = apply_patch(kind, &cur, &body, (&api_version, &info.kind))?;
             // kube-apiserver decodes the patched object into the kind's type.
             if let Some(e) = metadata::decode_error(info, &patched) {
                 return Err(e.unpatchable());

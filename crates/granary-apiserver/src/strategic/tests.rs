@@ -91,3 +91,415 @@ fn patch_metadata_matches_the_proto_files() {
         );
     }
 }
+
+use serde_json::json;
+
+fn deployment(containers: Value) -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "d", "labels": {"app": "d", "tier": "web"}, "finalizers": ["a", "b"]},
+        "spec": {
+            "replicas": 2,
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1}},
+            "template": {
+                "metadata": {"labels": {"app": "d"}, "annotations": {"note": "x"}},
+                "spec": {
+                    "containers": containers,
+                    "volumes": [{"name": "data", "emptyDir": {}}],
+                    "securityContext": {"runAsUser": 1000},
+                },
+            },
+        },
+    })
+}
+
+fn two_containers() -> Value {
+    json!([
+        {"name": "main", "image": "nginx:1.27", "args": ["a", "b"],
+         "ports": [{"containerPort": 80, "name": "http"}],
+         "env": [{"name": "A", "value": "1"}],
+         "resources": {"limits": {"cpu": "1"}}},
+        {"name": "sidecar", "image": "busybox:1"},
+    ])
+}
+
+/// `doc` with the value at JSON pointer `path` replaced by `value`.
+fn with(mut doc: Value, path: &str, value: Value) -> Value {
+    *doc.pointer_mut(path).expect("path exists") = value;
+    doc
+}
+
+fn containers_patch(containers: Value) -> Value {
+    json!({"spec": {"template": {"spec": {"containers": containers}}}})
+}
+
+const CONTAINERS: &str = "/spec/template/spec/containers";
+
+fn patched(original: &Value, patch: Value) -> Result<Value, PatchError> {
+    let ty = Ty::of_kind(
+        original["apiVersion"].as_str().expect("apiVersion"),
+        original["kind"].as_str().expect("kind"),
+    );
+    apply(original, &patch, &ty)
+}
+
+/// Each case: the original, the patch, and what kube-apiserver stores (or its error).
+#[test]
+fn strategic_merge_patch_cases() {
+    let d = deployment(two_containers());
+    let main = two_containers()[0].clone();
+    let sidecar = two_containers()[1].clone();
+    let with_image = |c: &Value, image: &str| with(c.clone(), "/image", json!(image));
+    type Case = (&'static str, Value, Value, Result<Value, PatchError>);
+    let cases: Vec<Case> = vec![
+        (
+            "one container's image: the other container and every other field stay",
+            d.clone(),
+            containers_patch(json!([{"name": "main", "image": "nginx:1.28"}])),
+            Ok(with(
+                d.clone(),
+                CONTAINERS,
+                json!([with_image(&main, "nginx:1.28"), sidecar.clone()]),
+            )),
+        ),
+        (
+            "kubectl set image of the sidecar leaves the main container first",
+            d.clone(),
+            containers_patch(json!([{"name": "sidecar", "image": "busybox:2"}])),
+            Ok(with(
+                d.clone(),
+                CONTAINERS,
+                json!([main.clone(), with_image(&sidecar, "busybox:2")]),
+            )),
+        ),
+        (
+            "a new container comes first (no order known for it)",
+            d.clone(),
+            containers_patch(json!([{"name": "log", "image": "fluent"}])),
+            Ok(with(
+                d.clone(),
+                CONTAINERS,
+                json!([{"name": "log", "image": "fluent"}, main.clone(), sidecar.clone()]),
+            )),
+        ),
+        (
+            "$patch: delete removes the element with that key",
+            d.clone(),
+            containers_patch(json!([{"name": "sidecar", "$patch": "delete"}])),
+            Ok(with(d.clone(), CONTAINERS, json!([main.clone()]))),
+        ),
+        (
+            "$patch: replace makes the other elements the whole list",
+            d.clone(),
+            containers_patch(json!([{"name": "only", "image": "x"}, {"$patch": "replace"}])),
+            Ok(with(
+                d.clone(),
+                CONTAINERS,
+                json!([{"name": "only", "image": "x"}]),
+            )),
+        ),
+        (
+            "a merge list nested in a merged element: env by name, the new one first",
+            d.clone(),
+            containers_patch(json!([{"name": "main", "env": [{"name": "B", "value": "2"}]}])),
+            Ok(with(
+                d.clone(),
+                &format!("{CONTAINERS}/0/env"),
+                json!([{"name": "B", "value": "2"}, {"name": "A", "value": "1"}]),
+            )),
+        ),
+        (
+            "ports merge by containerPort",
+            d.clone(),
+            containers_patch(
+                json!([{"name": "main", "ports": [{"containerPort": 80, "protocol": "TCP"}]}]),
+            ),
+            Ok(with(
+                d.clone(),
+                &format!("{CONTAINERS}/0/ports"),
+                json!([{"containerPort": 80, "name": "http", "protocol": "TCP"}]),
+            )),
+        ),
+        (
+            "a list without a patch strategy is replaced",
+            d.clone(),
+            containers_patch(json!([{"name": "main", "args": ["c"]}])),
+            Ok(with(
+                d.clone(),
+                &format!("{CONTAINERS}/0/args"),
+                json!(["c"]),
+            )),
+        ),
+        (
+            "a map merges; null removes a key",
+            d.clone(),
+            json!({"metadata": {"labels": {"tier": null, "team": "a"}}}),
+            Ok(with(
+                d.clone(),
+                "/metadata/labels",
+                json!({"app": "d", "team": "a"}),
+            )),
+        ),
+        (
+            "$patch: replace in a map takes the patch map",
+            d.clone(),
+            json!({"spec": {"template": {"metadata": {"labels": {"app": "e"}, "$patch": "replace"}}}}),
+            Ok(with(
+                d.clone(),
+                "/spec/template/metadata",
+                json!({"labels": {"app": "e"}}),
+            )),
+        ),
+        (
+            "$patch: delete in a map leaves an empty map",
+            d.clone(),
+            json!({"spec": {"template": {"spec": {"securityContext": {"$patch": "delete"}}}}}),
+            Ok(with(
+                d.clone(),
+                "/spec/template/spec/securityContext",
+                json!({}),
+            )),
+        ),
+        (
+            "finalizers (scalars, merge): the union, a new value first",
+            d.clone(),
+            json!({"metadata": {"finalizers": ["c"]}}),
+            Ok(with(
+                d.clone(),
+                "/metadata/finalizers",
+                json!(["c", "a", "b"]),
+            )),
+        ),
+        (
+            "finalizers: values already there keep their place",
+            d.clone(),
+            json!({"metadata": {"finalizers": ["b", "c"]}}),
+            Ok(with(
+                d.clone(),
+                "/metadata/finalizers",
+                json!(["a", "b", "c"]),
+            )),
+        ),
+        (
+            "$deleteFromPrimitiveList removes values",
+            d.clone(),
+            json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["a"]}}),
+            Ok(with(d.clone(), "/metadata/finalizers", json!(["b"]))),
+        ),
+        (
+            "$setElementOrder alone reorders",
+            d.clone(),
+            json!({"spec": {"template": {"spec": {"$setElementOrder/containers": [{"name": "sidecar"}, {"name": "main"}]}}}}),
+            Ok(with(
+                d.clone(),
+                CONTAINERS,
+                json!([sidecar.clone(), main.clone()]),
+            )),
+        ),
+        (
+            "$setElementOrder places a new element",
+            d.clone(),
+            json!({"spec": {"template": {"spec": {
+                "$setElementOrder/containers": [{"name": "main"}, {"name": "log"}, {"name": "sidecar"}],
+                "containers": [{"name": "log", "image": "fluent"}],
+            }}}}),
+            Ok(with(
+                d.clone(),
+                CONTAINERS,
+                json!([main.clone(), {"name": "log", "image": "fluent"}, sidecar.clone()]),
+            )),
+        ),
+        (
+            "$setElementOrder naming some: the others keep their place",
+            d.clone(),
+            json!({"spec": {"template": {"spec": {
+                "$setElementOrder/containers": [{"name": "sidecar"}],
+                "containers": [{"name": "sidecar", "image": "busybox:2"}],
+            }}}}),
+            Ok(with(
+                d.clone(),
+                CONTAINERS,
+                json!([main.clone(), with_image(&sidecar, "busybox:2")]),
+            )),
+        ),
+        (
+            "$setElementOrder for scalars",
+            d.clone(),
+            json!({"metadata": {"$setElementOrder/finalizers": ["b", "c", "a"], "finalizers": ["c"]}}),
+            Ok(with(
+                d.clone(),
+                "/metadata/finalizers",
+                json!(["b", "c", "a"]),
+            )),
+        ),
+        (
+            "a patch out of $setElementOrder's order is refused",
+            d.clone(),
+            json!({"spec": {"template": {"spec": {
+                "$setElementOrder/containers": [{"name": "main"}, {"name": "sidecar"}],
+                "containers": [{"name": "sidecar", "image": "s"}, {"name": "main", "image": "m"}],
+            }}}}),
+            Err(PatchError::Other(String::new())),
+        ),
+        (
+            "$retainKeys clears what is not listed (the strategy's rollingUpdate)",
+            d.clone(),
+            json!({"spec": {"strategy": {"$retainKeys": ["type"], "type": "Recreate"}}}),
+            Ok(with(
+                d.clone(),
+                "/spec/strategy",
+                json!({"type": "Recreate"}),
+            )),
+        ),
+        (
+            "$retainKeys must list every key the patch sets",
+            d.clone(),
+            json!({"spec": {"strategy": {"$retainKeys": ["type"], "type": "Recreate", "rollingUpdate": {"maxSurge": 2}}}}),
+            Err(PatchError::BadRequest(
+                "invalid patch format of retainKeys".into(),
+            )),
+        ),
+        (
+            "a volume changes its source (merge,retainKeys)",
+            d.clone(),
+            json!({"spec": {"template": {"spec": {"volumes": [
+                {"name": "data", "$retainKeys": ["configMap", "name"], "configMap": {"name": "cm"}}
+            ]}}}}),
+            Ok(with(
+                d.clone(),
+                "/spec/template/spec/volumes",
+                json!([{"name": "data", "configMap": {"name": "cm"}}]),
+            )),
+        ),
+        (
+            "an element without its merge key",
+            d.clone(),
+            containers_patch(json!([{"image": "x"}])),
+            Err(PatchError::Other(String::new())),
+        ),
+        (
+            "an unknown $patch in a map",
+            d.clone(),
+            json!({"spec": {"$patch": "bogus"}}),
+            Err(PatchError::Other(String::new())),
+        ),
+        (
+            "$patch: merge in a list",
+            d.clone(),
+            containers_patch(json!([{"$patch": "merge"}])),
+            Err(PatchError::Other(String::new())),
+        ),
+        (
+            "a value of another JSON type replaces",
+            d.clone(),
+            json!({"spec": {"strategy": "Recreate"}}),
+            Ok(with(d.clone(), "/spec/strategy", json!("Recreate"))),
+        ),
+        (
+            "a list the original lacks: taken with its directives applied",
+            d.clone(),
+            json!({"spec": {"template": {"spec": {"initContainers": [
+                {"name": "init", "image": "i"}, {"name": "gone", "$patch": "delete"}
+            ]}}}}),
+            Ok(with(
+                with(
+                    d.clone(),
+                    "/spec/template/spec/securityContext",
+                    json!({"runAsUser": 1000}),
+                ),
+                "/spec/template/spec",
+                {
+                    let mut spec = d["spec"]["template"]["spec"].clone();
+                    spec["initContainers"] = json!([{"name": "init", "image": "i"}]);
+                    spec
+                },
+            )),
+        ),
+        (
+            "ownerReferences merge by uid",
+            with(d.clone(), "/metadata/finalizers", json!([])),
+            json!({"metadata": {"ownerReferences": [{"uid": "u2", "name": "two", "kind": "K", "apiVersion": "v1"}]}}),
+            Ok({
+                let mut x = with(d.clone(), "/metadata/finalizers", json!([]));
+                x["metadata"]["ownerReferences"] =
+                    json!([{"uid": "u2", "name": "two", "kind": "K", "apiVersion": "v1"}]);
+                x
+            }),
+        ),
+    ];
+    for (name, original, patch, expected) in cases {
+        let got = patched(&original, patch.clone());
+        match (&got, &expected) {
+            (Ok(g), Ok(e)) => assert_eq!(g, e, "{name}\npatch: {patch}"),
+            (Err(g), Err(e)) => {
+                assert_eq!(
+                    std::mem::discriminant(g),
+                    std::mem::discriminant(e),
+                    "{name}: {g:?}"
+                );
+                if let (PatchError::BadRequest(g), PatchError::BadRequest(e)) = (g, e) {
+                    assert_eq!(g, e, "{name}");
+                }
+            }
+            _ => panic!("{name}: got {got:?}, expected {expected:?}"),
+        }
+    }
+}
+
+#[test]
+fn service_ports_merge_by_port_and_errors_carry_upstreams_messages() {
+    let svc = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"},
+        "spec": {"ports": [{"name": "http", "port": 80, "targetPort": 8080, "protocol": "TCP"}]}});
+    let out = patched(
+        &svc,
+        json!({"spec": {"ports": [{"name": "https", "port": 443}]}}),
+    )
+    .expect("patched");
+    assert_eq!(
+        out["spec"]["ports"],
+        json!([{"name": "https", "port": 443}, {"name": "http", "port": 80, "targetPort": 8080, "protocol": "TCP"}])
+    );
+    let err = patched(&svc, json!({"spec": {"ports": [{"name": "x"}]}})).expect_err("no key");
+    assert!(
+        matches!(&err, PatchError::Other(m) if m.contains("does not contain declared merge key: port")),
+        "{err:?}"
+    );
+    let err = patched(&svc, json!({"spec": {"$patch": "bogus"}})).expect_err("bad type");
+    assert!(
+        matches!(&err, PatchError::Other(m) if m.starts_with("unknown patch type: bogus in map")),
+        "{err:?}"
+    );
+    // A webhook configuration's upper-cased proto field (`Webhooks`) is `webhooks`.
+    let hooks = json!({"apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration", "metadata": {"name": "m"},
+        "webhooks": [{"name": "a.example.com", "sideEffects": "None"}]});
+    let out = patched(
+        &hooks,
+        json!({"webhooks": [{"name": "b.example.com", "sideEffects": "None"}]}),
+    )
+    .expect("patched");
+    assert_eq!(out["webhooks"].as_array().map(Vec::len), Some(2));
+    // A custom kind has no metadata: lists are replaced, maps merged.
+    let custom =
+        json!({"apiVersion": "x.io/v1", "kind": "Thing", "spec": {"l": [1], "m": {"a": 1}}});
+    let out = patched(&custom, json!({"spec": {"l": [2], "m": {"b": 2}}})).expect("patched");
+    assert_eq!(out["spec"], json!({"l": [2], "m": {"a": 1, "b": 2}}));
+}
+
+#[test]
+fn lists_of_lists_and_mixed_elements_are_refused() {
+    let field = Field {
+        ty: Ty::Unknown,
+        list: Strategy::Merge,
+        merge_key: "",
+        replace_map: false,
+    };
+    assert!(matches!(
+        merge_list(vec![json!([1])], vec![json!([2])], &field, false),
+        Err(PatchError::Unprocessable(m)) if m == "lists of lists are not supported"
+    ));
+    assert!(matches!(
+        merge_list(vec![json!(1)], vec![json!({"a": 1})], &field, false),
+        Err(PatchError::Other(m)) if m.starts_with("list element types are not identical")
+    ));
+}
