@@ -263,6 +263,143 @@ async fn list_pages_with_limit_and_continue() {
     assert_eq!(seen, (0..7).map(|i| format!("p{i}")).collect::<Vec<_>>());
 }
 
+/// Every page of a list is read at the first page's resourceVersion, one snapshot (kube-
+/// apiserver reads every page at the first page's etcd revision): an object created after
+/// the first page is in no page, one changed is as it was, one deleted is still there.
+#[tokio::test]
+async fn continued_pages_are_one_snapshot() {
+    let (_c, api, _ns) = setup().await;
+    for name in ["s1", "s2", "s3", "s4"] {
+        api.create(&PostParams::default(), &cm(name, &[]))
+            .await
+            .unwrap();
+    }
+    let first = api.list(&ListParams::default().limit(1)).await.unwrap();
+    let rv = first.metadata.resource_version.clone().unwrap();
+    let token = first.metadata.continue_.clone().unwrap();
+    // After the first page: one created (sorting last), one changed, one deleted.
+    api.create(&PostParams::default(), &cm("s5", &[]))
+        .await
+        .unwrap();
+    api.patch(
+        "s2",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"k": "changed"}})),
+    )
+    .await
+    .unwrap();
+    api.delete("s3", &DeleteParams::default()).await.unwrap();
+    let rest = api
+        .list(&ListParams::default().limit(10).continue_token(&token))
+        .await
+        .unwrap();
+    let names: Vec<String> = rest
+        .items
+        .iter()
+        .map(|c| c.metadata.name.clone().unwrap())
+        .collect();
+    assert_eq!(names, ["s2", "s3", "s4"], "as at the first page");
+    let s2 = &rest.items[0];
+    assert_eq!(
+        s2.data
+            .as_ref()
+            .and_then(|d| d.get("k"))
+            .map(String::as_str),
+        Some("v"),
+        "s2 as it was"
+    );
+    assert_eq!(rest.metadata.resource_version.as_deref(), Some(rv.as_str()));
+    // A fresh list sees the present.
+    let now: Vec<String> = api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|c| c.metadata.name.clone().unwrap())
+        .collect();
+    assert_eq!(now, ["s1", "s2", "s4", "s5"]);
+}
+
+/// resourceVersion edges as kube-apiserver answers them: `Exact` at a recent version
+/// reads the collection as it was then; a version the server has not reached is a 504
+/// "Too large resource version" for a list and an ERROR event for a watch (never a
+/// silent wait).
+#[tokio::test]
+async fn resource_versions_back_and_ahead() {
+    let (cluster, api, ns) = setup().await;
+    let one = api
+        .create(&PostParams::default(), &cm("r1", &[]))
+        .await
+        .unwrap();
+    let then = one.metadata.resource_version.clone().unwrap();
+    api.create(&PostParams::default(), &cm("r2", &[]))
+        .await
+        .unwrap();
+    let exact = api
+        .list(
+            &ListParams::default()
+                .at(&then)
+                .matching(kube::api::VersionMatch::Exact),
+        )
+        .await
+        .unwrap();
+    let names: Vec<String> = exact
+        .items
+        .iter()
+        .map(|c| c.metadata.name.clone().unwrap())
+        .collect();
+    assert_eq!(names, ["r1"], "as at {then}");
+    assert_eq!(
+        exact.metadata.resource_version.as_deref(),
+        Some(then.as_str())
+    );
+
+    let ahead = (then.parse::<u64>().unwrap() + 1_000_000).to_string();
+    // kube's client retries a 504 for minutes: this one asks once.
+    let kc = kube::config::Kubeconfig::read_from(&cluster.garden.kubeconfig_path).unwrap();
+    let mut config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    config.default_retry = false;
+    let once: Api<ConfigMap> = Api::namespaced(kube::Client::try_from(config).unwrap(), &ns);
+    let status = api_error(
+        once.list(
+            &ListParams::default()
+                .at(&ahead)
+                .matching(kube::api::VersionMatch::NotOlderThan),
+        )
+        .await,
+    );
+    assert_eq!(
+        (status.code, &*status.reason),
+        (504, "Timeout"),
+        "{status:?}"
+    );
+    assert!(
+        status.message.contains("Too large resource version"),
+        "{}",
+        status.message
+    );
+    let mut stream = api
+        .watch(&WatchParams::default().timeout(30), &ahead)
+        .await
+        .unwrap()
+        .boxed();
+    let event = tokio::time::timeout(std::time::Duration::from_secs(30), stream.next())
+        .await
+        .expect("an answer, not a silent wait")
+        .expect("an event");
+    match event {
+        Ok(WatchEvent::Error(e)) => {
+            assert_eq!(e.code, 504, "{e:?}");
+            assert!(e.message.contains("Too large resource version"), "{e:?}");
+        }
+        Err(kube::Error::Api(e)) => assert_eq!(e.code, 504, "{e:?}"),
+        other => panic!("expected an error, got {other:?}"),
+    }
+}
+
 /// Every page of a list carries the first page's resourceVersion, so an object created
 /// between two pages that sorts before the next page's start (in no page) still reaches
 /// a watch started from the list's resourceVersion (kube-apiserver lists from one

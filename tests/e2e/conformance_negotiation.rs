@@ -154,3 +154,108 @@ async fn kubectl_create_generators_work() {
         assert!(listed.contains(name), "{listed}");
     }
 }
+
+/// GET `path` with `accept`: the content type, the Vary header and the JSON body.
+async fn discovery_get(
+    client: &kube::Client,
+    path: &str,
+    accept: &str,
+) -> (String, Option<String>, serde_json::Value) {
+    let request = http::Request::builder()
+        .uri(path)
+        .header("Accept", accept)
+        .body(kube::client::Body::from(Vec::new()))
+        .unwrap();
+    let response = client.send(request).await.expect("an answer");
+    let content_type = response.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let vary = response
+        .headers()
+        .get("vary")
+        .map(|v| v.to_str().unwrap().to_string());
+    let body = response.into_body().collect_bytes().await.expect("a body");
+    let json: serde_json::Value = serde_json::from_slice(&body).expect("JSON");
+    (content_type, vary, json)
+}
+
+/// Aggregated discovery: `/api` and `/apis` with kubectl's `Accept` (v2 first, then
+/// v2beta1, then the legacy document) answer one `APIGroupDiscoveryList` with its own
+/// content type, as kube-apiserver ≥ 1.30 does; without it, the legacy documents.
+#[tokio::test]
+async fn aggregated_discovery_is_served_to_clients_that_ask_for_it() {
+    let cluster = TestCluster::start().await;
+    let client = cluster.client();
+    const KUBECTL: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json";
+    let (ct, vary, apis) = discovery_get(&client, "/apis", KUBECTL).await;
+    assert_eq!(
+        ct.replace(' ', ""),
+        "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+    );
+    assert!(vary.is_some_and(|v| v.contains("Accept")), "Vary: Accept");
+    assert_eq!(apis["kind"], "APIGroupDiscoveryList");
+    assert_eq!(apis["apiVersion"], "apidiscovery.k8s.io/v2");
+    let apps = apis["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .find(|g| g["metadata"]["name"] == "apps")
+        .expect("the apps group");
+    let v1 = apps["versions"]
+        .as_array()
+        .expect("versions")
+        .iter()
+        .find(|v| v["version"] == "v1")
+        .expect("apps/v1");
+    let deployments = v1["resources"]
+        .as_array()
+        .expect("resources")
+        .iter()
+        .find(|r| r["resource"] == "deployments")
+        .expect("deployments");
+    assert_eq!(
+        deployments["responseKind"],
+        serde_json::json!({"group": "apps", "version": "v1", "kind": "Deployment"})
+    );
+    assert_eq!(deployments["scope"], "Namespaced");
+    assert_eq!(deployments["singularResource"], "deployment");
+    let subresources: Vec<&str> = deployments["subresources"]
+        .as_array()
+        .expect("subresources")
+        .iter()
+        .filter_map(|s| s["subresource"].as_str())
+        .collect();
+    assert!(
+        subresources.contains(&"scale") && subresources.contains(&"status"),
+        "{subresources:?}"
+    );
+    // The core group, at /api.
+    let (ct, _, api) = discovery_get(&client, "/api", KUBECTL).await;
+    assert!(ct.contains("as=APIGroupDiscoveryList"), "{ct}");
+    let core = &api["items"][0];
+    assert!(
+        core["metadata"].get("name").is_none_or(|n| n == ""),
+        "{core}"
+    );
+    let configmaps = core["versions"][0]["resources"]
+        .as_array()
+        .expect("resources")
+        .iter()
+        .find(|r| r["resource"] == "configmaps")
+        .expect("configmaps");
+    assert_eq!(configmaps["responseKind"]["kind"], "ConfigMap");
+    // v2beta1 when only that is asked for; the legacy list without the parameters.
+    let (ct, _, beta) = discovery_get(
+        &client,
+        "/apis",
+        "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList",
+    )
+    .await;
+    assert!(ct.contains("v=v2beta1"), "{ct}");
+    assert_eq!(beta["apiVersion"], "apidiscovery.k8s.io/v2beta1");
+    let (ct, _, legacy) = discovery_get(&client, "/apis", "application/json").await;
+    assert!(ct.starts_with("application/json"), "{ct}");
+    assert!(!ct.contains("apidiscovery"), "{ct}");
+    assert_eq!(legacy["kind"], "APIGroupList");
+}

@@ -753,3 +753,93 @@ async fn cluster_roles_and_cluster_role_bindings_are_checked_cluster_wide() {
         .await
         .expect("a superuser creates any Role");
 }
+
+/// POSTs `body` to `path` as `client`; the created review.
+async fn review(client: &kube::Client, path: &str, body: serde_json::Value) -> serde_json::Value {
+    let request = http::Request::post(path)
+        .header("Content-Type", "application/json")
+        .body(serde_json::to_vec(&body).expect("JSON"))
+        .expect("request");
+    client.request(request).await.expect("the review answered")
+}
+
+/// `kubectl auth can-i --list` (SelfSubjectRulesReview) and `kubectl auth whoami`
+/// (SelfSubjectReview), as kube-apiserver answers them: the rules the requester holds
+/// in the namespace, and who it is.
+#[tokio::test]
+async fn a_user_can_list_its_rules_and_ask_who_it_is() {
+    let w = escalation_world().await;
+    const RULES: &str = "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews";
+    let rules_in = |client: kube::Client, ns: &'static str| async move {
+        review(
+            &client,
+            RULES,
+            json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectRulesReview",
+                   "spec": {"namespace": ns}}),
+        )
+        .await
+    };
+    let owner_team = rules_in(w.owner.clone(), TEAM).await;
+    assert_eq!(owner_team["kind"], "SelfSubjectRulesReview");
+    assert_eq!(owner_team["status"]["incomplete"], false);
+    let may = |status: &serde_json::Value, resource: &str, verb: &str| {
+        status["resourceRules"]
+            .as_array()
+            .expect("resourceRules")
+            .iter()
+            .any(|r| {
+                let has = |field: &str, v: &str| {
+                    r[field]
+                        .as_array()
+                        .is_some_and(|a| a.iter().any(|x| x == v || x == "*"))
+                };
+                has("resources", resource) && has("verbs", verb)
+            })
+    };
+    assert!(
+        may(&owner_team["status"], "configmaps", "create"),
+        "{owner_team}"
+    );
+    // Everyone's: discovery and the review APIs themselves.
+    assert!(
+        owner_team["status"]["nonResourceRules"]
+            .as_array()
+            .is_some_and(|r| !r.is_empty()),
+        "{owner_team}"
+    );
+    let owner_default = rules_in(w.owner.clone(), "default").await;
+    assert!(
+        !may(&owner_default["status"], "configmaps", "create"),
+        "{owner_default}"
+    );
+    let root = rules_in(w.root.clone(), "default").await;
+    assert!(may(&root["status"], "anything", "delete"), "{root}");
+    // A namespace is required.
+    let request = http::Request::post(RULES)
+        .header("Content-Type", "application/json")
+        .body(
+            serde_json::to_vec(&json!({"apiVersion": "authorization.k8s.io/v1",
+                "kind": "SelfSubjectRulesReview", "spec": {}}))
+            .expect("JSON"),
+        )
+        .expect("request");
+    let refused = api_error(w.owner.request::<serde_json::Value>(request).await);
+    assert_eq!(refused.code, 422, "{refused:?}");
+
+    let whoami = review(
+        &w.owner,
+        "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+        json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}),
+    )
+    .await;
+    assert_eq!(whoami["kind"], "SelfSubjectReview");
+    let info = &whoami["status"]["userInfo"];
+    assert_eq!(info["username"], "owner");
+    assert_eq!(info["uid"], "uid-owner");
+    assert!(
+        info["groups"]
+            .as_array()
+            .is_some_and(|g| g.iter().any(|x| x == "system:authenticated")),
+        "{whoami}"
+    );
+}

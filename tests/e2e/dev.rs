@@ -139,7 +139,7 @@ async fn backup_of_a_control_plane(dev: &Dev, data: &Path) {
         || async {
             let out = dev.output();
             out.contains("location europe-2/seed-europe-1: Available (reads europe-1's backups)")
-                && out.contains("backup europe-2/web-cp: Completed 3/3 (from europe-1)")
+                && out.contains("backup europe-2/europe-1.web-cp: Completed 3/3 (from europe-1)")
         },
     )
     .await;

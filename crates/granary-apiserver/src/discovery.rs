@@ -1,5 +1,8 @@
 //! Discovery documents: `/version`, `/api`, `/api/v1`, `/apis`, `/apis/<g>`,
-//! `/apis/<g>/<v>`, built from the registry so CRDs appear as soon as they are served.
+//! `/apis/<g>/<v>`, built from the registry so CRDs appear as soon as they are served;
+//! and aggregated discovery (`apidiscovery.k8s.io` v2 and v2beta1), the whole of `/api`
+//! or `/apis` in one `APIGroupDiscoveryList`, for a client whose `Accept` asks for it
+//! (kubectl and client-go since 1.30 ask for it first; kube-apiserver 1.30+ serves it).
 
 use serde_json::{Value, json};
 
@@ -120,6 +123,115 @@ pub(crate) fn resource_list(registry: &Registry, group: &str, version: &str) -> 
         "groupVersion": gv,
         "resources": resources,
     }))
+}
+
+/// The aggregated discovery version a request's `Accept` header asks for first (`v2` or
+/// `v2beta1`), if any: a media range `application/json` with `g=apidiscovery.k8s.io` and
+/// `as=APIGroupDiscoveryList`. `None`: the legacy documents.
+pub(crate) fn aggregated_version(accept: &str) -> Option<&'static str> {
+    accept.split(',').find_map(|range| {
+        let mut parts = range.split(';').map(str::trim);
+        if !parts
+            .next()
+            .is_some_and(|m| m.eq_ignore_ascii_case("application/json"))
+        {
+            return None;
+        }
+        let params: Vec<(&str, &str)> = parts.filter_map(|p| p.split_once('=')).collect();
+        let param = |k: &str| {
+            params
+                .iter()
+                .find(|(pk, _)| pk.trim() == k)
+                .map(|(_, v)| v.trim())
+        };
+        if param("g") != Some("apidiscovery.k8s.io") || param("as") != Some("APIGroupDiscoveryList")
+        {
+            return None;
+        }
+        match param("v") {
+            Some("v2") => Some("v2"),
+            Some("v2beta1") => Some("v2beta1"),
+            _ => None,
+        }
+    })
+}
+
+/// The `Content-Type` of an aggregated discovery document of `version`.
+pub(crate) fn aggregated_content_type(version: &str) -> String {
+    format!("application/json;g=apidiscovery.k8s.io;v={version};as=APIGroupDiscoveryList")
+}
+
+/// `/api` (`core`) or `/apis` as an `APIGroupDiscoveryList` of apidiscovery `version`:
+/// every group with its versions (the preferred first), each version's resources with
+/// their kind, scope, verbs, short names, categories and subresources.
+pub(crate) fn aggregated(registry: &Registry, core: bool, version: &str) -> Value {
+    let items: Vec<Value> = registry
+        .groups()
+        .into_iter()
+        .filter(|(g, _)| g.is_empty() == core)
+        .map(|(group, versions)| {
+            let versions: Vec<Value> = versions
+                .iter()
+                .map(|v| {
+                    let resources: Vec<Value> = registry
+                        .resources(&group, v)
+                        .iter()
+                        .map(|i| aggregated_resource(i))
+                        .collect();
+                    json!({"version": v, "resources": resources, "freshness": "Current"})
+                })
+                .collect();
+            let mut metadata = json!({"creationTimestamp": null});
+            if !group.is_empty() {
+                metadata["name"] = json!(group);
+            }
+            json!({"metadata": metadata, "versions": versions})
+        })
+        .collect();
+    json!({
+        "kind": "APIGroupDiscoveryList",
+        "apiVersion": format!("apidiscovery.k8s.io/{version}"),
+        "metadata": {},
+        "items": items,
+    })
+}
+
+fn aggregated_resource(i: &super::registry::ResourceInfo) -> Value {
+    let kind = json!({"group": i.group, "version": i.version, "kind": i.kind});
+    let mut subresources = Vec::new();
+    if i.status {
+        subresources.push(
+            json!({"subresource": "status", "responseKind": kind, "verbs": SUBRESOURCE_VERBS}),
+        );
+    }
+    if i.scale.is_some() {
+        subresources.push(json!({
+            "subresource": "scale",
+            "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
+            "verbs": SUBRESOURCE_VERBS,
+        }));
+    }
+    if i.plural == "namespaces" {
+        subresources
+            .push(json!({"subresource": "finalize", "responseKind": kind, "verbs": ["update"]}));
+    }
+    let mut r = json!({
+        "resource": i.plural,
+        "responseKind": kind,
+        "scope": if i.namespaced { "Namespaced" } else { "Cluster" },
+        "singularResource": i.singular,
+        "verbs": RESOURCE_VERBS,
+    });
+    if !i.short_names.is_empty() {
+        r["shortNames"] = json!(i.short_names);
+    }
+    if !i.categories.is_empty() {
+        r["categories"] = json!(i.categories);
+    }
+    if !subresources.is_empty() {
+        r["subresources"] = json!(subresources);
+    }
+    r
 }
 
 #[cfg(test)]

@@ -213,6 +213,20 @@ impl ApiError {
         Self::new(410, "Expired", message)
     }
 
+    /// A list or watch from a resourceVersion the server has not reached
+    /// (kube-apiserver's `NewTooLargeResourceVersionError`).
+    pub(crate) fn too_large_resource_version(wanted: u64, current: u64) -> Self {
+        ApiError {
+            code: 504,
+            reason: "Timeout",
+            message: format!("Too large resource version: {wanted}, current: {current}"),
+            details: Some(json!({
+                "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+                "retryAfterSeconds": 1,
+            })),
+        }
+    }
+
     pub(crate) fn not_acceptable(message: impl Into<String>) -> Self {
         Self::new(406, "NotAcceptable", message)
     }

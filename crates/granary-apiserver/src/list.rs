@@ -113,25 +113,54 @@ impl State {
             Some(l) if !needs_parse => l,
             _ => usize::MAX,
         };
-        let (raw, uncopied, current) =
-            self.store
-                .list_page(&info.gr(), ns, continued.as_ref().map(|(_, key)| key), take);
-        // Every page of a list carries the resourceVersion of its first page, as
-        // kube-apiserver's do: a watch from there replays whatever changed while the
-        // pages were read (an object created mid-list before the current page's start
-        // is in no page; with the newest resourceVersion it would be lost until a
-        // relist). Later pages read live state, so an item may be newer than that
-        // resourceVersion; its change is then replayed as well, which a watcher applies
-        // harmlessly.
-        let rv = continued.as_ref().map_or(current, |(rv, _)| *rv);
-        if let (Some(want), Some("Exact")) =
-            (&q.resource_version, q.resource_version_match.as_deref())
-            && want.parse::<u64>().ok() != Some(current)
+        // Every page of a list is read at the resourceVersion of its first page, as
+        // kube-apiserver serves them from etcd's revision: one consistent snapshot, and
+        // a watch from that resourceVersion replays exactly what changed since.
+        let wanted =
+            match q.resource_version.as_deref() {
+                None | Some("0") => None,
+                Some(v) => Some(v.parse::<u64>().map_err(|_| {
+                    ApiError::bad_request(format!("invalid resource version: {v:?}"))
+                })?),
+            };
+        let exact = q.resource_version_match.as_deref() == Some("Exact");
+        // `Exact` reads the collection as it was then, from the recent history.
+        let at = wanted.filter(|_| exact && continued.is_none());
+        let (raw, uncopied, current) = match (&continued, at) {
+            (None, Some(at)) => self
+                .store
+                .list_page_at(&info.gr(), ns, None, take, at)
+                .map_err(|oldest| {
+                    ApiError::expired(format!(
+                        "The resourceVersion for the provided list is too old (requested \
+                         {at}, oldest kept {oldest})"
+                    ))
+                })?,
+            (None, None) => self.store.list_page(&info.gr(), ns, None, take),
+            (Some((at, key)), _) => self
+                .store
+                .list_page_at(&info.gr(), ns, Some(key), take, *at)
+                .map_err(|_| {
+                    ApiError::expired(
+                        "The provided continue parameter is too old to display a consistent \
+                         list result. You can start a new list without the continue \
+                         parameter.",
+                    )
+                })?,
+        };
+        // A resourceVersion this server has not reached: kube-apiserver waits a moment
+        // for it, then answers 504. One server's versions never run ahead of it, so
+        // there is nothing to wait for.
+        if let Some(want) = wanted
+            && want > current
         {
-            return Err(ApiError::expired(format!(
-                "The resourceVersion for the provided list is too old (requested {want}, current {current})"
-            )));
+            return Err(ApiError::too_large_resource_version(want, current));
         }
+        let rv = match (&continued, at) {
+            (Some((rv, _)), _) => *rv,
+            (None, Some(at)) => at,
+            (None, None) => current,
+        };
         let mut items = Vec::new();
         let mut last_key = None;
         let mut more = uncopied > 0;

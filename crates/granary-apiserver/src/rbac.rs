@@ -136,6 +136,41 @@ impl Policy {
         (rules, errors)
     }
 
+    /// The `status` of a SelfSubjectRulesReview of `user` in `ns`, as kube-apiserver's
+    /// rule resolver answers it: every rule the user holds there, split into resource and
+    /// non-resource rules, `incomplete` (with the reason) when a binding's role is
+    /// missing.
+    pub(crate) fn rules_review_status(&self, user: &UserInfo, ns: &str) -> Value {
+        let (rules, errors) = self.rules_for(user, ns);
+        let (mut resource, mut non_resource) = (Vec::new(), Vec::new());
+        for r in rules {
+            let verbs = r.verbs.clone();
+            if let Some(urls) = r.non_resource_urls.filter(|u| !u.is_empty()) {
+                non_resource.push(json!({"verbs": verbs, "nonResourceURLs": urls}));
+            }
+            if let Some(resources) = r.resources.filter(|r| !r.is_empty()) {
+                let mut rule = json!({
+                    "verbs": verbs,
+                    "apiGroups": r.api_groups.unwrap_or_default(),
+                    "resources": resources,
+                });
+                if let Some(names) = r.resource_names.filter(|n| !n.is_empty()) {
+                    rule["resourceNames"] = json!(names);
+                }
+                resource.push(rule);
+            }
+        }
+        let mut status = json!({
+            "resourceRules": resource,
+            "nonResourceRules": non_resource,
+            "incomplete": !errors.is_empty(),
+        });
+        if !errors.is_empty() {
+            status["evaluationError"] = json!(errors.join(", "));
+        }
+        status
+    }
+
     /// Whether `user` may make the request `call` describes.
     pub(crate) fn allows(&self, user: &UserInfo, call: &ApiCall) -> bool {
         if user.groups.iter().any(|g| g == MASTERS) {

@@ -68,6 +68,15 @@ fn respond(code: StatusCode, body: Bytes) -> Response {
         .expect("status and static header are valid")
 }
 
+/// `/api` and `/apis` answer by the `Accept` header (aggregated discovery or not): caches
+/// must keep them apart.
+fn vary_accept(mut response: Response) -> Response {
+    response
+        .headers_mut()
+        .insert(header::VARY, header::HeaderValue::from_static("Accept"));
+    response
+}
+
 fn json_response(code: StatusCode, v: &Value) -> Response {
     respond(code, Bytes::from(v.to_string()))
 }
@@ -132,6 +141,21 @@ async fn handle(AxumState(state): AxumState<SharedState>, req: Request) -> Respo
             Err(e) => error_response(&e),
         };
     }
+    if req.method == Method::POST && path == SELF_SUBJECT_RULES_REVIEWS {
+        return match req
+            .json_body()
+            .and_then(|review| self_subject_rules_review(&state, &identity, &call.user, review))
+        {
+            Ok(review) => json_response(StatusCode::CREATED, &review),
+            Err(e) => error_response(&e),
+        };
+    }
+    if req.method == Method::POST && path == SELF_SUBJECT_REVIEWS {
+        return json_response(
+            StatusCode::CREATED,
+            &self_subject_review(&identity, &call.user),
+        );
+    }
     let routed = match &identity {
         Identity::User(u) => super::rbac::as_requester(u, &call, || route(&state, &path, &req)),
         Identity::Admin => route(&state, &path, &req),
@@ -144,6 +168,72 @@ async fn handle(AxumState(state): AxumState<SharedState>, req: Request) -> Respo
 
 /// Where `kubectl auth can-i` asks what it may do.
 const SELF_SUBJECT_ACCESS_REVIEWS: &str = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews";
+/// Where `kubectl auth can-i --list` asks for every rule it holds in a namespace.
+const SELF_SUBJECT_RULES_REVIEWS: &str = "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews";
+/// Where `kubectl auth whoami` asks who it is.
+const SELF_SUBJECT_REVIEWS: &str = "/apis/authentication.k8s.io/v1/selfsubjectreviews";
+
+/// The requester as RBAC sees it: a token-file user, or the server's own token
+/// (`system:masters`, or whom it impersonates).
+fn requester(identity: &Identity, user_name: &str) -> UserInfo {
+    match identity {
+        Identity::User(u) => u.clone(),
+        Identity::Admin => UserInfo {
+            name: user_name.to_string(),
+            uid: String::new(),
+            groups: vec![
+                "system:masters".to_string(),
+                super::authn::AUTHENTICATED.to_string(),
+            ],
+        },
+    }
+}
+
+/// `POST .../selfsubjectrulesreviews`: every rule the requester holds in
+/// `spec.namespace` (kube-apiserver requires the namespace).
+fn self_subject_rules_review(
+    state: &SharedState,
+    identity: &Identity,
+    user_name: &str,
+    mut review: Value,
+) -> Result<Value, ApiError> {
+    let namespace = review
+        .pointer("/spec/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    if namespace.is_empty() {
+        return Err(ApiError::invalid(
+            "authorization.k8s.io",
+            "SelfSubjectRulesReview",
+            "",
+            vec![FieldCause::required_message(
+                "spec.namespace",
+                "namespace is required",
+            )],
+        ));
+    }
+    let user = requester(identity, user_name);
+    review["apiVersion"] = json!("authorization.k8s.io/v1");
+    review["kind"] = json!("SelfSubjectRulesReview");
+    review["status"] = state.rbac_policy().rules_review_status(&user, &namespace);
+    Ok(review)
+}
+
+/// `POST .../selfsubjectreviews`: who the requester is.
+fn self_subject_review(identity: &Identity, user_name: &str) -> Value {
+    let user = requester(identity, user_name);
+    let mut info = json!({"username": user.name, "groups": user.groups});
+    if !user.uid.is_empty() {
+        info["uid"] = json!(user.uid);
+    }
+    json!({
+        "kind": "SelfSubjectReview",
+        "apiVersion": "authentication.k8s.io/v1",
+        "metadata": {"creationTimestamp": null},
+        "status": {"userInfo": info},
+    })
+}
 
 /// Authorizes a token-file user's request with RBAC. Such users cannot impersonate
 /// (only the server's own token can).
@@ -285,8 +375,26 @@ fn route(state: &SharedState, path: &str, req: &ApiRequest) -> Result<Response, 
             json!({"paths": ["/api", "/api/v1", "/apis", "/openapi/v2", "/openapi/v3", "/version"]}),
         )),
         ["version"] => get_only(Some(discovery::version())),
-        ["api"] => get_only(Some(discovery::core_versions(&state.address))),
-        ["apis"] => get_only(Some(discovery::group_list(&state.registry))),
+        ["api"] | ["apis"] => {
+            let core = segs == ["api"];
+            let Some(version) = discovery::aggregated_version(req.header(header::ACCEPT)) else {
+                return get_only(Some(if core {
+                    discovery::core_versions(&state.address)
+                } else {
+                    discovery::group_list(&state.registry)
+                }))
+                .map(vary_accept);
+            };
+            let mut response =
+                get_only(Some(discovery::aggregated(&state.registry, core, version)))?;
+            response.headers_mut().insert(
+                header::CONTENT_TYPE,
+                discovery::aggregated_content_type(version)
+                    .parse()
+                    .expect("a valid header value"),
+            );
+            Ok(vary_accept(response))
+        }
         ["openapi", "v2"] => {
             if req.header(header::ACCEPT).contains("protobuf") {
                 let bytes = openapi::v2_protobuf(&state.registry);

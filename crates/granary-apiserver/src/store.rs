@@ -36,6 +36,10 @@ impl GroupResource {
 /// (namespace, name); the namespace is empty for cluster-scoped objects.
 pub(crate) type ObjectKey = (String, String);
 
+/// A page of a list: the objects (key and JSON), how many more there are, and the
+/// store's resourceVersion when it was read.
+pub(crate) type Page = (Vec<(ObjectKey, Bytes)>, usize, u64);
+
 /// What a write does to the object (ADDED/MODIFIED/DELETED).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum EventType {
@@ -60,6 +64,8 @@ pub(crate) struct StoreEvent {
     pub rv: u64,
     pub gr: GroupResource,
     pub namespace: String,
+    /// The object's name (its key is `(namespace, name)`).
+    pub name: String,
     pub kind: EventType,
     /// The object after the change (for DELETED: the last state, with the deletion's rv).
     pub object: Bytes,
@@ -455,7 +461,7 @@ impl Store {
         ns: Option<&str>,
         after: Option<&ObjectKey>,
         take: usize,
-    ) -> (Vec<(ObjectKey, Bytes)>, usize, u64) {
+    ) -> Page {
         let inner = self.read();
         let mut out = Vec::new();
         let mut rest = 0;
@@ -481,6 +487,66 @@ impl Store {
             };
         }
         (out, rest, inner.rv)
+    }
+
+    /// [`Store::list_page`] as the collection was at resourceVersion `at` (a continued
+    /// list's first page): the current objects with the changes made since undone from
+    /// the history (an object created since left out, one changed or deleted since as
+    /// it was). `Err(oldest)` when the history no longer reaches back to `at`.
+    pub(crate) fn list_page_at(
+        &self,
+        gr: &GroupResource,
+        ns: Option<&str>,
+        after: Option<&ObjectKey>,
+        take: usize,
+        at: u64,
+    ) -> Result<Page, u64> {
+        let inner = self.read();
+        if at >= inner.rv {
+            drop(inner);
+            return Ok(self.list_page(gr, ns, after, take));
+        }
+        let oldest_known = inner.history.front().map_or(inner.rv + 1, |e| e.rv);
+        if at + 1 < oldest_known {
+            return Err(oldest_known.saturating_sub(1));
+        }
+        // Each key's state at `at`: before the first change after it (`None`: absent).
+        let mut then: BTreeMap<ObjectKey, Option<Bytes>> = BTreeMap::new();
+        for e in inner
+            .history
+            .iter()
+            .filter(|e| e.rv > at && e.gr == *gr && ns.is_none_or(|ns| ns == e.namespace))
+        {
+            let key = (e.namespace.clone(), e.name.clone());
+            then.entry(key).or_insert_with(|| match e.kind {
+                EventType::Added => None,
+                EventType::Modified => e.old.clone(),
+                EventType::Deleted => Some(e.old.clone().unwrap_or_else(|| e.object.clone())),
+            });
+        }
+        let empty = BTreeMap::new();
+        let map = inner.objects.get(gr).unwrap_or(&empty);
+        let in_range = |k: &ObjectKey| after.is_none_or(|a| k > a) && ns.is_none_or(|ns| k.0 == ns);
+        let mut keys: Vec<&ObjectKey> = map
+            .keys()
+            .filter(|k| in_range(k) && !then.contains_key(*k))
+            .chain(
+                then.iter()
+                    .filter(|(k, v)| in_range(k) && v.is_some())
+                    .map(|(k, _)| k),
+            )
+            .collect();
+        keys.sort();
+        let mut out = Vec::new();
+        for k in keys.iter().take(take) {
+            let data = match then.get(*k) {
+                Some(Some(data)) => data.clone(),
+                _ => map.get(*k).map(|r| r.data.clone()).unwrap_or_default(),
+            };
+            out.push(((*k).clone(), data));
+        }
+        let rest = keys.len() - out.len();
+        Ok((out, rest, inner.rv))
     }
 
     /// Runs `decide` on the current object (if any) with the resourceVersion the write
@@ -569,6 +635,7 @@ impl Store {
             rv: next_rv,
             gr: gr.clone(),
             namespace: ns.to_string(),
+            name: name.to_string(),
             kind,
             object: data,
             old: old.map(|r| r.data),
@@ -620,6 +687,9 @@ impl Store {
                 })
             }
             WatchFrom::After(rv) => {
+                if rv > inner.rv {
+                    return Err(ApiError::too_large_resource_version(rv, inner.rv));
+                }
                 let oldest_known = inner.history.front().map(|e| e.rv).unwrap_or(inner.rv + 1);
                 // Events after `rv` are all retained iff rv+1 >= oldest retained, or
                 // nothing happened after rv at all.
@@ -734,6 +804,51 @@ mod tests {
         let b = put(&store, "b");
         assert!(b > a);
         assert_eq!(store.current_rv(), b);
+    }
+
+    #[test]
+    fn a_page_at_an_older_version_undoes_what_changed_since() {
+        let store = Store::new(100, 10);
+        let gr = GroupResource::new("", "configmaps");
+        let set = |name: &str, v: &str| {
+            store
+                .mutate(&gr, "ns", name, |_, _| {
+                    Ok(Mutation::Put(
+                        json!({"metadata": {"name": name}, "data": {"v": v}}),
+                    ))
+                })
+                .unwrap();
+        };
+        let names =
+            |page: &Page| -> Vec<String> { page.0.iter().map(|(k, _)| k.1.clone()).collect() };
+        set("a", "1");
+        set("b", "1");
+        set("c", "1");
+        let at = store.current_rv();
+        set("b", "2");
+        set("d", "1");
+        store
+            .mutate(&gr, "ns", "c", |cur, _| Ok(Mutation::Remove(cur.unwrap())))
+            .unwrap();
+        let then = store.list_page_at(&gr, None, None, usize::MAX, at).unwrap();
+        assert_eq!(names(&then), ["a", "b", "c"]);
+        let b: Value = serde_json::from_slice(&then.0[1].1).unwrap();
+        assert_eq!(b["data"]["v"], "1", "b as it was");
+        let after_a = ("ns".to_string(), "a".to_string());
+        let rest = store
+            .list_page_at(&gr, None, Some(&after_a), 1, at)
+            .unwrap();
+        assert_eq!((names(&rest), rest.1), (vec!["b".to_string()], 1));
+        // The present, and a version the history no longer reaches.
+        let now = store
+            .list_page_at(&gr, None, None, usize::MAX, store.current_rv())
+            .unwrap();
+        assert_eq!(names(&now), ["a", "b", "d"]);
+        let small = Store::new(1, 10);
+        let first = put(&small, "x");
+        put(&small, "y");
+        put(&small, "z");
+        assert!(small.list_page_at(&gr, None, None, 10, first).is_err());
     }
 
     #[test]
