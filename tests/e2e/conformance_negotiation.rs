@@ -259,3 +259,98 @@ async fn aggregated_discovery_is_served_to_clients_that_ask_for_it() {
     assert!(!ct.contains("apidiscovery"), "{ct}");
     assert_eq!(legacy["kind"], "APIGroupList");
 }
+
+/// Server-side field validation, as kube-apiserver: `fieldValidation=Strict` refuses a
+/// field the kind does not declare (400 for a create, 422 for a patch, naming it),
+/// `Warn` (the default) stores the object without it and says so in a `Warning` header,
+/// `Ignore` says nothing; the OpenAPI document names the parameter, so kubectl validates
+/// on the server.
+#[tokio::test]
+async fn unknown_fields_are_refused_warned_about_or_ignored() {
+    let cluster = TestCluster::start().await;
+    let ns = cluster.namespace("fv").await;
+    let client = cluster.client();
+    let send = |method: &'static str, query: &'static str, name: &str, body: serde_json::Value| {
+        let client = client.clone();
+        let (uri, content_type) = if method == "POST" {
+            (
+                format!("/api/v1/namespaces/{ns}/configmaps{query}"),
+                "application/json",
+            )
+        } else {
+            (
+                format!("/api/v1/namespaces/{ns}/configmaps/{name}{query}"),
+                "application/strategic-merge-patch+json",
+            )
+        };
+        async move {
+            let request = http::Request::builder()
+                .method(method)
+                .uri(uri)
+                .header("Content-Type", content_type)
+                .body(kube::client::Body::from(serde_json::to_vec(&body).unwrap()))
+                .unwrap();
+            let response = client.send(request).await.expect("an answer");
+            let status = response.status().as_u16();
+            let warnings: Vec<String> = response
+                .headers()
+                .get_all("warning")
+                .iter()
+                .map(|v| v.to_str().unwrap().to_string())
+                .collect();
+            let body = response.into_body().collect_bytes().await.expect("body");
+            let json: serde_json::Value = serde_json::from_slice(&body).expect("JSON");
+            (status, warnings, json)
+        }
+    };
+    let cm = |name: &str| {
+        serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name}, "data": {"a": "b"}, "colour": "red"})
+    };
+    let (status, _, refused) = send("POST", "?fieldValidation=Strict", "", cm("strict")).await;
+    assert_eq!(status, 400, "{refused}");
+    assert_eq!(
+        refused["message"],
+        "strict decoding error: unknown field \"colour\""
+    );
+    let (status, warnings, created) = send("POST", "", "", cm("warned")).await;
+    assert_eq!(status, 201, "{created}");
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.starts_with("299 ") && w.contains(r#"unknown field \"colour\""#)),
+        "{warnings:?}"
+    );
+    assert!(created.get("colour").is_none(), "not stored: {created}");
+    let (status, warnings, _) = send("POST", "?fieldValidation=Ignore", "", cm("ignored")).await;
+    assert_eq!((status, warnings.len()), (201, 0));
+    let (status, _, bad) = send("POST", "?fieldValidation=Maybe", "", cm("bad")).await;
+    assert_eq!(status, 400, "{bad}");
+    let (status, _, refused) = send(
+        "PATCH",
+        "?fieldValidation=Strict",
+        "warned",
+        serde_json::json!({"data": {"c": "d"}, "shade": "dark"}),
+    )
+    .await;
+    assert_eq!(status, 422, "{refused}");
+    assert!(
+        refused["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("unknown field \"shade\"")),
+        "{refused}"
+    );
+    // Advertised where kubectl looks for it (the patch operation of the kind's path).
+    let request = http::Request::builder()
+        .uri("/openapi/v3/api/v1")
+        .body(Vec::new())
+        .unwrap();
+    let doc: serde_json::Value = client.request(request).await.expect("openapi v3");
+    let advertised = doc["paths"].as_object().expect("paths").values().any(|p| {
+        p["patch"]["x-kubernetes-group-version-kind"]["kind"] == "ConfigMap"
+            && p["patch"]["parameters"]
+                .as_array()
+                .is_some_and(|ps| ps.iter().any(|x| x["name"] == "fieldValidation"))
+    });
+    assert!(advertised, "fieldValidation on ConfigMap's patch operation");
+}

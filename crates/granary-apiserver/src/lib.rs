@@ -34,6 +34,7 @@ mod crd;
 mod discovery;
 mod errors;
 mod events;
+mod field_validation;
 mod fieldset;
 mod gc;
 mod gc_index;

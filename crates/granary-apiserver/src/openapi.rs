@@ -119,7 +119,11 @@ pub(crate) fn v2(registry: &Registry) -> Value {
             object_path(&info),
             json!({"patch": {
                 "operationId": format!("patch{}", info.kind),
-                "parameters": [{"name": "dryRun", "in": "query", "type": "string", "uniqueItems": true}],
+                // kubectl validates server-side when the server names these.
+                "parameters": [
+                    {"name": "dryRun", "in": "query", "type": "string", "uniqueItems": true},
+                    {"name": "fieldValidation", "in": "query", "type": "string", "uniqueItems": true},
+                ],
                 "x-kubernetes-action": "patch",
                 "x-kubernetes-group-version-kind": {"group": info.group, "version": info.version, "kind": info.kind},
             }}),
@@ -201,12 +205,26 @@ pub(crate) fn v3_group_version(registry: &Registry, path: &str) -> Option<Value>
         let schema_ref = format!("#/components/schemas/{}", info.openapi_name);
         paths.insert(
             path,
-            json!({"get": {
-                "operationId": format!("read{}", info.kind),
-                "x-kubernetes-action": "get",
-                "x-kubernetes-group-version-kind": {"group": info.group, "version": info.version, "kind": info.kind},
-                "responses": {"200": {"description": "OK", "content": {"application/json": {"schema": {"$ref": schema_ref}}}}}
-            }}),
+            json!({
+                "get": {
+                    "operationId": format!("read{}", info.kind),
+                    "x-kubernetes-action": "get",
+                    "x-kubernetes-group-version-kind": {"group": info.group, "version": info.version, "kind": info.kind},
+                    "responses": {"200": {"description": "OK", "content": {"application/json": {"schema": {"$ref": schema_ref}}}}}
+                },
+                // kubectl (1.27+) validates server-side when the patch operation names
+                // `fieldValidation`, instead of falling back to client-side validation.
+                "patch": {
+                    "operationId": format!("patch{}", info.kind),
+                    "x-kubernetes-action": "patch",
+                    "x-kubernetes-group-version-kind": {"group": info.group, "version": info.version, "kind": info.kind},
+                    "parameters": [
+                        {"name": "dryRun", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
+                        {"name": "fieldValidation", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
+                    ],
+                    "responses": {"200": {"description": "OK", "content": {"application/json": {"schema": {"$ref": schema_ref}}}}}
+                },
+            }),
         );
     }
     Some(json!({

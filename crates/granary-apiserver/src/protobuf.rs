@@ -118,6 +118,12 @@ fn descriptor(api_version: &str, kind: &str) -> Option<MessageDescriptor> {
     message_in(package, kind)
 }
 
+/// Whether field `full_name` (`api.core.v1.Probe.handler`) is inlined into its parent's
+/// JSON, as Go's `json:",inline"` does.
+pub(crate) fn is_inline(full_name: &str) -> bool {
+    json::INLINE.contains(&full_name)
+}
+
 /// The message of built-in `kind` in `api_version` (strategic merge patch walks it).
 pub(crate) fn descriptor_of(api_version: &str, kind: &str) -> Option<MessageDescriptor> {
     descriptor(api_version, kind)

@@ -68,6 +68,32 @@ fn respond(code: StatusCode, body: Bytes) -> Response {
         .expect("status and static header are valid")
 }
 
+/// Server-side field validation of a write's body (`field_validation`): the fields the
+/// kind does not declare are dropped; the warnings to send, or the refusal.
+fn validate_fields(
+    req: &ApiRequest,
+    info: &ResourceInfo,
+    body: &mut Value,
+    patch: bool,
+) -> Result<Vec<String>, ApiError> {
+    use super::field_validation::{Directive, outcome, take_unknown};
+    let directive = Directive::parse(req.param("fieldValidation"))?;
+    let unknown = take_unknown(info, body);
+    outcome(directive, &unknown, patch)
+}
+
+/// `response` with a `Warning: 299 - "<text>"` header per warning (kube-apiserver's
+/// form, which kubectl prints as `Warning: <text>`).
+fn with_warnings(mut response: Response, warnings: &[String]) -> Response {
+    for w in warnings {
+        let value = format!("299 - \"{}\"", w.replace('\\', "\\\\").replace('"', "\\\""));
+        if let Ok(v) = header::HeaderValue::from_str(&value) {
+            response.headers_mut().append(header::WARNING, v);
+        }
+    }
+    response
+}
+
 /// `/api` and `/apis` answer by the `Accept` header (aggregated discovery or not): caches
 /// must keep them apart.
 fn vary_accept(mut response: Response) -> Response {
@@ -587,17 +613,29 @@ fn serve_resource(
                 return Err(ApiError::path_not_found());
             }
             let tracking = Tracking::Update(req.field_manager());
-            let created = state.create(&info, ns, req.json_body()?, tracking)?;
-            Ok(json_response(StatusCode::CREATED, &created))
+            let mut body = req.json_body()?;
+            let warnings = validate_fields(req, &info, &mut body, false)?;
+            let created = state.create(&info, ns, body, tracking)?;
+            Ok(with_warnings(
+                json_response(StatusCode::CREATED, &created),
+                &warnings,
+            ))
         }
         (&Method::PUT, Some(name)) => {
-            let body = req.json_body()?;
+            let mut body = req.json_body()?;
+            let warnings = match sub {
+                None | Some("status") => validate_fields(req, &info, &mut body, false)?,
+                _ => Vec::new(),
+            };
             let out = match sub {
                 Some("scale") => state.update_scale(&info, ns_key, name, |_| Ok(body))?,
                 Some("finalize") => finalize_namespace(state, &info, name, body)?,
                 _ => state.update(&info, ns_key, name, body, endpoint, &req.field_manager())?,
             };
-            Ok(json_response(StatusCode::OK, &out))
+            Ok(with_warnings(
+                json_response(StatusCode::OK, &out),
+                &warnings,
+            ))
         }
         (&Method::PATCH, Some(name)) => {
             let kind = PatchKind::from_content_type(req.header(header::CONTENT_TYPE))?;
@@ -621,7 +659,13 @@ fn serve_resource(
                     "force flag must only be set for apply patches",
                 ));
             }
-            let body = parse_body(kind, &req.body)?;
+            let mut body = parse_body(kind, &req.body)?;
+            let warnings = match (kind, sub) {
+                (PatchKind::Merge | PatchKind::Strategic, None | Some("status")) => {
+                    validate_fields(req, &info, &mut body, true)?
+                }
+                _ => Vec::new(),
+            };
             if sub == Some("scale") {
                 let out = state.update_scale(&info, ns_key, name, |cur| {
                     apply_patch(kind, &cur, &body, ("autoscaling/v1", "Scale"))
@@ -640,7 +684,7 @@ fn serve_resource(
             } else {
                 StatusCode::OK
             };
-            Ok(json_response(code, &out))
+            Ok(with_warnings(json_response(code, &out), &warnings))
         }
         (&Method::DELETE, Some(name)) => {
             let opts = delete_options(req)?;
