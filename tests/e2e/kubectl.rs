@@ -245,6 +245,21 @@ const WORKLOAD: &str = r#"{"apiVersion": "v1", "kind": "List", "items": [
  "spec": {"selector": {"app": "d"}, "ports": [{"name": "http", "port": 80, "targetPort": 8080}]}}
 ]}"#;
 
+/// A namespace of its own (`base`) with [`WORKLOAD`] applied by kubectl: the cluster,
+/// kubectl in that namespace, and the manifest's file (in the returned directory).
+async fn workload(base: &str) -> (TestCluster, Kubectl, tempfile::TempDir, std::path::PathBuf) {
+    let cluster = TestCluster::start().await;
+    let ns = cluster.namespace(base).await;
+    let k = Kubectl::new(&cluster.garden.kubeconfig_path)
+        .private_cache()
+        .namespace(&ns);
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = dir.path().join("workload.json");
+    std::fs::write(&manifest, WORKLOAD).unwrap();
+    k.ok(&["apply", "-f", manifest.to_str().unwrap()]).await;
+    (cluster, k, dir, manifest)
+}
+
 /// Strategic merge patches as kubectl sends them (`patch`, `set image`, and `apply`'s
 /// three-way patch with `$setElementOrder` and `$patch: delete`): lists merge by their
 /// keys, as on kube-apiserver. Against the embedded server or a real cluster.
@@ -254,15 +269,7 @@ async fn kubectl_strategic_merge_patches_merge_lists_by_key() {
         eprintln!("SKIPPED: kubectl is not installed (apt-get install kubernetes-client)");
         return;
     }
-    let cluster = TestCluster::start().await;
-    let ns = cluster.namespace("smp").await;
-    let k = Kubectl::new(&cluster.garden.kubeconfig_path)
-        .private_cache()
-        .namespace(&ns);
-    let dir = tempfile::tempdir().unwrap();
-    let manifest = dir.path().join("workload.json");
-    std::fs::write(&manifest, WORKLOAD).unwrap();
-    k.ok(&["apply", "-f", manifest.to_str().unwrap()]).await;
+    let (_cluster, k, _dir, manifest) = workload("smp").await;
     let containers = |json: String| -> serde_json::Value {
         serde_json::from_str::<serde_json::Value>(&json).expect("JSON")["spec"]["template"]["spec"]
             ["containers"]
@@ -334,4 +341,64 @@ async fn kubectl_strategic_merge_patches_merge_lists_by_key() {
     assert_eq!(c.as_array().map(Vec::len), Some(1), "{c}");
     assert_eq!(c[0]["name"], "main");
     assert_eq!(c[0]["env"][0]["value"], "prod", "{c}");
+}
+
+/// `kubectl get` of built-in kinds prints kube-apiserver's columns (server-side
+/// printing), not only NAME and AGE.
+#[tokio::test]
+async fn kubectl_get_prints_the_columns_of_built_in_kinds() {
+    if !kubectl::available() {
+        eprintln!("SKIPPED: kubectl is not installed (apt-get install kubernetes-client)");
+        return;
+    }
+    let (_cluster, k, _dir, _) = workload("cols").await;
+    let header = |out: &str| {
+        out.lines()
+            .next()
+            .unwrap_or_default()
+            .split_whitespace()
+            .map(String::from)
+            .collect::<Vec<_>>()
+    };
+    let deploy = k.ok(&["get", "deployment", "d"]).await;
+    assert_eq!(
+        header(&deploy),
+        ["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"],
+        "{deploy}"
+    );
+    let wide = k.ok(&["get", "deployment", "d", "-o", "wide"]).await;
+    assert!(
+        wide.contains("CONTAINERS") && wide.contains("main,sidecar") && wide.contains("app=d"),
+        "{wide}"
+    );
+    let svc = k.ok(&["get", "service", "s"]).await;
+    assert_eq!(
+        header(&svc),
+        [
+            "NAME",
+            "TYPE",
+            "CLUSTER-IP",
+            "EXTERNAL-IP",
+            "PORT(S)",
+            "AGE"
+        ],
+        "{svc}"
+    );
+    assert!(svc.contains("80/TCP"), "{svc}");
+    k.ok(&[
+        "create",
+        "configmap",
+        "c",
+        "--from-literal=a=b",
+        "--from-literal=c=d",
+    ])
+    .await;
+    let cm = k.ok(&["get", "configmap", "c"]).await;
+    assert_eq!(header(&cm), ["NAME", "DATA", "AGE"], "{cm}");
+    assert!(
+        cm.lines()
+            .nth(1)
+            .is_some_and(|l| l.split_whitespace().nth(1) == Some("2")),
+        "{cm}"
+    );
 }

@@ -30,6 +30,7 @@ mod apply;
 mod authn;
 mod bootstrap_rbac;
 mod builtin;
+mod builtin_columns;
 mod crd;
 mod discovery;
 mod errors;

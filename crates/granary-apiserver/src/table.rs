@@ -168,6 +168,11 @@ fn columns(info: &ResourceInfo) -> Vec<Value> {
     if is_event(info) {
         return event_columns();
     }
+    if info.crd.is_none()
+        && let Some(cols) = super::builtin_columns::column_definitions(&info.group, &info.kind)
+    {
+        return cols;
+    }
     let mut cols = vec![
         json!({"name": "Name", "type": "string", "format": "name", "description": "Name must be unique within a namespace.", "priority": 0}),
     ];
@@ -206,7 +211,17 @@ fn row(info: &ResourceInfo, obj: &Value, now: &DateTime<Utc>) -> Value {
     } else {
         cells.push(obj.pointer("/metadata/name").cloned().unwrap_or(json!("")));
     }
-    if info.printer_columns.is_empty() && !is_event(info) {
+    let own = info.crd.is_none()
+        && super::builtin_columns::column_definitions(&info.group, &info.kind).is_some();
+    if own {
+        cells.extend(super::builtin_columns::cells(
+            &info.group,
+            &info.kind,
+            obj,
+            &age_of(obj, now),
+            now,
+        ));
+    } else if info.printer_columns.is_empty() && !is_event(info) {
         cells.push(json!(age_of(obj, now)));
     }
     for c in &info.printer_columns {
