@@ -658,7 +658,9 @@ async fn delete(client: &Client, ns: &str, names: &[String], confirm: bool) -> a
             names.join(", ")
         ))
     {
-        bail!("not deleted: the answer was not Y (use --confirm to skip the question)");
+        // As velero: a "no" is an answer, not an error.
+        println!("Cancelled.");
+        return Ok(());
     }
     let requests: Api<DeleteBackupRequest> = Api::namespaced(client.clone(), ns);
     for b in &backups {

@@ -207,7 +207,9 @@ async fn delete(
             names.join(", ")
         ))
     {
-        bail!("not deleted: the answer was not Y (use --confirm to skip the question)");
+        // As velero: a "no" is an answer, not an error.
+        println!("Cancelled.");
+        return Ok(());
     }
     let backups: Api<Backup> = Api::namespaced(client.clone(), ns);
     for name in names {

@@ -478,7 +478,9 @@ async fn delete(
             listed.join(", ")
         ))
     {
-        bail!("not deleted: the answer was not Y (use --confirm to skip the question)");
+        // As velero: a "no" is an answer, not an error.
+        println!("Cancelled.");
+        return Ok(());
     }
     let mut errors = Vec::new();
     for name in &listed {

@@ -194,7 +194,8 @@ pub fn schedules_table(schedules: &[Schedule], now: chrono::DateTime<Utc>) -> St
 pub fn describe_schedule(s: &Schedule) -> String {
     let status = s.status.clone().unwrap_or_default();
     let mut out = String::new();
-    let mut line = |k: &str, v: String| out.push_str(&format!("{k:<16}{v}\n"));
+    // A label longer than the column still gets a space before its value.
+    let mut line = |k: &str, v: String| out.push_str(&format!("{k:<15} {v}\n"));
     line("Name:", s.name_any());
     line("Namespace:", s.namespace().unwrap_or_default());
     let labels = s
