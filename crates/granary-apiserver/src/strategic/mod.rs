@@ -263,13 +263,14 @@ fn merge_map(
             continue;
         };
         let merged = match (current, value) {
-            (Value::Object(c), Value::Object(v)) if !field.replace_map => {
-                Value::Object(merge_map(c, v, &field.ty)?)
-            }
             (Value::Array(c), Value::Array(v)) if field.list == Strategy::Merge => {
                 Value::Array(merge_list(c, v, &field, deleting)?)
             }
-            (Value::Array(_), Value::Array(_)) if deleting => return Err(bad_primitive_list()),
+            // `$deleteFromPrimitiveList` names a merge list of scalars, nothing else.
+            _ if deleting => return Err(bad_primitive_list()),
+            (Value::Object(c), Value::Object(v)) if !field.replace_map => {
+                Value::Object(merge_map(c, v, &field.ty)?)
+            }
             (_, value) => value,
         };
         original.insert(key, merged);

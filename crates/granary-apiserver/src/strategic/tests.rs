@@ -390,6 +390,14 @@ fn strategic_merge_patch_cases() {
             Err(PatchError::Other(String::new())),
         ),
         (
+            "$deleteFromPrimitiveList of a field that is no list",
+            d.clone(),
+            json!({"spec": {"$deleteFromPrimitiveList/replicas": [2]}}),
+            Err(PatchError::BadRequest(
+                "invalid patch format of primitive list".into(),
+            )),
+        ),
+        (
             "a value of another JSON type replaces",
             d.clone(),
             json!({"spec": {"strategy": "Recreate"}}),
