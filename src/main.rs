@@ -68,8 +68,8 @@ enum Command {
         #[command(subcommand)]
         command: ArchiveCommand,
     },
-    /// Velero-style backups: create, get, describe, logs, delete (the controllers of
-    /// `granary seed` or `granary server` take them).
+    /// Velero-style backups: create, get, describe, logs, download, verify, delete (the
+    /// controllers of `granary seed` or `granary server` take them).
     Backup {
         #[command(flatten)]
         target: cli::Target,
@@ -375,6 +375,37 @@ fn write_crds(side: Option<Side>, dir: &std::path::Path) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    /// The user-facing commands whose every argument and flag has a description.
+    const DESCRIBED: &[&str] = &["backup", "restore", "schedule", "backup-location"];
+
+    /// `granary <command> --help` describes every argument and flag of the commands in
+    /// [`DESCRIBED`] (a flag without a line is a question a user has to ask elsewhere).
+    #[test]
+    fn every_argument_of_the_user_commands_is_described() {
+        use clap::CommandFactory;
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for arg in cmd.get_arguments() {
+                let id = arg.get_id().as_str();
+                if matches!(id, "help" | "version") || arg.is_hide_set() {
+                    continue;
+                }
+                if arg.get_help().is_none() && arg.get_long_help().is_none() {
+                    missing.push(format!("{path} {id}"));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, &format!("{path} {}", sub.get_name()), missing);
+            }
+        }
+        let cli = super::Cli::command();
+        let mut missing = Vec::new();
+        for name in DESCRIBED {
+            let cmd = cli.find_subcommand(name).expect("a command");
+            walk(cmd, name, &mut missing);
+        }
+        assert!(missing.is_empty(), "without a description: {missing:?}");
+    }
+
     /// clap's own checks of the whole command line (ids named in `conflicts_with` and
     /// `requires_all` exist, no flag is defined twice, …), now that the flags live on the
     /// library's types.

@@ -47,20 +47,25 @@ pub enum BackupCommand {
         // Without `--dry-run`, `json|yaml` print the Backup that would be created and
         // create nothing (velero's behaviour, [`output::print_only`]); with it, the
         // format of that report ([`super::dry_run`]).
+        /// Print the Backup as json or yaml instead of creating it (with --dry-run: the
+        /// format of the report).
         #[arg(short = 'o', long, value_enum)]
         output: Option<OutputFormat>,
     },
     /// List backups, or the named ones.
     Get {
+        /// The backups to list (default: every backup of the namespace).
         names: Vec<String>,
         /// Only backups with these labels.
         #[arg(short = 'l', long)]
         selector: Option<String>,
+        /// Output format: a table, or the Backups as json or yaml.
         #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Table)]
         output: OutputFormat,
     },
     /// Phase, queue position and what it waits for, progress, errors and warnings.
     Describe {
+        /// The backups to describe.
         #[arg(required = true)]
         names: Vec<String>,
         /// Also list the backed-up items and the error/warning messages (read from the
@@ -71,6 +76,7 @@ pub enum BackupCommand {
     /// Print the backup's log (through a DownloadRequest the server answers; with
     /// --data-dir, read from the storage location directly).
     Logs {
+        /// The backup whose log to print.
         name: String,
         #[command(flatten)]
         fetch: download::FetchOptions,
@@ -78,6 +84,7 @@ pub enum BackupCommand {
     /// Download the backup tarball (through a DownloadRequest the server answers; with
     /// --data-dir, read from the storage location directly).
     Download {
+        /// The backup whose tarball to download.
         name: String,
         /// The file to write (default `<name>-data.tar.gz`).
         #[arg(short = 'o', long, value_name = "FILE")]
@@ -94,6 +101,7 @@ pub enum BackupCommand {
     Verify(Box<super::integrity::VerifyFlags>),
     /// Ask the server to delete backups and their data (a DeleteBackupRequest each).
     Delete {
+        /// The backups to delete.
         #[arg(required = true)]
         names: Vec<String>,
         /// Do not ask for confirmation.

@@ -28,25 +28,31 @@ pub enum LocationCommand {
         flags: LocationFlags,
         // `json|yaml`: print the location that would be created, create nothing
         // ([`output::print_only`]).
+        /// Print the location as json or yaml instead of creating it.
         #[arg(short = 'o', long, value_enum)]
         output: Option<OutputFormat>,
     },
     /// List locations, or the named ones.
     Get {
+        /// The locations to list (default: every location of the namespace).
         names: Vec<String>,
+        /// Output format: a table, or the objects as json or yaml.
         #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Table)]
         output: OutputFormat,
     },
     /// Change a location.
     Set {
+        /// The location to change.
         name: String,
         #[command(flatten)]
         flags: LocationSetFlags,
     },
     /// Delete locations and the Backup objects that point at them (not their files).
     Delete {
+        /// The locations to delete.
         #[arg(required = true)]
         names: Vec<String>,
+        /// Do not ask for confirmation.
         #[arg(long)]
         confirm: bool,
     },

@@ -50,19 +50,22 @@ pub struct LocationFlags {
     pub labels: Vec<String>,
 }
 
-/// The flags of `granary backup-location set`, unparsed; unset ones change nothing (only
-/// `--default` has help text).
+/// The flags of `granary backup-location set`, unparsed; unset ones change nothing.
 #[derive(Clone, Debug, Default, clap::Args)]
 pub struct LocationSetFlags {
     /// Make it the default location (`--default=false` to stop being it).
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     pub default: Option<bool>,
+    /// The credentials Secret key, secret-name=key.
     #[arg(long, value_name = "SECRET=KEY")]
     pub credential: Option<String>,
+    /// ReadWrite or ReadOnly.
     #[arg(long)]
     pub access_mode: Option<String>,
+    /// How often the location is validated (Go duration; 0 disables).
     #[arg(long)]
     pub validation_frequency: Option<String>,
+    /// How often backups are synced from the store (Go duration; 0 disables).
     #[arg(long)]
     pub backup_sync_period: Option<String>,
 }

@@ -44,20 +44,24 @@ pub enum RestoreCommand {
         #[arg(long, conflicts_with_all = ["output", "dry_run", "wait"])]
         rehearse: bool,
         // `json|yaml`: print the Restore and create nothing ([`output::print_only`]).
+        /// Print the Restore as json or yaml instead of creating it.
         #[arg(short = 'o', long, value_enum)]
         output: Option<OutputFormat>,
     },
     /// List restores, or the named ones.
     Get {
+        /// The restores to list (default: every restore of the namespace).
         names: Vec<String>,
         /// Only restores with these labels.
         #[arg(short = 'l', long)]
         selector: Option<String>,
+        /// Output format: a table, or the objects as json or yaml.
         #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Table)]
         output: OutputFormat,
     },
     /// Phase, what it waits for, progress, warnings and errors.
     Describe {
+        /// The restores to describe.
         #[arg(required = true)]
         names: Vec<String>,
         /// Also list the restored items with what happened to each, and the warning and
@@ -70,12 +74,14 @@ pub enum RestoreCommand {
     },
     /// Print the restore's log (through a DownloadRequest, as velero does).
     Logs {
+        /// The restore whose log to print.
         name: String,
         #[command(flatten)]
         fetch: super::download::FetchOptions,
     },
     /// Delete restores; the server then removes their data in object storage.
     Delete {
+        /// The restores to delete (or --all).
         names: Vec<String>,
         /// Every restore of the namespace.
         #[arg(long)]

@@ -44,22 +44,29 @@ pub enum ScheduleCommand {
         #[command(flatten)]
         flags: Box<BackupFlags>,
         // `json|yaml`: print the Schedule and create nothing ([`output::print_only`]).
+        /// Print the Schedule as json or yaml instead of creating it.
         #[arg(short = 'o', long, value_enum)]
         output: Option<OutputFormat>,
     },
     /// List schedules, or the named ones.
     Get {
+        /// The schedules to list (default: every schedule of the namespace).
         names: Vec<String>,
         /// Only schedules with these labels.
         #[arg(short = 'l', long)]
         selector: Option<String>,
+        /// Output format: a table, or the objects as json or yaml.
         #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Table)]
         output: OutputFormat,
     },
     /// Show schedules in detail.
-    Describe { names: Vec<String> },
+    Describe {
+        /// The schedules to describe (default: every schedule of the namespace).
+        names: Vec<String>,
+    },
     /// Pause schedules: they create no backups until unpaused.
     Pause {
+        /// The schedules to pause (or --all).
         names: Vec<String>,
         /// Every schedule of the namespace.
         #[arg(long)]
@@ -67,6 +74,7 @@ pub enum ScheduleCommand {
     },
     /// Unpause schedules.
     Unpause {
+        /// The schedules to unpause (or --all).
         names: Vec<String>,
         /// Every schedule of the namespace.
         #[arg(long)]
@@ -77,6 +85,7 @@ pub enum ScheduleCommand {
     },
     /// Delete schedules (their backups stay).
     Delete {
+        /// The schedules to delete.
         names: Vec<String>,
         /// Do not ask.
         #[arg(long)]
