@@ -71,7 +71,7 @@ fn crds_write_produces_the_checked_in_files() {
     }
 }
 
-fn write_backup(path: &std::path::Path) {
+fn write_backup(path: &std::path::Path) -> granary_velero::manifest::Manifest {
     let file = std::fs::File::create(path).expect("create tarball");
     let mut writer = ArchiveWriter::new(file, chrono::Utc::now()).expect("writer");
     let cm = serde_json::json!({
@@ -89,7 +89,30 @@ fn write_backup(path: &std::path::Path) {
     writer
         .add_item(&GroupResource::new("apps", "deployments"), "v1", &deploy)
         .expect("add deployment");
-    writer.finish().expect("finish");
+    writer.finish().expect("finish").1
+}
+
+/// A tarball read straight from a `local` bucket (`b.tar.gz%f`) is compared with the
+/// `manifest.json.gz%f` beside it, not rebuilt.
+#[test]
+fn archive_inspect_finds_the_manifest_of_a_local_store_tarball() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("b1.tar.gz%f");
+    let manifest = write_backup(&path);
+    let p = path.to_str().expect("utf-8 path");
+    let source = || {
+        let out = granary(&["archive", "inspect", p, "-o", "json"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let json: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("JSON");
+        json["manifest"]["source"].clone()
+    };
+    assert_eq!(source(), "rebuiltFromTarball");
+    std::fs::write(
+        dir.path().join("manifest.json.gz%f"),
+        manifest.to_gz_bytes(),
+    )
+    .expect("manifest");
+    assert_eq!(source(), "stored");
 }
 
 #[test]

@@ -314,9 +314,23 @@ fn read_sibling_digests(
     }
 }
 
+/// The suffix the `local` object store gives every object's file
+/// (`backups/b/b.tar.gz%f`): a tarball read straight from a local bucket has its
+/// manifest beside it under the same suffix.
+const LOCAL_OBJECT_SUFFIX: &str = "%f";
+
 /// The stored manifest beside `tarball`, opened; `None` when there is none.
 fn open_sibling_manifest(tarball: &Path) -> Result<Option<BufReader<File>>, ArchiveError> {
-    match File::open(tarball.with_file_name(MANIFEST_FILE_NAME)) {
+    let local = tarball
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.ends_with(LOCAL_OBJECT_SUFFIX));
+    let name = if local {
+        format!("{MANIFEST_FILE_NAME}{LOCAL_OBJECT_SUFFIX}")
+    } else {
+        MANIFEST_FILE_NAME.to_string()
+    };
+    match File::open(tarball.with_file_name(name)) {
         Ok(f) => Ok(Some(BufReader::new(f))),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e.into()),
