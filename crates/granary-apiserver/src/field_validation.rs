@@ -84,34 +84,16 @@ fn join(path: &str, key: &str) -> String {
     }
 }
 
-fn lower_first(s: &str) -> String {
-    let mut chars = s.chars();
-    chars.next().map_or_else(String::new, |c| {
-        c.to_lowercase().chain(chars).collect::<String>()
-    })
-}
-
 /// The type of JSON key `key` of message `m`: `Some(None)` a declared field of scalar
 /// type, `Some(Some(t))` one of message type (how it repeats), `None` undeclared.
 fn field_type(m: &MessageDescriptor, key: &str) -> Option<Option<(MessageDescriptor, Shape)>> {
-    for f in m.fields() {
-        let inline = super::protobuf::is_inline(&f.full_name());
-        if !inline && (f.name() == key || lower_first(f.name()) == key) {
-            return Some(match f.runtime_field_type() {
-                RuntimeFieldType::Singular(RuntimeType::Message(t)) => Some((t, Shape::One)),
-                RuntimeFieldType::Repeated(RuntimeType::Message(t)) => Some((t, Shape::List)),
-                RuntimeFieldType::Map(_, RuntimeType::Message(t)) => Some((t, Shape::Map)),
-                _ => None,
-            });
-        }
-        if inline
-            && let RuntimeFieldType::Singular(RuntimeType::Message(t)) = f.runtime_field_type()
-            && let Some(found) = field_type(&t, key)
-        {
-            return Some(found);
-        }
-    }
-    None
+    let (_, f) = super::protobuf::json_field(m, key)?;
+    Some(match f.runtime_field_type() {
+        RuntimeFieldType::Singular(RuntimeType::Message(t)) => Some((t, Shape::One)),
+        RuntimeFieldType::Repeated(RuntimeType::Message(t)) => Some((t, Shape::List)),
+        RuntimeFieldType::Map(_, RuntimeType::Message(t)) => Some((t, Shape::Map)),
+        _ => None,
+    })
 }
 
 #[derive(Clone, Copy)]
@@ -277,6 +259,12 @@ mod tests {
 
     #[test]
     fn undeclared_fields_of_built_in_kinds_are_found_and_dropped() {
+        // A key that is no field, whatever its bytes (never a panic).
+        let mut odd = json!({"apiVersion": "v1", "kind": "ConfigMap", "é": 1, "dä": 2});
+        assert_eq!(
+            take_unknown(&info("v1", "ConfigMap"), &mut odd),
+            ["dä", "é"]
+        );
         let mut d = json!({
             "apiVersion": "apps/v1", "kind": "Deployment",
             "metadata": {"name": "d", "labels": {"any": "thing"}, "bogus": 1},

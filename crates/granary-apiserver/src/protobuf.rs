@@ -118,10 +118,37 @@ fn descriptor(api_version: &str, kind: &str) -> Option<MessageDescriptor> {
     message_in(package, kind)
 }
 
-/// Whether field `full_name` (`api.core.v1.Probe.handler`) is inlined into its parent's
-/// JSON, as Go's `json:",inline"` does.
-pub(crate) fn is_inline(full_name: &str) -> bool {
-    json::INLINE.contains(&full_name)
+/// The field of message `m` that JSON key `key` names, with the message declaring it.
+/// Proto names are the JSON names (but for a few upper-cased ones, `Webhooks`), and the
+/// fields of a message Go inlines (`json:",inline"`, [`json::INLINE`]) are its parent's.
+pub(crate) fn json_field(
+    m: &MessageDescriptor,
+    key: &str,
+) -> Option<(MessageDescriptor, protobuf::reflect::FieldDescriptor)> {
+    use protobuf::reflect::{RuntimeFieldType, RuntimeType};
+    for f in m.fields() {
+        if json::INLINE.contains(&f.full_name().as_str()) {
+            if let RuntimeFieldType::Singular(RuntimeType::Message(inlined)) =
+                f.runtime_field_type()
+                && let Some(found) = json_field(&inlined, key)
+            {
+                return Some(found);
+            }
+            continue;
+        }
+        // Field names are ASCII: only the first letter's case may differ.
+        let name = f.name();
+        let lower_first = name.len() == key.len()
+            && name
+                .get(..1)
+                .zip(key.get(..1))
+                .is_some_and(|(n, k)| n.eq_ignore_ascii_case(k))
+            && name.get(1..) == key.get(1..);
+        if name == key || lower_first {
+            return Some((m.clone(), f));
+        }
+    }
+    None
 }
 
 /// The message of built-in `kind` in `api_version` (strategic merge patch walks it).

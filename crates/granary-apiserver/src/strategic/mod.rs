@@ -158,12 +158,7 @@ impl Ty {
             Ty::Unknown => Field::plain(Ty::Unknown),
             Ty::Map(value) => Field::plain((**value).clone()),
             Ty::Message(message) => {
-                // Proto names are the JSON names, but for a few upper-cased ones
-                // (`Webhooks`).
-                let Some(field) = message.fields().find(|f| {
-                    let name = f.name();
-                    name == key || lower_first(name) == key
-                }) else {
+                let Some((owner, field)) = crate::protobuf::json_field(message, key) else {
                     return Field::plain(Ty::Unknown);
                 };
                 let ty = match field.runtime_field_type() {
@@ -173,7 +168,7 @@ impl Ty {
                     RuntimeFieldType::Map(_, value) => Ty::Map(Box::new(Ty::of_runtime(&value))),
                 };
                 let (strategy, merge_key) = tags()
-                    .get(&(message.full_name(), field.name()))
+                    .get(&(owner.full_name(), field.name()))
                     .copied()
                     .unwrap_or(("", ""));
                 let strategies: Vec<&str> = strategy.split(',').map(str::trim).collect();
@@ -190,13 +185,6 @@ impl Ty {
             }
         }
     }
-}
-
-fn lower_first(s: &str) -> String {
-    let mut chars = s.chars();
-    chars.next().map_or_else(String::new, |c| {
-        c.to_lowercase().chain(chars).collect::<String>()
-    })
 }
 
 /// Applies strategic merge patch `patch` to `original` of type `ty`.
