@@ -147,6 +147,16 @@ async fn kubectl_works_against_the_embedded_server() {
     assert!(explained.contains("How big the gizmo is"), "{explained}");
     let explained = k.ok(&["explain", "configmaps"]).await;
     assert!(explained.contains("ConfigMap"), "{explained}");
+    // Built-in kinds are explained field by field, as on a real cluster.
+    let explained = k.ok(&["explain", "deployment.spec.replicas"]).await;
+    assert!(explained.contains("Number of desired pods"), "{explained}");
+    let explained = k
+        .ok(&["explain", "deployment.spec.template.spec.containers"])
+        .await;
+    assert!(
+        explained.contains("image") && explained.contains("imagePullPolicy"),
+        "{explained}"
+    );
     // Built-ins from manifests (apply/create -f send JSON); kubectl's own generators
     // (which newer kubectls send as protobuf) are in kubectl_protobuf.rs.
     let cm_path = dir.path().join("cm.yaml");

@@ -17,6 +17,7 @@ mod cli_restore;
 mod conformance;
 mod conformance_apply;
 mod conformance_crd;
+mod conformance_defaults;
 mod conformance_dry_run;
 mod conformance_events;
 mod conformance_identities;

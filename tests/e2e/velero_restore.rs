@@ -115,6 +115,17 @@ async fn an_application_comes_back_into_a_mapped_namespace_owners_first_and_inta
         "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}]}}),
     )
     .await;
+    // Allocated by the API server: restored with new ones (Velero's Service and Job
+    // actions clear them, or the create would be refused).
+    create(
+        &services,
+        json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "edge"},
+        "spec": {"type": "NodePort", "selector": {"app": "web"}, "ports": [{"port": 443}]}}),
+    )
+    .await;
+    let jobs = dynamic(&c, "batch", "v1", "Job", "jobs", Some(&app));
+    let migrate = create(&jobs, json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "migrate"},
+        "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "m", "image": "busybox:1.36"}]}}}})).await;
     let sas = dynamic(
         &c,
         "",
@@ -206,6 +217,39 @@ async fn an_application_comes_back_into_a_mapped_namespace_owners_first_and_inta
         "web",
     )
     .await;
+    let new_edge = get(
+        dynamic(&c, "", "v1", "Service", "services", Some(&target)),
+        "edge",
+    )
+    .await;
+    let new_migrate = get(
+        dynamic(&c, "batch", "v1", "Job", "jobs", Some(&target)),
+        "migrate",
+    )
+    .await;
+    // New addresses, node ports and selectors, from this API server.
+    assert!(
+        new_edge.data["spec"]["clusterIP"]
+            .as_str()
+            .is_some_and(|ip| ip.parse::<std::net::Ipv4Addr>().is_ok()),
+        "{new_edge:?}"
+    );
+    assert!(
+        new_edge.data["spec"]["ports"][0]["nodePort"]
+            .as_u64()
+            .is_some(),
+        "{new_edge:?}"
+    );
+    let uid = new_migrate.uid().expect("uid");
+    assert_ne!(migrate.uid(), Some(uid.clone()));
+    assert_eq!(
+        new_migrate.data["spec"]["selector"]["matchLabels"]["batch.kubernetes.io/controller-uid"],
+        json!(uid)
+    );
+    assert_eq!(
+        new_migrate.data["spec"]["template"]["metadata"]["labels"]["controller-uid"],
+        json!(uid)
+    );
     get(
         dynamic(
             &c,

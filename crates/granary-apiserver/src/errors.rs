@@ -77,7 +77,18 @@ impl FieldCause {
 fn render_value(v: &Value) -> String {
     match v {
         Value::String(s) => format!("{s:?}"),
+        Value::Object(m) if !m.is_empty() && m.values().all(Value::is_string) => {
+            let items: Vec<String> = m
+                .iter()
+                .map(|(k, v)| format!("{k:?}:{}", render_value(v)))
+                .collect();
+            format!("map[string]string{{{}}}", items.join(", "))
+        }
         Value::Object(_) => "\"object\"".into(),
+        Value::Array(a) if a.iter().all(Value::is_string) => {
+            let items: Vec<String> = a.iter().map(render_value).collect();
+            format!("[]string{{{}}}", items.join(", "))
+        }
         Value::Array(_) => "\"array\"".into(),
         other => other.to_string(),
     }

@@ -31,7 +31,9 @@ mod authn;
 mod bootstrap_rbac;
 mod builtin;
 mod builtin_columns;
+mod builtin_schema;
 mod crd;
+mod defaults;
 mod discovery;
 mod errors;
 mod events;
@@ -60,12 +62,15 @@ mod registry;
 mod schema;
 mod selectors;
 mod server;
+mod services;
 mod shape;
 mod state;
 mod store;
 mod strategic;
 mod table;
 mod tls;
+mod typed;
+mod validation;
 mod watch;
 
 use std::net::SocketAddr;
@@ -274,6 +279,7 @@ impl EmbeddedServer {
             shutdown: CancellationToken::new(),
             address: addr.to_string(),
             recorder: recorder::Recorder::default(),
+            service_writes: std::sync::Mutex::new(()),
         });
         state.reconcile_crds();
         let ns_info = state

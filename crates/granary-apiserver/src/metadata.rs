@@ -100,12 +100,13 @@ pub(crate) struct TypeError {
     /// What the JSON holds: `number`, `string`, `object`, `array`, `bool`.
     pub found: &'static str,
     /// The Go type it must decode into.
-    pub go_type: &'static str,
+    pub go_type: std::borrow::Cow<'static, str>,
     /// The decoder's message when it is not a type mismatch (bad base64).
     pub detail: Option<String>,
 }
 
-fn json_kind(v: &Value) -> &'static str {
+/// Go's name for what a JSON value holds, in its decode errors.
+pub(crate) fn json_kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "bool",
@@ -135,7 +136,7 @@ fn check_field(field: &Field, v: &Value, path: &str, owner: &'static str) -> Opt
         element,
         owner: owner.to_string(),
         found: json_kind(found),
-        go_type,
+        go_type: go_type.into(),
         detail: None,
     };
     match (shape, v) {
@@ -192,7 +193,7 @@ pub(crate) fn type_error(obj: &Value) -> Option<TypeError> {
                 .unwrap_or("Object")
                 .to_string(),
             found: json_kind(meta),
-            go_type: "v1.ObjectMeta",
+            go_type: "v1.ObjectMeta".into(),
             detail: None,
         });
     };
@@ -244,7 +245,7 @@ impl TypeError {
             path.push('.');
             path.push_str(e);
         }
-        let want = match self.go_type {
+        let want = match self.go_type.as_ref() {
             "string" | "types.UID" | "v1.ManagedFieldsOperationType" => "string",
             "int64" => "numeric (int or float)",
             "bool" => "boolean",
@@ -261,13 +262,16 @@ impl TypeError {
 /// Everything in `obj` Go's decoder refuses: its metadata, then the payload of the
 /// built-in kinds [`super::payload`] knows.
 pub(crate) fn decode_error(info: &ResourceInfo, obj: &Value) -> Option<TypeError> {
-    type_error(obj).or_else(|| super::payload::type_error(info, obj))
+    type_error(obj)
+        .or_else(|| super::payload::type_error(info, obj))
+        .or_else(|| super::typed::type_error(info, obj))
 }
 
 /// [`normalize`] and the payload's nulls ([`super::payload::normalize`]).
 pub(crate) fn normalize_body(info: &ResourceInfo, obj: &mut Value) {
     normalize(obj);
     super::payload::normalize(info, obj);
+    super::typed::normalize(info, obj);
 }
 
 /// Makes `obj`'s metadata what decoding into `ObjectMeta` and encoding again leaves
@@ -561,7 +565,7 @@ mod tests {
         for (meta, field, go_type, found) in cases {
             let e = type_error(&with_meta(meta.clone())).unwrap_or_else(|| panic!("{meta}"));
             assert_eq!(
-                (e.field.as_str(), e.go_type, e.found),
+                (e.field.as_str(), e.go_type.as_ref(), e.found),
                 (field, go_type, found),
                 "{meta}"
             );

@@ -1,31 +1,36 @@
 //! `/openapi/v2` (JSON and the protobuf form kubectl 1.20 asks for) and `/openapi/v3`,
-//! built from the registry: custom resources get their CRD schema, built-ins an open
-//! object carrying `x-kubernetes-group-version-kind` (enough for kubectl's client-side
-//! validation to accept them and for `kubectl explain` to name them).
+//! built from the registry: custom resources get their CRD schema, built-ins the schema
+//! generated from their Go types' descriptors (`builtin_schema.rs`), each carrying
+//! `x-kubernetes-group-version-kind` (kubectl explain and client-side validation find
+//! a kind's schema by it).
 
 use serde_json::{Map, Value, json};
 
+use super::builtin_schema::Flavor;
 use super::registry::{Registry, ResourceInfo};
 
 const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
 
-fn object_meta() -> Value {
-    let s = || json!({"type": "string"});
-    let map = || json!({"type": "object", "additionalProperties": {"type": "string"}});
-    let objs = || json!({"type": "array", "items": {"type": "object"}});
-    json!({
-        "description": "ObjectMeta is metadata that all persisted resources must have.",
-        "type": "object",
-        "properties": {
-            "annotations": map(), "labels": map(),
-            "creationTimestamp": s(), "deletionTimestamp": s(),
-            "deletionGracePeriodSeconds": {"type": "integer", "format": "int64"},
-            "finalizers": {"type": "array", "items": {"type": "string"}},
-            "generateName": s(), "generation": {"type": "integer", "format": "int64"},
-            "managedFields": objs(), "name": s(), "namespace": s(), "ownerReferences": objs(),
-            "resourceVersion": s(), "selfLink": s(), "uid": s()
-        }
-    })
+/// The generated schema of built-in `info` (its descriptor's message), if it is one.
+fn builtin_message(info: &ResourceInfo) -> Option<protobuf::reflect::MessageDescriptor> {
+    if info.crd.is_some() || info.schema.is_some() {
+        return None;
+    }
+    super::protobuf::descriptor_of(&info.api_version(), &info.kind)
+}
+
+/// The definitions of the built-in kinds among `infos` and everything they use, with
+/// ObjectMeta's (custom resources point at it).
+fn builtin_definitions(
+    infos: &[std::sync::Arc<ResourceInfo>],
+    flavor: Flavor,
+) -> Map<String, Value> {
+    let roots: Vec<_> = infos.iter().filter_map(|i| builtin_message(i)).collect();
+    let defs = match flavor {
+        Flavor::V2 => super::builtin_schema::all(flavor).clone(),
+        Flavor::V3 => super::builtin_schema::definitions(&roots, flavor),
+    };
+    defs.into_iter().collect()
 }
 
 fn gvk(info: &ResourceInfo) -> Value {
@@ -72,7 +77,19 @@ fn to_v2(schema: &Value) -> Value {
 }
 
 /// The definition of one served resource, with `metadata_ref` pointing at ObjectMeta.
-fn definition(info: &ResourceInfo, metadata_ref: &str, v2: bool) -> Value {
+fn definition(
+    info: &ResourceInfo,
+    metadata_ref: &str,
+    v2: bool,
+    builtins: &Map<String, Value>,
+) -> Value {
+    if let Some(m) = builtin_message(info)
+        && let Some(generated) = builtins.get(&super::builtin_schema::definition_name(&m))
+    {
+        let mut def = generated.clone();
+        def["x-kubernetes-group-version-kind"] = gvk(info);
+        return def;
+    }
     let mut def = match &info.schema {
         Some(s) if v2 => to_v2(s),
         Some(s) => (**s).clone(),
@@ -104,14 +121,12 @@ fn sorted(registry: &Registry) -> Vec<std::sync::Arc<ResourceInfo>> {
 
 /// The swagger 2.0 document.
 pub(crate) fn v2(registry: &Registry) -> Value {
-    let mut defs = Map::new();
-    defs.insert(OBJECT_META.into(), object_meta());
+    let infos = sorted(registry);
+    let mut defs = builtin_definitions(&infos, Flavor::V2);
     let meta_ref = format!("#/definitions/{OBJECT_META}");
-    for info in sorted(registry) {
-        defs.insert(
-            info.openapi_name.clone(),
-            definition(&info, &meta_ref, true),
-        );
+    for info in &infos {
+        let def = definition(info, &meta_ref, true, &defs);
+        defs.insert(info.openapi_name.clone(), def);
     }
     let mut paths = Map::new();
     for info in sorted(registry) {
@@ -182,14 +197,11 @@ pub(crate) fn v3_group_version(registry: &Registry, path: &str) -> Option<Value>
         return None;
     }
     let meta_ref = format!("#/components/schemas/{OBJECT_META}");
-    let mut schemas = Map::new();
+    let mut schemas = builtin_definitions(&infos, Flavor::V3);
     let mut paths = Map::new();
-    schemas.insert(OBJECT_META.into(), object_meta());
     for info in infos {
-        schemas.insert(
-            info.openapi_name.clone(),
-            definition(&info, &meta_ref, false),
-        );
+        let def = definition(&info, &meta_ref, false, &schemas);
+        schemas.insert(info.openapi_name.clone(), def);
         // kubectl explain finds a resource's kind through the operation on its path.
         let prefix = if group.is_empty() {
             "/api".to_string()

@@ -28,6 +28,17 @@ fn go_decode(s: &str) -> Result<Vec<u8>, base64::DecodeError> {
     }
 }
 
+/// Go's decode error for a `[]byte` field's base64 text, if it has one.
+pub(crate) fn base64_error(s: &str) -> Option<String> {
+    let e = go_decode(s).err()?;
+    let at = match e {
+        base64::DecodeError::InvalidByte(at, _) => at,
+        base64::DecodeError::InvalidLastSymbol(at, _) => at,
+        _ => s.len(),
+    };
+    Some(format!("illegal base64 data at input byte {at}"))
+}
+
 /// How a payload map's values decode.
 #[derive(Clone, Copy, PartialEq)]
 enum Values {
@@ -44,17 +55,6 @@ fn maps(info: &ResourceInfo) -> &'static [(&'static str, Values)] {
     }
 }
 
-fn kind_of(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "bool",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
-}
-
 /// The first payload field of `obj` Go's decoder refuses, if any.
 pub(crate) fn type_error(info: &ResourceInfo, obj: &Value) -> Option<TypeError> {
     let err =
@@ -62,8 +62,8 @@ pub(crate) fn type_error(info: &ResourceInfo, obj: &Value) -> Option<TypeError> 
             field: field.to_string(),
             element: element.map(String::from),
             owner: info.kind.clone(),
-            found: kind_of(found),
-            go_type,
+            found: super::metadata::json_kind(found),
+            go_type: go_type.into(),
             detail: None,
         };
     if info.group.is_empty()
@@ -88,14 +88,9 @@ pub(crate) fn type_error(info: &ResourceInfo, obj: &Value) -> Option<TypeError> 
             match (x, values) {
                 (Value::Null, _) => {}
                 (Value::String(s), Values::Base64) => {
-                    if let Err(e) = go_decode(s) {
-                        let at = match e {
-                            base64::DecodeError::InvalidByte(at, _) => at,
-                            base64::DecodeError::InvalidLastSymbol(at, _) => at,
-                            _ => s.len(),
-                        };
+                    if let Some(detail) = base64_error(s) {
                         let mut te = err(field, Some(k), x, "[]uint8");
-                        te.detail = Some(format!("illegal base64 data at input byte {at}"));
+                        te.detail = Some(detail);
                         return Some(te);
                     }
                 }

@@ -26,6 +26,8 @@ use super::errors::ApiError;
 
 mod json;
 
+pub(crate) use json::schema_props_key;
+
 /// The prefix of every Kubernetes protobuf body.
 const MAGIC: &[u8] = b"k8s\0";
 
@@ -94,7 +96,7 @@ const GROUP_VERSIONS: &[(&str, &str)] = &[
 ];
 
 /// Every compiled file, linked once.
-fn files() -> &'static [FileDescriptor] {
+pub(crate) fn files() -> &'static [FileDescriptor] {
     static FILES: OnceLock<Vec<FileDescriptor>> = OnceLock::new();
     FILES.get_or_init(|| {
         let set = FileDescriptorSet::parse_from_bytes(DESCRIPTORS)
@@ -110,6 +112,16 @@ fn message_in(package: &str, name: &str) -> Option<MessageDescriptor> {
         .iter()
         .filter(|f| f.package() == package)
         .find_map(|f| f.message_by_package_relative_name(name))
+}
+
+/// [`message_in`], for the schema generator.
+pub(crate) fn message_in_package(package: &str, name: &str) -> Option<MessageDescriptor> {
+    message_in(package, name)
+}
+
+/// Whether field `f` is an embedded Go struct whose fields JSON lifts into its parent.
+pub(crate) fn is_inline(f: &protobuf::reflect::FieldDescriptor) -> bool {
+    json::INLINE.contains(&f.full_name().as_str())
 }
 
 /// The message of `kind` in `api_version`, if it is a built-in one.

@@ -34,6 +34,9 @@ pub(crate) struct State {
     pub address: String,
     /// The opt-in log of API calls (tests of RBAC rules).
     pub recorder: super::recorder::Recorder,
+    /// Held from reading the Services' addresses and node ports in use to the write of
+    /// a Service (see [`State::allocations`]).
+    pub service_writes: std::sync::Mutex<()>,
 }
 
 /// Options of a delete (query parameters and `DeleteOptions` body merged).
@@ -153,6 +156,21 @@ pub(crate) fn validate_custom(info: &ResourceInfo, obj: &mut Value) -> Result<()
     }
 }
 
+fn is_service(info: &ResourceInfo) -> bool {
+    info.group.is_empty() && info.kind == "Service"
+}
+
+/// Validates a (defaulted) built-in object; `old` is the stored one on an update.
+fn check_builtin(info: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Result<(), ApiError> {
+    let causes = super::validation::validate(info, obj, old);
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        let name = meta_str(obj, "name").unwrap_or_default();
+        Err(ApiError::invalid(&info.group, &info.kind, name, causes))
+    }
+}
+
 /// Reads `.a.b` style paths (the forms CRD scale paths use).
 pub(crate) fn get_path<'a>(obj: &'a Value, path: &str) -> Option<&'a Value> {
     let mut cur = obj;
@@ -179,6 +197,19 @@ fn set_path(obj: &mut Value, path: &str, v: Value) {
 }
 
 impl State {
+    /// The cluster IPs and node ports of every Service but `ns/name` (call with
+    /// `service_writes` held).
+    fn allocations(&self, ns: &str, name: &str) -> super::services::InUse {
+        let gr = super::store::GroupResource::new("", "services");
+        let (all, _) = self.store.list(&gr, None, None);
+        let others: Vec<Value> = all
+            .iter()
+            .filter(|((n, m), _)| !(n == ns && m == name))
+            .filter_map(|(_, data)| serde_json::from_slice(data).ok())
+            .collect();
+        super::services::InUse::of(others.iter())
+    }
+
     pub(crate) fn now_time(&self) -> chrono::DateTime<chrono::Utc> {
         self.clock.now()
     }
@@ -250,6 +281,17 @@ impl State {
         if info.plural == "customresourcedefinitions" {
             super::crd::validate_crd(&obj)?;
         }
+        let _service_writes = is_service(info).then(|| self.service_writes.lock());
+        if info.crd.is_none() {
+            super::defaults::apply(info, &mut obj);
+            super::defaults::prepare_for_create(info, &mut obj);
+            if is_service(info) {
+                let in_use = self.allocations(ns.unwrap_or_default(), &name);
+                super::services::allocate(&mut obj, None, &in_use)
+                    .map_err(|causes| ApiError::invalid(&info.group, &info.kind, &name, causes))?;
+            }
+            check_builtin(info, &obj, None)?;
+        }
         if let Tracking::Update(manager) = &tracking {
             track_update(None, &mut obj, info, manager, Endpoint::Main, &now);
         }
@@ -290,6 +332,8 @@ impl State {
     ) -> Result<Value, ApiError> {
         let now = self.now();
         let escalation = self.escalation_check(info);
+        let _service_writes = is_service(info).then(|| self.service_writes.lock());
+        let in_use = is_service(info).then(|| self.allocations(ns, name));
         let out = self.store.mutate(&info.gr(), ns, name, |cur, _| {
             let Some(cur) = cur else {
                 return Err(ApiError::not_found(&info.group, &info.plural, name));
@@ -315,6 +359,14 @@ impl State {
                     info.schema.as_deref().unwrap_or(&Value::Null),
                     &mut desired,
                 );
+            } else if endpoint == Endpoint::Main {
+                // Defaulted first, so leaving out a defaulted field is no change.
+                super::defaults::apply(info, &mut desired);
+                if let Some(in_use) = &in_use {
+                    super::services::allocate(&mut desired, Some(&cur), in_use).map_err(
+                        |causes| ApiError::invalid(&info.group, &info.kind, name, causes),
+                    )?;
+                }
             }
             let decision = prepare_update(info, &cur, desired, endpoint, require_rv)?;
             Ok(match decision {
@@ -322,6 +374,8 @@ impl State {
                 UpdateDecision::Store(mut v) => {
                     if info.crd.is_some() {
                         validate_custom(info, &mut v)?;
+                    } else if endpoint == Endpoint::Main {
+                        check_builtin(info, &v, Some(&cur))?;
                     }
                     if info.plural == "customresourcedefinitions" {
                         super::crd::validate_crd(&v)?;

@@ -174,7 +174,7 @@ fn check_unknown_fields(m: &dyn MessageDyn, path: &str) -> Result<(), String> {
 }
 
 /// `JSONSchemaProps` field names that are not JSON names.
-fn schema_props_key(name: &str) -> String {
+pub(crate) fn schema_props_key(name: &str) -> String {
     match name {
         "ref" => "$ref".into(),
         "schema" => "$schema".into(),

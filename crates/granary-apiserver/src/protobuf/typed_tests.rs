@@ -391,8 +391,8 @@ fn through_descriptor(m: &impl Message, package: &str, name: &str) -> Result<Val
     super::json::message(&*parsed, name)
 }
 
-/// `src/k8s.fds` is what protobuf-parse makes of k8s-rs-pb's `.proto` files
-/// (`GRANARY_REGENERATE=1` rewrites it).
+/// `src/k8s.fds` is what protobuf-parse makes of k8s-rs-pb's `.proto` files, with the
+/// doc comments of messages and fields (`GRANARY_REGENERATE=1` rewrites it).
 #[test]
 fn compiled_descriptors_match_the_proto_files() {
     let root = super::proto_root();
@@ -403,8 +403,23 @@ fn compiled_descriptors_match_the_proto_files() {
         .file_descriptor_set()
         .expect("the .proto files compile");
     set.file.sort_by(|a, b| a.name().cmp(b.name()));
+    // The doc comments of messages and their fields (the OpenAPI descriptions, see
+    // builtin_schema.rs) as source info: protobuf-parse's pure parser records none, so
+    // they are read from the files here.
     for file in &mut set.file {
-        file.source_code_info = protobuf::MessageField::none();
+        let text = std::fs::read_to_string(root.join(file.name())).unwrap_or_default();
+        let mut info = protobuf::descriptor::SourceCodeInfo::new();
+        for (path, comment) in doc_comments(&text) {
+            let mut location = protobuf::descriptor::source_code_info::Location::new();
+            location.path = path;
+            location.leading_comments = Some(comment);
+            info.location.push(location);
+        }
+        file.source_code_info = if info.location.is_empty() {
+            protobuf::MessageField::none()
+        } else {
+            protobuf::MessageField::some(info)
+        };
     }
     let compiled = set.write_to_bytes().expect("encodes");
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/src/k8s.fds");
@@ -429,6 +444,55 @@ fn compiled_descriptors_match_the_proto_files() {
             kind.kind
         );
     }
+}
+
+/// The `//` comment lines right above each top-level message (path `[4, m]`) and each
+/// of its fields (`[4, m, 2, f]`) of a `generated.proto`, as protoc records leading
+/// comments (the text after `//`, one line each).
+fn doc_comments(text: &str) -> Vec<(Vec<i32>, String)> {
+    let mut out = Vec::new();
+    let mut comment = String::new();
+    let (mut message, mut field, mut depth) = (-1i32, -1i32, 0usize);
+    for line in text.lines().map(str::trim) {
+        if let Some(c) = line.strip_prefix("//") {
+            comment.push_str(c);
+            comment.push('\n');
+            continue;
+        }
+        let doc = std::mem::take(&mut comment);
+        if depth == 0 && line.starts_with("message ") {
+            message += 1;
+            field = -1;
+            if !doc.is_empty() {
+                out.push((vec![4, message], doc));
+            }
+        } else if depth == 1
+            && line.ends_with(';')
+            && line.contains(" = ")
+            && !line.starts_with("option ")
+        {
+            field += 1;
+            if !doc.is_empty() {
+                out.push((vec![4, message, 2, field], doc));
+            }
+        }
+        depth += line.matches('{').count();
+        depth -= line.matches('}').count();
+    }
+    out
+}
+
+#[test]
+fn doc_comments_are_found_by_message_and_field() {
+    let text = "// A thing.\nmessage A {\n  // Its size.\n  // +optional\n  optional int32 size = 1;\n\n  map<string, string> labels = 2;\n}\n\nmessage B {\n  // The name.\n  optional string name = 1;\n}\n";
+    assert_eq!(
+        doc_comments(text),
+        vec![
+            (vec![4, 0], " A thing.\n".to_string()),
+            (vec![4, 0, 2, 0], " Its size.\n +optional\n".to_string()),
+            (vec![4, 1, 2, 0], " The name.\n".to_string()),
+        ]
+    );
 }
 
 #[test]

@@ -40,7 +40,7 @@ use protobuf::reflect::{MessageDescriptor, RuntimeFieldType, RuntimeType};
 use serde_json::{Map, Value};
 
 #[rustfmt::skip]
-mod meta;
+pub(crate) mod meta;
 
 const DIRECTIVE: &str = "$patch";
 const RETAIN_KEYS: &str = "$retainKeys";
