@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs Granary's whole test suite on a fresh machine: installs what the tests need that is
-# missing (cargo-nextest, Debian's kubectl 1.20, the storage emulators), then runs doc,
-# unit and integration tests.
+# missing (cargo-nextest, Debian's kubectl 1.20 and promtool, the storage emulators), then
+# runs doc, unit and integration tests.
 # Usage: scripts/test.sh [extra nextest arguments, e.g. a test filter]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,30 +18,34 @@ if ! cargo nextest --version >/dev/null 2>&1; then
   cargo install cargo-nextest --locked
 fi
 
+# Extracts Debian package $1 into a cache directory $2 (once per machine: later runs find
+# it there; the system's own copy, if any, is left alone).
+fetch_deb() {
+  local package="$1" dir="$2"
+  command -v apt-get >/dev/null 2>&1 && command -v dpkg >/dev/null 2>&1 || return 1
+  echo "==> fetching Debian's $package into $dir"
+  local tmp ok=1
+  tmp="$(mktemp -d)"
+  # apt-get download needs the package lists; refresh them only when it fails.
+  if ! (cd "$tmp" && apt-get download -qq "$package" >/dev/null 2>&1); then
+    if [ "$(id -u)" = 0 ]; then apt-get update -qq; else sudo apt-get update -qq; fi
+    (cd "$tmp" && apt-get download -qq "$package" >/dev/null) || ok=0
+  fi
+  if [ "$ok" = 1 ]; then
+    rm -rf "$dir.partial" && mkdir -p "$dir.partial" &&
+      dpkg -x "$tmp"/"$package"_*.deb "$dir.partial" &&
+      rm -rf "$dir" && mv "$dir.partial" "$dir" || ok=0
+  fi
+  rm -rf "$tmp"
+  [ "$ok" = 1 ]
+}
+
 # The kubectl tests run Debian's kubernetes-client (kubectl 1.20), the oldest kubectl
-# Granary supports, extracted into a cache directory (the system's kubectl, if any, is
-# left alone). Done once per machine: later runs find the cached binary.
+# Granary supports.
 install_kubectl_120() {
   local dir="${XDG_CACHE_HOME:-$HOME/.cache}/granary/kubectl-1.20"
   local bin="$dir/usr/bin/kubectl"
-  if [ ! -x "$bin" ]; then
-    command -v apt-get >/dev/null 2>&1 && command -v dpkg >/dev/null 2>&1 || return 1
-    echo "==> fetching Debian's kubernetes-client (kubectl 1.20) into $dir"
-    local tmp ok=1
-    tmp="$(mktemp -d)"
-    # apt-get download needs the package lists; refresh them only when it fails.
-    if ! (cd "$tmp" && apt-get download -qq kubernetes-client >/dev/null 2>&1); then
-      if [ "$(id -u)" = 0 ]; then apt-get update -qq; else sudo apt-get update -qq; fi
-      (cd "$tmp" && apt-get download -qq kubernetes-client >/dev/null) || ok=0
-    fi
-    if [ "$ok" = 1 ]; then
-      rm -rf "$dir.partial" && mkdir -p "$dir.partial" &&
-        dpkg -x "$tmp"/kubernetes-client_*.deb "$dir.partial" &&
-        rm -rf "$dir" && mv "$dir.partial" "$dir" || ok=0
-    fi
-    rm -rf "$tmp"
-    [ "$ok" = 1 ] || return 1
-  fi
+  [ -x "$bin" ] || fetch_deb kubernetes-client "$dir" || return 1
   "$bin" version --client >/dev/null 2>&1 || return 1
   export GRANARY_KUBECTL="$bin"
   # Tests that run plain `kubectl` get this one too when the machine has none.
@@ -50,6 +54,20 @@ install_kubectl_120() {
 }
 if [ -z "${GRANARY_KUBECTL:-}" ] && ! install_kubectl_120; then
   echo "warning: could not get Debian's kubectl 1.20; the kubectl tests use kubectl on PATH" >&2
+fi
+
+# The monitoring tests (tests/e2e/monitoring.rs) run promtool from Debian's prometheus
+# package.
+install_promtool() {
+  local dir="${XDG_CACHE_HOME:-$HOME/.cache}/granary/prometheus"
+  local bin="$dir/usr/bin/promtool"
+  [ -x "$bin" ] || fetch_deb prometheus "$dir" || return 1
+  "$bin" --version >/dev/null 2>&1 || return 1
+  export GRANARY_PROMTOOL="$bin"
+  echo "==> monitoring tests use $bin ($("$bin" --version 2>&1 | head -n 1))"
+}
+if [ -z "${GRANARY_PROMTOOL:-}" ] && ! install_promtool; then
+  echo "warning: could not get Debian's promtool; the monitoring tests use promtool on PATH and fail without one" >&2
 fi
 
 if [ -f scripts/emulators.sh ]; then

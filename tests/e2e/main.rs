@@ -37,6 +37,7 @@ mod landscape_guards;
 mod leader;
 mod migrate;
 mod migrate_garden;
+mod monitoring;
 mod nonadmin;
 mod nonadmin_locations;
 mod restore_actions;
