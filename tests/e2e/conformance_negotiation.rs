@@ -354,3 +354,99 @@ async fn unknown_fields_are_refused_warned_about_or_ignored() {
     });
     assert!(advertised, "fieldValidation on ConfigMap's patch operation");
 }
+
+/// Field validation of the two patch kinds whose body is not an object of the kind: a
+/// JSON patch is checked on the object it produces (`Strict` refuses with 422, `Warn`
+/// drops the field and warns), and a server-side apply configuration with a field the
+/// kind does not declare cannot be typed at all: kube-apiserver's field manager fails
+/// it ("field not declared in schema"), whatever `fieldValidation` says.
+#[tokio::test]
+async fn json_patches_and_apply_configurations_are_checked_for_unknown_fields() {
+    let cluster = TestCluster::start().await;
+    let ns = cluster.namespace("fvp").await;
+    let client = cluster.client();
+    let send = |method: &'static str, uri: String, content_type: &'static str, body: Vec<u8>| {
+        let client = client.clone();
+        async move {
+            let request = http::Request::builder()
+                .method(method)
+                .uri(uri)
+                .header("Content-Type", content_type)
+                .body(kube::client::Body::from(body))
+                .unwrap();
+            let response = client.send(request).await.expect("an answer");
+            let status = response.status().as_u16();
+            let warnings: Vec<String> = response
+                .headers()
+                .get_all("warning")
+                .iter()
+                .map(|v| v.to_str().unwrap().to_string())
+                .collect();
+            let body = response.into_body().collect_bytes().await.expect("body");
+            let body: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+            (status, warnings, body)
+        }
+    };
+    let base = format!("/api/v1/namespaces/{ns}/configmaps");
+    let cm = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "p"}, "data": {"a": "b"}});
+    let (status, _, _) = send(
+        "POST",
+        base.clone(),
+        "application/json",
+        serde_json::to_vec(&cm).unwrap(),
+    )
+    .await;
+    assert_eq!(status, 201);
+
+    let patch = serde_json::to_vec(&serde_json::json!([
+        {"op": "add", "path": "/shade", "value": "dark"},
+        {"op": "add", "path": "/data/c", "value": "d"},
+    ]))
+    .unwrap();
+    let json_patch = "application/json-patch+json";
+    let (status, _, refused) = send(
+        "PATCH",
+        format!("{base}/p?fieldValidation=Strict"),
+        json_patch,
+        patch.clone(),
+    )
+    .await;
+    assert_eq!(status, 422, "{refused}");
+    assert!(
+        refused["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("unknown field \"shade\"")),
+        "{refused}"
+    );
+    let (status, warnings, patched) = send("PATCH", format!("{base}/p"), json_patch, patch).await;
+    assert_eq!(status, 200, "{patched}");
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains(r#"unknown field \"shade\""#)),
+        "{warnings:?}"
+    );
+    assert!(
+        patched.get("shade").is_none() && patched["data"]["c"] == "d",
+        "{patched}"
+    );
+
+    let apply =
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: p\ncolour: red\ndata:\n  a: b\n";
+    for query in ["", "&fieldValidation=Ignore"] {
+        let (status, _, failed) = send(
+            "PATCH",
+            format!("{base}/p?fieldManager=fv-test{query}"),
+            "application/apply-patch+yaml",
+            apply.as_bytes().to_vec(),
+        )
+        .await;
+        assert_eq!(status, 500, "{failed}");
+        let message = failed["message"].as_str().unwrap_or_default();
+        assert!(
+            message.starts_with("failed to create typed patch object")
+                && message.ends_with(".colour: field not declared in schema"),
+            "{message}"
+        );
+    }
+}

@@ -14,7 +14,6 @@ use super::errors::ApiError;
 use super::managed::{self, ApplyError, Writer, conflict_message};
 use super::objects::{self, Endpoint, check_type};
 use super::registry::ResourceInfo;
-use super::schema::validate_and_prune;
 use super::shape::Shape;
 use super::state::{State, Tracking};
 
@@ -109,9 +108,16 @@ impl State {
         {
             return Err(ApiError::bad_request("metadata.managedFields must be nil"));
         }
-        if let Some(schema) = &info.schema {
-            // Unknown fields are pruned from the configuration, so nobody owns them.
-            let _ = validate_and_prune(schema, &mut config);
+        // A field the kind does not declare cannot be typed: kube-apiserver's field
+        // manager fails the apply, whatever fieldValidation says.
+        if let Some(path) = super::field_validation::take_unknown(info, &mut config.clone())
+            .into_iter()
+            .next()
+        {
+            return Err(ApiError::internal_unknown(format!(
+                "failed to create typed patch object ({ns}/{name}; {}/{}, Kind={}): .{path}: field not declared in schema",
+                info.group, info.version, info.kind
+            )));
         }
         let mut config = restrict(info, config, endpoint);
         objects::meta_mut(&mut config).insert("name".into(), json!(name));

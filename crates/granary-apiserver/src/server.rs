@@ -660,7 +660,9 @@ fn serve_resource(
                 ));
             }
             let mut body = parse_body(kind, &req.body)?;
-            let warnings = match (kind, sub) {
+            let directive =
+                super::field_validation::Directive::parse(req.param("fieldValidation"))?;
+            let mut warnings = match (kind, sub) {
                 (PatchKind::Merge | PatchKind::Strategic, None | Some("status")) => {
                     validate_fields(req, &info, &mut body, true)?
                 }
@@ -676,7 +678,10 @@ fn serve_resource(
             let (out, created) = if kind == PatchKind::Apply {
                 state.apply(&info, ns_key, name, body, endpoint, &manager, force)?
             } else {
-                let out = state.patch(&info, ns_key, name, kind, body, endpoint, &manager)?;
+                let (out, more) = state.patch(
+                    &info, ns_key, name, kind, body, endpoint, &manager, directive,
+                )?;
+                warnings.extend(more);
                 (out, false)
             };
             let code = if created {

@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 
 use super::Clock;
 use super::errors::{ApiError, FieldCause};
+use super::field_validation::Directive;
 use super::managed::{self, Writer};
 use super::metadata;
 use super::objects::{
@@ -410,7 +411,9 @@ impl State {
         self.modify(info, ns, name, endpoint, true, tracking, |_| Ok(body))
     }
 
-    /// Patches an object (server-side apply goes to [`State::apply`]).
+    /// Patches an object (server-side apply goes to [`State::apply`]); returns it with
+    /// the field-validation warnings of a JSON patch (whose unknown fields are found
+    /// in the object it produces; the other kinds' bodies are checked before).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn patch(
         &self,
@@ -421,23 +424,30 @@ impl State {
         body: Value,
         endpoint: Endpoint,
         manager: &str,
-    ) -> Result<Value, ApiError> {
+        directive: Directive,
+    ) -> Result<(Value, Vec<String>), ApiError> {
         if kind == PatchKind::Strategic && info.crd.is_some() {
             return Err(ApiError::unsupported_media_type(
                 "application/strategic-merge-patch+json (not supported for custom resources)",
             ));
         }
         let tracking = Tracking::Update(manager.to_string());
-        self.modify(info, ns, name, endpoint, false, tracking, |cur| {
+        let mut warnings = Vec::new();
+        let out = self.modify(info, ns, name, endpoint, false, tracking, |cur| {
             let api_version = info.api_version();
             let mut patched = apply_patch(kind, &cur, &body, (&api_version, &info.kind))?;
             // kube-apiserver decodes the patched object into the kind's type.
             if let Some(e) = metadata::decode_error(info, &patched) {
                 return Err(e.unpatchable());
             }
+            if kind == PatchKind::Json {
+                let unknown = super::field_validation::take_unknown(info, &mut patched);
+                warnings = super::field_validation::outcome(directive, &unknown, true)?;
+            }
             metadata::normalize_body(info, &mut patched);
             Ok(patched)
-        })
+        })?;
+        Ok((out, warnings))
     }
 
     pub(crate) fn delete(
