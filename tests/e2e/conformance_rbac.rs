@@ -843,3 +843,48 @@ async fn a_user_can_list_its_rules_and_ask_who_it_is() {
         "{whoami}"
     );
 }
+
+/// The review kinds are in discovery as kube-apiserver lists them (create only), so
+/// `kubectl api-resources` shows them and clients that check discovery before a review
+/// (`kubectl auth whoami`) find them.
+#[tokio::test]
+async fn the_review_kinds_are_in_discovery() {
+    let cluster = TestCluster::start().await;
+    let client = cluster.client();
+    let get = |uri: &'static str| {
+        let client = client.clone();
+        async move {
+            let request = http::Request::get(uri).body(Vec::new()).expect("request");
+            client
+                .request::<serde_json::Value>(request)
+                .await
+                .expect("a discovery document")
+        }
+    };
+    let groups = get("/apis").await;
+    for group in ["authentication.k8s.io", "authorization.k8s.io"] {
+        assert!(
+            groups["groups"]
+                .as_array()
+                .expect("groups")
+                .iter()
+                .any(|g| g["name"] == group),
+            "{group}"
+        );
+    }
+    for (uri, plural) in [
+        ("/apis/authorization.k8s.io/v1", "selfsubjectaccessreviews"),
+        ("/apis/authorization.k8s.io/v1", "selfsubjectrulesreviews"),
+        ("/apis/authentication.k8s.io/v1", "selfsubjectreviews"),
+    ] {
+        let list = get(uri).await;
+        let resource = list["resources"]
+            .as_array()
+            .expect("resources")
+            .iter()
+            .find(|r| r["name"] == plural)
+            .unwrap_or_else(|| panic!("{plural} in {list}"));
+        assert_eq!(resource["verbs"], json!(["create"]), "{resource}");
+        assert_eq!(resource["namespaced"], false);
+    }
+}

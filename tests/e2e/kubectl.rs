@@ -411,4 +411,27 @@ async fn kubectl_get_prints_the_columns_of_built_in_kinds() {
             .is_some_and(|l| l.split_whitespace().nth(1) == Some("2")),
         "{cm}"
     );
+    // The other kinds have their own columns too.
+    k.ok(&[
+        "create",
+        "rolebinding",
+        "viewers",
+        "--clusterrole=view",
+        "--user=jane",
+    ])
+    .await;
+    let binding = k.ok(&["get", "rolebinding", "viewers", "-o", "wide"]).await;
+    assert_eq!(
+        header(&binding),
+        ["NAME", "ROLE", "AGE", "USERS", "GROUPS", "SERVICEACCOUNTS"],
+        "{binding}"
+    );
+    assert!(
+        binding.contains("ClusterRole/view") && binding.contains("jane"),
+        "{binding}"
+    );
+    k.ok(&["create", "role", "reader", "--verb=get", "--resource=pods"])
+        .await;
+    let role = k.ok(&["get", "role", "reader"]).await;
+    assert_eq!(header(&role), ["NAME", "CREATED", "AT"], "{role}");
 }

@@ -1,8 +1,7 @@
 //! Server-side printing of the built-in kinds users `kubectl get` most: the columns
 //! kube-apiserver's table convertor prints for them (its printers of `pkg/printers`),
-//! written from its documented output: Deployments, ReplicaSets, StatefulSets,
-//! DaemonSets, Jobs, CronJobs, Services, Pods, ConfigMaps, Secrets, ServiceAccounts and
-//! Namespaces. Priority-1 columns show with `-o wide`. Other kinds print Name and Age.
+//! written from its documented output, for every built-in kind the server serves but
+//! Events (whose table is in `table.rs`). Priority-1 columns show with `-o wide`.
 
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
@@ -239,6 +238,226 @@ fn columns_of(group: &str, kind: &str) -> Option<Vec<Column>> {
             NAME,
             ("Status", "string", 0, "The status of the namespace."),
             AGE,
+        ],
+        ("", "PersistentVolumeClaim") => vec![
+            NAME,
+            (
+                "Status",
+                "string",
+                0,
+                "Phase represents the current phase of PersistentVolumeClaim.",
+            ),
+            (
+                "Volume",
+                "string",
+                0,
+                "VolumeName is the binding reference to the PersistentVolume backing this claim.",
+            ),
+            (
+                "Capacity",
+                "string",
+                0,
+                "Capacity represents the actual resources of the underlying volume.",
+            ),
+            (
+                "Access Modes",
+                "string",
+                0,
+                "AccessModes contains the desired access modes the volume should have.",
+            ),
+            (
+                "StorageClass",
+                "string",
+                0,
+                "StorageClassName is the name of the StorageClass required by the claim.",
+            ),
+            (
+                "VolumeAttributesClass",
+                "string",
+                0,
+                "VolumeAttributesClassName may be used to set the VolumeAttributesClass used by this claim.",
+            ),
+            AGE,
+            (
+                "VolumeMode",
+                "string",
+                1,
+                "VolumeMode defines what type of volume is required by the claim.",
+            ),
+        ],
+        ("", "PersistentVolume") => vec![
+            NAME,
+            (
+                "Capacity",
+                "string",
+                0,
+                "capacity is the description of the persistent volume's resources and capacity.",
+            ),
+            (
+                "Access Modes",
+                "string",
+                0,
+                "accessModes contains all ways the volume can be mounted.",
+            ),
+            (
+                "Reclaim Policy",
+                "string",
+                0,
+                "persistentVolumeReclaimPolicy defines what happens to a persistent volume when released from its claim.",
+            ),
+            (
+                "Status",
+                "string",
+                0,
+                "phase indicates if a volume is available, bound to a claim, or released by a claim.",
+            ),
+            (
+                "Claim",
+                "string",
+                0,
+                "claimRef is part of a bi-directional binding between PersistentVolume and PersistentVolumeClaim.",
+            ),
+            (
+                "StorageClass",
+                "string",
+                0,
+                "storageClassName is the name of StorageClass to which this persistent volume belongs.",
+            ),
+            (
+                "VolumeAttributesClass",
+                "string",
+                0,
+                "Name of VolumeAttributesClass to which this persistent volume belongs.",
+            ),
+            (
+                "Reason",
+                "string",
+                0,
+                "reason is a brief CamelCase string that describes any failure and is meant for machine parsing and tidy display in the CLI.",
+            ),
+            AGE,
+            (
+                "VolumeMode",
+                "string",
+                1,
+                "volumeMode defines if a volume is intended to be used with a formatted filesystem or to remain in raw block state.",
+            ),
+        ],
+        ("", "ResourceQuota") => vec![
+            NAME,
+            AGE,
+            (
+                "Request",
+                "string",
+                0,
+                "Request represents a minimum amount of cpu/memory that a container may consume.",
+            ),
+            (
+                "Limit",
+                "string",
+                0,
+                "Limits control the maximum amount of cpu/memory that a container may use independent of contention on the node.",
+            ),
+        ],
+        ("coordination.k8s.io", "Lease") => vec![
+            NAME,
+            (
+                "Holder",
+                "string",
+                0,
+                "holderIdentity contains the identity of the holder of a current lease.",
+            ),
+            AGE,
+        ],
+        ("policy", "PodDisruptionBudget") => vec![
+            NAME,
+            (
+                "Min Available",
+                "string",
+                0,
+                "The minimum number of pods that must be available simultaneously.",
+            ),
+            (
+                "Max Unavailable",
+                "string",
+                0,
+                "The maximum number of pods that may be unavailable simultaneously.",
+            ),
+            (
+                "Allowed Disruptions",
+                "integer",
+                0,
+                "Calculated number of pods that may be disrupted at this time.",
+            ),
+            AGE,
+        ],
+        ("networking.k8s.io", "Ingress") => vec![
+            NAME,
+            (
+                "Class",
+                "string",
+                0,
+                "The name of the IngressClass resource that should be used for ingress.",
+            ),
+            (
+                "Hosts",
+                "string",
+                0,
+                "Hosts that incoming requests are matched against before the ingress rule.",
+            ),
+            (
+                "Address",
+                "string",
+                0,
+                "Address is a list containing ingress points for the load-balancer.",
+            ),
+            (
+                "Ports",
+                "string",
+                0,
+                "Ports of TLS configurations that open.",
+            ),
+            AGE,
+        ],
+        ("scheduling.k8s.io", "PriorityClass") => vec![
+            NAME,
+            ("Value", "integer", 0, "The value of this priority class."),
+            (
+                "Global-Default",
+                "boolean",
+                0,
+                "globalDefault specifies whether this PriorityClass should be considered as the default priority.",
+            ),
+            AGE,
+            (
+                "PreemptionPolicy",
+                "string",
+                0,
+                "preemptionPolicy is the Policy for preempting pods with lower priority.",
+            ),
+        ],
+        ("rbac.authorization.k8s.io", "Role" | "ClusterRole")
+        | ("apiextensions.k8s.io", "CustomResourceDefinition") => vec![
+            NAME,
+            (
+                "Created At",
+                "date",
+                0,
+                "CreationTimestamp is a timestamp representing the server time when this object was created.",
+            ),
+        ],
+        ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => vec![
+            NAME,
+            ("Role", "string", 0, "Role of this binding."),
+            AGE,
+            ("Users", "string", 1, "Users in the roleBinding."),
+            ("Groups", "string", 1, "Groups in the roleBinding."),
+            (
+                "ServiceAccounts",
+                "string",
+                1,
+                "ServiceAccounts in the roleBinding.",
+            ),
         ],
         _ => return None,
     })
@@ -605,8 +824,194 @@ pub(crate) fn cells(
             }),
             json!(age),
         ],
+        ("", "PersistentVolumeClaim") => {
+            let deleting = obj.pointer("/metadata/deletionTimestamp").is_some();
+            let phase = text(obj, "/status/phase");
+            let bound = phase == "Bound";
+            vec![
+                json!(if deleting { "Terminating" } else { phase }),
+                json!(text(obj, "/spec/volumeName")),
+                json!(if bound {
+                    text(obj, "/status/capacity/storage")
+                } else {
+                    ""
+                }),
+                json!(if bound {
+                    access_modes(obj.pointer("/status/accessModes"))
+                } else {
+                    String::new()
+                }),
+                json!(or_unset(text(obj, "/spec/storageClassName"))),
+                json!(or_unset(text(obj, "/spec/volumeAttributesClassName"))),
+                json!(age),
+                json!(or_unset(text(obj, "/spec/volumeMode"))),
+            ]
+        }
+        ("", "PersistentVolume") => {
+            let claim = match (
+                text(obj, "/spec/claimRef/namespace"),
+                text(obj, "/spec/claimRef/name"),
+            ) {
+                (_, "") => String::new(),
+                (ns, name) => format!("{ns}/{name}"),
+            };
+            let deleting = obj.pointer("/metadata/deletionTimestamp").is_some();
+            vec![
+                json!(text(obj, "/spec/capacity/storage")),
+                json!(access_modes(obj.pointer("/spec/accessModes"))),
+                json!(text(obj, "/spec/persistentVolumeReclaimPolicy")),
+                json!(if deleting {
+                    "Terminating"
+                } else {
+                    text(obj, "/status/phase")
+                }),
+                json!(claim),
+                json!(text(obj, "/spec/storageClassName")),
+                json!(or_unset(text(obj, "/spec/volumeAttributesClassName"))),
+                json!(text(obj, "/status/reason")),
+                json!(age),
+                json!(or_unset(text(obj, "/spec/volumeMode"))),
+            ]
+        }
+        ("", "ResourceQuota") => {
+            let (mut request, mut limit) = (Vec::new(), Vec::new());
+            if let Some(hard) = obj.pointer("/status/hard").and_then(Value::as_object) {
+                for (name, quantity) in hard {
+                    let used = obj
+                        .pointer(&format!(
+                            "/status/used/{}",
+                            name.replace('~', "~0").replace('/', "~1")
+                        ))
+                        .and_then(Value::as_str)
+                        .unwrap_or("0");
+                    let entry = format!("{name}: {used}/{}", quantity.as_str().unwrap_or_default());
+                    if name.starts_with("limits.") {
+                        limit.push(entry);
+                    } else {
+                        request.push(entry);
+                    }
+                }
+            }
+            vec![
+                json!(age),
+                json!(request.join(", ")),
+                json!(limit.join(", ")),
+            ]
+        }
+        ("coordination.k8s.io", "Lease") => {
+            vec![json!(text(obj, "/spec/holderIdentity")), json!(age)]
+        }
+        ("policy", "PodDisruptionBudget") => {
+            let or_na = |v: Option<&Value>| match v {
+                Some(Value::String(s)) => s.clone(),
+                Some(Value::Number(n)) => n.to_string(),
+                _ => "N/A".to_string(),
+            };
+            vec![
+                json!(or_na(obj.pointer("/spec/minAvailable"))),
+                json!(or_na(obj.pointer("/spec/maxUnavailable"))),
+                json!(int(obj, "/status/disruptionsAllowed")),
+                json!(age),
+            ]
+        }
+        ("networking.k8s.io", "Ingress") => {
+            let rules = obj.pointer("/spec/rules").and_then(Value::as_array);
+            let hosts: Vec<&str> = rules
+                .into_iter()
+                .flatten()
+                .filter_map(|r| r["host"].as_str())
+                .collect();
+            let addresses: Vec<&str> = obj
+                .pointer("/status/loadBalancer/ingress")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|i| i["ip"].as_str().or(i["hostname"].as_str()))
+                .collect();
+            let tls = obj
+                .pointer("/spec/tls")
+                .and_then(Value::as_array)
+                .is_some_and(|t| !t.is_empty());
+            let class = text(obj, "/spec/ingressClassName");
+            vec![
+                json!(if class.is_empty() { "<none>" } else { class }),
+                json!(if hosts.is_empty() {
+                    "*".to_string()
+                } else {
+                    hosts.join(",")
+                }),
+                json!(addresses.join(",")),
+                json!(if tls { "80, 443" } else { "80" }),
+                json!(age),
+            ]
+        }
+        ("scheduling.k8s.io", "PriorityClass") => vec![
+            json!(int(obj, "/value")),
+            json!(
+                obj.get("globalDefault")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false)
+            ),
+            json!(age),
+            json!(text(obj, "/preemptionPolicy")),
+        ],
+        ("rbac.authorization.k8s.io", "Role" | "ClusterRole")
+        | ("apiextensions.k8s.io", "CustomResourceDefinition") => {
+            vec![json!(text(obj, "/metadata/creationTimestamp"))]
+        }
+        ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => {
+            let subjects = obj.get("subjects").and_then(Value::as_array);
+            let of = |kind: &str| -> String {
+                subjects
+                    .into_iter()
+                    .flatten()
+                    .filter(|s| s["kind"] == kind)
+                    .map(|s| match (kind, s["namespace"].as_str()) {
+                        ("ServiceAccount", ns) => format!(
+                            "{}/{}",
+                            ns.unwrap_or_default(),
+                            s["name"].as_str().unwrap_or_default()
+                        ),
+                        _ => s["name"].as_str().unwrap_or_default().to_string(),
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            vec![
+                json!(format!(
+                    "{}/{}",
+                    text(obj, "/roleRef/kind"),
+                    text(obj, "/roleRef/name")
+                )),
+                json!(age),
+                json!(of("User")),
+                json!(of("Group")),
+                json!(of("ServiceAccount")),
+            ]
+        }
         _ => vec![json!(age)],
     }
+}
+
+fn or_unset(s: &str) -> &str {
+    if s.is_empty() { "<unset>" } else { s }
+}
+
+/// Access modes as kubectl abbreviates them (`RWO,ROX`).
+fn access_modes(v: Option<&Value>) -> String {
+    v.and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(|m| match m {
+            "ReadWriteOnce" => "RWO",
+            "ReadOnlyMany" => "ROX",
+            "ReadWriteMany" => "RWX",
+            "ReadWriteOncePod" => "RWOP",
+            other => other,
+        })
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 #[cfg(test)]
@@ -629,12 +1034,55 @@ mod tests {
             ("", "Secret"),
             ("", "ServiceAccount"),
             ("", "Namespace"),
+            ("", "PersistentVolumeClaim"),
+            ("", "PersistentVolume"),
+            ("", "ResourceQuota"),
+            ("coordination.k8s.io", "Lease"),
+            ("policy", "PodDisruptionBudget"),
+            ("networking.k8s.io", "Ingress"),
+            ("scheduling.k8s.io", "PriorityClass"),
+            ("rbac.authorization.k8s.io", "Role"),
+            ("rbac.authorization.k8s.io", "ClusterRole"),
+            ("rbac.authorization.k8s.io", "RoleBinding"),
+            ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
+            ("apiextensions.k8s.io", "CustomResourceDefinition"),
         ] {
             let columns = column_definitions(group, kind).expect("columns");
             let cells = cells(group, kind, &json!({}), "1m", &now);
             assert_eq!(cells.len() + 1, columns.len(), "{kind}");
         }
-        assert!(column_definitions("", "Lease").is_none());
+        assert!(column_definitions("", "Event").is_none());
+        let binding = json!({"roleRef": {"kind": "ClusterRole", "name": "view"},
+            "subjects": [{"kind": "User", "name": "jane"}, {"kind": "ServiceAccount", "name": "ci", "namespace": "build"}]});
+        assert_eq!(
+            cells(
+                "rbac.authorization.k8s.io",
+                "RoleBinding",
+                &binding,
+                "3d",
+                &now
+            ),
+            vec![
+                json!("ClusterRole/view"),
+                json!("3d"),
+                json!("jane"),
+                json!(""),
+                json!("build/ci")
+            ]
+        );
+        let claim = json!({"spec": {"volumeName": "pv-1", "storageClassName": "standard", "volumeMode": "Filesystem"},
+            "status": {"phase": "Bound", "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"]}});
+        assert_eq!(
+            cells("", "PersistentVolumeClaim", &claim, "1m", &now)[..6],
+            [
+                json!("Bound"),
+                json!("pv-1"),
+                json!("1Gi"),
+                json!("RWO"),
+                json!("standard"),
+                json!("<unset>")
+            ]
+        );
     }
 
     #[test]

@@ -31,6 +31,45 @@ pub(crate) fn core_versions(server_address: &str) -> Value {
     })
 }
 
+/// The review resources the server answers (create only, never stored, not in the
+/// registry): (group, plural, kind), all `v1` and cluster-scoped.
+const REVIEWS: &[(&str, &str, &str)] = &[
+    (
+        "authentication.k8s.io",
+        "selfsubjectreviews",
+        "SelfSubjectReview",
+    ),
+    (
+        "authorization.k8s.io",
+        "selfsubjectaccessreviews",
+        "SelfSubjectAccessReview",
+    ),
+    (
+        "authorization.k8s.io",
+        "selfsubjectrulesreviews",
+        "SelfSubjectRulesReview",
+    ),
+];
+
+/// The registry's groups and the review groups, each with its versions.
+fn groups(registry: &Registry) -> Vec<(String, Vec<String>)> {
+    let mut out = registry.groups();
+    for (group, _, _) in REVIEWS {
+        if !out.iter().any(|(g, _)| g == group) {
+            out.push((group.to_string(), vec!["v1".to_string()]));
+        }
+    }
+    out
+}
+
+/// The review resources of `group`/`version`: (plural, kind).
+fn reviews(group: &str, version: &str) -> impl Iterator<Item = (&'static str, &'static str)> {
+    REVIEWS
+        .iter()
+        .filter(move |(g, _, _)| *g == group && version == "v1")
+        .map(|(_, plural, kind)| (*plural, *kind))
+}
+
 fn group_json(name: &str, versions: &[String]) -> Value {
     let vs: Vec<Value> = versions
         .iter()
@@ -44,8 +83,7 @@ fn group_json(name: &str, versions: &[String]) -> Value {
 }
 
 pub(crate) fn group_list(registry: &Registry) -> Value {
-    let groups: Vec<Value> = registry
-        .groups()
+    let groups: Vec<Value> = groups(registry)
         .into_iter()
         .filter(|(g, _)| !g.is_empty())
         .map(|(g, vs)| group_json(&g, &vs))
@@ -54,7 +92,7 @@ pub(crate) fn group_list(registry: &Registry) -> Value {
 }
 
 pub(crate) fn group(registry: &Registry, name: &str) -> Option<Value> {
-    let (g, vs) = registry.groups().into_iter().find(|(g, _)| g == name)?;
+    let (g, vs) = groups(registry).into_iter().find(|(g, _)| g == name)?;
     let mut v = group_json(&g, &vs);
     v["kind"] = json!("APIGroup");
     v["apiVersion"] = json!("v1");
@@ -63,10 +101,15 @@ pub(crate) fn group(registry: &Registry, name: &str) -> Option<Value> {
 
 pub(crate) fn resource_list(registry: &Registry, group: &str, version: &str) -> Option<Value> {
     let infos = registry.resources(group, version);
-    if infos.is_empty() {
+    if infos.is_empty() && reviews(group, version).next().is_none() {
         return None;
     }
-    let mut resources = Vec::new();
+    let mut resources: Vec<Value> = reviews(group, version)
+        .map(|(plural, kind)| {
+            json!({"name": plural, "singularName": plural.trim_end_matches('s'),
+                "namespaced": false, "kind": kind, "verbs": ["create"]})
+        })
+        .collect();
     for i in infos {
         let mut r = json!({
             "name": i.plural,
@@ -165,19 +208,24 @@ pub(crate) fn aggregated_content_type(version: &str) -> String {
 /// every group with its versions (the preferred first), each version's resources with
 /// their kind, scope, verbs, short names, categories and subresources.
 pub(crate) fn aggregated(registry: &Registry, core: bool, version: &str) -> Value {
-    let items: Vec<Value> = registry
-        .groups()
+    let items: Vec<Value> = groups(registry)
         .into_iter()
         .filter(|(g, _)| g.is_empty() == core)
         .map(|(group, versions)| {
             let versions: Vec<Value> = versions
                 .iter()
                 .map(|v| {
-                    let resources: Vec<Value> = registry
+                    let mut resources: Vec<Value> = registry
                         .resources(&group, v)
                         .iter()
                         .map(|i| aggregated_resource(i))
                         .collect();
+                    resources.extend(reviews(&group, v).map(|(plural, kind)| {
+                        json!({"resource": plural,
+                            "responseKind": {"group": group, "version": v, "kind": kind},
+                            "scope": "Cluster", "singularResource": plural.trim_end_matches('s'),
+                            "verbs": ["create"]})
+                    }));
                     json!({"version": v, "resources": resources, "freshness": "Current"})
                 })
                 .collect();
@@ -257,5 +305,28 @@ mod tests {
                 .iter()
                 .all(|g| g["name"] != "")
         );
+    }
+
+    #[test]
+    fn the_review_kinds_are_discoverable() {
+        let r = Registry::new();
+        let authz = resource_list(&r, "authorization.k8s.io", "v1").unwrap();
+        let names: Vec<&str> = authz["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            names,
+            ["selfsubjectaccessreviews", "selfsubjectrulesreviews"]
+        );
+        assert_eq!(authz["resources"][0]["verbs"], json!(["create"]));
+        assert!(group(&r, "authentication.k8s.io").is_some());
+        let all = aggregated(&r, false, "v2");
+        assert!(all["items"].as_array().unwrap().iter().any(|g| {
+            g["metadata"]["name"] == "authentication.k8s.io"
+                && g["versions"][0]["resources"][0]["resource"] == "selfsubjectreviews"
+        }));
     }
 }
