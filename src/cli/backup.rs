@@ -18,7 +18,7 @@ use super::{Target, confirmed, download, is_conflict, is_not_found, store, wait}
 use granary_api::velero::{
     BACKUP_NAME_LABEL, BACKUP_UID_LABEL, Backup, BackupPhase, BackupStorageLocation,
     BackupStorageLocationAccessMode, BackupStorageLocationPhase, DeleteBackupRequest,
-    DeleteBackupRequestSpec, DownloadTargetKind, STORAGE_LOCATION_LABEL,
+    DeleteBackupRequestSpec, DownloadTargetKind, STORAGE_LOCATION_LABEL, Schedule,
 };
 use granary_runtime::clock::from_k8s;
 use granary_velero::files::{ResourceList, Results};
@@ -31,8 +31,13 @@ use granary_velero::manifest::Manifest;
 pub enum BackupCommand {
     /// Create a backup (`-o json|yaml` prints it without creating it).
     Create {
-        /// The backup's name.
-        name: String,
+        /// The backup's name (with --from-schedule, default `<schedule>-<yyyyMMddHHmmss>`).
+        #[arg(required_unless_present = "from_schedule")]
+        name: Option<String>,
+        /// Take the backup from the template of this schedule, now; every other filter
+        /// is ignored (velero's `--from-schedule`).
+        #[arg(long, value_name = "SCHEDULE", conflicts_with = "dry_run")]
+        from_schedule: Option<String>,
         /// What the backup holds and where it goes.
         #[command(flatten)]
         flags: Box<BackupFlags>,
@@ -113,7 +118,7 @@ pub enum BackupCommand {
 /// Runs one `granary backup` subcommand.
 pub async fn run(target: &Target, command: BackupCommand) -> anyhow::Result<()> {
     if let BackupCommand::Create {
-        name,
+        name: Some(name),
         flags,
         output,
         dry_run: true,
@@ -125,9 +130,10 @@ pub async fn run(target: &Target, command: BackupCommand) -> anyhow::Result<()> 
         return super::dry_run::run(&client, &target.namespace, name, flags, format).await;
     }
     if let BackupCommand::Create {
-        name,
+        name: Some(name),
         flags,
         output,
+        from_schedule: None,
         ..
     } = &command
         && let Some(format) = output::print_only(*output)
@@ -146,8 +152,28 @@ pub async fn run(target: &Target, command: BackupCommand) -> anyhow::Result<()> 
     match command {
         BackupCommand::Verify(_) => Ok(()),
         BackupCommand::Create {
-            name, flags, wait, ..
-        } => create(&client, ns, &name, &flags, wait).await,
+            name,
+            flags,
+            wait,
+            from_schedule,
+            output,
+            ..
+        } => {
+            let backup = match from_schedule {
+                Some(schedule) => {
+                    let b = from_schedule_now(&client, ns, &schedule, name.as_deref()).await?;
+                    if let Some(format) = output::print_only(output) {
+                        print!("{}", output::objects(format, &[b], true)?);
+                        return Ok(());
+                    }
+                    println!("Creating backup from schedule, all other filters are ignored.");
+                    b
+                }
+                None => build_backup(name.as_deref().unwrap_or_default(), ns, &flags)
+                    .map_err(|errs| anyhow::anyhow!("{}", describe_errors(&errs)))?,
+            };
+            create(&client, ns, backup, wait).await
+        }
         BackupCommand::Get {
             names,
             selector,
@@ -183,15 +209,39 @@ pub async fn run(target: &Target, command: BackupCommand) -> anyhow::Result<()> 
     }
 }
 
+/// velero's `backup create --from-schedule`: the backup the schedule would take now
+/// (its template, its labels and owner reference), named `name` or
+/// `<schedule>-<yyyyMMddHHmmss>`.
+async fn from_schedule_now(
+    client: &Client,
+    ns: &str,
+    schedule: &str,
+    name: Option<&str>,
+) -> anyhow::Result<Backup> {
+    let schedules: Api<Schedule> = Api::namespaced(client.clone(), ns);
+    let Some(s) = schedules.get_opt(schedule).await? else {
+        bail!("--from-schedule: schedule {schedule:?} not found in namespace {ns}");
+    };
+    let mut backup = granary_velero_server::schedules::backup_for(&s, Utc::now());
+    if let Some(name) = name {
+        if !granary_api::names::is_dns1123_subdomain(name) {
+            bail!(
+                "NAME {name:?}: a backup name must be lower-case letters, digits, '-' and '.', starting and ending with a letter or digit, at most 253 characters"
+            );
+        }
+        backup.metadata.name = Some(name.to_string());
+    }
+    Ok(backup)
+}
+
 async fn create(
     client: &Client,
     ns: &str,
-    name: &str,
-    flags: &BackupFlags,
+    backup: Backup,
     wait_for_it: bool,
 ) -> anyhow::Result<()> {
-    let backup = build_backup(name, ns, flags)
-        .map_err(|errs| anyhow::anyhow!("{}", describe_errors(&errs)))?;
+    let name = backup.metadata.name.clone().unwrap_or_default();
+    let name = name.as_str();
     if let Some(loc) = &backup.spec.storage_location {
         let bsls: Api<BackupStorageLocation> = Api::namespaced(client.clone(), ns);
         let Some(bsl) = bsls.get_opt(loc).await? else {

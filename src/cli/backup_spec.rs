@@ -61,6 +61,106 @@ pub struct BackupFlags {
     /// Per resource, the order of its items: `pods=ns1/p1,ns1/p2;persistentvolumes=pv1`.
     #[arg(long)]
     pub ordered_resources: Option<String>,
+    #[command(flatten)]
+    pub volumes: VolumeFlags,
+}
+
+/// velero's volume flags of `backup create` and `schedule create`, accepted so that
+/// scripts written for velero run: Granary backs up Kubernetes objects, never volume
+/// data, so a value asking for volume data is refused with the reason, and `false` and
+/// the timeouts are kept on the backup as velero keeps them.
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct VolumeFlags {
+    /// Take snapshots of PersistentVolumes (velero). Granary backs up objects only:
+    /// only `false` is accepted.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub snapshot_volumes: Option<bool>,
+    /// Move snapshot data to the object store (velero). Only `false` is accepted.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub snapshot_move_data: Option<bool>,
+    /// Back up every pod volume with file-system backup (velero). Only `false` is
+    /// accepted.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub default_volumes_to_fs_backup: Option<bool>,
+    /// How long to wait for CSI snapshots (Go duration; kept on the backup, which takes
+    /// none).
+    #[arg(long, value_name = "DURATION")]
+    pub csi_snapshot_timeout: Option<String>,
+    /// How long to wait for asynchronous item operations (Go duration; kept on the
+    /// backup).
+    #[arg(long, value_name = "DURATION")]
+    pub item_operation_timeout: Option<String>,
+    /// Volume snapshot locations (velero). Granary takes no volume snapshots: refused.
+    #[arg(long, value_delimiter = ',', value_name = "NAME,...")]
+    pub volume_snapshot_locations: Vec<String>,
+    /// A ConfigMap of resource policies (velero). Not supported by Granary: refused.
+    #[arg(long, value_name = "NAME")]
+    pub resource_policies_configmap: Option<String>,
+}
+
+/// What Granary does not do, told for a volume flag that asks for it.
+const OBJECTS_ONLY: &str = "Granary backs up Kubernetes objects only, never volume data: leave the flag out or set it to false";
+
+impl VolumeFlags {
+    /// Sets the spec fields the flags give; every flag asking for what Granary does not
+    /// do is an error naming it.
+    fn apply(&self, spec: &mut BackupSpec, errs: &mut Vec<FlagError>) {
+        for (flag, value, field) in [
+            (
+                "--snapshot-volumes",
+                self.snapshot_volumes,
+                &mut spec.snapshot_volumes,
+            ),
+            (
+                "--snapshot-move-data",
+                self.snapshot_move_data,
+                &mut spec.snapshot_move_data,
+            ),
+            (
+                "--default-volumes-to-fs-backup",
+                self.default_volumes_to_fs_backup,
+                &mut spec.default_volumes_to_fs_backup,
+            ),
+        ] {
+            match value {
+                Some(true) => errs.push(FlagError::new(flag, "true", OBJECTS_ONLY)),
+                Some(false) => *field = Some(false),
+                None => {}
+            }
+        }
+        for (flag, value, field) in [
+            (
+                "--csi-snapshot-timeout",
+                &self.csi_snapshot_timeout,
+                &mut spec.csi_snapshot_timeout,
+            ),
+            (
+                "--item-operation-timeout",
+                &self.item_operation_timeout,
+                &mut spec.item_operation_timeout,
+            ),
+        ] {
+            if let Some(v) = value
+                && let Some(d) = take(errs, flags::parse_go_duration(flag, v))
+            {
+                *field = Some(d);
+            }
+        }
+        if let Some(locations) = list(&self.volume_snapshot_locations) {
+            errs.push(FlagError::new(
+                "--volume-snapshot-locations",
+                &locations.join(","),
+                "Granary takes no volume snapshots, so it has no volume snapshot locations: leave the flag out",
+            ));
+        }
+        if let Some(name) = &self.resource_policies_configmap {
+            errs.push(FlagError::new(
+                "--resource-policies-configmap",
+                name,
+                "resource policies are not supported by Granary: leave the flag out and select resources with --include-resources/--exclude-resources or labels",
+            ));
+        }
+    }
 }
 
 /// Non-empty entries of a list flag, trimmed; `None` when nothing is left (velero's
@@ -122,7 +222,7 @@ pub fn build_backup(
     }
 
     let zero = Duration::from_delta(chrono::TimeDelta::zero());
-    let spec = BackupSpec {
+    let mut spec = BackupSpec {
         metadata: Some(Metadata::default()),
         included_namespaces: match &f.scope.include_namespaces {
             None => Some(vec!["*".to_string()]),
@@ -142,6 +242,7 @@ pub fn build_backup(
         item_operation_timeout: Some(zero),
         ..BackupSpec::default()
     };
+    f.volumes.apply(&mut spec, &mut errs);
     // The spec's own validation (the server's FailedValidation checks), with each field
     // path told back as the flag that set it.
     for e in spec.validate_at("spec") {
@@ -237,6 +338,7 @@ mod tests {
             ttl: Some("36h".into()),
             storage_location: Some("primary".into()),
             ordered_resources: Some("pods=a/p1,a/p2".into()),
+            volumes: VolumeFlags::default(),
         };
         let b = build_backup("nightly", "ns", &f).unwrap();
         let w = wire(&b);
@@ -255,6 +357,49 @@ mod tests {
                 "orderedResources": {"pods": "a/p1,a/p2"}
             })
         );
+    }
+
+    #[test]
+    fn velero_volume_flags_are_kept_when_false_and_refused_when_asking_for_volume_data() {
+        let f = BackupFlags {
+            volumes: VolumeFlags {
+                snapshot_volumes: Some(false),
+                default_volumes_to_fs_backup: Some(false),
+                csi_snapshot_timeout: Some("5m".into()),
+                item_operation_timeout: Some("1h".into()),
+                ..VolumeFlags::default()
+            },
+            ..BackupFlags::default()
+        };
+        let w = wire(&build_backup("b", "velero", &f).unwrap());
+        assert_eq!(w["spec"]["snapshotVolumes"], false);
+        assert_eq!(w["spec"]["defaultVolumesToFsBackup"], false);
+        assert_eq!(w["spec"]["csiSnapshotTimeout"], "5m0s");
+        assert_eq!(w["spec"]["itemOperationTimeout"], "1h0m0s");
+        let f = BackupFlags {
+            volumes: VolumeFlags {
+                snapshot_volumes: Some(true),
+                snapshot_move_data: Some(true),
+                default_volumes_to_fs_backup: Some(true),
+                csi_snapshot_timeout: Some("soon".into()),
+                volume_snapshot_locations: vec!["aws-default".into()],
+                resource_policies_configmap: Some("policies".into()),
+                ..VolumeFlags::default()
+            },
+            ..BackupFlags::default()
+        };
+        let errs = describe_errors(&build_backup("b", "velero", &f).unwrap_err());
+        for flag in [
+            "--snapshot-volumes",
+            "--snapshot-move-data",
+            "--default-volumes-to-fs-backup",
+            "--csi-snapshot-timeout",
+            "--volume-snapshot-locations",
+            "--resource-policies-configmap",
+        ] {
+            assert!(errs.contains(flag), "{flag} missing from {errs}");
+        }
+        assert_eq!(errs.lines().count(), 6, "{errs}");
     }
 
     #[test]

@@ -140,6 +140,110 @@ async fn create_stores_exactly_what_velero_would() {
     assert!(cli.backups().get_opt("to-archive").await.unwrap().is_none());
 }
 
+/// velero's volume flags are accepted as velero scripts pass them: `false` and the
+/// timeouts land in the spec, a value asking for volume data is refused naming the flag;
+/// `--from-schedule` takes the schedule's template now, named like the schedule's own
+/// backups unless a name is given.
+#[tokio::test]
+async fn velero_volume_flags_and_from_schedule() {
+    let cli = VeleroCli::start().await;
+    cli.ok(&[
+        "backup",
+        "create",
+        "objects-only",
+        "--snapshot-volumes=false",
+        "--default-volumes-to-fs-backup=false",
+        "--snapshot-move-data=false",
+        "--csi-snapshot-timeout",
+        "5m",
+        "--item-operation-timeout",
+        "2h",
+    ])
+    .await;
+    let spec = cli.backup_json("objects-only").await["spec"].clone();
+    assert_eq!(spec["snapshotVolumes"], false);
+    assert_eq!(spec["defaultVolumesToFsBackup"], false);
+    assert_eq!(spec["snapshotMoveData"], false);
+    assert_eq!(spec["csiSnapshotTimeout"], "5m0s");
+    assert_eq!(spec["itemOperationTimeout"], "2h0m0s");
+    for (extra, flag) in [
+        (&["--snapshot-volumes"][..], "--snapshot-volumes"),
+        (
+            &["--default-volumes-to-fs-backup=true"][..],
+            "--default-volumes-to-fs-backup",
+        ),
+        (
+            &["--volume-snapshot-locations", "aws-default"][..],
+            "--volume-snapshot-locations",
+        ),
+        (
+            &["--resource-policies-configmap", "policies"][..],
+            "--resource-policies-configmap",
+        ),
+    ] {
+        let mut args = vec!["backup", "create", "volumes"];
+        args.extend_from_slice(extra);
+        let err = cli.fails(&args, flag).await;
+        assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    }
+    assert!(cli.backups().get_opt("volumes").await.unwrap().is_none());
+
+    cli.ok(&[
+        "schedule",
+        "create",
+        "nightly",
+        "--schedule",
+        "0 1 * * *",
+        "--include-namespaces",
+        "team-a",
+        "--ttl",
+        "24h",
+    ])
+    .await;
+    let out = cli
+        .ok(&[
+            "backup",
+            "create",
+            "--from-schedule",
+            "nightly",
+            "--include-namespaces",
+            "other",
+        ])
+        .await;
+    assert!(
+        out.contains("Creating backup from schedule, all other filters are ignored."),
+        "{out}"
+    );
+    let all = cli
+        .backups()
+        .list(&ListParams::default().labels("velero.io/schedule-name=nightly"))
+        .await
+        .unwrap();
+    assert_eq!(all.items.len(), 1, "{:?}", all.items);
+    let name = all.items[0].metadata.name.clone().unwrap();
+    let stamp = name
+        .strip_prefix("nightly-")
+        .expect("named after the schedule");
+    assert!(
+        stamp.len() == 14 && stamp.chars().all(|c| c.is_ascii_digit()),
+        "{name}"
+    );
+    let taken = cli.backup_json(&name).await;
+    assert_eq!(taken["spec"]["includedNamespaces"], json!(["team-a"]));
+    assert_eq!(taken["spec"]["ttl"], "24h0m0s");
+    cli.ok(&["backup", "create", "by-hand", "--from-schedule", "nightly"])
+        .await;
+    assert_eq!(
+        cli.backup_json("by-hand").await["metadata"]["labels"]["velero.io/schedule-name"],
+        "nightly"
+    );
+    cli.fails(
+        &["backup", "create", "--from-schedule", "weekly"],
+        "--from-schedule",
+    )
+    .await;
+}
+
 #[tokio::test]
 async fn bad_flags_name_the_flag_and_create_nothing() {
     let cli = VeleroCli::start().await;
