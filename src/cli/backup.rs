@@ -41,7 +41,8 @@ pub enum BackupCommand {
         /// What the backup holds and where it goes.
         #[command(flatten)]
         flags: Box<BackupFlags>,
-        /// Wait for the backup to finish: a live line on a terminal, JSON lines otherwise.
+        /// Wait for the backup to finish, telling its progress (on stderr; with -o json,
+        /// one JSON object per state change on stdout).
         #[arg(short = 'w', long, conflicts_with = "dry_run")]
         wait: bool,
         /// Create nothing: print the items the backup would hold, in the order it would
@@ -53,7 +54,7 @@ pub enum BackupCommand {
         // create nothing (velero's behaviour, [`output::print_only`]); with it, the
         // format of that report ([`super::dry_run`]).
         /// Print the Backup as json or yaml instead of creating it (with --dry-run: the
-        /// format of the report).
+        /// format of the report; with --wait, json: the progress as JSON lines).
         #[arg(short = 'o', long, value_enum)]
         output: Option<OutputFormat>,
     },
@@ -73,10 +74,15 @@ pub enum BackupCommand {
         /// The backups to describe.
         #[arg(required = true)]
         names: Vec<String>,
-        /// Also list the backed-up items and the error/warning messages (read from the
-        /// backup's storage location).
+        /// Also list the backed-up items and the error/warning messages (through
+        /// DownloadRequests the server answers, as velero does).
         #[arg(long)]
         details: bool,
+        // Used with `--details` only.
+        #[command(flatten)]
+        fetch: download::FetchOptions,
+        #[command(flatten)]
+        local: super::LocalStore,
     },
     /// Print the backup's log (through a DownloadRequest the server answers; with
     /// --data-dir, read from the storage location directly).
@@ -85,6 +91,8 @@ pub enum BackupCommand {
         name: String,
         #[command(flatten)]
         fetch: download::FetchOptions,
+        #[command(flatten)]
+        local: super::LocalStore,
     },
     /// Download the backup tarball (through a DownloadRequest the server answers; with
     /// --data-dir, read from the storage location directly).
@@ -99,6 +107,8 @@ pub enum BackupCommand {
         force: bool,
         #[command(flatten)]
         fetch: download::FetchOptions,
+        #[command(flatten)]
+        local: super::LocalStore,
     },
     /// Prove backups against their integrity records: sizes and SHA-256 of every object
     /// at the location (any provider), one line per backup, a non-zero exit when any is
@@ -134,6 +144,7 @@ pub async fn run(target: &Target, command: BackupCommand) -> anyhow::Result<()> 
         flags,
         output,
         from_schedule: None,
+        wait: false,
         ..
     } = &command
         && let Some(format) = output::print_only(*output)
@@ -159,36 +170,56 @@ pub async fn run(target: &Target, command: BackupCommand) -> anyhow::Result<()> 
             output,
             ..
         } => {
+            let waiting = if wait {
+                Some(wait::WaitOutput::of(output)?)
+            } else {
+                None
+            };
             let backup = match from_schedule {
                 Some(schedule) => {
                     let b = from_schedule_now(&client, ns, &schedule, name.as_deref()).await?;
-                    if let Some(format) = output::print_only(output) {
+                    if !wait && let Some(format) = output::print_only(output) {
                         print!("{}", output::objects(format, &[b], true)?);
                         return Ok(());
                     }
-                    println!("Creating backup from schedule, all other filters are ignored.");
+                    waiting
+                        .unwrap_or(wait::WaitOutput::Text)
+                        .say("Creating backup from schedule, all other filters are ignored.");
                     b
                 }
                 None => build_backup(name.as_deref().unwrap_or_default(), ns, &flags)
                     .map_err(|errs| anyhow::anyhow!("{}", describe_errors(&errs)))?,
             };
-            create(&client, ns, backup, wait).await
+            create(&client, ns, backup, waiting).await
         }
         BackupCommand::Get {
             names,
             selector,
             output,
         } => get(&client, ns, &names, selector.as_deref(), output).await,
-        BackupCommand::Describe { names, details } if names.len() == 1 => {
-            describe(&client, target, &names[0], details).await
+        BackupCommand::Describe {
+            names,
+            details,
+            fetch,
+            local,
+        } if names.len() == 1 => {
+            let details = details.then_some(&fetch);
+            describe(&client, &target.reading(&local), &names[0], details).await
         }
-        BackupCommand::Describe { names, details } => {
+        BackupCommand::Describe {
+            names,
+            details,
+            fetch,
+            local,
+        } => {
+            let details = details.then_some(&fetch);
+            let target = target.reading(&local);
             let mut failed = Vec::new();
             for (i, name) in names.iter().enumerate() {
                 if i > 0 {
                     println!();
                 }
-                if let Err(e) = describe(&client, target, name, details).await {
+                if let Err(e) = describe(&client, &target, name, details).await {
                     eprintln!("error: {e:#}");
                     failed.push(name.clone());
                 }
@@ -198,13 +229,26 @@ pub async fn run(target: &Target, command: BackupCommand) -> anyhow::Result<()> 
             }
             Ok(())
         }
-        BackupCommand::Logs { name, fetch } => logs(&client, target, &name, &fetch).await,
+        BackupCommand::Logs { name, fetch, local } => {
+            logs(&client, &target.reading(&local), &name, &fetch).await
+        }
         BackupCommand::Download {
             name,
             output,
             force,
             fetch,
-        } => download(&client, target, &name, output, force, &fetch).await,
+            local,
+        } => {
+            download(
+                &client,
+                &target.reading(&local),
+                &name,
+                output,
+                force,
+                &fetch,
+            )
+            .await
+        }
         BackupCommand::Delete { names, confirm } => delete(&client, ns, &names, confirm).await,
     }
 }
@@ -234,11 +278,12 @@ async fn from_schedule_now(
     Ok(backup)
 }
 
+/// Creates the backup; with `waiting`, follows it to its end ([`wait::wait`]).
 async fn create(
     client: &Client,
     ns: &str,
     backup: Backup,
-    wait_for_it: bool,
+    waiting: Option<wait::WaitOutput>,
 ) -> anyhow::Result<()> {
     let name = backup.metadata.name.clone().unwrap_or_default();
     let name = name.as_str();
@@ -275,23 +320,16 @@ async fn create(
         }
         Err(e) => return Err(e).with_context(|| format!("creating backup {name}")),
     }
-    // With JSON lines on stdout, the words for people go to stderr.
-    let say = |text: String| {
-        if wait_for_it && !wait::interactive() {
-            eprintln!("{text}");
-        } else {
-            println!("{text}");
-        }
-    };
+    let say = |text: String| waiting.unwrap_or(wait::WaitOutput::Text).say(&text);
     say(format!("Backup request {name:?} submitted successfully."));
-    if !wait_for_it {
+    let Some(output) = waiting else {
         say(format!(
             "Run `granary backup describe {name}` or `granary backup logs {name}` for more details."
         ));
         return Ok(());
-    }
+    };
     say("Waiting for backup to complete. You may safely press ctrl-c to stop waiting - your backup will continue in the background.".into());
-    let done = wait::wait(&api, name, Duration::from_millis(500)).await?;
+    let done = wait::wait(&api, name, Duration::from_millis(500), output).await?;
     let phase = done
         .status
         .as_ref()
@@ -390,7 +428,7 @@ async fn events(client: &Client, ns: &str, name: &str) -> Result<Vec<EventLine>,
 
 /// The location a backup was written to: its `spec.storageLocation`, its
 /// `velero.io/storage-location` label, else the default location.
-async fn location_of(
+pub(crate) async fn location_of(
     client: &Client,
     ns: &str,
     b: &Backup,
@@ -440,7 +478,16 @@ fn files_written(phase: BackupPhase) -> bool {
     )
 }
 
-async fn read_details(client: &Client, target: &Target, b: &Backup) -> (Details, Option<String>) {
+/// `describe --details`: the backup's resource list and, when it counted any, its
+/// errors and warnings; through DownloadRequests the server answers (velero's way), or
+/// read from the location itself with `--data-dir`. A file that cannot be had is said
+/// in its section, and returned as the failure.
+async fn read_details(
+    client: &Client,
+    target: &Target,
+    b: &Backup,
+    fetch: &download::FetchOptions,
+) -> (Details, Option<String>) {
     let status = b.status.clone().unwrap_or_default();
     let phase = status.phase.unwrap_or(BackupPhase::New);
     if !files_written(phase) {
@@ -453,6 +500,56 @@ async fn read_details(client: &Client, target: &Target, b: &Backup) -> (Details,
             None,
         );
     }
+    let counted = status.errors.unwrap_or(0) + status.warnings.unwrap_or(0) > 0;
+    if target.data_dir.is_some() {
+        return read_details_directly(client, target, b, counted).await;
+    }
+    let name = b.metadata.name.clone().unwrap_or_default();
+    let get = async |kind| -> Result<Vec<u8>, String> {
+        let mut buf = Vec::new();
+        download::through_server(client, &target.namespace, kind, &name, fetch, &mut buf)
+            .await
+            .map_err(|e| format!("{e:#}"))?;
+        Ok(buf)
+    };
+    let resources = get(DownloadTargetKind::BackupResourceList)
+        .await
+        .and_then(|bytes| {
+            serde_json::from_slice::<ResourceList>(&bytes)
+                .map_err(|e| format!("the resource list is not valid: {e}"))
+        });
+    let mut failure = resources.as_ref().err().cloned();
+    let results = if counted {
+        let r = get(DownloadTargetKind::BackupResults)
+            .await
+            .and_then(|bytes| {
+                serde_json::from_slice::<Results>(&bytes)
+                    .map(|r| (r.errors, r.warnings))
+                    .map_err(|e| format!("the results are not valid: {e}"))
+            });
+        if let Err(e) = &r {
+            failure.get_or_insert(e.clone());
+        }
+        Some(r)
+    } else {
+        None
+    };
+    (
+        Details {
+            resources: Some(resources),
+            results,
+        },
+        failure,
+    )
+}
+
+/// [`read_details`] from the location itself (`--data-dir`).
+async fn read_details_directly(
+    client: &Client,
+    target: &Target,
+    b: &Backup,
+    counted: bool,
+) -> (Details, Option<String>) {
     let opened = async {
         let bsl = location_of(client, &target.namespace, b).await?;
         store::open(client, &target.namespace, &bsl, target.data_dir.as_deref()).await
@@ -488,7 +585,6 @@ async fn read_details(client: &Client, target: &Target, b: &Backup) -> (Details,
     if let Err(e) = &resources {
         failure = Some(e.clone());
     }
-    let counted = status.errors.unwrap_or(0) + status.warnings.unwrap_or(0) > 0;
     let results = if counted {
         let r = match loc.get(&keys.results()).await {
             Ok(bytes) => Results::read_gz(&bytes[..], store::MAX_FILE_BYTES)
@@ -516,7 +612,7 @@ async fn describe(
     client: &Client,
     target: &Target,
     name: &str,
-    details: bool,
+    details: Option<&download::FetchOptions>,
 ) -> anyhow::Result<()> {
     let ns = target.namespace.as_str();
     let api: Api<Backup> = Api::namespaced(client.clone(), ns);
@@ -546,8 +642,8 @@ async fn describe(
     } else {
         waiting_for(&b, &[], &[])
     };
-    let (details, failure) = if details {
-        let (d, f) = read_details(client, target, &b).await;
+    let (details, failure) = if let Some(fetch) = details {
+        let (d, f) = read_details(client, target, &b, fetch).await;
         (Some(d), f)
     } else {
         (None, None)

@@ -42,6 +42,8 @@ pub struct VerifyFlags {
     /// fails its check is never signed.
     #[arg(long)]
     pub sign: bool,
+    #[command(flatten)]
+    pub local: super::LocalStore,
     /// Without a cluster: the location's provider (aws, azure, gcp, local).
     #[arg(long, requires = "bucket")]
     pub provider: Option<String>,
@@ -101,6 +103,7 @@ pub fn verify_line(name: &str, verdict: &Verdict, deep: &[String], signed: bool)
 
 /// `granary backup verify`.
 pub async fn verify(target: &Target, flags: VerifyFlags) -> anyhow::Result<()> {
+    let target = &target.reading(&flags.local);
     if flags.names.is_empty() && !flags.all {
         bail!("give the backups to verify, or --all");
     }

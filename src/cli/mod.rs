@@ -37,9 +37,10 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 /// The namespace velero's CLI uses unless told otherwise.
 pub const DEFAULT_NAMESPACE: &str = "velero";
 
-/// Where the commands act: `--kubeconfig`, `-n/--namespace`, and `--data-dir` for
-/// locations on the `local` provider (flags every `backup`/`restore`/`schedule`/
-/// `backup-location` command takes; the `///` lines on the fields are their help).
+/// Where the commands act: `--kubeconfig` and `-n/--namespace` (flags every
+/// `backup`/`restore`/`schedule`/`backup-location` command takes; the `///` lines on the
+/// fields are their help), and the `--data-dir` of the commands that read a location
+/// themselves ([`LocalStore`]).
 #[derive(Clone, Debug, clap::Args)]
 pub struct Target {
     /// Kubeconfig of the cluster (default: KUBECONFIG, ~/.kube/config or in-cluster).
@@ -48,13 +49,31 @@ pub struct Target {
     /// The Velero namespace.
     #[arg(short = 'n', long, global = true, default_value = DEFAULT_NAMESPACE)]
     pub namespace: String,
-    /// Root of the `local` object store, to read backups of a location on the local
-    /// provider (describe --details, logs).
-    #[arg(long, global = true, value_name = "DIR")]
+    // Set from the subcommand's [`LocalStore`] ([`Target::reading`]).
+    #[arg(skip)]
+    pub data_dir: Option<PathBuf>,
+}
+
+/// `--data-dir`, on the commands that can read a location's files themselves instead of
+/// through the server (describe --details, logs, download, verify, restore dry runs).
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct LocalStore {
+    /// Read the location's files directly, a location on the `local` provider from
+    /// this directory (`granary dev`: its data directory's `buckets`), instead of
+    /// through the server.
+    #[arg(long, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
 }
 
 impl Target {
+    /// This target, reading locations as `local` says.
+    pub fn reading(&self, local: &LocalStore) -> Target {
+        Target {
+            data_dir: local.data_dir.clone(),
+            ..self.clone()
+        }
+    }
+
     /// A client from `--kubeconfig`, else KUBECONFIG / `~/.kube/config` / in-cluster.
     pub async fn client(&self) -> anyhow::Result<Client> {
         match &self.kubeconfig {

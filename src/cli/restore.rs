@@ -12,7 +12,7 @@ use kube::{Api, Client, ResourceExt};
 use super::backup_spec::describe_errors;
 use super::flags;
 use super::output::{self, OutputFormat};
-use super::restore_describe::{describe_restore, phase, restore_waiting_for, restores_table};
+use super::restore_describe::{describe_restore, phase, restores_table};
 use super::restore_spec::{RestoreFlags, build_restore};
 use super::{Target, confirmed, create_in_velero_namespace, is_not_found};
 use granary_api::velero::{Backup, DownloadTargetKind, Restore, RestorePhase, SCHEDULE_NAME_LABEL};
@@ -29,7 +29,8 @@ pub enum RestoreCommand {
         name: Option<String>,
         #[command(flatten)]
         flags: Box<RestoreFlags>,
-        /// Wait for the restore to finish.
+        /// Wait for the restore to finish, telling its progress (on stderr; with -o json,
+        /// one JSON object per state change on stdout).
         #[arg(short = 'w', long, conflicts_with = "dry_run")]
         wait: bool,
         /// Create nothing: print what the restore would create, update or skip, in the
@@ -44,9 +45,13 @@ pub enum RestoreCommand {
         #[arg(long, conflicts_with_all = ["output", "dry_run", "wait"])]
         rehearse: bool,
         // `json|yaml`: print the Restore and create nothing ([`output::print_only`]).
-        /// Print the Restore as json or yaml instead of creating it.
+        /// Print the Restore as json or yaml instead of creating it (with --wait, json:
+        /// the progress as JSON lines).
         #[arg(short = 'o', long, value_enum)]
         output: Option<OutputFormat>,
+        // Used with `--dry-run` and `--rehearse`, which read the backup themselves.
+        #[command(flatten)]
+        local: super::LocalStore,
     },
     /// List restores, or the named ones.
     Get {
@@ -102,8 +107,10 @@ pub async fn run(target: &Target, command: RestoreCommand) -> anyhow::Result<()>
         dry_run,
         rehearse,
         output: format,
+        local,
     } = command
     {
+        let target = &target.reading(&local);
         let mut restore = build_restore(name.as_deref(), ns, &flags, chrono::Local::now())
             .map_err(|errs| anyhow::anyhow!("{}", describe_errors(&errs)))?;
         if nonempty(&flags.from_seed).is_some() || nonempty(&flags.for_shoot).is_some() {
@@ -112,18 +119,25 @@ pub async fn run(target: &Target, command: RestoreCommand) -> anyhow::Result<()>
         }
         if dry_run {
             let client = target.client().await?;
+            local_dir_given(&client, target, &restore).await?;
             return preview(target, client, restore).await;
         }
         if rehearse {
             let client = target.client().await?;
+            local_dir_given(&client, target, &restore).await?;
             return rehearse_restore(target, client, restore).await;
         }
-        if let Some(format) = output::print_only(format) {
+        if !wait && let Some(format) = output::print_only(format) {
             print!("{}", output::objects(format, &[restore], true)?);
             return Ok(());
         }
+        let waiting = if wait {
+            Some(super::wait::WaitOutput::of(format)?)
+        } else {
+            None
+        };
         let client = target.client().await?;
-        return create(&client, ns, restore, wait).await;
+        return create(&client, ns, restore, waiting).await;
     }
     let client = target.client().await?;
     let api: Api<Restore> = Api::namespaced(client.clone(), ns);
@@ -174,6 +188,36 @@ pub async fn run(target: &Target, command: RestoreCommand) -> anyhow::Result<()>
             confirm,
         } => delete(&api, ns, &names, confirm, all).await,
     }
+}
+
+/// A dry run or rehearsal reads the backup itself: a backup on a location of the `local`
+/// provider needs `--data-dir` (its files are in the directory of the server that wrote
+/// them), said before anything else instead of as a failed validation.
+async fn local_dir_given(
+    client: &Client,
+    target: &Target,
+    restore: &Restore,
+) -> anyhow::Result<()> {
+    let Some(name) = &restore.spec.backup_name else {
+        return Ok(());
+    };
+    let ns = target.namespace.as_str();
+    let Some(backup) = Api::<Backup>::namespaced(client.clone(), ns)
+        .get_opt(name)
+        .await?
+    else {
+        return Ok(());
+    };
+    let location = super::backup::location_of(client, ns, &backup).await?;
+    let local =
+        granary_velero_server::location::provider_kind(&location.spec.provider) == Some("local");
+    if local && target.data_dir.is_none() {
+        bail!(
+            "--data-dir: backup {name:?} is at location {:?} of the local provider, whose files are in the data directory of the server that wrote them; pass --data-dir DIR (for granary dev: DATA-DIR/buckets)",
+            location.metadata.name.as_deref().unwrap_or_default()
+        );
+    }
+    Ok(())
 }
 
 /// `restore create --dry-run`: the restore run against the live cluster with every
@@ -340,7 +384,14 @@ async fn resolve_source(
 }
 
 /// Checks what velero's CLI checks on the server, then creates the Restore.
-async fn create(client: &Client, ns: &str, restore: Restore, wait: bool) -> anyhow::Result<()> {
+/// Creates the restore; with `waiting`, follows it to its end
+/// ([`super::wait::wait`], as `backup create --wait`).
+async fn create(
+    client: &Client,
+    ns: &str,
+    restore: Restore,
+    waiting: Option<super::wait::WaitOutput>,
+) -> anyhow::Result<()> {
     let backups: Api<Backup> = Api::namespaced(client.clone(), ns);
     if let Some(b) = &restore.spec.backup_name {
         if backups.get_opt(b).await?.is_none() {
@@ -355,21 +406,20 @@ async fn create(client: &Client, ns: &str, restore: Restore, wait: bool) -> anyh
     let name = restore.name_any();
     let api: Api<Restore> = Api::namespaced(client.clone(), ns);
     create_in_velero_namespace(&api, &restore, "restore", &name, ns).await?;
-    println!("Restore request {name:?} submitted successfully.");
-    if !wait {
-        println!(
+    let say = |text: String| waiting.unwrap_or(super::wait::WaitOutput::Text).say(&text);
+    say(format!("Restore request {name:?} submitted successfully."));
+    let Some(output) = waiting else {
+        say(format!(
             "Run `granary restore describe {name}` or `granary restore logs {name}` for more details."
-        );
+        ));
         return Ok(());
-    }
-    println!(
-        "Waiting for restore to complete. You may safely press ctrl-c to stop waiting - your restore will continue in the background."
-    );
-    let done = wait_until_done(&api, &name).await?;
+    };
+    say("Waiting for restore to complete. You may safely press ctrl-c to stop waiting - your restore will continue in the background.".into());
+    let done = super::wait::wait(&api, &name, Duration::from_millis(500), output).await?;
     let ph = phase(&done);
-    println!(
+    say(format!(
         "Restore completed with status: {ph}. You may check for more information using the commands `granary restore describe {name}` and `granary restore logs {name}`."
-    );
+    ));
     if matches!(ph, RestorePhase::Failed | RestorePhase::FailedValidation) {
         let s = done.status.unwrap_or_default();
         let mut why: Vec<String> = s.failure_reason.into_iter().collect();
@@ -377,46 +427,6 @@ async fn create(client: &Client, ns: &str, restore: Restore, wait: bool) -> anyh
         bail!("restore {name} {ph}: {}", why.join("; "));
     }
     Ok(())
-}
-
-/// Polls the restore until its phase is terminal, telling each new phase, wait reason or
-/// progress on stderr.
-async fn wait_until_done(api: &Api<Restore>, name: &str) -> anyhow::Result<Restore> {
-    let mut told = String::new();
-    let mut unreachable_since: Option<std::time::Instant> = None;
-    loop {
-        match api.get_opt(name).await {
-            Ok(Some(r)) => {
-                unreachable_since = None;
-                let progress = r.status.as_ref().and_then(|s| s.progress.clone());
-                let line = match (restore_waiting_for(&r), progress) {
-                    (Some(why), _) => format!("{}: waiting for {why}", phase(&r)),
-                    (None, Some(p)) => format!(
-                        "{}: {}/{} items restored",
-                        phase(&r),
-                        p.items_restored.unwrap_or(0),
-                        p.total_items.unwrap_or(0)
-                    ),
-                    (None, None) => phase(&r).to_string(),
-                };
-                if line != told {
-                    eprintln!("{name}: {line}");
-                    told = line;
-                }
-                if phase(&r).is_terminal() {
-                    return Ok(r);
-                }
-            }
-            Ok(None) => bail!("restore {name} was deleted while waiting for it"),
-            Err(e) => {
-                let since = *unreachable_since.get_or_insert_with(std::time::Instant::now);
-                if since.elapsed() > Duration::from_secs(60) {
-                    bail!("watching restore {name}: {e}");
-                }
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
 }
 
 /// The named restores and the names not found, or all restores (optionally by

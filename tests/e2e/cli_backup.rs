@@ -432,9 +432,9 @@ async fn get_and_describe_show_queue_progress_and_errors() {
 #[tokio::test]
 async fn wait_follows_the_backup_to_its_end() {
     let cli = VeleroCli::start().await;
-    // Not a terminal: JSON lines on stdout, one per state.
+    // `-o json`: JSON lines on stdout, one per state.
     let mut child = cli
-        .command(&["backup", "create", "w1", "--wait"])
+        .command(&["backup", "create", "w1", "--wait", "-o", "json"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -502,10 +502,12 @@ async fn wait_follows_the_backup_to_its_end() {
         .unwrap();
     assert!(status.success());
 
-    // A backup that fails makes --wait exit non-zero with the reason.
-    let mut child = cli
+    // Text (the default, as for restores): velero's sentences on stdout, a line per
+    // change on stderr (not a terminal); a backup that fails makes --wait exit non-zero
+    // with the reason.
+    let child = cli
         .command(&["backup", "create", "w2", "--wait"])
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("granary runs");
@@ -518,14 +520,20 @@ async fn wait_follows_the_backup_to_its_end() {
         json!({"phase": "Failed", "failureReason": "bucket gone"}),
     )
     .await;
-    let out = tokio::task::spawn_blocking(move || {
-        let _ = child.stdout.take();
-        child.wait_with_output().expect("granary exits")
-    })
-    .await
-    .unwrap();
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output().expect("granary exits"))
+        .await
+        .unwrap();
     assert!(!out.status.success());
-    assert!(stderr(&out).contains("bucket gone"), "{}", stderr(&out));
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), stderr(&out));
+    assert!(
+        stderr.contains("bucket gone") && stderr.contains("w2: Failed"),
+        "{stderr}"
+    );
+    assert!(
+        stdout.contains("Backup request \"w2\" submitted successfully.")
+            && stdout.contains("Backup completed with status: Failed."),
+        "{stdout}"
+    );
 }
 
 #[tokio::test]

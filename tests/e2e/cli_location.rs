@@ -389,6 +389,17 @@ async fn details_and_logs_are_read_from_the_location() {
         "level=info msg=\"backup started\"\nlevel=info msg=\"backup done\"\n"
     );
 
+    // --data-dir is taken only by the commands that read a location; elsewhere it is
+    // an unknown argument, not silently ignored.
+    cli.fails(&["backup", "get", "--data-dir", &data_dir], "--data-dir").await;
+    cli.fails(&["schedule", "get", "--data-dir", &data_dir], "--data-dir").await;
+    // A restore dry run reads the backup itself: on the local provider it needs the
+    // directory, and says so (not "would fail validation").
+    let err = cli
+        .fails(&["restore", "create", "--from-backup", "nightly", "--dry-run"], "--data-dir")
+        .await;
+    assert!(err.contains("local provider") && !err.contains("validation"), "{err}");
+
     // Without --data-dir the CLI asks a server through a DownloadRequest (none runs
     // here): it gives up at --timeout and says how to read the location directly.
     cli.fails(

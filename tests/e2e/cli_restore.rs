@@ -366,6 +366,8 @@ async fn wait_follows_the_restore_to_its_end() {
         "{}",
         stdout(&out)
     );
+    // Progress as for backups: a line per change on stderr when not on a terminal.
+    assert!(stderr(&out).contains("r1: Completed"), "{}", stderr(&out));
 }
 
 #[tokio::test]

@@ -173,13 +173,15 @@ async fn warning_on(w: &World, object: &str, reason: &str) -> Option<String> {
 
 /// Runs the granary binary against the world's cluster and Velero namespace.
 fn granary(w: &World, args: &[&str]) -> std::process::Output {
+    // Only the commands that read a location themselves take --data-dir.
+    let reads_location = args.first() != Some(&"integrity");
     Command::new(granary_test_support::granary_bin())
         .args(args)
         .arg("--kubeconfig")
         .arg(&w.cluster.garden.kubeconfig_path)
         .args(["-n", &w.namespace])
-        .arg("--data-dir")
-        .arg(w.data.path())
+        .args(reads_location.then_some("--data-dir"))
+        .args(reads_location.then(|| w.data.path()))
         .env("AWS_EC2_METADATA_DISABLED", "true")
         .env_remove("KUBECONFIG")
         .output()
