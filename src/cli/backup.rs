@@ -382,14 +382,12 @@ async fn get(
             }
         }
     }
-    match format {
-        OutputFormat::Table if found.is_empty() && missing.is_empty() => {
-            eprintln!("No backups found in namespace {ns}.");
-        }
-        OutputFormat::Table if !found.is_empty() => print!("{}", backups_table(&found, Utc::now())),
-        OutputFormat::Table => {}
-        _ => print!("{}", output::objects(format, &found, names.len() == 1)?),
-    }
+    print!(
+        "{}",
+        output::list(format, &found, names.len(), "backups", ns, |f| {
+            backups_table(f, Utc::now())
+        })?
+    );
     if !missing.is_empty() {
         bail!(
             "backup(s) not found in namespace {ns}: {}",

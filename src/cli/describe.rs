@@ -302,6 +302,80 @@ pub fn describe_backup(b: &Backup, ctx: &DescribeContext) -> String {
         let _ = writeln!(o, "Rehearsed:  {r}{when}");
     }
     o.push('\n');
+    o.push_str(&spec_section(spec));
+    let _ = writeln!(
+        o,
+        "Backup Format Version:  {}\n",
+        status.format_version.as_deref().unwrap_or("<n/a>")
+    );
+    let _ = writeln!(o, "Started:    {}", time_or_na(status.start_timestamp));
+    let _ = writeln!(
+        o,
+        "Completed:  {}\n",
+        time_or_na(status.completion_timestamp)
+    );
+    let exp = expiration(b);
+    let _ = writeln!(
+        o,
+        "Expiration:  {}\n",
+        match exp {
+            Some(t) if status.expiration.is_some() => go_time(&t),
+            Some(t) => format!(
+                "{} (estimated: {})",
+                go_time(&t),
+                time_from_now(Some(t), ctx.now)
+            ),
+            None => "<n/a>".into(),
+        }
+    );
+    if let Some(p) = &status.progress {
+        let (total, done) = (p.total_items.unwrap_or(0), p.items_backed_up.unwrap_or(0));
+        if ph == BackupPhase::InProgress {
+            let _ = writeln!(o, "Estimated total items to be backed up:  {total}");
+            let _ = writeln!(o, "Items backed up so far:                 {done}\n");
+        } else {
+            let _ = writeln!(o, "Total items to be backed up:  {total}");
+            let _ = writeln!(o, "Items backed up:              {done}\n");
+        }
+    }
+    if let Some(details) = &ctx.details {
+        describe_details(&mut o, details);
+    }
+    match &ctx.events {
+        None => {}
+        Some(Err(e)) => {
+            let _ = writeln!(o, "Events:  <could not list events: {e}>");
+        }
+        Some(Ok(events)) if events.is_empty() => {
+            let _ = writeln!(o, "Events:  <none>");
+        }
+        Some(Ok(events)) => {
+            let _ = writeln!(o, "Events:");
+            let rows: Vec<Vec<String>> = events
+                .iter()
+                .map(|e| {
+                    vec![
+                        e.type_.clone(),
+                        e.reason.clone(),
+                        e.last_seen
+                            .map(|t| short_human_duration(ctx.now - t))
+                            .unwrap_or_else(|| "<unknown>".into()),
+                        e.message.clone(),
+                    ]
+                })
+                .collect();
+            for line in table(&["TYPE", "REASON", "AGE", "MESSAGE"], &rows).lines() {
+                let _ = writeln!(o, "  {line}");
+            }
+        }
+    }
+    o
+}
+
+/// What a backup (or a schedule's template) selects and keeps, as velero's describers
+/// print it: namespaces, resources, selectors, location, TTL, timeouts, order, hooks.
+pub fn spec_section(spec: &granary_api::velero::BackupSpec) -> String {
+    let mut o = String::new();
     let _ = writeln!(o, "Namespaces:");
     let _ = writeln!(
         o,
@@ -413,72 +487,6 @@ pub fn describe_backup(b: &Backup, ctx: &DescribeContext) -> String {
             format!("{hooks} resource hook(s)")
         }
     );
-    let _ = writeln!(
-        o,
-        "Backup Format Version:  {}\n",
-        status.format_version.as_deref().unwrap_or("<n/a>")
-    );
-    let _ = writeln!(o, "Started:    {}", time_or_na(status.start_timestamp));
-    let _ = writeln!(
-        o,
-        "Completed:  {}\n",
-        time_or_na(status.completion_timestamp)
-    );
-    let exp = expiration(b);
-    let _ = writeln!(
-        o,
-        "Expiration:  {}\n",
-        match exp {
-            Some(t) if status.expiration.is_some() => go_time(&t),
-            Some(t) => format!(
-                "{} (estimated: {})",
-                go_time(&t),
-                time_from_now(Some(t), ctx.now)
-            ),
-            None => "<n/a>".into(),
-        }
-    );
-    if let Some(p) = &status.progress {
-        let (total, done) = (p.total_items.unwrap_or(0), p.items_backed_up.unwrap_or(0));
-        if ph == BackupPhase::InProgress {
-            let _ = writeln!(o, "Estimated total items to be backed up:  {total}");
-            let _ = writeln!(o, "Items backed up so far:                 {done}\n");
-        } else {
-            let _ = writeln!(o, "Total items to be backed up:  {total}");
-            let _ = writeln!(o, "Items backed up:              {done}\n");
-        }
-    }
-    if let Some(details) = &ctx.details {
-        describe_details(&mut o, details);
-    }
-    match &ctx.events {
-        None => {}
-        Some(Err(e)) => {
-            let _ = writeln!(o, "Events:  <could not list events: {e}>");
-        }
-        Some(Ok(events)) if events.is_empty() => {
-            let _ = writeln!(o, "Events:  <none>");
-        }
-        Some(Ok(events)) => {
-            let _ = writeln!(o, "Events:");
-            let rows: Vec<Vec<String>> = events
-                .iter()
-                .map(|e| {
-                    vec![
-                        e.type_.clone(),
-                        e.reason.clone(),
-                        e.last_seen
-                            .map(|t| short_human_duration(ctx.now - t))
-                            .unwrap_or_else(|| "<unknown>".into()),
-                        e.message.clone(),
-                    ]
-                })
-                .collect();
-            for line in table(&["TYPE", "REASON", "AGE", "MESSAGE"], &rows).lines() {
-                let _ = writeln!(o, "  {line}");
-            }
-        }
-    }
     o
 }
 

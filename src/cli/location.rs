@@ -168,14 +168,17 @@ async fn get(
             }
         }
     }
-    match format {
-        OutputFormat::Table if found.is_empty() && missing.is_empty() => {
-            eprintln!("No backup storage locations found in namespace {ns}.");
-        }
-        OutputFormat::Table if !found.is_empty() => print!("{}", locations_table(&found)),
-        OutputFormat::Table => {}
-        _ => print!("{}", output::objects(format, &found, names.len() == 1)?),
-    }
+    print!(
+        "{}",
+        output::list(
+            format,
+            &found,
+            names.len(),
+            "backup storage locations",
+            ns,
+            |f| { locations_table(f) }
+        )?
+    );
     if !missing.is_empty() {
         bail!(
             "backup storage location(s) not found in namespace {ns}: {}",

@@ -107,6 +107,31 @@ pub fn objects<T: Serialize>(
     })
 }
 
+/// What every `get` prints for the objects it found (`names`: how many were asked for
+/// by name), one behaviour for all kinds: a table of them (kubectl's "No <kind> found
+/// in namespace <ns>." on stderr, exit 0, when a listing finds none), or them as
+/// json/yaml (one named object alone, else a `List`, empty too). Named objects that
+/// were not found are the caller's error, after this.
+pub fn list<T: Serialize>(
+    format: OutputFormat,
+    items: &[T],
+    names: usize,
+    plural: &str,
+    namespace: &str,
+    table: impl FnOnce(&[T]) -> String,
+) -> anyhow::Result<String> {
+    match format {
+        OutputFormat::Table if items.is_empty() => {
+            if names == 0 {
+                eprintln!("No {plural} found in namespace {namespace}.");
+            }
+            Ok(String::new())
+        }
+        OutputFormat::Table => Ok(table(items)),
+        other => objects(other, items, names == 1),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

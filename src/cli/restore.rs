@@ -152,14 +152,10 @@ pub async fn run(target: &Target, command: RestoreCommand) -> anyhow::Result<()>
                 flags::parse_label_selector("--selector", sel)?;
             }
             let (found, missing) = fetch(&api, &names, selector.as_deref()).await?;
-            match format {
-                OutputFormat::Table if found.is_empty() && missing.is_empty() => {
-                    eprintln!("No restores found in namespace {ns}.");
-                }
-                OutputFormat::Table if found.is_empty() => {}
-                OutputFormat::Table => print!("{}", restores_table(&found)),
-                other => print!("{}", output::objects(other, &found, names.len() == 1)?),
-            }
+            print!(
+                "{}",
+                output::list(format, &found, names.len(), "restores", ns, restores_table)?
+            );
             all_found(ns, &missing)
         }
         RestoreCommand::Describe {

@@ -241,6 +241,15 @@ pub fn describe_schedule(s: &Schedule) -> String {
         t.map(|t| output::go_time(&t))
             .unwrap_or_else(|| "<never>".into())
     };
+    out.push_str("\nBackup Template:\n");
+    for l in super::describe::spec_section(&s.spec.template).lines() {
+        if l.is_empty() {
+            out.push('\n');
+        } else {
+            out.push_str(&format!("  {l}\n"));
+        }
+    }
+    let mut line = |k: &str, v: String| out.push_str(&format!("{k:<15} {v}\n"));
     line("Last Backup:", opt_time(status.last_backup));
     line("Last Skipped:", opt_time(status.last_skipped));
     if let Some(w) = s.annotations().get(ANNOTATION_WAITING_FOR) {
@@ -308,10 +317,12 @@ pub async fn run(target: &Target, command: ScheduleCommand) -> anyhow::Result<()
             output: format,
         } => {
             let found = fetch(&api, &names, selector.as_deref(), false).await?;
-            match format {
-                OutputFormat::Table => print!("{}", schedules_table(&found, Utc::now())),
-                other => print!("{}", output::objects(other, &found, false)?),
-            }
+            print!(
+                "{}",
+                output::list(format, &found, names.len(), "schedules", ns, |f| {
+                    schedules_table(f, Utc::now())
+                })?
+            );
             Ok(())
         }
         ScheduleCommand::Describe { names } => {
@@ -498,5 +509,13 @@ mod tests {
             text.contains("backup nightly-1 is still InProgress"),
             "{text}"
         );
+        // velero's Backup Template section: the template as a backup describes it,
+        // indented under its heading.
+        assert!(
+            text.contains("\nBackup Template:\n  Namespaces:\n    Included:  app\n    Excluded:  <none>\n\n  Resources:\n"),
+            "{text}"
+        );
+        assert!(text.contains("\n  TTL:  "), "{text}");
+        assert!(text.contains("\n  Hooks:  <none>\n"), "{text}");
     }
 }

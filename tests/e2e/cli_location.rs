@@ -391,14 +391,22 @@ async fn details_and_logs_are_read_from_the_location() {
 
     // --data-dir is taken only by the commands that read a location; elsewhere it is
     // an unknown argument, not silently ignored.
-    cli.fails(&["backup", "get", "--data-dir", &data_dir], "--data-dir").await;
-    cli.fails(&["schedule", "get", "--data-dir", &data_dir], "--data-dir").await;
+    cli.fails(&["backup", "get", "--data-dir", &data_dir], "--data-dir")
+        .await;
+    cli.fails(&["schedule", "get", "--data-dir", &data_dir], "--data-dir")
+        .await;
     // A restore dry run reads the backup itself: on the local provider it needs the
     // directory, and says so (not "would fail validation").
     let err = cli
-        .fails(&["restore", "create", "--from-backup", "nightly", "--dry-run"], "--data-dir")
+        .fails(
+            &["restore", "create", "--from-backup", "nightly", "--dry-run"],
+            "--data-dir",
+        )
         .await;
-    assert!(err.contains("local provider") && !err.contains("validation"), "{err}");
+    assert!(
+        err.contains("local provider") && !err.contains("validation"),
+        "{err}"
+    );
 
     // Without --data-dir the CLI asks a server through a DownloadRequest (none runs
     // here): it gives up at --timeout and says how to read the location directly.
@@ -459,4 +467,31 @@ async fn details_and_logs_are_read_from_the_location() {
         "s3-creds",
     )
     .await;
+}
+
+/// An empty list reads the same for every kind: nothing on stdout, kubectl's "No …
+/// found in namespace …" on stderr, exit 0; `-o json` an empty List.
+#[tokio::test]
+async fn empty_lists_read_alike_for_every_kind() {
+    let cli = VeleroCli::start().await;
+    let ns = cli.namespace.clone();
+    for (command, plural) in [
+        ("backup", "backups"),
+        ("restore", "restores"),
+        ("schedule", "schedules"),
+        ("backup-location", "backup storage locations"),
+    ] {
+        let out = cli.run(&[command, "get"]).await;
+        assert!(out.status.success(), "{command}: {out:?}");
+        assert_eq!(granary_test_support::cli::stdout(&out), "", "{command}");
+        assert_eq!(
+            stderr(&out).trim(),
+            format!("No {plural} found in namespace {ns}."),
+            "{command}"
+        );
+        let json = cli.ok(&[command, "get", "-o", "json"]).await;
+        let list: serde_json::Value = serde_json::from_str(&json).expect("JSON");
+        assert_eq!(list["kind"], "List", "{command}");
+        assert_eq!(list["items"], serde_json::json!([]), "{command}");
+    }
 }
