@@ -62,6 +62,48 @@ const SHUTDOWN_LIMIT: Duration = Duration::from_secs(8);
 /// wait for the 5-minute default before it goes from waiting to Succeeded.
 const RESYNC: Duration = Duration::from_secs(5);
 
+/// The file in the data directory that keeps the metrics port chosen when the default
+/// one was taken.
+pub const METRICS_PORT_FILE: &str = "metrics-port";
+
+/// Serves /healthz, /readyz and /metrics on `address`; when that is taken and
+/// `fallback_in` names the data directory, on the port that directory had before (so a
+/// dashboard or a scrape keeps working across restarts), else on any free one, which is
+/// then remembered there.
+async fn serve_health(
+    address: &str,
+    fallback_in: Option<&Path>,
+    served: Metrics,
+    ready: ReadinessFlag,
+) -> Result<HealthServer, DevError> {
+    let e = match HealthServer::start(address, served.clone(), ready.clone()).await {
+        Ok(h) => return Ok(h),
+        Err(e) => e,
+    };
+    let Some(data_dir) = fallback_in else {
+        return Err(e.into());
+    };
+    tracing::info!(error = %e, address, "metrics address taken");
+    let remembered = data_dir.join(METRICS_PORT_FILE);
+    let before = std::fs::read_to_string(&remembered)
+        .ok()
+        .and_then(|p| p.trim().parse::<u16>().ok());
+    if let Some(port) = before
+        && let Ok(h) =
+            HealthServer::start(&format!("127.0.0.1:{port}"), served.clone(), ready.clone()).await
+    {
+        return Ok(h);
+    }
+    let h = HealthServer::start("127.0.0.1:0", served, ready).await?;
+    std::fs::write(&remembered, format!("{}\n", h.local_addr.port())).map_err(|source| {
+        DevError::Io {
+            what: format!("writing {}", remembered.display()),
+            source,
+        }
+    })?;
+    Ok(h)
+}
+
 /// What the landscape is started with.
 #[derive(Clone, Debug)]
 pub struct Plan {
@@ -486,15 +528,17 @@ pub async fn start(plan: &Plan) -> Result<Running, DevError> {
     let ready = ReadinessFlag::default();
     let readiness = tokio::spawn(combine_readiness(readiness, ready.clone()));
     let served = components.registry();
-    let health =
-        match HealthServer::start(&plan.metrics_address, served.clone(), ready.clone()).await {
-            Ok(h) => h,
-            Err(e) if plan.metrics_fallback => {
-                tracing::info!(error = %e, "metrics address taken; using a free port");
-                HealthServer::start("127.0.0.1:0", served, ready).await?
-            }
-            Err(e) => return Err(e.into()),
-        };
+    let health = serve_health(
+        &plan.metrics_address,
+        plan.metrics_fallback.then_some(plan.data_dir.as_path()),
+        served,
+        ready.clone(),
+    )
+    .await?;
+    tracing::info!(
+        address = %format!("http://{}/metrics", health.local_addr),
+        "serving /healthz, /readyz and /metrics"
+    );
     Ok(Running {
         garden,
         garden_client,
@@ -764,5 +808,46 @@ mod tests {
             "token: old",
             "opening does not truncate; the server rewrites it"
         );
+    }
+}
+
+#[cfg(test)]
+mod health_tests {
+    use super::*;
+
+    /// With the default address taken, the port is chosen once per data directory and
+    /// kept across restarts.
+    #[tokio::test]
+    async fn a_taken_metrics_address_falls_back_to_the_same_port_each_time() {
+        let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+        let address = taken.local_addr().expect("address").to_string();
+        let dir = tempfile::tempdir().expect("data dir");
+        let serve = |fallback: bool| {
+            let address = address.clone();
+            let dir = dir.path().to_path_buf();
+            async move {
+                serve_health(
+                    &address,
+                    fallback.then_some(dir.as_path()),
+                    Metrics::new(),
+                    ReadinessFlag::default(),
+                )
+                .await
+            }
+        };
+        let first = serve(true).await.expect("a free port");
+        let port = first.local_addr.port();
+        assert_ne!(first.local_addr.to_string(), address);
+        let remembered = std::fs::read_to_string(dir.path().join(METRICS_PORT_FILE));
+        assert_eq!(remembered.expect("remembered").trim(), port.to_string());
+        first.shutdown().await;
+        let again = serve(true).await.expect("a port");
+        assert_eq!(
+            again.local_addr.port(),
+            port,
+            "the same port after a restart"
+        );
+        // Without a fallback, a taken address is an error.
+        assert!(serve(false).await.is_err());
     }
 }

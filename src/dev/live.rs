@@ -83,6 +83,36 @@ fn owned<K: kube::Resource<DynamicType = ()> + Clone>(store: &Store<K>) -> Vec<K
     store.state().iter().map(|o| (**o).clone()).collect()
 }
 
+/// The terminal's size changes (SIGWINCH), when the screen is drawn on one.
+#[cfg(unix)]
+fn window_changes(terminal: bool) -> Option<tokio::signal::unix::Signal> {
+    use tokio::signal::unix::{SignalKind, signal};
+    terminal
+        .then(|| signal(SignalKind::window_change()).ok())
+        .flatten()
+}
+
+#[cfg(not(unix))]
+fn window_changes(_terminal: bool) -> Option<()> {
+    None
+}
+
+/// The next size change; never, without a terminal.
+#[cfg(unix)]
+async fn resized(changes: &mut Option<tokio::signal::unix::Signal>) {
+    match changes {
+        Some(s) => {
+            s.recv().await;
+        }
+        None => std::future::pending().await,
+    }
+}
+
+#[cfg(not(unix))]
+async fn resized(_changes: &mut Option<()>) {
+    std::future::pending().await
+}
+
 impl LiveView {
     /// Shows the garden's state until `stop` is cancelled.
     pub async fn run(self, garden: Client, stop: CancellationToken) {
@@ -153,6 +183,7 @@ impl LiveView {
                 ),
             ]);
             forget_events_of_gone_objects(&owned(&events), &live, &mut seen);
+            let mut resizes = window_changes(self.terminal);
             let mut first = true;
             loop {
                 let mut next = Snapshot::from_objects(&owned(&buckets), &owned(&entries));
@@ -176,8 +207,12 @@ impl LiveView {
                     last = next;
                     first = false;
                 }
-                changed.notified().await;
-                tokio::time::sleep(SETTLE).await;
+                // A change of the landscape, or of the terminal's size: the screen is
+                // drawn again for it.
+                tokio::select! {
+                    _ = changed.notified() => tokio::time::sleep(SETTLE).await,
+                    _ = resized(&mut resizes) => first = true,
+                }
             }
         };
         tokio::select! {

@@ -313,10 +313,12 @@ pub fn render(header: &str, snapshot: &Snapshot, limit: Option<u32>, events: &[S
 }
 
 /// The screen for a terminal of `width` columns and `height` rows: [`render`] when it
-/// fits. Else a compact screen: only the header's first line, no blank lines, the buckets
-/// in full, the entries (all when they fit, else a count per state and as many of those
-/// not Succeeded as fit, saying how many more there are), the backups, and as many of the
-/// newest events as fit; whatever still does not fit is cut with a count. Every line is
+/// fits. Else a compact screen that keeps the whole header (where the kubeconfigs, the
+/// metrics address and the commands to try are) and shrinks the lists below it, without
+/// blank lines: each of the buckets, the entries, the backups and the recent events
+/// first gets a line or two, then the room left goes to them in that order. A list cut
+/// short says how many lines it leaves out (the entries are summarised by state, those
+/// not Succeeded first). Only a header taller than the terminal is cut. Every line is
 /// cut to `width` (with `…`), so nothing wraps.
 pub fn render_fitted(
     header: &str,
@@ -330,43 +332,84 @@ pub fn render_fitted(
     if full.lines().count() <= height {
         return fit_width(full.lines(), width);
     }
+    let mut screen: Vec<String> = header.lines().map(String::from).collect();
+    if screen.len() >= height {
+        screen.truncate(height);
+        return fit_width(screen.iter().map(String::as_str), width);
+    }
+    let room = height - screen.len();
+    let buckets = non_empty_lines(&buckets_section(snapshot, limit));
+    let mut entries = vec![format!("ENTRIES ({})", snapshot.entries.len())];
+    entries.extend(entry_lines(snapshot));
     let mut backups = String::new();
     backups_view::render(&snapshot.backups, &mut backups);
-    let backups: Vec<String> = non_empty_lines(&backups);
-    let buckets = non_empty_lines(&buckets_section(snapshot, limit));
-    let entries = entry_lines(snapshot);
-    let mut compact: Vec<String> = header.lines().take(1).map(String::from).collect();
-    compact.extend(buckets);
-    compact.push(format!("ENTRIES ({})", snapshot.entries.len()));
-    // A few events always get a place, unless there is no room at all.
-    let events_room = if events.is_empty() {
-        0
-    } else {
-        1 + events.len().min(3)
-    };
-    let entries_room = height.saturating_sub(compact.len() + backups.len() + events_room);
-    if entries.len() <= entries_room {
-        compact.extend(entries);
-    } else {
-        compact.extend(summarised_entries(snapshot, entries_room));
+    let backups = non_empty_lines(&backups);
+    let mut recent = vec!["RECENT EVENTS".to_string()];
+    recent.extend(events.iter().map(|e| format!("  {e}")));
+    let wanted = [
+        buckets.len(),
+        entries.len(),
+        backups.len(),
+        if events.is_empty() { 0 } else { recent.len() },
+    ];
+    let budgets = share(room, &wanted, &[2, 2, 1, 2]);
+    screen.extend(cut(&buckets, budgets[0], "buckets"));
+    if budgets[1] >= entries.len() {
+        screen.extend(entries);
+    } else if budgets[1] > 0 {
+        screen.push(entries.swap_remove(0));
+        screen.extend(summarised_entries(snapshot, budgets[1] - 1));
     }
-    compact.extend(backups);
-    let room = height.saturating_sub(compact.len() + 1);
-    if room > 0 && !events.is_empty() {
-        compact.push("RECENT EVENTS".into());
-        let skip = events.len().saturating_sub(room);
-        compact.extend(events[skip..].iter().map(|e| format!("  {e}")));
+    screen.extend(cut(&backups, budgets[2], "backup lines"));
+    if budgets[3] > 1 {
+        // The newest events, under the title.
+        let keep = budgets[3] - 1;
+        screen.push(recent[0].clone());
+        screen.extend(
+            recent[recent.len().saturating_sub(keep).max(1)..]
+                .iter()
+                .cloned(),
+        );
     }
-    if compact.len() > height {
-        let keep = height.saturating_sub(1);
-        let cut = compact.len() - keep;
-        compact.truncate(keep);
-        compact.push(format!(
-            "… {cut} more line{} (a taller terminal shows them)",
-            if cut == 1 { "" } else { "s" }
-        ));
+    fit_width(screen.iter().map(String::as_str), width)
+}
+
+/// Splits `room` lines between sections that want `wanted` lines: each first gets its
+/// minimum (as far as the room goes, in order), then what is left goes to them in order.
+fn share(room: usize, wanted: &[usize], minimum: &[usize]) -> Vec<usize> {
+    let mut left = room;
+    let mut got: Vec<usize> = wanted
+        .iter()
+        .zip(minimum)
+        .map(|(w, m)| {
+            let g = (*w).min(*m).min(left);
+            left -= g;
+            g
+        })
+        .collect();
+    for (g, w) in got.iter_mut().zip(wanted) {
+        let more = w.saturating_sub(*g).min(left);
+        *g += more;
+        left -= more;
     }
-    fit_width(compact.iter().map(String::as_str), width)
+    got
+}
+
+/// At most `budget` of `lines`; when some are left out, the last line says how many.
+fn cut(lines: &[String], budget: usize, what: &str) -> Vec<String> {
+    if lines.len() <= budget {
+        return lines.to_vec();
+    }
+    if budget == 0 {
+        return Vec::new();
+    }
+    let keep = budget - 1;
+    let mut out = lines[..keep].to_vec();
+    out.push(format!(
+        "  … {} more {what} (a taller terminal shows them)",
+        lines.len() - keep
+    ));
+    out
 }
 
 fn non_empty_lines(text: &str) -> Vec<String> {
@@ -763,31 +806,58 @@ mod tests {
     }
 
     #[test]
-    fn a_small_terminal_gets_a_screen_that_fits() {
+    fn a_small_terminal_keeps_the_header_and_shrinks_the_lists() {
         let entries: Vec<BackupEntry> = (0..8)
             .map(|i| entry(&format!("shoot-{i}"), None, None))
             .collect();
         let s = Snapshot::from_objects(&[bucket("b-0", 0, 2, None)], &entries);
-        let header = format!("granary dev: {}\nkubeconfig\ntry this\n", "x".repeat(100));
+        let header = format!(
+            "granary dev: {}\n  garden kubeconfig\n  health and metrics: http://127.0.0.1:8085\ntry:\n  try this\nCtrl-C stops\n",
+            "x".repeat(100)
+        );
         let events: Vec<String> = (0..20).map(|i| format!("event {i}")).collect();
         let screen = render_fitted(&header, &s, Some(3), &events, 80, 23);
         let lines: Vec<&str> = screen.lines().collect();
-        assert_eq!(lines.len(), 23, "{screen}");
+        assert!(lines.len() <= 23, "{screen}");
         assert!(lines.iter().all(|l| l.chars().count() <= 80), "{screen}");
         assert!(lines[0].ends_with('…'), "{screen}");
-        assert!(!screen.contains("try this"), "{screen}");
+        for kept in [
+            "health and metrics",
+            "try this",
+            "Ctrl-C stops",
+            "BUCKETS (1)",
+            "ENTRIES (8)",
+            "RECENT EVENTS",
+        ] {
+            assert!(screen.contains(kept), "{kept}: {screen}");
+        }
         assert_eq!(
-            lines[22], "  event 19",
+            lines.last().copied(),
+            Some("  event 19"),
             "the newest event is kept: {screen}"
         );
         assert!(!screen.contains("event 0\n"), "{screen}");
-        // Too little room even for the body: cut, and says so.
-        let tiny = render_fitted(&header, &s, Some(3), &events, 80, 6);
-        assert_eq!(tiny.lines().count(), 6, "{tiny}");
-        assert!(tiny.lines().last().unwrap().starts_with('…'), "{tiny}");
+        // Hardly room for more than the header: the header stays whole.
+        let tiny = render_fitted(&header, &s, Some(3), &events, 80, 8);
+        assert!(tiny.lines().count() <= 8, "{tiny}");
+        assert!(
+            tiny.contains("try this") && tiny.contains("Ctrl-C stops"),
+            "{tiny}"
+        );
         // Room enough: the whole screen.
         let roomy = render_fitted(&header, &s, Some(3), &events, 200, 100);
         assert_eq!(roomy, render(&header, &s, Some(3), &events));
+    }
+
+    #[test]
+    fn room_goes_to_minimums_first_then_in_order() {
+        assert_eq!(share(10, &[5, 5, 5, 5], &[2, 2, 1, 2]), [5, 2, 1, 2]);
+        assert_eq!(share(4, &[5, 5, 5, 5], &[2, 2, 1, 2]), [2, 2, 0, 0]);
+        assert_eq!(share(30, &[1, 3, 2, 0], &[2, 2, 1, 2]), [1, 3, 2, 0]);
+        assert_eq!(
+            cut(&["a".into(), "b".into(), "c".into()], 2, "things"),
+            ["a", "  … 2 more things (a taller terminal shows them)"]
+        );
     }
 
     /// `--shoots 50` on a 200×50 terminal: the buckets stay on the screen, the entries
