@@ -472,3 +472,104 @@ async fn a_seed_with_its_own_backup_gets_its_own_pool_for_its_shoots() {
     }
     garden.stop().await;
 }
+
+/// A shoot moved to a seed name without a Seed (possible without gardener-apiserver):
+/// once its old seed has released the entry, nobody holds it, and it says so, Pending
+/// with a Warning event naming the missing seed, instead of keeping the old seed's
+/// Succeeded; moved to a seed that exists, the garden stops saying it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_entry_on_a_seed_that_does_not_exist_waits_and_says_so() {
+    let tc = garden_cluster().await;
+    let client = tc.client();
+    let garden = start(&tc, config(None, None));
+    let (heartbeats, [a, b], profile, _) = two_live_seeds_and_an_assigned_bucket(&tc).await;
+    let ns = tc.namespace("garden-m").await;
+    create_shoot(&tc, &ns, "web", &profile, &a).await;
+    poll_until("entry placed on seed a", || async {
+        entries(&tc)
+            .await
+            .first()
+            .is_some_and(|e| e.spec.seed_name.as_ref() == Some(&a))
+    })
+    .await;
+    let name = entries(&tc).await[0].name_any();
+    let api: Api<BackupEntry> = Api::namespaced(client.clone(), &ns);
+    // The test plays seed a: it provisioned the entry.
+    let done = |seed: Option<&str>, kind: &str, description: &str| {
+        json!({"status": {"seedName": seed, "lastOperation": {
+            "type": kind, "state": "Succeeded", "progress": 100,
+            "description": description, "lastUpdateTime": "2026-01-01T00:00:00Z"}}})
+    };
+    api.patch_status(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(&done(Some(&a), "Create", "created")),
+    )
+    .await
+    .expect("status written");
+    let nowhere = tc.name("nowhere");
+    Api::<Shoot>::namespaced(client.clone(), &ns)
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"seedName": nowhere}})),
+        )
+        .await
+        .expect("shoot moved");
+    poll_until("the entry follows the shoot", || async {
+        api.get(&name)
+            .await
+            .is_ok_and(|e| e.spec.seed_name.as_ref() == Some(&nowhere))
+    })
+    .await;
+    // Seed a releases it, as its mirror does.
+    api.patch_status(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(&done(None, "Migrate", "released by the previous seed")),
+    )
+    .await
+    .expect("released");
+    poll_until("the entry says its seed does not exist", || async {
+        api.get(&name).await.is_ok_and(|e| {
+            e.status.and_then(|s| s.last_operation).is_some_and(|o| {
+                o.state == granary_api::common::LastOperationState::Pending
+                    && o.description
+                        .contains(&format!("seed {nowhere} does not exist"))
+            })
+        })
+    })
+    .await;
+    poll_until("a Warning event names the missing seed", || async {
+        events_about(&client, &name)
+            .await
+            .iter()
+            .any(|(kind, reason, note)| {
+                kind == "Warning" && reason == "SeedNotFound" && note.contains(&nowhere)
+            })
+    })
+    .await;
+    // Moved to a seed that exists: that seed takes it (the garden says nothing more).
+    Api::<Shoot>::namespaced(client.clone(), &ns)
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"seedName": b}})),
+        )
+        .await
+        .expect("shoot moved again");
+    poll_until("the entry follows the shoot to seed b", || async {
+        api.get(&name)
+            .await
+            .is_ok_and(|e| e.spec.seed_name.as_ref() == Some(&b))
+    })
+    .await;
+    let said = events_about(&client, &name)
+        .await
+        .iter()
+        .filter(|(_, reason, _)| reason == "SeedNotFound")
+        .count();
+    assert_eq!(said, 1, "said once, not on every reconcile");
+    drop(heartbeats);
+    garden.stop().await;
+}

@@ -218,6 +218,25 @@ pub fn entry_hand_over(
     EntryHandOver::Wait { message }
 }
 
+/// An entry that no seed is responsible for, whose spec names a seed the garden does
+/// not have (a shoot moved to, or created on, a seed name without a Seed: possible
+/// without gardener-apiserver's checks): what its status says while it waits for that
+/// seed to exist or for its shoot to move. `None` when a seed holds it or exists.
+pub fn missing_seed(
+    spec_seed: Option<&str>,
+    status_seed: Option<&str>,
+    candidates: &[SeedCandidate],
+) -> Option<String> {
+    let seed = spec_seed.filter(|s| !s.is_empty())?;
+    if status_seed.is_some_and(|s| !s.is_empty()) || candidates.iter().any(|c| c.name == seed) {
+        return None;
+    }
+    Some(format!(
+        "seed {seed} does not exist: the entry waits for a Seed named {seed}, or for its \
+         shoot to move to a seed that exists"
+    ))
+}
+
 /// When the decision for a bucket held by `current` can change without any watch event:
 /// the moment the seed will have been unready for the hand-over time if it renews no
 /// more. `None` when there is no such moment (no seed, or it is leaving already).
@@ -241,6 +260,26 @@ pub fn next_check(
 mod tests {
     use super::*;
     use chrono::TimeZone;
+
+    #[test]
+    fn an_entry_on_a_seed_that_does_not_exist_says_so_until_it_does() {
+        let seeds = [SeedCandidate {
+            name: "europe-1".into(),
+            region: "europe".into(),
+            created: Utc.timestamp_opt(0, 0).unwrap(),
+            last_renewal: None,
+            deleting: false,
+        }];
+        let said = missing_seed(Some("nowhere-1"), None, &seeds).expect("missing");
+        assert!(said.starts_with("seed nowhere-1 does not exist"), "{said}");
+        assert_eq!(missing_seed(Some("europe-1"), None, &seeds), None);
+        assert_eq!(
+            missing_seed(Some("nowhere-1"), Some("europe-1"), &seeds),
+            None,
+            "a seed holds it"
+        );
+        assert_eq!(missing_seed(None, None, &seeds), None);
+    }
 
     fn t(secs: i64) -> DateTime<Utc> {
         Utc.with_ymd_and_hms(2024, 1, 1, 0, 0, 0)

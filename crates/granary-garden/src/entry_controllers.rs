@@ -19,7 +19,7 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use crate::assignment::{
-    EntryHandOver, SeedCandidate, cleanup_hand_over, entry_hand_over, next_check,
+    EntryHandOver, SeedCandidate, cleanup_hand_over, entry_hand_over, missing_seed, next_check,
 };
 use crate::buckets::{PoolSource, seed_label_patch};
 use crate::context::{Context, GardenError};
@@ -259,6 +259,15 @@ pub async fn reconcile_entry(
             entry = Arc::new(updated);
         }
         action = Action::requeue(next);
+    } else {
+        ctx.stores.wait_ready().await?;
+        if let Some(updated) = say_missing_seed(&ctx, &api, &entry).await? {
+            entry = Arc::new(updated);
+        }
+        if entry_waits_for_missing_seed(&ctx, &entry) {
+            // Seeds appearing trigger no entry reconcile: look again every so often.
+            action = Action::requeue(WAIT_FOR_DEPENDENCY);
+        }
     }
     apply_move(&ctx, &api, &entry).await?;
     if let Some(patch) = seed_label_patch(entry.labels(), entry.responsible_seed()) {
@@ -438,6 +447,70 @@ async fn seed_hand_over_entry(
             Ok((Some(updated), RESYNC))
         }
     }
+}
+
+fn candidates(ctx: &Context) -> Vec<SeedCandidate> {
+    ctx.stores
+        .seeds
+        .state()
+        .iter()
+        .map(|s| ctx.stores.candidate(s))
+        .collect()
+}
+
+fn entry_waits_for_missing_seed(ctx: &Context, entry: &BackupEntry) -> bool {
+    let status_seed = entry.status.as_ref().and_then(|s| s.seed_name.as_deref());
+    missing_seed(
+        entry.spec.seed_name.as_deref(),
+        status_seed,
+        &candidates(ctx),
+    )
+    .is_some()
+}
+
+/// An entry on a seed the garden does not have ([`missing_seed`]): its last operation
+/// Pending with the reason, and a Warning event naming the seed, once per wait. The
+/// operation's type is kept (a released entry stays a hand-over, so the seed that takes
+/// it restores it). Returns the entry when it was written.
+async fn say_missing_seed(
+    ctx: &Context,
+    api: &Api<BackupEntry>,
+    entry: &BackupEntry,
+) -> Result<Option<BackupEntry>, GardenError> {
+    let status = entry.status.clone().unwrap_or_default();
+    let Some(message) = missing_seed(
+        entry.spec.seed_name.as_deref(),
+        status.seed_name.as_deref(),
+        &candidates(ctx),
+    ) else {
+        return Ok(None);
+    };
+    let last = status.last_operation.as_ref();
+    if last.is_some_and(|o| o.state == LastOperationState::Pending && o.description == message) {
+        return Ok(None);
+    }
+    let op = last.map_or(LastOperationType::Create, |o| o.type_);
+    let now = ctx.clock.now();
+    let updated = api
+        .patch_status(
+            &entry.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&json!({
+                "metadata": { "resourceVersion": entry.resource_version() },
+                "status": { "lastOperation": status::pending(op, message.clone(), now) },
+            })),
+        )
+        .await?;
+    tracing::warn!(entry = %entry.name_any(), %message, "entry on a seed that does not exist");
+    ctx.event(
+        &updated,
+        EventType::Warning,
+        "SeedNotFound",
+        "Backup",
+        message,
+    )
+    .await;
+    Ok(Some(updated))
 }
 
 /// Answers a migration's request for a place in another bucket, or lets go of a place
