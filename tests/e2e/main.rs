@@ -34,6 +34,7 @@ mod integrity;
 mod kubectl;
 mod kubectl_protobuf;
 mod landscape_guards;
+mod landscape_ops;
 mod leader;
 mod migrate;
 mod migrate_garden;

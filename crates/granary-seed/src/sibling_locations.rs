@@ -153,8 +153,8 @@ async fn pass(ctx: &Context) -> Result<(), kube::Error> {
             continue;
         }
         match reach(ctx, b).await {
-            Ok((seeds, reached)) => {
-                listed.insert(name.clone(), seeds);
+            Ok((prefixes, reached)) => {
+                listed.insert(name.clone(), sibling_seeds(&prefixes, &ctx.seed_name));
                 access.insert(name, reached);
             }
             Err(e) => {
@@ -268,14 +268,53 @@ async fn pass(ctx: &Context) -> Result<(), kube::Error> {
 }
 
 /// How a location reaches a bucket.
-struct Access {
-    provider: String,
-    config: Option<BTreeMap<String, String>>,
+pub(crate) struct Access {
+    pub provider: String,
+    pub config: Option<BTreeMap<String, String>>,
     /// The credentials file (none for `local`).
-    file: Option<Vec<u8>>,
+    pub file: Option<Vec<u8>>,
 }
 
-/// The seeds with a prefix in bucket `b`, and how a location reaches it.
+/// A ready bucket of this seed's pool, of those the garden lets it read, that holds
+/// this seed's own Velero prefix (`velero/<seed>/`), and how a location reaches it;
+/// `preferred` (the bucket the seed's default location used) is looked at first. For a
+/// seed that holds no bucket any more: its backups are still there.
+pub(crate) async fn own_prefix_bucket(
+    ctx: &Context,
+    preferred: Option<&str>,
+) -> Result<Option<(String, Access)>, kube::Error> {
+    let mut buckets: Vec<BackupBucket> = Api::<BackupBucket>::all(ctx.garden.clone())
+        .list(
+            &ListParams::default().labels(&format!("{}=true", velero_reader_label(&ctx.seed_name))),
+        )
+        .await?
+        .items
+        .into_iter()
+        .filter(|b| {
+            b.meta().deletion_timestamp.is_none()
+                && b.status
+                    .as_ref()
+                    .and_then(|s| s.last_operation.as_ref())
+                    .is_some_and(|o| o.state == granary_api::common::LastOperationState::Succeeded)
+        })
+        .collect();
+    buckets.sort_by_key(|b| (Some(b.name_any().as_str()) != preferred, b.name_any()));
+    let own = format!("velero/{}/", ctx.seed_name);
+    for b in &buckets {
+        match reach(ctx, b).await {
+            Ok((prefixes, access)) if prefixes.contains(&own) => {
+                return Ok(Some((b.name_any(), access)));
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(bucket = %b.name_any(), error = %e, "default location: bucket not listed");
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// The `velero/<seed>/` prefixes in bucket `b`, and how a location reaches it.
 async fn reach(ctx: &Context, b: &BackupBucket) -> Result<(Vec<String>, Access), String> {
     use futures::TryStreamExt;
     let provider = b.spec.provider.type_.clone();
@@ -312,7 +351,7 @@ async fn reach(ctx: &Context, b: &BackupBucket) -> Result<(Vec<String>, Access),
     let (file, config) = location_config(&provider, &region, &data)?;
     let file = (provider != "local").then_some(file);
     Ok((
-        sibling_seeds(&prefixes, &ctx.seed_name),
+        prefixes,
         Access {
             config: (!config.is_empty()).then_some(config),
             provider,

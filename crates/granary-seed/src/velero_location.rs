@@ -18,7 +18,8 @@ use granary_api::core::{
 };
 use granary_api::extensions;
 use granary_api::velero::{
-    BackupStorageLocation, BackupStorageLocationSpec, ObjectStorageLocation,
+    BackupStorageLocation, BackupStorageLocationAccessMode, BackupStorageLocationSpec,
+    ObjectStorageLocation,
 };
 use granary_runtime::passes::run_passes;
 use granary_velero_server::location::velero_credentials_file;
@@ -41,6 +42,8 @@ pub const MANAGED_BY: &str = "granary-seed";
 pub const CREDENTIALS_SECRET: &str = "granary-default-location";
 /// The provider of a default location that has no bucket yet.
 pub const PROVIDER_NONE: &str = "granary.gardener.cloud/none";
+/// On a default location made read-only: why.
+pub const ANNOTATION_READ_ONLY_REASON: &str = "granary.gardener.cloud/read-only-reason";
 
 /// A bucket of the seed's pool this seed has credentials for — one it holds (its
 /// BackupBucket) or one its shoots' entries live in (their BackupEntries) — as far as the
@@ -95,7 +98,8 @@ pub fn location_config(
     Ok((file, config))
 }
 
-/// Runs until dropped: on every change of the seed's buckets, and every 30 s.
+/// Runs until dropped: on every change of the seed's buckets and entries (the buckets
+/// it can use), and every 30 s.
 pub async fn run(ctx: Arc<Context>) {
     let wake = Arc::new(Notify::new());
     let feed = {
@@ -109,6 +113,17 @@ pub async fn run(ctx: Arc<Context>) {
             },
         )
     };
+    let entries = {
+        let wake = wake.clone();
+        each_event(
+            Api::<extensions::BackupEntry>::all(ctx.seed.clone()),
+            "BackupEntries for the default location",
+            move |event| match event {
+                Event::Apply(_) | Event::Delete(_) => wake.notify_one(),
+                _ => {}
+            },
+        )
+    };
     let work = async {
         run_passes(
             "default BackupStorageLocation",
@@ -118,7 +133,7 @@ pub async fn run(ctx: Arc<Context>) {
         )
         .await
     };
-    tokio::join!(feed, work);
+    tokio::join!(feed, entries, work);
 }
 
 fn shared(labels: &BTreeMap<String, String>) -> bool {
@@ -206,27 +221,73 @@ async fn pass(ctx: &Context) -> Result<(), kube::Error> {
     labels.insert(LABEL_MANAGED.to_string(), MANAGED_BY.to_string());
     let chosen = choose_bucket(current, &held);
     let mut annotations = BTreeMap::new();
+    let former = existing
+        .as_ref()
+        .filter(|l| l.spec.provider != PROVIDER_NONE)
+        .map(|l| l.spec.object_storage.bucket.clone());
     let spec = match chosen.and_then(|c| held.iter().find(|b| b.name == c && b.ready && b.shared)) {
-        None => {
-            annotations.insert(
-                ANNOTATION_UNAVAILABLE_REASON.to_string(),
-                format!(
-                    "seed {} has no ready shared bucket of its backup pool yet (it gets one \
-                     with its first shoot's BackupEntry, or when the garden assigns it a bucket)",
-                    ctx.seed_name
-                ),
-            );
-            BackupStorageLocationSpec {
-                provider: PROVIDER_NONE.to_string(),
-                object_storage: ObjectStorageLocation {
-                    bucket: "none".to_string(),
-                    prefix: Some(prefix(&ctx.seed_name)),
+        // No bucket of its own (its last shoot left, say): while its backups are in a
+        // bucket of its pool, the location stays, read-only, so they can be restored,
+        // described, downloaded and verified.
+        None => match crate::sibling_locations::own_prefix_bucket(ctx, former.as_deref()).await? {
+            Some((bucket, access)) => {
+                annotations.insert(
+                    ANNOTATION_READ_ONLY_REASON.to_string(),
+                    format!(
+                        "seed {} holds no bucket of its backup pool now: its backups under {} \
+                         in bucket {bucket} stay readable, and new backups need a writable \
+                         location (the seed gets one back with its next shoot)",
+                        ctx.seed_name,
+                        prefix(&ctx.seed_name)
+                    ),
+                );
+                let credential = match &access.file {
+                    Some(file) => {
+                        write_credentials(ctx, namespace, CREDENTIALS_SECRET, &labels, file)
+                            .await?;
+                        Some(SecretKeySelector {
+                            name: CREDENTIALS_SECRET.to_string(),
+                            key: "cloud".to_string(),
+                            optional: None,
+                        })
+                    }
+                    None => None,
+                };
+                BackupStorageLocationSpec {
+                    provider: access.provider,
+                    config: access.config,
+                    credential,
+                    object_storage: ObjectStorageLocation {
+                        bucket,
+                        prefix: Some(prefix(&ctx.seed_name)),
+                        ..Default::default()
+                    },
+                    access_mode: Some(BackupStorageLocationAccessMode::ReadOnly),
+                    default: Some(true),
                     ..Default::default()
-                },
-                default: Some(true),
-                ..Default::default()
+                }
             }
-        }
+            None => {
+                annotations.insert(
+                    ANNOTATION_UNAVAILABLE_REASON.to_string(),
+                    format!(
+                        "seed {} has no ready shared bucket of its backup pool yet (it gets one \
+                         with its first shoot's BackupEntry, or when the garden assigns it a bucket)",
+                        ctx.seed_name
+                    ),
+                );
+                BackupStorageLocationSpec {
+                    provider: PROVIDER_NONE.to_string(),
+                    object_storage: ObjectStorageLocation {
+                        bucket: "none".to_string(),
+                        prefix: Some(prefix(&ctx.seed_name)),
+                        ..Default::default()
+                    },
+                    default: Some(true),
+                    ..Default::default()
+                }
+            }
+        },
         Some(bucket) => {
             let provider = bucket.provider.clone();
             let secrets: Api<Secret> = Api::namespaced(ctx.seed.clone(), GARDEN_NAMESPACE);
@@ -270,8 +331,9 @@ async fn pass(ctx: &Context) -> Result<(), kube::Error> {
     };
     let unchanged = existing.as_ref().is_some_and(|l| {
         l.spec == spec
-            && l.annotations().get(ANNOTATION_UNAVAILABLE_REASON)
-                == annotations.get(ANNOTATION_UNAVAILABLE_REASON)
+            && [ANNOTATION_UNAVAILABLE_REASON, ANNOTATION_READ_ONLY_REASON]
+                .iter()
+                .all(|a| l.annotations().get(*a) == annotations.get(*a))
     });
     if unchanged {
         return Ok(());
@@ -283,14 +345,16 @@ async fn pass(ctx: &Context) -> Result<(), kube::Error> {
         .into_iter()
         .map(|(k, v)| (k, serde_json::Value::String(v)))
         .collect();
-    all_annotations
-        .entry(ANNOTATION_UNAVAILABLE_REASON.to_string())
-        .or_insert(serde_json::Value::Null);
+    for a in [ANNOTATION_UNAVAILABLE_REASON, ANNOTATION_READ_ONLY_REASON] {
+        all_annotations
+            .entry(a.to_string())
+            .or_insert(serde_json::Value::Null);
+    }
     let mut patch = serde_json::to_value(&desired).expect("a location serializes");
     patch["metadata"]["annotations"] = serde_json::to_value(all_annotations).expect("map");
     if existing.is_some() {
         // Fields the new spec leaves out go (e.g. the credential of a former bucket).
-        for key in ["config", "credential"] {
+        for key in ["config", "credential", "accessMode"] {
             if patch["spec"].get(key).is_none() {
                 patch["spec"][key] = serde_json::Value::Null;
             }
