@@ -394,3 +394,68 @@ async fn a_destination_in_another_pool_is_refused_unless_asked() {
     assert_eq!(entry.spec.bucket_name, src, "the entry stays where it is");
     assert!(!entry.annotations().contains_key(ANNOTATION_PHASE));
 }
+
+/// Draining a bucket whose deletion the garden refuses: its entry moved to another
+/// shard with `granary migrate`. The source entry the migration leaves in the
+/// terminating bucket is provisioned and deleted like any other (its prefix removed
+/// after the grace period, its finalizer released), and then the bucket goes, at the
+/// provider too: nothing is left behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_bucket_drained_with_migrate_is_deleted_with_nothing_left() {
+    const GRACE: Duration = Duration::from_secs(3);
+    let Some(w) = world(Backend::Local).await else {
+        return;
+    };
+    granary_test_support::garden::create_seed(&w.land.cluster, SEED, "local", "us-east-1", None)
+        .await;
+    let mut config = w.land.config(SEED);
+    config.controllers.backup_entry.deletion_grace_period = Some(ConfigDuration(GRACE));
+    let _agent = w.land.start_agent(None, config).await;
+    let (store, src, dst) = w.src_and_dst().await;
+    w.land.wait_entry_ready(&w.namespace, &w.entry).await;
+    w.land.fill(&src, &w.entry, 20).await;
+
+    // The admin deletes the bucket: refused while entries reference it.
+    let buckets: kube::Api<granary_api::core::BackupBucket> = kube::Api::all(w.land.garden.clone());
+    buckets
+        .delete(&src, &Default::default())
+        .await
+        .expect("deletion requested");
+    poll_until("the deletion is refused", || async {
+        buckets.get_opt(&src).await.ok().flatten().is_some_and(|b| {
+            b.metadata.deletion_timestamp.is_some()
+                && b.status
+                    .and_then(|s| s.last_error)
+                    .is_some_and(|e| e.description.starts_with("deletion refused"))
+        })
+    })
+    .await;
+    // So the admin drains it.
+    let report = migrate_entry(&w.ctx(4), &w.request(&dst))
+        .await
+        .expect("the migration succeeds");
+    assert_eq!(report.phase, "Done");
+    // The source entry waits out the grace period, then goes with its prefix.
+    w.land
+        .wait_entry_gone(&w.namespace, &format!("source-{}", w.entry))
+        .await;
+    let moved = w.land.wait_entry_ready(&w.namespace, &w.entry).await;
+    assert_eq!(moved.spec.bucket_name, dst);
+    poll_until("the drained bucket is deleted", || async {
+        buckets.get_opt(&src).await.ok().flatten().is_none()
+    })
+    .await;
+    assert!(
+        granary_providers::list_all(store.as_ref(), &src, "", None)
+            .await
+            .map_or(true, |objects| objects.is_empty()),
+        "nothing left in the drained bucket"
+    );
+    assert_eq!(
+        listing(store.as_ref(), &dst, &format!("{}/", w.entry))
+            .await
+            .len(),
+        20,
+        "the moved objects are in the destination"
+    );
+}

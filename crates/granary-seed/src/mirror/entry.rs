@@ -280,10 +280,13 @@ async fn provision(
         }
         Some(b) => b,
     };
-    // A bucket whose deletion the garden refuses (its entries still reference it) keeps
-    // working for the entries it holds: the refusal is the bucket's news, not theirs, so
-    // an entry already in the seed keeps reporting its own state.
-    let deletion_refused = bucket.meta().deletion_timestamp.is_some() && ext.is_some();
+    // A bucket whose deletion the garden refuses (entries still reference it) is still
+    // there at the provider, and keeps working for every entry in it: those the seed
+    // already holds and those made in it since (a migration's source entries, made to be
+    // deleted), whenever they were created. The refusal is the bucket's news, not
+    // theirs; each reports its own state. (Waiting for the bucket instead would wait
+    // forever: the bucket waits for its entries to go.)
+    let deletion_refused = bucket.meta().deletion_timestamp.is_some();
     match bucket_readiness(&bucket) {
         _ if deletion_refused => {}
         Readiness::Ready => {}
