@@ -1,0 +1,53 @@
+//! What a Velero user expects of the server (issue 38): backups annotated and defaulted
+//! as Velero's backup controller does, Velero's metrics present before anything
+//! happens, ServerStatusRequests answered (`velero version`, `velero plugin get`), a
+//! location with an unusable prefix Unavailable, `granary server --help` naming every
+//! controller it runs, and one active set of Velero controllers per namespace when a
+//! seed and a `granary server` share it.
+
+use granary_api::velero::Backup;
+use kube::ResourceExt;
+use serde_json::json;
+
+/// Items 1 and 2: the source cluster's version and the resource timeout as annotations,
+/// and every default Velero's `prepareBackupRequest` writes back, in the Backup itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backup_carries_velero_s_annotations_and_defaulted_spec() {
+    use granary_test_support::worlds::velero::World;
+    let w = World::start().await;
+    let controllers = w.controllers(w.settings());
+    w.location("default", false).await;
+    let b: Backup = w.take_backup("annotated", None).await;
+    let version = w.client.apiserver_version().await.expect("/version");
+    let a = b.annotations();
+    let annotation = |k: &str| a.get(k).cloned().unwrap_or_default();
+    assert_eq!(
+        annotation("velero.io/source-cluster-k8s-gitversion"),
+        version.git_version
+    );
+    assert_eq!(
+        annotation("velero.io/source-cluster-k8s-major-version"),
+        version.major
+    );
+    assert_eq!(
+        annotation("velero.io/source-cluster-k8s-minor-version"),
+        version.minor
+    );
+    assert_eq!(annotation("velero.io/resource-timeout"), "10m0s");
+    let spec = serde_json::to_value(&b.spec).expect("spec");
+    for (field, want) in [
+        ("ttl", json!("720h0m0s")),
+        ("csiSnapshotTimeout", json!("10m0s")),
+        ("itemOperationTimeout", json!("4h0m0s")),
+        (
+            "volumeGroupSnapshotLabelKey",
+            json!("velero.io/volume-group"),
+        ),
+        ("defaultVolumesToFsBackup", json!(false)),
+        ("snapshotMoveData", json!(false)),
+        ("storageLocation", json!("default")),
+    ] {
+        assert_eq!(spec[field], want, "spec.{field} in {spec:#}");
+    }
+    controllers.abort();
+}
