@@ -6,6 +6,7 @@
 //! seed and a `granary server` share it.
 
 use granary_api::velero::Backup;
+use granary_test_support::poll_until;
 use kube::ResourceExt;
 use serde_json::json;
 
@@ -49,5 +50,53 @@ async fn a_backup_carries_velero_s_annotations_and_defaulted_spec() {
     ] {
         assert_eq!(spec[field], want, "spec.{field} in {spec:#}");
     }
+    controllers.abort();
+}
+
+/// Item 3: `velero_backup_total` counts the Backups that exist; the restore counters
+/// exist at 0 for every schedule (and for backups of none) before the first restore.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn velero_s_counters_exist_before_anything_happens() {
+    use granary_test_support::worlds::velero::World;
+    let w = World::start().await;
+    let controllers = w.controllers(w.settings());
+    w.location("default", false).await;
+    w.schedule(
+        "nightly",
+        json!({"schedule": "0 3 * * *", "skipImmediately": true,
+               "template": {"includedNamespaces": [w.app]}}),
+    )
+    .await;
+    let expected: Vec<String> = ["", "nightly"]
+        .iter()
+        .flat_map(|s| {
+            [
+                "velero_restore_attempt_total",
+                "velero_restore_success_total",
+                "velero_restore_partial_failure_total",
+                "velero_restore_failed_total",
+                "velero_restore_validation_failed_total",
+                "velero_backup_attempt_total",
+                "velero_backup_failure_total",
+                "velero_backup_last_status",
+            ]
+            .map(|m| format!("{m}{{schedule=\"{s}\"}} 0"))
+        })
+        .collect();
+    poll_until("the per-schedule series at 0", || async {
+        let text = w.metrics.render();
+        expected.iter().all(|series| text.contains(series.as_str()))
+    })
+    .await;
+    w.take_backup("counted", None).await;
+    poll_until("velero_backup_total counts the backup", || async {
+        w.metrics.render().contains("velero_backup_total 1")
+    })
+    .await;
+    let text = w.metrics.render();
+    assert!(
+        text.contains("# TYPE velero_backup_total gauge"),
+        "velero_backup_total is Velero's gauge:\n{text}"
+    );
     controllers.abort();
 }
