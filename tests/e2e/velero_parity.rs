@@ -100,3 +100,36 @@ async fn velero_s_counters_exist_before_anything_happens() {
     );
     controllers.abort();
 }
+
+/// Item 7: two restores queued one behind the other (one slot) both complete, the
+/// second starting only once the first is Completed (its final status written at its
+/// end, not after a progress throttle; the throttle's end is unit-tested in
+/// `context::progress_tests`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queued_restores_complete_one_after_the_other() {
+    use granary_api::velero::RestorePhase;
+    use granary_test_support::worlds::velero::{World, from_backup, restore, wait_restore};
+    let w = World::start().await;
+    let controllers = w.controllers(w.settings());
+    w.location("default", false).await;
+    w.take_backup("source", None).await;
+    for (name, target) in [("first", "copy-1"), ("second", "copy-2")] {
+        let mut spec = from_backup("source");
+        spec.namespace_mapping = Some([(w.app.clone(), w.cluster.name(target))].into());
+        restore(&w, name, spec).await;
+    }
+    let first = wait_restore(&w, "first", &[RestorePhase::Completed]).await;
+    let second = wait_restore(&w, "second", &[RestorePhase::Completed]).await;
+    let (first, second) = (
+        first.status.expect("first's status"),
+        second.status.expect("second's status"),
+    );
+    let (Some(done), Some(started)) = (first.completion_timestamp, second.start_timestamp) else {
+        panic!("timestamps missing: {first:?} {second:?}");
+    };
+    assert!(
+        started >= done,
+        "the second restore started ({started}) before the first completed ({done})"
+    );
+    controllers.abort();
+}
