@@ -5,9 +5,13 @@
 //! controller it runs, and one active set of Velero controllers per namespace when a
 //! seed and a `granary server` share it.
 
-use granary_api::velero::Backup;
+use granary_api::velero::{
+    Backup, BackupStorageLocation, BackupStorageLocationPhase, BackupStorageLocationSpec,
+    ObjectStorageLocation,
+};
 use granary_test_support::poll_until;
 use kube::ResourceExt;
+use kube::api::PostParams;
 use serde_json::json;
 
 /// Items 1 and 2: the source cluster's version and the resource timeout as annotations,
@@ -98,6 +102,56 @@ async fn velero_s_counters_exist_before_anything_happens() {
         text.contains("# TYPE velero_backup_total gauge"),
         "velero_backup_total is Velero's gauge:\n{text}"
     );
+    controllers.abort();
+}
+
+/// Item 6: a prefix that climbs out of the bucket (or is otherwise no object-store
+/// prefix) makes the location Unavailable and names the field, before any backup.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_location_with_an_unusable_prefix_is_unavailable() {
+    use granary_test_support::worlds::velero_server::World;
+    let w = World::start().await;
+    let store = w.store().await;
+    store
+        .ensure_bucket("pfx", &Default::default())
+        .await
+        .expect("bucket");
+    let controllers = w.controllers(w.settings(1));
+    let cases = [
+        ("climbs", "../../x"),
+        ("inner-dots", "velero/../other"),
+        ("dot", "./velero"),
+        ("empty-segment", "velero//seed"),
+        ("backslash", "velero\\seed"),
+    ];
+    for (name, prefix) in cases {
+        let bsl = BackupStorageLocation::new(
+            name,
+            BackupStorageLocationSpec {
+                provider: "local".into(),
+                object_storage: ObjectStorageLocation {
+                    bucket: "pfx".into(),
+                    prefix: Some(prefix.into()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+        );
+        w.locations()
+            .create(&PostParams::default(), &bsl)
+            .await
+            .expect("create location");
+    }
+    for (name, prefix) in cases {
+        let l = w
+            .wait_phase(name, BackupStorageLocationPhase::Unavailable)
+            .await;
+        let message = l.status.and_then(|s| s.message).unwrap_or_default();
+        assert!(
+            message.contains("spec.objectStorage.prefix"),
+            "{name} ({prefix}): {message}"
+        );
+    }
     controllers.abort();
 }
 
