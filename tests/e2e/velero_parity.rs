@@ -10,8 +10,9 @@ use granary_api::velero::{
     ObjectStorageLocation,
 };
 use granary_test_support::poll_until;
-use kube::ResourceExt;
-use kube::api::PostParams;
+use kube::api::{Api, ApiResource, DynamicObject, PostParams};
+use kube::core::GroupVersionKind;
+use kube::{Client, ResourceExt};
 use serde_json::json;
 
 /// Items 1 and 2: the source cluster's version and the resource timeout as annotations,
@@ -105,6 +106,93 @@ async fn velero_s_counters_exist_before_anything_happens() {
     controllers.abort();
 }
 
+fn server_status_requests(client: &Client, namespace: &str) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk("velero.io", "v1", "ServerStatusRequest");
+    let ar = ApiResource::from_gvk_with_plural(&gvk, "serverstatusrequests");
+    Api::namespaced_with(client.clone(), namespace, &ar)
+}
+
+/// Item 4: a ServerStatusRequest made with any client (Velero's CLI sends `spec: {}`,
+/// others send no spec) is Processed with the server's version and its plugins, as
+/// `velero version` and `velero plugin get` read them; a processed request is deleted
+/// once its time-to-live (Velero's minute, shortened here) has passed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_status_request_is_answered_then_deleted() {
+    use granary_runtime::clock::Clock;
+    use granary_runtime::selector::ObjectSelector;
+    use granary_test_support::worlds::velero::World;
+    use granary_velero_server::context::VeleroContext;
+    use granary_velero_server::metrics::VeleroMetrics;
+    let w = World::start().await;
+    let controllers = w.controllers(w.settings());
+    let api = server_status_requests(&w.client, &w.namespace);
+    let mut names = Vec::new();
+    for request in [
+        json!({"apiVersion": "velero.io/v1", "kind": "ServerStatusRequest",
+               "metadata": {"generateName": "velero-cli-"}, "spec": {}}),
+        json!({"apiVersion": "velero.io/v1", "kind": "ServerStatusRequest",
+               "metadata": {"generateName": "no-spec-"}}),
+    ] {
+        let request: DynamicObject = serde_json::from_value(request).expect("request");
+        let made = api
+            .create(&PostParams::default(), &request)
+            .await
+            .expect("create a ServerStatusRequest");
+        names.push(made.name_any());
+    }
+    for name in &names {
+        poll_until(&format!("{name} Processed"), || async {
+            api.get(name)
+                .await
+                .ok()
+                .is_some_and(|r| r.data["status"]["phase"] == "Processed")
+        })
+        .await;
+        let status = api.get(name).await.expect("request").data["status"].clone();
+        assert_eq!(
+            status["serverVersion"],
+            env!("CARGO_PKG_VERSION"),
+            "{status:#}"
+        );
+        assert!(status["processedTimestamp"].is_string(), "{status:#}");
+        let plugins = status["plugins"].as_array().cloned().unwrap_or_default();
+        for (name, kind) in [
+            ("velero.io/pod", "BackupItemAction"),
+            ("velero.io/pod", "RestoreItemAction"),
+            ("velero.io/service-account", "RestoreItemAction"),
+            ("velero.io/aws", "ObjectStore"),
+        ] {
+            assert!(
+                plugins.contains(&json!({"name": name, "kind": kind})),
+                "{name} ({kind}) missing from {plugins:#?}"
+            );
+        }
+    }
+    // Velero keeps a processed request for a minute; here the controller runs with a
+    // two-second time-to-live, and both requests go.
+    controllers.abort();
+    let ctx = std::sync::Arc::new(VeleroContext::new(
+        w.client.clone(),
+        w.settings(),
+        Default::default(),
+        Clock::system(),
+        VeleroMetrics::new(&w.metrics),
+        ObjectSelector::new(None),
+    ));
+    let short = tokio::spawn(granary_velero_server::server_status::run_with_ttl(
+        ctx,
+        std::time::Duration::from_secs(2),
+    ));
+    for name in &names {
+        poll_until(
+            &format!("{name} deleted after its time-to-live"),
+            || async { api.get_opt(name).await.expect("get").is_none() },
+        )
+        .await;
+    }
+    short.abort();
+}
+
 /// Item 6: a prefix that climbs out of the bucket (or is otherwise no object-store
 /// prefix) makes the location Unavailable and names the field, before any backup.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -153,6 +241,93 @@ async fn a_location_with_an_unusable_prefix_is_unavailable() {
         );
     }
     controllers.abort();
+}
+
+/// Item 5: `granary server --help` names and describes every controller the server
+/// starts (the list comes from the code that starts them).
+#[test]
+fn granary_server_help_names_every_controller_it_runs() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_granary"))
+        .args(["server", "--help"])
+        .output()
+        .expect("granary server --help");
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    let started = granary_velero_server::server::SERVER_CONTROLLERS;
+    assert!(started.len() >= 12, "{} controllers", started.len());
+    for name in started.iter().map(|c| c.name) {
+        assert!(
+            help.lines()
+                .any(|l| l.trim_start().starts_with(&format!("{name}:"))),
+            "`granary server --help` does not describe {name}:\n{help}"
+        );
+    }
+}
+
+/// Item 8: `granary server` beside `granary seed` on the seed's Velero namespace stands
+/// by, naming the seed that holds the namespace's Lease, and takes over once the seed
+/// lets go: one active set of Velero controllers per namespace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn granary_server_beside_a_seed_stands_by() {
+    use granary_test_support::seed::{Backend, Landscape};
+    use k8s_openapi::api::coordination::v1::Lease;
+    let Some(l) = Landscape::start(Backend::Local).await else {
+        return;
+    };
+    let config = l.config("seed-a");
+    let namespace = config.velero.namespace.clone();
+    let agent = l.start_agent(None, config).await;
+    let leases: Api<Lease> = Api::namespaced(l.seed.clone(), &namespace);
+    let holder = || async {
+        leases
+            .get_opt("granary-velero")
+            .await
+            .ok()
+            .flatten()
+            .and_then(|l| l.spec)
+            .and_then(|s| s.holder_identity)
+            .unwrap_or_default()
+    };
+    poll_until("the seed holds the Velero namespace's Lease", || async {
+        holder().await.starts_with("granary-seed/seed-a")
+    })
+    .await;
+    let seed_side = l.cluster.seed.as_ref().unwrap_or(&l.cluster.garden);
+    let log = tempfile::NamedTempFile::new().expect("log file");
+    let mut server = tokio::process::Command::new(env!("CARGO_BIN_EXE_granary"))
+        .args([
+            "server",
+            "--namespace",
+            &namespace,
+            "--metrics-bind-address",
+            "127.0.0.1:0",
+        ])
+        .arg("--kubeconfig")
+        .arg(&seed_side.kubeconfig_path)
+        .arg("--data-dir")
+        .arg(l.data_dir.path())
+        .env("RUST_LOG", "info")
+        .kill_on_drop(true)
+        .stdout(std::process::Stdio::null())
+        .stderr(log.reopen().expect("log"))
+        .spawn()
+        .expect("start granary server");
+    poll_until("the server says who serves the namespace", || async {
+        let text = std::fs::read_to_string(log.path()).unwrap_or_default();
+        text.contains("granary-seed/seed-a") && text.contains("granary-velero")
+    })
+    .await;
+    assert!(
+        holder().await.starts_with("granary-seed/seed-a"),
+        "the seed keeps the namespace while the server stands by"
+    );
+    // The seed stops (and releases the Lease): the server takes over.
+    agent.shutdown().await;
+    poll_until("the server takes the namespace over", || async {
+        holder().await.starts_with("granary-server/")
+    })
+    .await;
+    let _ = server.kill().await;
 }
 
 /// Item 7: two restores queued one behind the other (one slot) both complete, the
