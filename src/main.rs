@@ -61,7 +61,7 @@ enum Command {
     /// for kubectl, and a live view. Ctrl-C stops it; the state is kept.
     Dev(dev::DevOptions),
     /// Run the Velero-compatible controllers alone on any cluster, no garden (what
-    /// `velero server` is to Velero): backup storage locations and the backup queue.
+    /// `velero server` is to Velero): every one `--disable-controllers` lists.
     Server(granary_velero_server::server::ServerOptions),
     /// Look into a Velero backup tarball (Velero's own or Granary's).
     Archive {

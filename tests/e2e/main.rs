@@ -54,6 +54,7 @@ mod seed_outage;
 mod seed_siblings;
 mod velero_download;
 mod velero_lifecycle;
+mod velero_parity;
 mod velero_restore;
 mod velero_schedules;
 mod velero_server;

@@ -151,7 +151,8 @@ where
 {
     tokio::pin!(shutdown);
     loop {
-        // Stand by until we hold the lease.
+        // Stand by until we hold the lease, saying who holds it whenever that changes.
+        let mut holder_said: Option<String> = None;
         loop {
             match renew_lease(
                 &api,
@@ -164,7 +165,20 @@ where
             .await
             {
                 Ok(true) => break,
-                Ok(false) => {}
+                Ok(false) => {
+                    let holder = api
+                        .get_opt(&settings.lease_name)
+                        .await
+                        .ok()
+                        .flatten()
+                        .and_then(|l| l.spec)
+                        .and_then(|s| s.holder_identity)
+                        .unwrap_or_default();
+                    if holder_said.as_ref() != Some(&holder) {
+                        tracing::info!(lease = %settings.lease_name, holder = %holder, identity = %settings.identity, "leader election: standing by while {holder} holds the lease {}", settings.lease_name);
+                        holder_said = Some(holder);
+                    }
+                }
                 Err(e) => {
                     tracing::warn!(lease = %settings.lease_name, error = %e, "leader election: lease check failed")
                 }

@@ -454,18 +454,73 @@ async fn velero(ctx: Arc<Context>, disabled: HashSet<SeedController>) {
         }),
     );
     let siblings = !off.iter().any(|c| c == CONTROLLER_SIBLING_LOCATIONS);
-    let controllers = granary_velero_server::server::run_controllers(vctx, off);
-    let default_location = async {
-        if default_location {
-            crate::velero_location::run(ctx.clone()).await;
+    let work = || {
+        let (ctx, vctx, off) = (ctx.clone(), vctx.clone(), off.clone());
+        async move {
+            let controllers = granary_velero_server::server::run_controllers(vctx, off);
+            let default_location = async {
+                if default_location {
+                    crate::velero_location::run(ctx.clone()).await;
+                }
+            };
+            let sibling_locations = async {
+                if siblings {
+                    crate::sibling_locations::run(ctx.clone()).await;
+                }
+            };
+            tokio::join!(controllers, default_location, sibling_locations);
         }
     };
-    let sibling_locations = async {
-        if siblings {
-            crate::sibling_locations::run(ctx.clone()).await;
-        }
+    // One Velero namespace, one active set of controllers: they run only while this
+    // seed holds the namespace's Lease, which `granary server` takes for its namespace
+    // too (a unique identity when replicas compete, else one fixed per seed).
+    use granary_velero_server::server::{lease_identity, namespace_election};
+    let election = &ctx.config.leader_election;
+    let identity = lease_identity("granary-seed", &ctx.seed_name, election.enabled);
+    let mut labels = BTreeMap::new();
+    ctx.selector.label(&mut labels);
+    let settings = namespace_election(identity, election, labels);
+    let leases: Api<Lease> = Api::namespaced(ctx.seed.clone(), &ctx.config.velero.namespace);
+    // This part is dropped when the seed stops or loses its own Lease: give the
+    // namespace's Lease up then, so whoever stands by need not wait for it to expire.
+    let _release = ReleaseOnDrop {
+        api: leases.clone(),
+        identity: settings.identity.clone(),
     };
-    tokio::join!(controllers, default_location, sibling_locations);
+    if let Err(e) = run_as_leader(
+        leases,
+        settings,
+        ctx.clock.clone(),
+        work,
+        std::future::pending::<()>(),
+    )
+    .await
+    {
+        tracing::error!(error = %e, "the Velero namespace's Lease");
+    }
+}
+
+/// Releases the Velero namespace's Lease (best effort, in a task of its own) when the
+/// Velero part of the seed is dropped.
+struct ReleaseOnDrop {
+    api: Api<Lease>,
+    identity: String,
+}
+
+impl Drop for ReleaseOnDrop {
+    fn drop(&mut self) {
+        let (api, identity) = (self.api.clone(), std::mem::take(&mut self.identity));
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                granary_runtime::leader::release(
+                    &api,
+                    granary_velero_server::server::VELERO_LEASE,
+                    &identity,
+                )
+                .await
+            });
+        }
+    }
 }
 
 /// Feeds queue `queue` with the keys `keys` picks from every watch event of `api`.

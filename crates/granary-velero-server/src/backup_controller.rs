@@ -8,7 +8,7 @@
 //! (the queue controller, as Velero's server does).
 
 use super::backup::{self, BackupRequest, BackupResultPhase};
-use super::backup_prepare::prepare;
+use super::backup_prepare::{ServerFacts, prepare};
 use super::context::{VeleroContext, k8s_time};
 use super::watch::each_event;
 use granary_api::velero::{
@@ -110,20 +110,26 @@ async fn process(ctx: &VeleroContext, name: &str) -> Result<(), kube::Error> {
         .list(&ListParams::default())
         .await?
         .items;
+    // The backed-up cluster's version, for Velero's source-cluster annotations.
+    let version = ctx.client.apiserver_version().await?;
+    let facts = ServerFacts {
+        default_ttl: ctx.settings.default_backup_ttl.0,
+        default_location: ctx.settings.default_backup_storage_location.clone(),
+        resource_timeout: ctx.settings.resource_timeout.0,
+        git_version: version.git_version,
+        major: version.major,
+        minor: version.minor,
+    };
     let now = ctx.clock.now();
-    let mut prepared = prepare(
-        &b,
-        &locations,
-        ctx.settings.default_backup_ttl.0,
-        &ctx.settings.default_backup_storage_location,
-        now,
-    );
+    let mut prepared = prepare(&b, &locations, &facts, now);
     prepared
         .validation_errors
         .extend(backup::validate(&b).await);
+    // The defaulted spec, labels and annotations go back into the Backup, as Velero's
+    // backup controller writes them.
     let base = json!({
-        "metadata": {"labels": prepared.labels},
-        "spec": {"storageLocation": prepared.spec.storage_location, "ttl": prepared.spec.ttl},
+        "metadata": {"labels": prepared.labels, "annotations": prepared.annotations},
+        "spec": prepared.spec,
     });
     if !prepared.validation_errors.is_empty() {
         let mut p = base;
@@ -167,6 +173,7 @@ async fn process(ctx: &VeleroContext, name: &str) -> Result<(), kube::Error> {
     let mut running = b.clone();
     running.spec = prepared.spec.clone();
     running.metadata.labels = Some(prepared.labels.clone());
+    running.metadata.annotations = Some(prepared.annotations.clone());
     let status = running.status.get_or_insert_with(Default::default);
     status.phase = Some(BackupPhase::InProgress);
     status.version = Some(1);

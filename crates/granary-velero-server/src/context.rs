@@ -213,16 +213,16 @@ pub fn k8s_time(t: chrono::DateTime<chrono::Utc>) -> String {
 pub fn spawn_progress_writer<K, P>(
     api: Api<K>,
     name: String,
-    mut rx: tokio::sync::watch::Receiver<P>,
+    rx: tokio::sync::watch::Receiver<P>,
     every: std::time::Duration,
 ) -> tokio::task::JoinHandle<()>
 where
     K: Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     P: serde::Serialize + Clone + Send + Sync + 'static,
 {
-    tokio::spawn(async move {
-        while rx.changed().await.is_ok() {
-            let p = rx.borrow_and_update().clone();
+    tokio::spawn(progress_loop(rx, every, move |p: P| {
+        let (api, name) = (api.clone(), name.clone());
+        async move {
             let body = serde_json::json!({"status": {"progress": p}});
             if let Err(e) = api
                 .patch(
@@ -234,9 +234,81 @@ where
             {
                 tracing::debug!(object = %name, error = %e, "progress not written");
             }
-            if !every.is_zero() {
-                tokio::time::sleep(every).await;
+        }
+    }))
+}
+
+/// The loop of [`spawn_progress_writer`]: `write` gets the newest value of `rx`, at most
+/// once per `every`, until the sender is dropped. It ends as soon as the sender is
+/// dropped, even within `every` of its last write: whoever waits for it (a restore's
+/// final status write, and with it the next queued restore) must not wait out a
+/// throttle for a progress value the final status carries anyway.
+pub async fn progress_loop<P, W, F>(
+    mut rx: tokio::sync::watch::Receiver<P>,
+    every: std::time::Duration,
+    mut write: W,
+) where
+    P: Clone,
+    W: FnMut(P) -> F,
+    F: std::future::Future<Output = ()>,
+{
+    // Whether a value not yet written is waiting.
+    let mut pending = rx.changed().await.is_ok();
+    while pending {
+        let p = rx.borrow_and_update().clone();
+        write(p).await;
+        pending = false;
+        if !every.is_zero() {
+            // The throttle: a value that comes meanwhile waits for its end (only the
+            // newest is kept); the sender's end ends the loop at once.
+            let throttle = tokio::time::sleep(every);
+            tokio::pin!(throttle);
+            loop {
+                tokio::select! {
+                    _ = &mut throttle => break,
+                    changed = rx.changed() => match changed {
+                        Ok(()) => pending = true,
+                        Err(_) => return,
+                    },
+                }
             }
         }
-    })
+        if !pending {
+            pending = rx.changed().await.is_ok();
+        }
+    }
+}
+
+#[cfg(test)]
+mod progress_tests {
+    use super::progress_loop;
+    use std::time::Duration;
+
+    /// The runner's end (the sender dropped) ends the writer at once, even inside its
+    /// throttle: what comes after it (a restore's final status, the next queued
+    /// restore) never waits for a progress write that the final status makes moot.
+    #[tokio::test]
+    async fn the_writer_ends_with_its_runner_not_after_its_throttle() {
+        let (tx, rx) = tokio::sync::watch::channel(0u32);
+        let written = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let w = written.clone();
+        // A throttle no test outlives: a writer that waits it out never ends in time.
+        let every = Duration::from_secs(3600);
+        let writer = tokio::spawn(progress_loop(rx, every, move |p| {
+            let w = w.clone();
+            async move { w.lock().expect("lock").push(p) }
+        }));
+        tx.send(1).expect("send");
+        // The writer writes 1 and starts its throttle.
+        while written.lock().expect("lock").is_empty() {
+            tokio::task::yield_now().await;
+        }
+        tx.send(2).expect("send");
+        drop(tx);
+        tokio::time::timeout(Duration::from_secs(20), writer)
+            .await
+            .expect("the writer outlived its runner: it waited out its throttle")
+            .expect("writer");
+        assert_eq!(written.lock().expect("lock").first(), Some(&1));
+    }
 }

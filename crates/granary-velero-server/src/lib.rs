@@ -24,11 +24,15 @@
 //! - [`restore`] (the runner and its pure decisions) and [`restore_controller`]: restores;
 //! - [`download`] (pure), [`download_controller`] and [`download_server`]: download
 //!   URLs for DownloadRequests (the `download-request` controller);
+//! - [`server_status`]: ServerStatusRequests answered with the server's version and
+//!   plugins (the `server-status-request` controller: `velero version`, `velero plugin
+//!   get`);
 //! - [`nonadmin`]: OADP's non-admin API for namespace owners (backups, restores, their
 //!   own locations, download requests);
 //! - [`metrics`]: Velero's metric names; [`watch`]: the one watch loop; [`thread`]: the
 //!   runners' non-`Send` futures on a thread of their own;
-//! - [`server`]: running the controllers, and `granary server`.
+//! - [`server`]: running the controllers under the Velero namespace's Lease, and
+//!   `granary server`.
 
 pub mod backup;
 pub mod backup_controller;
@@ -53,6 +57,7 @@ pub mod restore;
 pub mod restore_controller;
 pub mod schedules;
 pub mod server;
+pub mod server_status;
 pub mod settings;
 pub mod thread;
 pub mod watch;

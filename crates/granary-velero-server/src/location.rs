@@ -90,8 +90,15 @@ pub fn location_access(
             ),
         )
     })?;
-    let layout = StorageLayout::new(bucket, prefix)
-        .map_err(|e| err("spec.objectStorage.bucket", e.to_string()))?;
+    let layout = StorageLayout::new(bucket, prefix).map_err(|e| {
+        let field = match e {
+            granary_velero::layout::LayoutError::InvalidPrefix { .. } => {
+                "spec.objectStorage.prefix"
+            }
+            _ => "spec.objectStorage.bucket",
+        };
+        err(field, e.to_string())
+    })?;
     let need_credential = || {
         credential.ok_or_else(|| {
             err(

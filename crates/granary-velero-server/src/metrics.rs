@@ -8,6 +8,8 @@ use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeV
 pub struct VeleroMetrics {
     /// `velero_backup_location_status_gauge{backup_location_name}`: 1 Available, 0 not.
     pub location_status: IntGaugeVec,
+    /// `velero_backup_total`: Backup objects that exist (Velero's gauge, no labels).
+    pub backup_total: IntGauge,
     /// `velero_backup_attempt_total{schedule}`.
     pub backup_attempt: IntCounterVec,
     /// `velero_backup_success_total{schedule}`.
@@ -83,6 +85,11 @@ impl VeleroMetrics {
                 .expect("static metric options are valid")
         };
         let m = VeleroMetrics {
+            backup_total: IntGauge::new(
+                "velero_backup_total",
+                "Current number of existent backups",
+            )
+            .expect("static metric options are valid"),
             backup_items_errors: gauge("velero_backup_items_errors", "Errors of the last backup."),
             backup_warning: counter(
                 "velero_backup_warning_total",
@@ -194,6 +201,7 @@ impl VeleroMetrics {
         };
         for c in [
             Box::new(m.location_status.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(m.backup_total.clone()),
             Box::new(m.backup_attempt.clone()),
             Box::new(m.backup_success.clone()),
             Box::new(m.backup_partial_failure.clone()),
@@ -228,9 +236,10 @@ impl VeleroMetrics {
 }
 
 impl VeleroMetrics {
-    /// Velero's `InitSchedule`: the per-schedule backup series exist at 0 from the moment
-    /// a schedule is seen (`""` for backups of no schedule, at start), so a schedule that
-    /// has never run shows up in queries and alerts instead of being absent.
+    /// Velero's `InitSchedule`: the per-schedule backup and restore series exist at 0
+    /// from the moment a schedule is seen (`""` for backups of no schedule, at start), so
+    /// a schedule that has never run (or never been restored) shows up in queries and
+    /// alerts instead of being absent.
     pub fn init_schedule(&self, schedule: &str) {
         for c in [
             &self.backup_attempt,
@@ -242,6 +251,11 @@ impl VeleroMetrics {
             &self.deletion_success,
             &self.deletion_failure,
             &self.backup_warning,
+            &self.restore.attempt,
+            &self.restore.success,
+            &self.restore.partial_failure,
+            &self.restore.failed,
+            &self.restore.validation_failed,
         ] {
             c.with_label_values(&[schedule]).inc_by(0);
         }
@@ -280,6 +294,11 @@ mod tests {
             "velero_backup_items_total{schedule=\"nightly\"} 0",
             "velero_backup_items_errors{schedule=\"nightly\"} 0",
             "velero_backup_last_status{schedule=\"nightly\"} 0",
+            "velero_restore_attempt_total{schedule=\"nightly\"} 0",
+            "velero_restore_success_total{schedule=\"nightly\"} 0",
+            "velero_restore_partial_failure_total{schedule=\"nightly\"} 0",
+            "velero_restore_failed_total{schedule=\"nightly\"} 0",
+            "velero_restore_validation_failed_total{schedule=\"nightly\"} 0",
         ] {
             assert!(text.contains(series), "{series} missing from\n{text}");
         }

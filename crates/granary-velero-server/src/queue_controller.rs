@@ -112,6 +112,10 @@ fn queue_phase(b: &Backup) -> Option<QueuePhase> {
 async fn pass(ctx: &VeleroContext) -> Result<(), kube::Error> {
     let api = ctx.api::<Backup>();
     let backups = api.list(&ListParams::default()).await?.items;
+    // Velero's `velero_backup_total`: every Backup of the namespace, whatever its phase.
+    ctx.metrics
+        .backup_total
+        .set(i64::try_from(backups.len()).unwrap_or(i64::MAX));
     let needs_live = backups.iter().any(|b| {
         b.spec
             .included_namespaces

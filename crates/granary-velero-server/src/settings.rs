@@ -26,6 +26,7 @@ pub const CONTROLLER_RESTORE: &str = "restore";
 /// `velero.nonAdmin.enable` is on.
 pub const CONTROLLER_NON_ADMIN: &str = "non-admin";
 pub const CONTROLLER_DOWNLOAD_REQUEST: &str = "download-request";
+pub const CONTROLLER_SERVER_STATUS_REQUEST: &str = "server-status-request";
 /// Granary's: re-checks stored backups against their integrity records, and rehearses
 /// the restores of backups a Schedule asks to rehearse.
 pub const CONTROLLER_BACKUP_VERIFICATION: &str = "backup-verification";
@@ -47,6 +48,7 @@ pub const CONTROLLERS: &[&str] = &[
     CONTROLLER_RESTORE,
     CONTROLLER_NON_ADMIN,
     CONTROLLER_DOWNLOAD_REQUEST,
+    CONTROLLER_SERVER_STATUS_REQUEST,
     CONTROLLER_BACKUP_VERIFICATION,
     CONTROLLER_DEFAULT_LOCATION,
     CONTROLLER_SIBLING_LOCATIONS,

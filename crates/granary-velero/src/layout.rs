@@ -29,6 +29,38 @@ pub enum LayoutError {
     EmptyBucket,
     #[error("{kind} name {name:?} cannot be used in an object-store key")]
     InvalidName { kind: &'static str, name: String },
+    #[error("backup storage location's prefix {prefix:?} {reason}")]
+    InvalidPrefix {
+        prefix: String,
+        reason: &'static str,
+    },
+}
+
+/// Why a (trimmed) location prefix is no plain key path, if it is not.
+pub fn check_prefix(prefix: &str) -> Result<(), LayoutError> {
+    let refuse = |reason| {
+        Err(LayoutError::InvalidPrefix {
+            prefix: prefix.to_owned(),
+            reason,
+        })
+    };
+    if prefix.is_empty() {
+        return Ok(());
+    }
+    if prefix.chars().any(char::is_control) {
+        return refuse("must not contain control characters");
+    }
+    if prefix.contains('\\') {
+        return refuse("must not contain '\\' (segments are separated by '/')");
+    }
+    for segment in prefix.split('/') {
+        match segment {
+            "" => return refuse("must not contain an empty path segment ('//')"),
+            "." | ".." => return refuse("must not contain a '.' or '..' path segment"),
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// The object-store layout of one BackupStorageLocation.
@@ -41,7 +73,10 @@ pub struct StorageLayout {
 
 impl StorageLayout {
     /// Builds the layout from `spec.objectStorage.bucket` and `.prefix`, trimming leading
-    /// and trailing `/` from both as Velero does.
+    /// and trailing `/` from both as Velero does. A prefix must be a plain key path:
+    /// no `.` or `..` segment (which would climb out of it on a file system, and which
+    /// object stores keep verbatim), no empty segment (`a//b`), no `\\` and no control
+    /// character ([`check_prefix`]).
     pub fn new(bucket: &str, prefix: Option<&str>) -> Result<Self, LayoutError> {
         let trimmed_bucket = bucket.trim_matches('/');
         if trimmed_bucket.is_empty() {
@@ -51,6 +86,7 @@ impl StorageLayout {
             return Err(LayoutError::BucketContainsSlash(bucket.to_owned()));
         }
         let prefix = prefix.unwrap_or("").trim_matches('/');
+        check_prefix(prefix)?;
         let root = if prefix.is_empty() {
             String::new()
         } else {
@@ -358,6 +394,32 @@ impl RestoreKeys {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn prefixes_that_are_no_plain_key_path_are_refused() {
+        for bad in [
+            "../../x",
+            "..",
+            "velero/../other",
+            "./velero",
+            "velero/.",
+            "velero//seed",
+            "velero\\seed",
+            "velero/\u{7f}",
+        ] {
+            let e = StorageLayout::new("bucket", Some(bad)).expect_err(bad);
+            assert!(matches!(e, LayoutError::InvalidPrefix { .. }), "{bad}: {e}");
+            assert!(e.to_string().contains("prefix"), "{e}");
+        }
+        for good in [
+            "velero/seed-a",
+            "/velero/",
+            "a.b/..c/...",
+            "ns/team-a.prefix",
+        ] {
+            StorageLayout::new("bucket", Some(good)).expect(good);
+        }
+    }
 
     #[test]
     fn bucket_and_prefix_are_trimmed() {

@@ -1,5 +1,5 @@
-//! `velero.io/v1`: Backup, Restore, BackupStorageLocation, DeleteBackupRequest, Schedule
-//! and DownloadRequest with Velero 1.18's JSON field names, phases and defaults, so
+//! `velero.io/v1`: Backup, Restore, BackupStorageLocation, DeleteBackupRequest, Schedule,
+//! DownloadRequest and ServerStatusRequest with Velero 1.18's JSON field names, phases and defaults, so
 //! Velero's CLI, YAML and stored `velero-backup.json` files work unchanged.
 //!
 //! Fields are `Option` wherever Velero's are optional, so an object read and written
@@ -34,7 +34,8 @@ pub use duration::{Duration, DurationError};
 pub use requests::{
     DeleteBackupRequest, DeleteBackupRequestPhase, DeleteBackupRequestSpec,
     DeleteBackupRequestStatus, DownloadRequest, DownloadRequestPhase, DownloadRequestSpec,
-    DownloadRequestStatus, DownloadTarget, DownloadTargetKind,
+    DownloadRequestStatus, DownloadTarget, DownloadTargetKind, PluginInfo, ServerStatusRequest,
+    ServerStatusRequestPhase, ServerStatusRequestSpec, ServerStatusRequestStatus,
 };
 pub use restore::{
     DEFAULT_RESTORE_HOOK_ON_ERROR, ExecRestoreHook, InitRestoreHook, NON_RESTORABLE_RESOURCES,
@@ -162,6 +163,7 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         DeleteBackupRequest::crd(),
         Schedule::crd(),
         DownloadRequest::crd(),
+        ServerStatusRequest::crd(),
     ]
     .into_iter()
     .map(|crd| without_status_subresource(tidy_crd(crd)))

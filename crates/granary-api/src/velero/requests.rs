@@ -1,5 +1,5 @@
-//! `velero.io/v1` DeleteBackupRequest and DownloadRequest: small request objects the
-//! Velero server processes once.
+//! `velero.io/v1` DeleteBackupRequest, DownloadRequest and ServerStatusRequest: small
+//! request objects the Velero server processes once.
 
 use chrono::{DateTime, Utc};
 use kube::CustomResource;
@@ -178,4 +178,61 @@ impl DownloadRequest {
         }
         errs
     }
+}
+
+/// `velero.io/v1` ServerStatusRequest `spec`: empty, as Velero's.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "velero.io",
+    version = "v1",
+    kind = "ServerStatusRequest",
+    namespaced,
+    status = "ServerStatusRequestStatus",
+    shortname = "ssr",
+    printcolumn(
+        name = "Status",
+        type_ = "string",
+        json_path = ".status.phase",
+        description = "Server Status Request status such as New/Processed"
+    ),
+    derive = "PartialEq",
+    derive = "Default",
+    doc = "ServerStatusRequest is a request to access current status information about the Velero server."
+)]
+pub struct ServerStatusRequestSpec {}
+
+/// Lifecycle phase of a ServerStatusRequest.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum ServerStatusRequestPhase {
+    New,
+    Processed,
+}
+
+/// A plugin of the server, as `velero plugin get` lists it.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct PluginInfo {
+    /// The plugin's name, e.g. `velero.io/pod`.
+    pub name: String,
+    /// Its kind: `BackupItemAction`, `RestoreItemAction`, `ObjectStore`, ...
+    pub kind: String,
+}
+
+/// What the server says of itself.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ServerStatusRequestStatus {
+    /// The current lifecycle phase of the request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<ServerStatusRequestPhase>,
+    /// When the server processed the request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
+    pub processed_timestamp: Option<DateTime<Utc>>,
+    /// The server's version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_version: Option<String>,
+    /// The plugins running in the server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("id" = "granary:nullable"))]
+    pub plugins: Option<Vec<PluginInfo>>,
 }

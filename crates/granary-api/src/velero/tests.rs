@@ -526,6 +526,7 @@ fn crds_are_structural_friendly_with_upstream_names_and_columns() {
             "deletebackuprequests.velero.io",
             "schedules.velero.io",
             "downloadrequests.velero.io",
+            "serverstatusrequests.velero.io",
         ]
     );
     for crd in &crds {
