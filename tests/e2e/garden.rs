@@ -230,7 +230,8 @@ async fn cross_provider_backup_without_region_is_rejected_with_the_field_path() 
         "no bucket for an invalid profile"
     );
     assert!(entries(&tc).await.is_empty());
-    // Fixing the profile creates the pool.
+    // Fixing the profile creates the pool, and wakes the waiting shoot at once.
+    let fixed_at = chrono::Utc::now();
     api.patch(
         &profile,
         &PatchParams::default(),
@@ -245,6 +246,26 @@ async fn cross_provider_backup_without_region_is_rejected_with_the_field_path() 
             .any(|b| b.spec.provider.region == "europe-west1" && b.spec.provider.type_ == "gcp")
     })
     .await;
+    poll_until("the waiting shoot's entry", || async {
+        !entries(&tc).await.is_empty()
+    })
+    .await;
+    // Not at the shoot's next retry (30 s after its try just before the fix): the
+    // profile's change is what placed it. (Timestamps are whole seconds; the bound is
+    // far from both.)
+    let created = granary_runtime::clock::from_k8s(
+        entries(&tc).await[0]
+            .metadata
+            .creation_timestamp
+            .clone()
+            .expect("created")
+            .0,
+    );
+    assert!(
+        created - fixed_at < chrono::Duration::seconds(20),
+        "the entry came {}s after the fix",
+        (created - fixed_at).num_seconds()
+    );
     garden.stop().await;
 }
 

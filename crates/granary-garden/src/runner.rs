@@ -406,7 +406,7 @@ async fn term(shared: Arc<Shared>, token: CancellationToken) {
     // One watch and one store per kind ([`informers`]): the reconciles read them, each
     // kind's controller is driven by its own informer, and the triggers between kinds
     // come from the same watches, sent only after the store has the change.
-    let profiles = informer::<CloudProfile, 0>(Api::all(client.clone()), wc(), Whole, |_| {});
+    let profiles = informer::<CloudProfile, 1>(Api::all(client.clone()), wc(), Whole, |_| {});
     let seeds = informer::<Seed, 3>(Api::all(client.clone()), wc(), Whole, |_| {});
     // A shoot is placed as soon as its page of the list is read: placement reads no other
     // shoot (a burst of shoots at a cold start need not wait for the whole list).
@@ -424,6 +424,7 @@ async fn term(shared: Arc<Shared>, token: CancellationToken) {
         Whole,
         |_| {},
     );
+    let [profiles_for_shoots] = profiles.changes;
     let [seeds_for_profiles, seeds_for_buckets, seeds_for_entries] = seeds.changes;
     let [shoots_for_profiles] = shoots.changes;
     let [buckets_for_profiles, buckets_for_seeds] = buckets.changes;
@@ -570,6 +571,29 @@ async fn term(shared: Arc<Shared>, token: CancellationToken) {
         })
         .filter_map(ready);
     let shoot_controller = Controller::for_shared_stream(shoots_to_reconcile, shoots.store)
+        // A shoot waiting on its CloudProfile (broken, or not there yet) is placed as
+        // soon as the profile changes, not at its next retry.
+        .reconcile_on(profiles_for_shoots.flat_map({
+            let shoot_store = stores.shoots.clone();
+            let entry_store = stores.entries.clone();
+            move |change| {
+                let profile = change.object.name_any();
+                let shoots = shoot_store.state();
+                let refs: Vec<ObjectRef<Shoot>> = crate::triggers::shoots_waiting_on_profile(
+                    &profile,
+                    shoots.iter().map(AsRef::as_ref),
+                    |shoot| {
+                        let name = shoot.backup_entry_name()?;
+                        let ns = shoot.namespace()?;
+                        entry_store.get(&ObjectRef::new(&name).within(&ns))
+                    },
+                )
+                .into_iter()
+                .map(ObjectRef::from_obj)
+                .collect();
+                futures::stream::iter(refs)
+            }
+        }))
         .reconcile_on(entries_for_shoots.flat_map({
             let shoot_store = stores.shoots.clone();
             move |change| {

@@ -49,6 +49,21 @@ pub fn shoot_needs_reconcile(shoot: &Shoot, entry: Option<&BackupEntry>) -> bool
     }
 }
 
+/// The shoots a change of CloudProfile `profile` may unblock: those using it that have
+/// no entry yet or whose entry is not what they need ([`shoot_needs_reconcile`]), e.g.
+/// shoots waiting for a broken profile to be fixed. `entry_of` finds a shoot's entry.
+pub fn shoots_waiting_on_profile<'a>(
+    profile: &str,
+    shoots: impl IntoIterator<Item = &'a Shoot>,
+    entry_of: impl Fn(&Shoot) -> Option<std::sync::Arc<BackupEntry>>,
+) -> Vec<&'a Shoot> {
+    shoots
+        .into_iter()
+        .filter(|s| s.cloud_profile_name() == Some(profile))
+        .filter(|s| shoot_needs_reconcile(s, entry_of(s).as_deref()))
+        .collect()
+}
+
 /// Whether reconciling `entry` would do anything. Mirrors
 /// [`crate::entry_controllers::reconcile_entry`]: an entry being deleted or being
 /// handed to another seed is always looked at; otherwise only a migration step or a seed

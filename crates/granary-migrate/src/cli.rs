@@ -344,6 +344,10 @@ pub async fn run(opts: MigrateOptions, command: MigrateCommand) -> Result<(), Mi
                     );
                 }
             } else {
+                if rows.is_empty() {
+                    // No JSON line to print: people reading a pipe are told on stderr.
+                    eprintln!("no migration in flight");
+                }
                 for r in &rows {
                     println!("{}", serde_json::to_string(r).unwrap_or_default());
                 }
