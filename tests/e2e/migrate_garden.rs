@@ -88,12 +88,28 @@ async fn two_migrations_race_for_the_last_place_and_the_garden_gives_it_to_one()
         21,
         "the winner's 20 objects and its manifest"
     );
-    // The garden's count of the destination settles on the one entry it holds.
-    poll_until("destination count 1", || async {
+    // The garden's count of the destination settles on the one entry it holds, beside
+    // the limit it enforces.
+    poll_until("destination count 1 of at most 1", || async {
         let b = w.land.buckets().get(&dst).await.expect("bucket");
-        b.status.and_then(|s| s.entry_count) == Some(1)
+        b.status
+            .is_some_and(|s| s.entry_count == Some(1) && s.entry_limit == Some(1))
     })
     .await;
+    // A dry run into the full destination is refused as the real run was, with the
+    // garden's limit (this process is given none).
+    let dry = EntryMigration {
+        name: loser.clone(),
+        dry_run: true,
+        ..w.request(&dst)
+    };
+    let err = migrate_entry(&ctx, &dry)
+        .await
+        .expect_err("a full destination");
+    assert!(
+        matches!(err, MigrateError::Quota(ref why) if why.contains("is full") && why.contains("at most 1")),
+        "{err}"
+    );
 }
 
 /// Etcd etcd-main with 3 ready replicas in the world's shoot namespace, and etcd-druid

@@ -153,6 +153,14 @@ pub async fn reconcile(
     if let Some(key) = &key {
         let count = ctx.ledger.recount(&ctx, key, &name).await?;
         record_fill(&ctx, &bucket, count);
+        // The limit the garden enforces, where tools read it (a migration's dry run).
+        let limit = ctx.config.quota_for(&bucket.spec.provider.type_);
+        if key.kind != PoolKind::Legacy
+            && bucket.status.as_ref().and_then(|s| s.entry_limit) != limit
+        {
+            bucket =
+                merge_status(&ctx, &name, &json!({ "status": { "entryLimit": limit } })).await?;
+        }
         // Places reserved ahead and not handed out are given back once they expire.
         if let Some(expiry) = ctx.ledger.spare_expires_in(key, &name).await {
             requeue = requeue.min(expiry + Duration::from_millis(50));

@@ -261,17 +261,25 @@ async fn check_destination(
         .and_then(|s| s.entry_count)
         .unwrap_or(0);
     let accepting = destination.bucket.metadata.deletion_timestamp.is_none();
-    let limit = ctx.garden_config.quota_for(destination.provider());
-    if !plan::quota_allows(entries.max(recorded), accepting, limit) {
+    if !accepting {
         return Err(MigrateError::Quota(format!(
-            "bucket {name} cannot take another entry ({} entries, limit {}, {})",
-            entries.max(recorded),
-            limit.map_or("none".to_string(), |l| l.to_string()),
-            if accepting {
-                "accepting"
-            } else {
-                "being deleted"
-            }
+            "bucket {name} is being deleted and takes no new entries"
+        )));
+    }
+    // The garden's limit, as it writes it on the bucket (this process has no garden
+    // configuration of its own), else the one it was given.
+    let limit = destination
+        .bucket
+        .status
+        .as_ref()
+        .and_then(|s| s.entry_limit)
+        .or_else(|| ctx.garden_config.quota_for(destination.provider()));
+    let held = entries.max(recorded);
+    if !plan::quota_allows(held, accepting, limit) {
+        return Err(MigrateError::Quota(format!(
+            "bucket {name} is full: it holds {held} entr{} and takes at most {}",
+            if held == 1 { "y" } else { "ies" },
+            limit.map_or_else(|| "any number".to_string(), |l| l.to_string()),
         )));
     }
     Ok(())

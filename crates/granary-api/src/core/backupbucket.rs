@@ -101,6 +101,13 @@ pub struct BackupBucketStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "entry_count_schema")]
     pub entry_count: Option<u32>,
+    /// Granary's addition, not in Gardener's BackupBucket: the most BackupEntries the
+    /// garden places in this bucket (its provider's bucket quota); absent when there is
+    /// no limit. Written by the garden, so that tools (`granary migrate --dry-run`) see
+    /// the same limit the garden enforces.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "entry_count_schema")]
+    pub entry_limit: Option<u32>,
 }
 
 /// A count: `type: integer` with no `format` (`uint32` is not a Kubernetes format).
