@@ -19,7 +19,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::dev::backups_view::SeedBackups;
 use crate::dev::view::{
-    Snapshot, changes, forget_events_of_gone_objects, new_warnings, render_fitted,
+    Snapshot, changes, forget_events_before, forget_events_of_gone_objects, new_warnings,
+    render_fitted,
 };
 use granary_api::core::{BackupBucket, BackupEntry, Shoot};
 use granary_api::velero::{Backup, BackupStorageLocation};
@@ -40,6 +41,8 @@ pub struct LiveView {
     /// Entries per bucket, for the fill bars.
     pub limit: Option<u32>,
     pub clock: Clock,
+    /// When this run started: events from before are not shown.
+    pub started: chrono::DateTime<chrono::Utc>,
     /// Every seed, by name, with a client of its API server.
     pub seeds: Vec<(String, Client)>,
     /// Where the seeds keep their Velero objects and the name of their default location.
@@ -183,6 +186,7 @@ impl LiveView {
                 ),
             ]);
             forget_events_of_gone_objects(&owned(&events), &live, &mut seen);
+            forget_events_before(&owned(&events), self.started, &mut seen);
             let mut resizes = window_changes(self.terminal);
             let mut first = true;
             loop {

@@ -163,6 +163,8 @@ async fn serve(
     sized: bool,
     log_file: Option<PathBuf>,
 ) -> Result<(), DevError> {
+    // Events from before this start were an earlier run's news (the view shows none).
+    let started = Clock::system().now();
     let running = compose::start(&plan).await?;
     let mut header = banner(&plan, &running, log_file.as_deref());
     if !running.created && sized {
@@ -181,6 +183,7 @@ async fn serve(
         header,
         limit: Some(plan.quota),
         clock: Clock::system(),
+        started,
         seeds: running
             .seeds
             .iter()

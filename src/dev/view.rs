@@ -231,14 +231,47 @@ pub fn forget_events_of_gone_objects(
     }
 }
 
+/// When an event last happened: its series' last time, else its own time (`at` when it
+/// says none).
+fn event_time(e: &k8s_openapi::api::events::v1::Event, at: DateTime<Utc>) -> DateTime<Utc> {
+    use granary_runtime::clock::from_k8s;
+    e.series
+        .as_ref()
+        .map(|s| from_k8s(s.last_observed_time.0))
+        .or_else(|| e.event_time.as_ref().map(|t| from_k8s(t.0)))
+        .or_else(|| e.deprecated_last_timestamp.as_ref().map(|t| from_k8s(t.0)))
+        .or_else(|| {
+            e.metadata
+                .creation_timestamp
+                .as_ref()
+                .map(|t| from_k8s(t.0))
+        })
+        .unwrap_or(at)
+}
+
+/// Marks as seen (so never shown) the events that last happened before `start`: what a
+/// restart finds was the earlier run's news, and a problem still there is reported
+/// again by its controller.
+pub fn forget_events_before(
+    events: &[k8s_openapi::api::events::v1::Event],
+    start: DateTime<Utc>,
+    seen: &mut std::collections::HashSet<String>,
+) {
+    for e in events {
+        if event_time(e, start) < start {
+            seen.insert(event_key(e));
+        }
+    }
+}
+
 /// One line per Warning event not seen before (a repeated event counts as new each time
-/// its count grows), stamped `at`; `seen` remembers what was shown.
+/// its count grows), stamped with when it happened (`at` when it says nothing); `seen`
+/// remembers what was shown.
 pub fn new_warnings(
     events: &[k8s_openapi::api::events::v1::Event],
     seen: &mut std::collections::HashSet<String>,
     at: DateTime<Utc>,
 ) -> Vec<String> {
-    let time = at.format("%H:%M:%S");
     let mut fresh: Vec<&k8s_openapi::api::events::v1::Event> = events
         .iter()
         .filter(|e| e.type_.as_deref() == Some("Warning"))
@@ -260,7 +293,8 @@ pub fn new_warnings(
                 })
                 .unwrap_or_else(|| "-".into());
             format!(
-                "{time} warning {about}: {}: {}",
+                "{} warning {about}: {}: {}",
+                event_time(e, at).format("%H:%M:%S"),
                 e.reason.as_deref().unwrap_or("-"),
                 e.note.as_deref().unwrap_or("")
             )
@@ -760,6 +794,33 @@ mod tests {
             ),
         });
         assert_eq!(new_warnings(&[warning], &mut seen, at).len(), 1);
+    }
+
+    /// A restart shows no warning of the earlier run; a later one is stamped with its
+    /// own time, not the screen's.
+    #[test]
+    fn warnings_of_before_the_start_are_not_replayed_and_each_has_its_time() {
+        use k8s_openapi::api::events::v1::Event;
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+        let at = |secs: i64| DateTime::<Utc>::from_timestamp(secs, 0).unwrap();
+        let event = |uid: &str, secs: i64| {
+            let mut e = Event {
+                type_: Some("Warning".into()),
+                reason: Some("ReconcileError".into()),
+                event_time: Some(MicroTime(
+                    k8s_openapi::jiff::Timestamp::from_second(secs).unwrap(),
+                )),
+                ..Default::default()
+            };
+            e.metadata.uid = Some(uid.into());
+            e
+        };
+        let events = vec![event("old", 3600), event("new", 7300)];
+        let mut seen = Default::default();
+        forget_events_before(&events, at(7200), &mut seen);
+        let shown = new_warnings(&events, &mut seen, at(7400));
+        assert_eq!(shown.len(), 1, "{shown:?}");
+        assert!(shown[0].starts_with("02:01:40 warning"), "{shown:?}");
     }
 
     /// A restart does not replay the events of objects deleted since.

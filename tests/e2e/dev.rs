@@ -340,6 +340,29 @@ async fn granary_dev_runs_the_landscape_and_keeps_it_across_restarts() {
     })
     .await;
 
+    // A warning about a bucket is news once: the view shows it now, and a restart does
+    // not replay it (stamped with the restart's time, as if it had just happened).
+    let bucket = placed.keys().next().expect("a bucket").clone();
+    let warning: k8s_openapi::api::events::v1::Event = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "earlier-warning", "namespace": "default"},
+        "eventTime": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
+        "reportingController": "test", "reportingInstance": "test",
+        "action": "Test", "reason": "EarlierWarning", "type": "Warning",
+        "note": "from the first run",
+        "regarding": {"kind": "BackupBucket", "name": bucket,
+            "uid": Api::<granary_api::core::BackupBucket>::all(garden.clone())
+                .get(&bucket).await.expect("bucket").uid()},
+    }))
+    .expect("an event");
+    Api::<k8s_openapi::api::events::v1::Event>::namespaced(garden.clone(), "default")
+        .create(&PostParams::default(), &warning)
+        .await
+        .expect("event created");
+    poll_until("the view shows the warning", || async {
+        dev.output().contains("EarlierWarning")
+    })
+    .await;
+
     // Ctrl-C stops everything promptly and cleanly.
     let stopping = Instant::now();
     assert!(dev.interrupt(), "exit code 0 after SIGINT");
@@ -363,6 +386,11 @@ async fn granary_dev_runs_the_landscape_and_keeps_it_across_restarts() {
             .contains("backup europe-1/web-cp: Completed 3/3")
     })
     .await;
+    assert!(
+        !dev.output().contains("EarlierWarning"),
+        "the first run's warning is not replayed:\n{}",
+        dev.output()
+    );
 
     // `granary migrate` works against the landscape: an entry of Europe's full shard
     // moves to the shard with room (the garden gives the place, the stand-in etcd-main
