@@ -241,7 +241,7 @@ pub fn set_patch(f: &LocationSetFlags) -> Result<Value, Vec<FlagError>> {
 /// `granary backup-location get`: NAME PROVIDER BUCKET/PREFIX PHASE LAST VALIDATED
 /// ACCESS MODE DEFAULT.
 pub fn locations_table(locations: &[BackupStorageLocation]) -> String {
-    let rows: Vec<Vec<String>> = locations
+    let mut rows: Vec<Vec<String>> = locations
         .iter()
         .map(|l| {
             let os = &l.spec.object_storage;
@@ -259,9 +259,24 @@ pub fn locations_table(locations: &[BackupStorageLocation]) -> String {
                 BackupStorageLocationAccessMode::ReadWrite => "ReadWrite",
                 BackupStorageLocationAccessMode::ReadOnly => "ReadOnly",
             };
+            // A seed's default location without a bucket yet has a placeholder
+            // provider and bucket: none is shown, its message says why.
+            let placeholder = l.spec.provider == granary_seed::PROVIDER_NONE;
+            let (provider, bucket) = if placeholder {
+                ("-".to_string(), "-".to_string())
+            } else {
+                (l.spec.provider.clone(), bucket)
+            };
+            // Why a location cannot be used (velero keeps it in status.message only).
+            let message = match status.phase {
+                Some(BackupStorageLocationPhase::Unavailable) => {
+                    status.message.clone().unwrap_or_default()
+                }
+                _ => String::new(),
+            };
             vec![
                 l.metadata.name.clone().unwrap_or_default(),
-                l.spec.provider.clone(),
+                provider,
                 bucket,
                 phase.to_string(),
                 status
@@ -274,21 +289,28 @@ pub fn locations_table(locations: &[BackupStorageLocation]) -> String {
                 } else {
                     String::new()
                 },
+                message,
             ]
         })
         .collect();
-    table(
-        &[
-            "NAME",
-            "PROVIDER",
-            "BUCKET/PREFIX",
-            "PHASE",
-            "LAST VALIDATED",
-            "ACCESS MODE",
-            "DEFAULT",
-        ],
-        &rows,
-    )
+    let mut headers = vec![
+        "NAME",
+        "PROVIDER",
+        "BUCKET/PREFIX",
+        "PHASE",
+        "LAST VALIDATED",
+        "ACCESS MODE",
+        "DEFAULT",
+    ];
+    // The MESSAGE column only when a location has one: velero's columns otherwise.
+    if rows.iter().any(|r| !r[7].is_empty()) {
+        headers.push("MESSAGE");
+    } else {
+        for r in &mut rows {
+            r.pop();
+        }
+    }
+    table(&headers, &rows)
 }
 
 #[cfg(test)]
@@ -396,5 +418,37 @@ mod tests {
             "NAME      PROVIDER   BUCKET/PREFIX   PHASE       LAST VALIDATED                  ACCESS MODE   DEFAULT\n\
              default   local      b/p             Available   2026-01-01 00:00:00 +0000 UTC   ReadWrite     true\n"
         );
+    }
+
+    #[test]
+    fn an_unavailable_location_says_why_and_no_placeholder_shows() {
+        let mut broken = build_location(
+            "archive",
+            "velero",
+            &LocationFlags {
+                provider: Some("aws".into()),
+                bucket: Some("b".into()),
+                ..LocationFlags::default()
+            },
+        )
+        .unwrap();
+        broken.status = Some(BackupStorageLocationStatus {
+            phase: Some(BackupStorageLocationPhase::Unavailable),
+            message: Some("spec.objectStorage.prefix: \"../x\" has a \"..\" segment".into()),
+            ..BackupStorageLocationStatus::default()
+        });
+        let mut waiting = broken.clone();
+        waiting.metadata.name = Some("default".into());
+        waiting.spec.provider = granary_seed::PROVIDER_NONE.into();
+        waiting.status.as_mut().unwrap().message = Some("seed a has no bucket yet".into());
+        let t = locations_table(&[broken, waiting]);
+        let lines: Vec<&str> = t.lines().collect();
+        assert!(lines[0].ends_with("MESSAGE"), "{t}");
+        assert!(lines[1].ends_with("has a \"..\" segment"), "{t}");
+        assert!(
+            lines[2].starts_with("default   -  ") && lines[2].ends_with("seed a has no bucket yet"),
+            "{t}"
+        );
+        assert!(!t.contains("granary.gardener.cloud/none"), "{t}");
     }
 }

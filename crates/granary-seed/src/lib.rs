@@ -29,6 +29,9 @@ pub(crate) mod velero_location;
 
 pub use agent::{RunningSeed, SeedAgent, SeedController, SeedError, SeedOptions, run};
 pub use extension::entry::FAILPOINT_DELETE_BATCH;
+/// The provider of a seed's default location that has no bucket yet (a placeholder the
+/// CLI never shows).
+pub use velero_location::PROVIDER_NONE;
 
 /// On an extension BackupEntry: the namespace of its garden BackupEntry, so the mirror
 /// finds the garden object from the seed object.

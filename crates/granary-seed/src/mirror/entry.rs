@@ -4,8 +4,8 @@
 
 use super::{
     Ensured, Report, copy_credentials, delete_copied_secret, deletion_finished, deletion_requested,
-    ensure_extension, garden_operation, handed_over, reference, release_extension, report,
-    same_error, same_operation, waiting,
+    ensure_extension, garden_operation, handed_over, pending_on, reference, release_extension,
+    report, same_error, same_operation, waiting,
 };
 use crate::context::{Context, ReconcileError};
 use crate::kube_ops::{
@@ -269,10 +269,9 @@ async fn provision(
         .await?;
     let bucket = match bucket {
         None => {
-            let r = waiting(
+            let r = pending_on(
                 op,
-                format!("waiting for BackupBucket {bucket_name}: it does not exist"),
-                Vec::new(),
+                format!("waiting for BackupBucket {bucket_name}: it does not exist yet"),
                 now,
             );
             write_status(ctx, &garden, &r).await?;
@@ -301,10 +300,9 @@ async fn provision(
             return Ok(Next::After(ctx.resync.min(WAIT_FOR_BUCKET)));
         }
         Readiness::Progressing(why) => {
-            let r = waiting(
+            let r = pending_on(
                 op,
                 format!("waiting for BackupBucket {bucket_name}: {why}"),
-                Vec::new(),
                 now,
             );
             write_status(ctx, &garden, &r).await?;

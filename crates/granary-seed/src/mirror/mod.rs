@@ -369,6 +369,17 @@ pub(crate) fn waiting(
     }
 }
 
+/// A report while a dependency is still being made (a bucket being created, not there
+/// yet): Pending with what it waits for, no error. A fresh landscape comes up without
+/// transient errors; a dependency that failed is [`waiting`]'s Error.
+pub(crate) fn pending_on(op: LastOperationType, description: String, now: DateTime<Utc>) -> Report {
+    Report {
+        last_operation: status::pending(op, description, now),
+        last_error: None,
+        ready: false,
+    }
+}
+
 /// True when two lastOperations say the same, whatever their times.
 pub(crate) fn same_operation(a: Option<&LastOperation>, b: Option<&LastOperation>) -> bool {
     match (a, b) {
