@@ -99,6 +99,10 @@ enum Command {
         #[command(subcommand)]
         command: cli::schedule::ScheduleCommand,
     },
+    /// The landscape's backup health: shoots without a Succeeded entry and why, failing
+    /// buckets and pools near quota, Unavailable backup locations, overdue schedules,
+    /// recent failures; exit code 1 when something needs attention.
+    Status(cli::status::StatusOptions),
     /// Velero-style backup storage locations: create, get, set, delete.
     BackupLocation {
         #[command(flatten)]
@@ -239,6 +243,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             | Command::Restore { .. }
             | Command::Integrity { .. }
             | Command::Schedule { .. }
+            | Command::Status(_)
             | Command::Bench { .. }
     ) && cli.log_level == "info";
     let level = if quiet {
@@ -259,6 +264,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         } => write_crds(side, &dir),
         Command::Archive { command } => archive(command),
         Command::Backup { target, command } => cli::block_on(cli::backup::run(&target, command)),
+        Command::Status(options) => cli::block_on(cli::status::run(options)),
         Command::BackupLocation { target, command } => {
             cli::block_on(cli::location::run(&target, command))
         }

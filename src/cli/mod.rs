@@ -25,6 +25,7 @@ pub mod restore;
 pub mod restore_describe;
 pub mod restore_spec;
 pub mod schedule;
+pub mod status;
 pub mod store;
 pub mod wait;
 

@@ -655,3 +655,105 @@ async fn granary_dev_gives_a_namespace_owner_self_service_backups() {
         "the owner's token is never printed or logged"
     );
 }
+
+/// `granary status` on a dev landscape: healthy, it says nothing needs attention and
+/// exits 0; with a full pool, a broken CloudProfile (a new shoot waits for it) and a
+/// schedule whose backups fail, it names each problem and exits 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn granary_status_names_each_problem_and_exits_by_them() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let data = tmp.path().join("state");
+    let dev = Dev::start(&data, &[], &[]);
+    let (garden, _) = dev.ready().await;
+    all_succeeded(&garden, 7).await;
+    let status = || {
+        let data = data.clone();
+        async move {
+            tokio::task::spawn_blocking(move || {
+                Command::new(env!("CARGO_BIN_EXE_granary"))
+                    .args(["status", "--data-dir"])
+                    .arg(&data)
+                    .stdin(Stdio::null())
+                    .output()
+                    .expect("granary runs")
+            })
+            .await
+            .expect("task")
+        }
+    };
+    let healthy = status().await;
+    let said = String::from_utf8_lossy(&healthy.stdout).to_string();
+    assert!(
+        healthy.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&healthy.stderr)
+    );
+    assert!(
+        said.contains("7 of 7 shoot(s)") && said.contains("nothing needs attention"),
+        "{said}"
+    );
+    let json = Command::new(env!("CARGO_BIN_EXE_granary"))
+        .args(["status", "-o", "json", "--data-dir"])
+        .arg(&data)
+        .output()
+        .expect("granary runs");
+    let report: serde_json::Value = serde_json::from_slice(&json.stdout).expect("JSON");
+    assert_eq!(report["problems"], serde_json::json!([]));
+    assert_eq!(report["protectedShoots"], 7);
+
+    // Europe's pool fills up: its 6th shoot takes the last place of its two shards.
+    let shoots: Api<Shoot> = Api::namespaced(garden.clone(), "garden-dev");
+    shoots
+        .create(&PostParams::default(), &shoot("sixth"))
+        .await
+        .expect("shoot is created");
+    all_succeeded(&garden, 8).await;
+    // The CloudProfile breaks; a shoot created now waits for it.
+    Api::<granary_api::core::CloudProfile>::all(garden.clone())
+        .patch(
+            "local-dev",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(serde_json::json!({"spec": {"backup": {"provider": "gcp"}}})),
+        )
+        .await
+        .expect("profile broken");
+    shoots
+        .create(&PostParams::default(), &shoot("waits"))
+        .await
+        .expect("shoot is created");
+    // A schedule whose backups fail validation (its location does not exist).
+    let seed = data.join("seed-europe-1.kubeconfig").display().to_string();
+    granary(
+        [
+            "schedule",
+            "create",
+            "broken",
+            "--schedule",
+            "@every 1m",
+            "--storage-location",
+            "nowhere",
+            "--kubeconfig",
+            &seed,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect(),
+    )
+    .await;
+    poll_until("status names every problem", || async {
+        let out = status().await;
+        let said = String::from_utf8_lossy(&out.stdout);
+        !out.status.success()
+            && said.contains("garden-dev/waits: no BackupEntry")
+            && said.contains("POOLS NEAR QUOTA")
+            && said.contains("RECENT FAILED BACKUPS\n  europe-1/broken-")
+    })
+    .await;
+    let out = status().await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("need attention"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
