@@ -313,12 +313,9 @@ pub fn assess(garden: &GardenView, seeds: &[SeedView], now: DateTime<Utc>) -> He
     }
 }
 
-/// The report for people.
-pub fn text(h: &Health) -> String {
-    use std::fmt::Write as _;
-    let mut o = String::new();
-    let _ = writeln!(
-        o,
+/// The report's first line: how many shoots are protected, and how many problems.
+pub fn summary(h: &Health) -> String {
+    format!(
         "{} of {} shoot(s) have a Succeeded BackupEntry; {} seed(s) looked at; {}",
         h.protected_shoots,
         h.shoots,
@@ -328,7 +325,14 @@ pub fn text(h: &Health) -> String {
             1 => "1 problem".to_string(),
             n => format!("{n} problems"),
         }
-    );
+    )
+}
+
+/// The report for people.
+pub fn text(h: &Health) -> String {
+    use std::fmt::Write as _;
+    let mut o = String::new();
+    let _ = writeln!(o, "{}", summary(h));
     for (kind, title) in [
         ("shoot", "SHOOTS WITHOUT A SUCCEEDED ENTRY"),
         ("bucket", "BUCKETS FAILING"),

@@ -189,6 +189,7 @@ impl LiveView {
             forget_events_before(&owned(&events), self.started, &mut seen);
             let mut resizes = window_changes(self.terminal);
             let mut first = true;
+            let mut last_summary = String::new();
             loop {
                 let mut next = Snapshot::from_objects(&owned(&buckets), &owned(&entries));
                 next.backups = seeds
@@ -204,11 +205,35 @@ impl LiveView {
                     .collect();
                 let now = self.clock.now();
                 let warnings = new_warnings(&owned(&events), &mut seen, now);
-                if next != last || first || !warnings.is_empty() {
+                // `granary status`'s summary, from what the view already watches.
+                let health = crate::cli::status::assess(
+                    &crate::cli::status::GardenView {
+                        shoots: owned(&shoots),
+                        entries: owned(&entries),
+                        buckets: owned(&buckets),
+                        shoot_warnings: Default::default(),
+                    },
+                    &seeds
+                        .iter()
+                        .map(|s| crate::cli::status::SeedView {
+                            name: s.name.clone(),
+                            locations: owned(&s.locations),
+                            backups: owned(&s.backups),
+                            ..Default::default()
+                        })
+                        .collect::<Vec<_>>(),
+                    now,
+                );
+                let summary = format!("health: {}", crate::cli::status::summary(&health));
+                if next != last || first || !warnings.is_empty() || summary != last_summary {
                     let mut lines = changes(&last, &next, now);
                     lines.extend(warnings);
-                    self.show(&next, &lines, &mut recent);
+                    if summary != last_summary {
+                        lines.push(format!("{} {summary}", now.format("%H:%M:%S")));
+                    }
+                    self.show(&next, &lines, &mut recent, &summary);
                     last = next;
+                    last_summary = summary;
                     first = false;
                 }
                 // A change of the landscape, or of the terminal's size: the screen is
@@ -234,7 +259,7 @@ impl LiveView {
         }
     }
 
-    fn show(&self, snapshot: &Snapshot, lines: &[String], recent: &mut Vec<String>) {
+    fn show(&self, snapshot: &Snapshot, lines: &[String], recent: &mut Vec<String>, summary: &str) {
         let mut out = std::io::stdout().lock();
         if self.terminal {
             recent.extend(lines.iter().cloned());
@@ -242,8 +267,10 @@ impl LiveView {
             recent.drain(..skip);
             // Rows and columns; a terminal that does not say gets the smallest usual one.
             let (rows, columns) = console::Term::stdout().size_checked().unwrap_or((24, 80));
+            // The header, and `granary status`'s summary under it.
+            let header = format!("{}{summary}\n", self.header);
             let screen = render_fitted(
-                &self.header,
+                &header,
                 snapshot,
                 self.limit,
                 recent,

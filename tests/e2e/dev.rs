@@ -666,6 +666,12 @@ async fn granary_status_names_each_problem_and_exits_by_them() {
     let dev = Dev::start(&data, &[], &[]);
     let (garden, _) = dev.ready().await;
     all_succeeded(&garden, 7).await;
+    // The dev view says the same summary as it goes.
+    poll_until("the view shows the health summary", || async {
+        dev.output()
+            .contains("health: 7 of 7 shoot(s) have a Succeeded BackupEntry; 3 seed(s) looked at; nothing needs attention")
+    })
+    .await;
     let status = || {
         let data = data.clone();
         async move {
