@@ -14,7 +14,6 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use chrono::{DateTime, Utc};
 use kube::api::{Api, ListParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, ResourceExt};
 use serde::Serialize;
 
@@ -354,20 +353,35 @@ pub fn text(h: &Health) -> String {
     o
 }
 
+/// A client from a kubeconfig (the CLI's one way: [`super::Target::client`]).
 async fn client(path: Option<&Path>) -> anyhow::Result<Client> {
-    match path {
-        None => Client::try_default()
-            .await
-            .context("no garden to talk to (give --kubeconfig, --data-dir or set KUBECONFIG)"),
-        Some(p) => {
-            let kc =
-                Kubeconfig::read_from(p).with_context(|| format!("reading {}", p.display()))?;
-            let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-                .await
-                .with_context(|| format!("using {}", p.display()))?;
-            Client::try_from(config).with_context(|| format!("client for {}", p.display()))
-        }
+    super::Target {
+        kubeconfig: path.map(Path::to_path_buf),
+        namespace: super::DEFAULT_NAMESPACE.to_string(),
+        data_dir: None,
     }
+    .client()
+    .await
+}
+
+/// When an event last happened: its series' last time, else its own time (`at` when it
+/// says none).
+pub(crate) fn event_time(
+    e: &k8s_openapi::api::events::v1::Event,
+    at: DateTime<Utc>,
+) -> DateTime<Utc> {
+    e.series
+        .as_ref()
+        .map(|s| from_k8s(s.last_observed_time.0))
+        .or_else(|| e.event_time.as_ref().map(|t| from_k8s(t.0)))
+        .or_else(|| e.deprecated_last_timestamp.as_ref().map(|t| from_k8s(t.0)))
+        .or_else(|| {
+            e.metadata
+                .creation_timestamp
+                .as_ref()
+                .map(|t| from_k8s(t.0))
+        })
+        .unwrap_or(at)
 }
 
 /// The seeds' kubeconfigs: from the flags, or `seed-<name>.kubeconfig` in the data dir.
@@ -449,18 +463,7 @@ async fn gather(o: &StatusOptions) -> anyhow::Result<(GardenView, Vec<SeedView>)
             r.namespace.clone().unwrap_or_default(),
             r.name.clone().unwrap_or_default()
         );
-        let when = e
-            .series
-            .as_ref()
-            .map(|s| from_k8s(s.last_observed_time.0))
-            .or_else(|| e.event_time.as_ref().map(|t| from_k8s(t.0)))
-            .or_else(|| {
-                e.metadata
-                    .creation_timestamp
-                    .as_ref()
-                    .map(|t| from_k8s(t.0))
-            })
-            .unwrap_or_default();
+        let when = event_time(&e, DateTime::default());
         let said = format!(
             "{}: {}",
             e.reason.as_deref().unwrap_or("-"),

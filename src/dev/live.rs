@@ -191,15 +191,22 @@ impl LiveView {
             let mut first = true;
             let mut last_summary = String::new();
             loop {
-                let mut next = Snapshot::from_objects(&owned(&buckets), &owned(&entries));
+                // One copy of each cache's objects, for the screen and the summary.
+                let (all_buckets, all_entries) = (owned(&buckets), owned(&entries));
+                let seed_objects: Vec<(Vec<BackupStorageLocation>, Vec<Backup>)> = seeds
+                    .iter()
+                    .map(|s| (owned(&s.locations), owned(&s.backups)))
+                    .collect();
+                let mut next = Snapshot::from_objects(&all_buckets, &all_entries);
                 next.backups = seeds
                     .iter()
-                    .map(|s| {
+                    .zip(&seed_objects)
+                    .map(|(s, (locations, backups))| {
                         SeedBackups::from_objects(
                             &s.name,
                             &self.default_location,
-                            &owned(&s.locations),
-                            &owned(&s.backups),
+                            locations,
+                            backups,
                         )
                     })
                     .collect();
@@ -209,16 +216,17 @@ impl LiveView {
                 let health = crate::cli::status::assess(
                     &crate::cli::status::GardenView {
                         shoots: owned(&shoots),
-                        entries: owned(&entries),
-                        buckets: owned(&buckets),
+                        entries: all_entries,
+                        buckets: all_buckets,
                         shoot_warnings: Default::default(),
                     },
                     &seeds
                         .iter()
-                        .map(|s| crate::cli::status::SeedView {
+                        .zip(seed_objects)
+                        .map(|(s, (locations, backups))| crate::cli::status::SeedView {
                             name: s.name.clone(),
-                            locations: owned(&s.locations),
-                            backups: owned(&s.backups),
+                            locations,
+                            backups,
                             ..Default::default()
                         })
                         .collect::<Vec<_>>(),

@@ -9,6 +9,7 @@ use std::fmt::Write as _;
 use chrono::{DateTime, Utc};
 use kube::ResourceExt;
 
+use crate::cli::status::event_time;
 use crate::dev::backups_view::{self, SeedBackups};
 use granary_api::common::{LastOperation, LastOperationState};
 use granary_api::core::{BackupBucket, BackupEntry, LABEL_REGION, LABEL_SHARD};
@@ -234,24 +235,6 @@ pub fn forget_events_of_gone_objects(
             seen.insert(event_key(e));
         }
     }
-}
-
-/// When an event last happened: its series' last time, else its own time (`at` when it
-/// says none).
-fn event_time(e: &k8s_openapi::api::events::v1::Event, at: DateTime<Utc>) -> DateTime<Utc> {
-    use granary_runtime::clock::from_k8s;
-    e.series
-        .as_ref()
-        .map(|s| from_k8s(s.last_observed_time.0))
-        .or_else(|| e.event_time.as_ref().map(|t| from_k8s(t.0)))
-        .or_else(|| e.deprecated_last_timestamp.as_ref().map(|t| from_k8s(t.0)))
-        .or_else(|| {
-            e.metadata
-                .creation_timestamp
-                .as_ref()
-                .map(|t| from_k8s(t.0))
-        })
-        .unwrap_or(at)
 }
 
 /// Marks as seen (so never shown) the events that last happened before `start`: what a

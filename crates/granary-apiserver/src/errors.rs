@@ -68,6 +68,14 @@ impl FieldCause {
             ),
         }
     }
+    /// `field.Duplicate`.
+    pub(crate) fn duplicate(field: impl Into<String>, value: &Value) -> Self {
+        FieldCause {
+            reason: "FieldValueDuplicate",
+            field: field.into(),
+            message: format!("Duplicate value: {}", render_value(value)),
+        }
+    }
     fn text(&self) -> String {
         format!("{}: {}", self.field, self.message)
     }

@@ -55,7 +55,9 @@ const OPAQUE: &[&str] = &[
     "apimachinery.pkg.runtime.Unknown",
 ];
 
-fn opaque(m: &MessageDescriptor) -> bool {
+/// Whether message `m` has a JSON form of its own (a scalar or free-form value), not a
+/// struct of fields (shared with the typed decoding, [`super::typed`]).
+pub(crate) fn opaque(m: &MessageDescriptor) -> bool {
     let name = m.full_name();
     OPAQUE.contains(&name)
         || name.starts_with("apiextensions_apiserver.pkg.apis.apiextensions.v1.JSON")

@@ -241,7 +241,7 @@ pub(crate) fn type_error(info: &ResourceInfo, obj: &Value) -> Option<TypeError> 
 
 fn normalize_value(t: &RuntimeType, v: &mut Value) {
     if let (RuntimeType::Message(m), Value::Object(map)) = (t, v)
-        && special(m, &Value::Null).is_none()
+        && !super::field_validation::opaque(m)
     {
         normalize_message(m, map);
     }
@@ -284,7 +284,7 @@ fn zero(t: &RuntimeType) -> Value {
         RuntimeType::String | RuntimeType::Enum(_) => Value::String(String::new()),
         RuntimeType::Bool => Value::Bool(false),
         RuntimeType::VecU8 => Value::Null,
-        RuntimeType::Message(m) if special(m, &Value::Null).is_some() => Value::Null,
+        RuntimeType::Message(m) if super::field_validation::opaque(m) => Value::Null,
         RuntimeType::Message(_) => Value::Object(Map::new()),
         _ => Value::from(0),
     }

@@ -193,7 +193,7 @@ impl Causes {
             } else if !is_dns_label(name) {
                 self.push(FieldCause::invalid(field, &v["name"], DNS_LABEL_MESSAGE));
             } else if volumes[..i].contains(&name) {
-                self.push(duplicate(field, &v["name"]));
+                self.push(FieldCause::duplicate(field, &v["name"]));
             }
         }
         let mut names: Vec<&str> = Vec::new();
@@ -210,7 +210,7 @@ impl Causes {
                         DNS_LABEL_MESSAGE,
                     ));
                 } else if names.contains(&name) {
-                    self.push(duplicate(format!("{at}.name"), &c["name"]));
+                    self.push(FieldCause::duplicate(format!("{at}.name"), &c["name"]));
                 }
                 names.push(name);
                 if str_of(&c["image"]).trim().is_empty() {
@@ -525,7 +525,7 @@ impl Causes {
                     DNS_LABEL_MESSAGE,
                 ));
             } else if !name.is_empty() && names.contains(&name) {
-                self.push(duplicate(format!("{at}.name"), &p["name"]));
+                self.push(FieldCause::duplicate(format!("{at}.name"), &p["name"]));
             }
             names.push(name);
             self.port(&format!("{at}.port"), &p["port"]);
@@ -815,20 +815,6 @@ impl Causes {
                 "cannot change roleRef",
             ));
         }
-    }
-}
-
-fn duplicate(field: impl Into<String>, value: &Value) -> FieldCause {
-    FieldCause {
-        reason: "FieldValueDuplicate",
-        field: field.into(),
-        message: format!(
-            "Duplicate value: {}",
-            match value {
-                Value::String(s) => format!("{s:?}"),
-                other => other.to_string(),
-            }
-        ),
     }
 }
 

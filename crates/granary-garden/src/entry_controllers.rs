@@ -261,10 +261,11 @@ pub async fn reconcile_entry(
         action = Action::requeue(next);
     } else {
         ctx.stores.wait_ready().await?;
-        if let Some(updated) = say_missing_seed(&ctx, &api, &entry).await? {
+        let (updated, waits) = say_missing_seed(&ctx, &api, &entry).await?;
+        if let Some(updated) = updated {
             entry = Arc::new(updated);
         }
-        if entry_waits_for_missing_seed(&ctx, &entry) {
+        if waits {
             // Seeds appearing trigger no entry reconcile: look again every so often.
             action = Action::requeue(WAIT_FOR_DEPENDENCY);
         }
@@ -289,13 +290,7 @@ async fn cleanup_hand_over_entry(
     api: &Api<BackupEntry>,
     entry: &BackupEntry,
 ) -> Result<(Option<BackupEntry>, Option<Duration>), GardenError> {
-    let candidates: Vec<SeedCandidate> = ctx
-        .stores
-        .seeds
-        .state()
-        .iter()
-        .map(|s| ctx.stores.candidate(s))
-        .collect();
+    let candidates = candidates(ctx);
     let bucket = ctx
         .stores
         .buckets
@@ -356,13 +351,7 @@ async fn seed_hand_over_entry(
     api: &Api<BackupEntry>,
     entry: &BackupEntry,
 ) -> Result<(Option<BackupEntry>, Duration), GardenError> {
-    let candidates: Vec<SeedCandidate> = ctx
-        .stores
-        .seeds
-        .state()
-        .iter()
-        .map(|s| ctx.stores.candidate(s))
-        .collect();
+    let candidates = candidates(ctx);
     let status = entry.status.clone().unwrap_or_default();
     let now = ctx.clock.now();
     let timings = ctx.timings();
@@ -458,36 +447,26 @@ fn candidates(ctx: &Context) -> Vec<SeedCandidate> {
         .collect()
 }
 
-fn entry_waits_for_missing_seed(ctx: &Context, entry: &BackupEntry) -> bool {
-    let status_seed = entry.status.as_ref().and_then(|s| s.seed_name.as_deref());
-    missing_seed(
-        entry.spec.seed_name.as_deref(),
-        status_seed,
-        &candidates(ctx),
-    )
-    .is_some()
-}
-
 /// An entry on a seed the garden does not have ([`missing_seed`]): its last operation
 /// Pending with the reason, and a Warning event naming the seed, once per wait. The
 /// operation's type is kept (a released entry stays a hand-over, so the seed that takes
-/// it restores it). Returns the entry when it was written.
+/// it restores it). Returns the entry when it was written, and whether it waits.
 async fn say_missing_seed(
     ctx: &Context,
     api: &Api<BackupEntry>,
     entry: &BackupEntry,
-) -> Result<Option<BackupEntry>, GardenError> {
+) -> Result<(Option<BackupEntry>, bool), GardenError> {
     let status = entry.status.clone().unwrap_or_default();
     let Some(message) = missing_seed(
         entry.spec.seed_name.as_deref(),
         status.seed_name.as_deref(),
         &candidates(ctx),
     ) else {
-        return Ok(None);
+        return Ok((None, false));
     };
     let last = status.last_operation.as_ref();
     if last.is_some_and(|o| o.state == LastOperationState::Pending && o.description == message) {
-        return Ok(None);
+        return Ok((None, true));
     }
     let op = last.map_or(LastOperationType::Create, |o| o.type_);
     let now = ctx.clock.now();
@@ -510,7 +489,7 @@ async fn say_missing_seed(
         message,
     )
     .await;
-    Ok(Some(updated))
+    Ok((Some(updated), true))
 }
 
 /// Answers a migration's request for a place in another bucket, or lets go of a place

@@ -143,12 +143,7 @@ async fn pass(ctx: &Context) -> Result<(), kube::Error> {
     for b in &buckets {
         let name = b.name_any();
         // Not created at the provider yet (or failing): nothing to list now.
-        let ready = b
-            .status
-            .as_ref()
-            .and_then(|s| s.last_operation.as_ref())
-            .is_some_and(|o| o.state == granary_api::common::LastOperationState::Succeeded);
-        if !ready {
+        if !created(b) {
             unreachable.insert(name);
             continue;
         }
@@ -267,6 +262,14 @@ async fn pass(ctx: &Context) -> Result<(), kube::Error> {
     Ok(())
 }
 
+/// Whether bucket `b` exists at the provider (its last operation succeeded).
+fn created(b: &BackupBucket) -> bool {
+    b.status
+        .as_ref()
+        .and_then(|s| s.last_operation.as_ref())
+        .is_some_and(|o| o.state == granary_api::common::LastOperationState::Succeeded)
+}
+
 /// How a location reaches a bucket.
 pub(crate) struct Access {
     pub provider: String,
@@ -290,13 +293,7 @@ pub(crate) async fn own_prefix_bucket(
         .await?
         .items
         .into_iter()
-        .filter(|b| {
-            b.meta().deletion_timestamp.is_none()
-                && b.status
-                    .as_ref()
-                    .and_then(|s| s.last_operation.as_ref())
-                    .is_some_and(|o| o.state == granary_api::common::LastOperationState::Succeeded)
-        })
+        .filter(|b| b.meta().deletion_timestamp.is_none() && created(b))
         .collect();
     buckets.sort_by_key(|b| (Some(b.name_any().as_str()) != preferred, b.name_any()));
     let own = format!("velero/{}/", ctx.seed_name);
