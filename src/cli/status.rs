@@ -17,12 +17,12 @@ use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
 use serde::Serialize;
 
-use granary_api::common::{LastOperation, LastOperationState};
 use granary_api::core::{BackupBucket, BackupEntry, Shoot};
 use granary_api::velero::{
     Backup, BackupPhase, BackupStorageLocation, BackupStorageLocationPhase, Restore, RestorePhase,
     Schedule,
 };
+use granary_garden::health::{Protection, Why, protection};
 use granary_runtime::clock::from_k8s;
 
 use super::output::OutputFormat;
@@ -96,10 +96,6 @@ pub struct Health {
     pub problems: Vec<Problem>,
 }
 
-fn succeeded(op: Option<&LastOperation>) -> bool {
-    op.is_some_and(|o| o.state == LastOperationState::Succeeded)
-}
-
 fn full_name(namespace: Option<String>, name: String) -> String {
     format!("{}/{name}", namespace.unwrap_or_default())
 }
@@ -112,39 +108,32 @@ pub fn assess(garden: &GardenView, seeds: &[SeedView], now: DateTime<Utc>) -> He
         .iter()
         .map(|e| (full_name(e.namespace(), e.name_any()), e))
         .collect();
-    let live: Vec<&Shoot> = garden
-        .shoots
-        .iter()
-        .filter(|s| s.metadata.deletion_timestamp.is_none())
-        .filter(|s| s.spec.seed_name.as_deref().is_some_and(|n| !n.is_empty()))
-        .collect();
+    let mut shoots = 0;
     let mut protected = 0;
-    for shoot in &live {
+    for shoot in &garden.shoots {
         let name = full_name(shoot.namespace(), shoot.name_any());
         let entry = shoot
             .backup_entry_name()
-            .and_then(|e| entries.get(&full_name(shoot.namespace(), e)));
-        let status = entry.and_then(|e| e.status.as_ref());
-        let op = status.and_then(|s| s.last_operation.as_ref());
-        if entry.is_some() && succeeded(op) && status.and_then(|s| s.last_error.as_ref()).is_none()
-        {
-            protected += 1;
-            continue;
-        }
-        let problem = match (entry, op) {
-            (None, _) => match garden.shoot_warnings.get(&name) {
-                Some(why) => format!("no BackupEntry: {why}"),
-                None => "no BackupEntry yet".to_string(),
-            },
-            (Some(_), None) => "its BackupEntry has no status yet".to_string(),
-            (Some(_), Some(op)) => {
-                let why = status
-                    .and_then(|s| s.last_error.as_ref())
-                    .map(|e| e.description.clone())
-                    .unwrap_or_else(|| op.description.clone());
-                format!("its BackupEntry is {:?}: {why}", op.state)
+            .and_then(|e| entries.get(&full_name(shoot.namespace(), e)).copied());
+        let problem = match protection(shoot, entry) {
+            Protection::NotApplicable => continue,
+            Protection::Protected => {
+                shoots += 1;
+                protected += 1;
+                continue;
             }
+            Protection::Unprotected(why) => match why {
+                Why::NoEntry => match garden.shoot_warnings.get(&name) {
+                    Some(why) => format!("no BackupEntry: {why}"),
+                    None => "no BackupEntry yet".to_string(),
+                },
+                Why::NoStatus => "its BackupEntry has no status yet".to_string(),
+                Why::State { state, description } => {
+                    format!("its BackupEntry is {state:?}: {description}")
+                }
+            },
         };
+        shoots += 1;
         problems.push(Problem {
             kind: "shoot",
             name,
@@ -305,7 +294,7 @@ pub fn assess(garden: &GardenView, seeds: &[SeedView], now: DateTime<Utc>) -> He
         problems.extend(failed.into_iter().take(FAILURES_SHOWN).map(|(_, p)| p));
     }
     Health {
-        shoots: live.len(),
+        shoots,
         protected_shoots: protected,
         seeds_looked_at: seeds.iter().map(|s| s.name.clone()).collect(),
         problems,

@@ -594,3 +594,88 @@ async fn an_entry_on_a_seed_that_does_not_exist_waits_and_says_so() {
     drop(heartbeats);
     garden.stop().await;
 }
+
+/// The gauges the alert on unprotected shoots reads, computed from the garden's caches
+/// at each scrape: a shoot is listed while its entry is missing or not Succeeded, and
+/// the entries are counted by state. A garden that stops reports none of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unprotected_shoots_are_gauged_until_their_entry_succeeds() {
+    let tc = garden_cluster().await;
+    let client = tc.client();
+    let garden = start(&tc, config(None, None));
+    let (heartbeats, [a, _], profile, _) = two_live_seeds_and_an_assigned_bucket(&tc).await;
+    let ns = tc.namespace("garden-h").await;
+    create_shoot(&tc, &ns, "web", &profile, &a).await;
+    create_shoot(&tc, &ns, "db", &profile, &a).await;
+    let unprotected = |text: &str| -> Vec<String> {
+        let mut shoots: Vec<String> = text
+            .lines()
+            .filter(|l| l.starts_with("granary_garden_shoot_unprotected{"))
+            .filter(|l| l.contains(&format!("namespace=\"{ns}\"")) && l.ends_with(" 1"))
+            .filter_map(|l| {
+                l.split("shoot=\"")
+                    .nth(1)?
+                    .split('"')
+                    .next()
+                    .map(str::to_string)
+            })
+            .collect();
+        shoots.sort();
+        shoots
+    };
+    let by_state = |text: &str, state: &str| -> Option<u64> {
+        let series = format!("granary_garden_backupentries{{state=\"{state}\"}} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(&series)?.parse().ok())
+    };
+    poll_until("both shoots unprotected while no seed reported", || async {
+        let text = garden.metrics().render();
+        unprotected(&text) == ["db", "web"] && by_state(&text, "None") == Some(2)
+    })
+    .await;
+    let text = garden.metrics().render();
+    let web_line = text
+        .lines()
+        .find(|l| l.starts_with("granary_garden_shoot_unprotected{") && l.contains("shoot=\"web\""))
+        .expect("web's series");
+    assert!(web_line.contains(&format!("seed=\"{a}\"")), "{web_line}");
+    assert!(web_line.contains("backupentry=\""), "{web_line}");
+
+    // The test plays seed a: web's entry Succeeded, db's in Error.
+    let api: Api<BackupEntry> = Api::namespaced(client.clone(), &ns);
+    let report = |state: &str| {
+        json!({"status": {"seedName": a, "lastOperation": {
+            "type": "Create", "state": state, "progress": 100,
+            "description": "reported", "lastUpdateTime": "2026-01-01T00:00:00Z"}}})
+    };
+    for e in entries(&tc).await {
+        let state = if e.name_any().contains("--web--") {
+            "Succeeded"
+        } else {
+            "Error"
+        };
+        api.patch_status(
+            &e.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&report(state)),
+        )
+        .await
+        .expect("status written");
+    }
+    poll_until("only db unprotected", || async {
+        let text = garden.metrics().render();
+        unprotected(&text) == ["db"]
+            && by_state(&text, "Succeeded") == Some(1)
+            && by_state(&text, "Error") == Some(1)
+            && by_state(&text, "None").is_none()
+    })
+    .await;
+    let metrics = garden.metrics().clone();
+    drop(heartbeats);
+    garden.stop().await;
+    let text = metrics.render();
+    assert!(
+        unprotected(&text).is_empty(),
+        "a stopped garden says nothing: {text}"
+    );
+}

@@ -116,6 +116,17 @@ async fn grace_period_purposes_and_force_deletion(backend: Backend) {
         metrics.contains("granary_backupentries_pending_deletion{seed=\"seed-g\"} 3"),
         "{metrics}"
     );
+    // Each waiting entry's due time, the one its status names (what the alert on
+    // deletions stuck past their grace period reads).
+    for e in [&production, &no_purpose, &forced] {
+        let scheduled = pending_description(&l, &project, e).await;
+        let scheduled = scheduled.trim_start_matches("deletion scheduled for ");
+        let due = chrono::DateTime::parse_from_rfc3339(scheduled)
+            .unwrap()
+            .timestamp();
+        assert_eq!(deletion_due(&metrics, e), Some(due), "{e}: {metrics}");
+    }
+    assert_eq!(deletion_due(&metrics, &evaluation), None, "gone: {metrics}");
 
     // Force deletion skips what is left of the wait.
     l.entries(&project)
@@ -145,7 +156,22 @@ async fn grace_period_purposes_and_force_deletion(backend: Backend) {
         deleted_at.elapsed() >= GRACE - SLACK,
         "not before the grace period"
     );
+    let metrics = http_get(agent.metrics_address.unwrap(), "/metrics").await;
+    assert!(
+        !metrics.contains("granary_backupentry_deletion_due_timestamp_seconds{"),
+        "no due time is left once the entries are gone: {metrics}"
+    );
     agent.shutdown().await;
+}
+
+/// The value of `granary_backupentry_deletion_due_timestamp_seconds` for `entry`.
+fn deletion_due(metrics: &str, entry: &str) -> Option<i64> {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with("granary_backupentry_deletion_due_timestamp_seconds{"))
+        .find(|l| l.contains(&format!("backupentry=\"{entry}\"")))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
 }
 
 /// The description of an entry's Pending deletion, once it shows one.

@@ -7,7 +7,7 @@ use granary_test_support::poll_until;
 use granary_test_support::worlds::velero::World;
 use granary_velero_server::schedules::ANNOTATION_WAITING_FOR;
 use kube::ResourceExt;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 fn is_timestamped(name: &str, schedule: &str) -> bool {
@@ -344,8 +344,66 @@ async fn time_zones_and_per_schedule_metrics() {
         "velero_backup_success_total{schedule=\"often\"} 1",
         "velero_backup_last_status{schedule=\"often\"} 1",
         "velero_backup_last_successful_timestamp{schedule=\"often\"}",
+        // What the overdue alert reads: each enabled schedule's longest interval.
+        "granary_schedule_interval_seconds{schedule=\"often\"} 3600",
+        "granary_schedule_interval_seconds{schedule=\"berlin\"} 86400",
+        "granary_schedule_created_timestamp_seconds{schedule=\"often\"}",
     ] {
         assert!(text.contains(series), "{series} missing from\n{text}");
     }
+    assert!(
+        !text.contains("granary_schedule_interval_seconds{schedule=\"nowhere\"}"),
+        "a schedule failing validation has no interval: {text}"
+    );
+    let last_success = series_value(
+        &text,
+        "velero_backup_last_successful_timestamp{schedule=\"often\"}",
+    );
     controllers.abort();
+
+    // A restarted server knows when each schedule last succeeded before its next
+    // backup (an hour away): the alert does not go blind after a restart.
+    let mut w = w;
+    w.metrics = granary_runtime::metrics::Metrics::new();
+    let controllers = w.controllers(w.settings());
+    poll_until("the last success read back from the cluster", || async {
+        series_value(
+            &w.metrics.render(),
+            "velero_backup_last_successful_timestamp{schedule=\"often\"}",
+        ) == last_success
+    })
+    .await;
+    assert!(last_success.is_some());
+    assert_eq!(
+        w.backups_of("often").await.len(),
+        1,
+        "no new backup was taken"
+    );
+
+    // Paused or gone: no interval, so no overdue alert.
+    w.api::<Schedule>()
+        .patch(
+            "berlin",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"paused": true}})),
+        )
+        .await
+        .expect("pause");
+    w.api::<Schedule>()
+        .delete("often", &DeleteParams::default())
+        .await
+        .expect("delete");
+    poll_until("paused and deleted schedules have no interval", || async {
+        !w.metrics
+            .render()
+            .contains("granary_schedule_interval_seconds{")
+    })
+    .await;
+    controllers.abort();
+}
+
+/// The value of the series named exactly `series` (name and labels) in `text`.
+fn series_value(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
 }

@@ -25,6 +25,7 @@ pub mod entries;
 pub mod entry_controllers;
 pub mod entry_index;
 pub mod guards;
+pub mod health;
 pub mod informers;
 pub mod integrity_key;
 pub mod ledger;

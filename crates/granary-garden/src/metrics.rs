@@ -5,10 +5,16 @@
 //! bucket, so the registry does not grow with objects that no longer exist.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 
-use prometheus::core::{Collector, MetricVec, MetricVecBuilder};
+use kube::ResourceExt;
+use kube::runtime::reflector::ObjectRef;
+use prometheus::core::{Collector, Desc, MetricVec, MetricVecBuilder};
+use prometheus::proto::MetricFamily;
 use prometheus::{GaugeVec, IntCounterVec, IntGaugeVec, Opts};
 
+use crate::context::Stores;
+use crate::health::{Protection, protection};
 use crate::pools::PoolKey;
 use granary_runtime::metrics::Metrics;
 
@@ -30,6 +36,8 @@ pub struct GardenMetrics {
     pub placement_conflicts: IntCounterVec,
     /// `granary_garden_bucket_assignments_total{change}`: `assign`, `hand_over`, `stuck`.
     pub assignments: IntCounterVec,
+    /// The caches the scrape-time gauges read ([`Landscape`]).
+    landscape: Landscape,
 }
 
 impl GardenMetrics {
@@ -78,6 +86,7 @@ impl GardenMetrics {
                 ),
                 &["change"],
             )?,
+            landscape: Landscape::default(),
         };
         metrics.register(Box::new(m.pool_shards.clone()))?;
         metrics.register(Box::new(m.bucket_entries.clone()))?;
@@ -85,7 +94,15 @@ impl GardenMetrics {
         metrics.register(Box::new(m.placements.clone()))?;
         metrics.register(Box::new(m.placement_conflicts.clone()))?;
         metrics.register(Box::new(m.assignments.clone()))?;
+        metrics.register(Box::new(LandscapeGauges::new(m.landscape.clone())?))?;
         Ok(m)
+    }
+
+    /// Reads the scrape-time gauges from `stores` (the term holding leadership) until
+    /// the returned guard is dropped; a replica standing by reports none of them.
+    pub(crate) fn watch(&self, stores: Stores) -> WatchGuard {
+        *self.landscape.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(stores);
+        WatchGuard(self.landscape.clone())
     }
 
     /// Sets the entry count of `bucket`, and its fill ratio when its provider has a
@@ -133,6 +150,124 @@ impl GardenMetrics {
         retain(&self.bucket_fill, |labels| {
             labels.get("bucket").is_some_and(|b| live.contains(*b))
         });
+    }
+}
+
+/// The caches of the term holding leadership, if any.
+#[derive(Clone, Default)]
+struct Landscape(Arc<Mutex<Option<Stores>>>);
+
+/// Stops the scrape-time gauges when the term that set them ends.
+pub(crate) struct WatchGuard(Landscape);
+
+impl Drop for WatchGuard {
+    fn drop(&mut self) {
+        *self.0.0.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+}
+
+/// Gauges computed from the caches at each scrape (as kube-state-metrics does), so they
+/// never go stale and need no bookkeeping in the controllers:
+/// - `granary_garden_shoot_unprotected{namespace, shoot, seed, backupentry}`: 1 for each
+///   shoot [`protection`] finds unprotected (no entry, or one not Succeeded); the state
+///   is not a label, so an alert's `for` runs on across Processing → Error.
+/// - `granary_garden_backupentries{state}`: entries by their last operation's state
+///   (`None` before any).
+///
+/// Nothing is reported until the caches hold their initial lists: a half-filled cache
+/// would show every shoot unprotected.
+struct LandscapeGauges {
+    landscape: Landscape,
+    unprotected: IntGaugeVec,
+    entries: IntGaugeVec,
+}
+
+impl LandscapeGauges {
+    fn unprotected_vec() -> Result<IntGaugeVec, prometheus::Error> {
+        IntGaugeVec::new(
+            Opts::new(
+                "granary_garden_shoot_unprotected",
+                "1 for each shoot whose BackupEntry is missing or not Succeeded.",
+            ),
+            &["namespace", "shoot", "seed", "backupentry"],
+        )
+    }
+
+    fn entries_vec() -> Result<IntGaugeVec, prometheus::Error> {
+        IntGaugeVec::new(
+            Opts::new(
+                "granary_garden_backupentries",
+                "BackupEntries by the state of their last operation.",
+            ),
+            &["state"],
+        )
+    }
+
+    fn new(landscape: Landscape) -> Result<Self, prometheus::Error> {
+        Ok(LandscapeGauges {
+            landscape,
+            unprotected: Self::unprotected_vec()?,
+            entries: Self::entries_vec()?,
+        })
+    }
+}
+
+impl Collector for LandscapeGauges {
+    fn desc(&self) -> Vec<&Desc> {
+        let mut d = self.unprotected.desc();
+        d.extend(self.entries.desc());
+        d
+    }
+
+    fn collect(&self) -> Vec<MetricFamily> {
+        let stores = self
+            .landscape
+            .0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let Some(stores) = stores else {
+            return Vec::new();
+        };
+        let filled = stores
+            .ready
+            .iter()
+            .chain([&stores.shoots_ready])
+            .all(|r| *r.borrow());
+        let (Ok(unprotected), Ok(entries)) = (Self::unprotected_vec(), Self::entries_vec()) else {
+            return Vec::new();
+        };
+        if !filled {
+            return Vec::new();
+        }
+        for shoot in stores.shoots.state() {
+            let namespace = shoot.namespace().unwrap_or_default();
+            let name = shoot.backup_entry_name();
+            let entry = name
+                .as_deref()
+                .and_then(|n| stores.entries.get(&ObjectRef::new(n).within(&namespace)));
+            if let Protection::Unprotected(_) = protection(&shoot, entry.as_deref()) {
+                unprotected
+                    .with_label_values(&[
+                        namespace.as_str(),
+                        shoot.name_any().as_str(),
+                        shoot.spec.seed_name.as_deref().unwrap_or_default(),
+                        name.as_deref().unwrap_or_default(),
+                    ])
+                    .set(1);
+            }
+        }
+        for entry in stores.entries.state() {
+            let state = entry
+                .status
+                .as_ref()
+                .and_then(|s| s.last_operation.as_ref())
+                .map_or("None", |op| op.state.as_str());
+            entries.with_label_values(&[state]).inc();
+        }
+        let mut out = unprotected.collect();
+        out.extend(entries.collect());
+        out
     }
 }
 

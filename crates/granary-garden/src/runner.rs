@@ -449,6 +449,8 @@ async fn term(shared: Arc<Shared>, token: CancellationToken) {
         ],
         shoots_ready: shoots.ready.clone(),
     };
+    // The scrape-time gauges read this term's caches while it lasts.
+    let _gauges = shared.garden_metrics.watch(stores.clone());
     let (counts_tx, counts_rx) = tokio::sync::watch::channel(false);
     let ctx = Arc::new(Context {
         client: client.clone(),

@@ -24,10 +24,23 @@ pub fn grace_period(config: &SeedBackupEntryController, purpose: Option<&str>) -
 /// What to do with an entry whose deletion was requested.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DeletionSchedule {
-    /// Delete its data now.
+    /// Delete its data now: forced, or no grace period applies (a bucket).
     Now,
+    /// Delete its data now: its grace period ended at this time. An entry still there
+    /// long after it is stuck (`granary_backupentry_deletion_due_timestamp_seconds`).
+    Past(DateTime<Utc>),
     /// Wait: show Pending "deletion scheduled for <time>" and come back at that time.
     At(DateTime<Utc>),
+}
+
+impl DeletionSchedule {
+    /// When the grace period ends or ended, if one applies.
+    pub fn due(self) -> Option<DateTime<Utc>> {
+        match self {
+            DeletionSchedule::Now => None,
+            DeletionSchedule::Past(due) | DeletionSchedule::At(due) => Some(due),
+        }
+    }
 }
 
 /// When the data of an entry may be deleted. `requested_at` is the garden BackupEntry's
@@ -45,7 +58,7 @@ pub fn deletion_schedule(
     let grace = chrono::Duration::from_std(grace).unwrap_or(chrono::Duration::MAX);
     match requested_at.checked_add_signed(grace) {
         Some(due) if due > now => DeletionSchedule::At(due),
-        Some(_) => DeletionSchedule::Now,
+        Some(due) => DeletionSchedule::Past(due),
         // Beyond the representable time: effectively never.
         None => DeletionSchedule::At(DateTime::<Utc>::MAX_UTC),
     }
@@ -115,7 +128,7 @@ mod tests {
         );
         assert_eq!(
             deletion_schedule(requested, grace, false, due),
-            DeletionSchedule::Now
+            DeletionSchedule::Past(due)
         );
         assert_eq!(
             deletion_schedule(requested, grace, true, requested),
@@ -123,7 +136,7 @@ mod tests {
         );
         assert_eq!(
             deletion_schedule(requested, Duration::ZERO, false, requested),
-            DeletionSchedule::Now
+            DeletionSchedule::Past(requested)
         );
         assert!(matches!(
             deletion_schedule(requested, Duration::MAX, false, requested),

@@ -1,6 +1,8 @@
 //! Velero's metric names for the Velero-compatible controllers, in the process's one
 //! registry (docs/operations.md#health-and-metrics).
 
+use std::time::Duration;
+
 use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts};
 
 /// The Velero-compatible controllers' metrics. Cheap to clone.
@@ -53,6 +55,12 @@ pub struct VeleroMetrics {
     /// `granary_backup_last_verified_timestamp{backup}`: when the scrubber last found a
     /// backup verified (Unix seconds).
     pub last_verified: IntGaugeVec,
+    /// `granary_schedule_interval_seconds{schedule}`: the longest wait between two runs
+    /// of an enabled, unpaused schedule (absent otherwise).
+    pub schedule_interval: IntGaugeVec,
+    /// `granary_schedule_created_timestamp_seconds{schedule}`: when an enabled, unpaused
+    /// schedule was created, what its first backup is due after (Unix seconds).
+    pub schedule_created: IntGaugeVec,
 }
 
 /// Velero's restore metrics, under Velero's names; counters carry the `schedule` label of
@@ -85,6 +93,14 @@ impl VeleroMetrics {
                 .expect("static metric options are valid")
         };
         let m = VeleroMetrics {
+            schedule_interval: gauge(
+                "granary_schedule_interval_seconds",
+                "The longest wait between two runs of an enabled, unpaused schedule.",
+            ),
+            schedule_created: gauge(
+                "granary_schedule_created_timestamp_seconds",
+                "When an enabled, unpaused schedule was created (Unix seconds).",
+            ),
             backup_total: IntGauge::new(
                 "velero_backup_total",
                 "Current number of existent backups",
@@ -227,6 +243,8 @@ impl VeleroMetrics {
             Box::new(m.integrity.clone()),
             Box::new(m.verification.clone()),
             Box::new(m.last_verified.clone()),
+            Box::new(m.schedule_interval.clone()),
+            Box::new(m.schedule_created.clone()),
         ] {
             // A second set of controllers in one process (tests) shares the first set's.
             let _ = metrics.register(c);
@@ -265,6 +283,41 @@ impl VeleroMetrics {
             &self.backup_last_status,
         ] {
             g.with_label_values(&[schedule]).add(0);
+        }
+    }
+}
+
+impl VeleroMetrics {
+    /// What the overdue alert reads of a schedule: its longest interval and when it was
+    /// created (both removed with `None`: paused, failing validation or gone); and the
+    /// completion of its newest successful backup in the cluster, so that
+    /// `velero_backup_last_successful_timestamp` is there after a restart before the
+    /// next success (never moved back).
+    pub fn record_schedule(
+        &self,
+        schedule: &str,
+        active: Option<(Duration, i64)>,
+        last_success: Option<i64>,
+    ) {
+        match active {
+            Some((interval, created)) => {
+                self.schedule_interval
+                    .with_label_values(&[schedule])
+                    .set(i64::try_from(interval.as_secs()).unwrap_or(i64::MAX));
+                self.schedule_created
+                    .with_label_values(&[schedule])
+                    .set(created);
+            }
+            None => {
+                let _ = self.schedule_interval.remove_label_values(&[schedule]);
+                let _ = self.schedule_created.remove_label_values(&[schedule]);
+            }
+        }
+        if let Some(t) = last_success {
+            let g = self.backup_last_successful.with_label_values(&[schedule]);
+            if g.get() < t {
+                g.set(t);
+            }
         }
     }
 }

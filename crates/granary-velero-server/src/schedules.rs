@@ -125,6 +125,48 @@ impl Cadence {
 }
 
 /// The zone of a `CRON_TZ=`/`TZ=` prefix; `None` for UTC. The message is robfig/cron's.
+/// How far ahead [`Cadence::longest_interval`] looks: a week covers weekday patterns,
+/// plus a day for one that runs weekly.
+const INTERVAL_HORIZON: chrono::TimeDelta = chrono::TimeDelta::days(8);
+/// At most this many runs are looked at (a minutely pattern has 11,520 in 8 days; its
+/// gaps are all the same).
+const INTERVAL_RUNS: usize = 1_000;
+
+impl Cadence {
+    /// The longest wait between two consecutive runs from `from` on, over the next eight
+    /// days and at least the next two waits (a monthly or yearly pattern), at most
+    /// [`INTERVAL_RUNS`] runs: what an alert on a schedule whose backups stopped
+    /// succeeding waits for. `None` when it never runs again.
+    pub fn longest_interval(&self, from: DateTime<Utc>) -> Option<Duration> {
+        if let Cadence::Every(d) = self {
+            return Some(*d);
+        }
+        let first = self.next_after(from)?;
+        let (mut at, mut longest, mut gaps) = (first, None, 0);
+        while (at - from < INTERVAL_HORIZON || gaps < 2) && gaps < INTERVAL_RUNS {
+            let Some(next) = self.next_after(at) else {
+                break;
+            };
+            let gap = (next - at).to_std().unwrap_or_default();
+            longest = Some(longest.map_or(gap, |l: Duration| l.max(gap)));
+            gaps += 1;
+            at = next;
+        }
+        // A pattern that runs once more only: the wait until then.
+        longest.or_else(|| (first - from).to_std().ok())
+    }
+}
+
+/// When the newest Completed backup of `backups` completed.
+fn last_success(backups: &[Backup]) -> Option<DateTime<Utc>> {
+    backups
+        .iter()
+        .filter_map(|b| b.status.as_ref())
+        .filter(|s| s.phase == Some(BackupPhase::Completed))
+        .filter_map(|s| s.completion_timestamp)
+        .max()
+}
+
 fn time_zone(zone: &str) -> Result<Option<jiff::tz::TimeZone>, String> {
     if matches!(zone, "UTC" | "Etc/UTC") {
         return Ok(None);
@@ -283,9 +325,9 @@ pub async fn run(ctx: Arc<VeleroContext>) {
             ctx.api::<Schedule>(),
             "Schedules",
             move |event| match event {
-                watcher::Event::Apply(o) | watcher::Event::InitApply(o) => {
-                    queue.trigger(o.name_any())
-                }
+                watcher::Event::Apply(o)
+                | watcher::Event::InitApply(o)
+                | watcher::Event::Delete(o) => queue.trigger(o.name_any()),
                 _ => {}
             },
         )
@@ -317,9 +359,11 @@ async fn patch(
 
 async fn reconcile(ctx: &VeleroContext, name: &str) -> Result<Next, kube::Error> {
     let Some(schedule) = ctx.api::<Schedule>().get_opt(name).await? else {
+        ctx.metrics.record_schedule(name, None, None);
         return Ok(Next::Done);
     };
     if schedule.metadata.deletion_timestamp.is_some() {
+        ctx.metrics.record_schedule(name, None, None);
         return Ok(Next::Done);
     }
     ctx.metrics.init_schedule(name);
@@ -349,9 +393,11 @@ async fn reconcile(ctx: &VeleroContext, name: &str) -> Result<Next, kube::Error>
         }
     }
     let Some(cadence) = cadence.filter(|_| errors.is_empty()) else {
+        ctx.metrics.record_schedule(name, None, None);
         return Ok(Next::Done);
     };
     if schedule.spec.paused == Some(true) {
+        ctx.metrics.record_schedule(name, None, None);
         return Ok(Next::Done);
     }
     let now = ctx.clock.now();
@@ -372,6 +418,18 @@ async fn reconcile(ctx: &VeleroContext, name: &str) -> Result<Next, kube::Error>
             .list(&ListParams::default().labels(&selector))
             .await?
             .items,
+    );
+    let created = schedule
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map_or(now, |t| granary_runtime::clock::from_k8s(t.0));
+    ctx.metrics.record_schedule(
+        name,
+        cadence
+            .longest_interval(now)
+            .map(|i| (i, created.timestamp())),
+        last_success(&backups).map(|t| t.timestamp()),
     );
     let newest = backups
         .iter()
@@ -499,6 +557,25 @@ mod tests {
             .expect("parses")
             .next_after(t(after))
             .expect("a next time")
+    }
+
+    #[test]
+    fn longest_interval_of_each_kind_of_pattern() {
+        let from = t("2024-01-03T10:30:00Z"); // a Wednesday
+        let hours = |h: u64| Some(Duration::from_secs(h * 3600));
+        let longest = |expr: &str| Cadence::parse(expr).expect("parses").longest_interval(from);
+        assert_eq!(longest("@every 90m"), Some(Duration::from_secs(5400)));
+        assert_eq!(longest("0 2 * * *"), hours(24));
+        assert_eq!(longest("0 */6 * * *"), hours(6));
+        assert_eq!(longest("*/5 * * * *"), Some(Duration::from_secs(300)));
+        // Weekdays only: Friday 02:00 to Monday 02:00.
+        assert_eq!(longest("0 2 * * 1-5"), hours(72));
+        assert_eq!(longest("0 3 * * 0"), hours(7 * 24));
+        // Twice a day, unevenly: the longer gap.
+        assert_eq!(longest("0 1,5 * * *"), hours(20));
+        // Monthly: February's and March's waits, the longer; yearly: two years.
+        assert_eq!(longest("0 0 1 * *"), hours(31 * 24));
+        assert_eq!(longest("0 0 1 1 *"), hours(365 * 24));
     }
 
     #[test]

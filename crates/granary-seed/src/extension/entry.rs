@@ -394,9 +394,9 @@ impl Actuator<BackupEntry> for EntryActuator {
         deletion_schedule(requested, grace, force, now)
     }
 
-    fn set_pending(&self, ctx: &Context, name: &str, pending: bool) {
+    fn set_deletion(&self, ctx: &Context, name: &str, deletion: Option<DeletionSchedule>) {
         let mut set = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-        if pending {
+        if matches!(deletion, Some(DeletionSchedule::At(_))) {
             set.insert(name.to_string());
         } else {
             set.remove(name);
@@ -405,6 +405,11 @@ impl Actuator<BackupEntry> for EntryActuator {
             .pending_deletion
             .with_label_values(&[&ctx.seed_name])
             .set(i64::try_from(set.len()).unwrap_or(i64::MAX));
+        ctx.metrics.deletion_due(
+            &ctx.seed_name,
+            name,
+            deletion.and_then(DeletionSchedule::due),
+        );
     }
 
     async fn delete(

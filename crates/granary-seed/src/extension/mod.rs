@@ -75,8 +75,9 @@ pub(crate) trait Actuator<O: ExtensionObject>: Send + Sync {
         DeletionSchedule::Now
     }
 
-    /// Tells the actuator whether `obj` waits for its deletion (for metrics).
-    fn set_pending(&self, _ctx: &Context, _name: &str, _pending: bool) {}
+    /// Tells the actuator where `obj`'s deletion stands (for metrics): `None` when it is
+    /// not being deleted or is gone, else its schedule.
+    fn set_deletion(&self, _ctx: &Context, _name: &str, _deletion: Option<DeletionSchedule>) {}
 
     fn delete(
         &self,
@@ -154,7 +155,7 @@ async fn reconcile_inner<O: ExtensionObject, A: Actuator<O>>(
     let api = api::<O>(ctx);
     let Some(obj) = api.get_opt(name).await? else {
         ctx.succeeded(key);
-        actuator.set_pending(ctx, name, false);
+        actuator.set_deletion(ctx, name, None);
         return Ok(Next::Done);
     };
     if !ctx.selector.matches(obj.meta().labels.as_ref()) {
@@ -299,12 +300,13 @@ async fn delete<O: ExtensionObject, A: Actuator<O>>(
 ) -> Result<Next, ReconcileError> {
     let name = obj.name_any();
     if !obj.finalizers().iter().any(|f| f == O::FINALIZER) {
-        actuator.set_pending(ctx, &name, false);
+        actuator.set_deletion(ctx, &name, None);
         return Ok(Next::Done);
     }
     let now = ctx.clock.now();
-    if let DeletionSchedule::At(due) = actuator.deletion_schedule(ctx, &obj) {
-        actuator.set_pending(ctx, &name, true);
+    let schedule = actuator.deletion_schedule(ctx, &obj);
+    actuator.set_deletion(ctx, &name, Some(schedule));
+    if let DeletionSchedule::At(due) = schedule {
         let description = format!("deletion scheduled for {}", due.to_rfc3339());
         let written = last.is_some_and(|l| {
             l.state == LastOperationState::Pending
@@ -327,7 +329,6 @@ async fn delete<O: ExtensionObject, A: Actuator<O>>(
         let wait = (due - now).to_std().unwrap_or_default() + Duration::from_millis(50);
         return Ok(Next::After(wait));
     }
-    actuator.set_pending(ctx, &name, false);
     if let Some(last) = last.filter(|l| l.type_ == LastOperationType::Delete)
         && let Some(wait) = retry_wait(ctx, key, last)
     {
@@ -362,6 +363,7 @@ async fn delete<O: ExtensionObject, A: Actuator<O>>(
             .await?;
             release_secret(ctx, obj.secret_ref(), O::FINALIZER, false).await?;
             remove_finalizer(api, &obj, O::FINALIZER).await?;
+            actuator.set_deletion(ctx, &name, None);
             ctx.succeeded(key);
             Ok(Next::Done)
         }
@@ -382,7 +384,7 @@ async fn migrate<O: ExtensionObject, A: Actuator<O>>(
 ) -> Result<Next, ReconcileError> {
     let name = obj.name_any();
     actuator.migrate(ctx, obj).await?;
-    actuator.set_pending(ctx, &name, false);
+    actuator.set_deletion(ctx, &name, None);
     release_secret(ctx, obj.secret_ref(), O::FINALIZER, true).await?;
     if obj.meta().deletion_timestamp.is_none() {
         patch_status(
