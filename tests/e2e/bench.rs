@@ -245,6 +245,12 @@ async fn bench_velero_backup_at_a_tiny_size() {
             .as_u64()
             .is_some_and(|n| n >= SIZE as u64)
     );
+    // The bare peer did the same work: every object, listed in pages by the server.
+    assert_eq!(j["bare"]["objects"], SIZE, "{j}");
+    for side in ["backup", "bare"] {
+        let lists = &j[side]["api_requests"]["list configmaps"];
+        assert!(lists.as_u64().is_some_and(|n| n >= 1), "{side}: {j}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

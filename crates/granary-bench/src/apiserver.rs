@@ -78,7 +78,7 @@ pub(crate) fn serve(dir: &Path) -> anyhow::Result<()> {
 }
 
 /// A client of the server whose kubeconfig is at `path`.
-async fn new_client(path: &Path) -> anyhow::Result<kube::Client> {
+pub(crate) async fn new_client(path: &Path) -> anyhow::Result<kube::Client> {
     let kubeconfig = kube::config::Kubeconfig::read_from(path)
         .with_context(|| format!("reading {}", path.display()))?;
     let config = kube::Config::from_custom_kubeconfig(
