@@ -372,7 +372,7 @@ struct Prepared {
 }
 
 /// How many independent items are created at once.
-const WAVE: usize = 16;
+pub const WAVE: usize = 16;
 
 fn api_resource(r: &DiscoveredResource) -> ApiResource {
     ApiResource::from_gvk_with_plural(
