@@ -262,9 +262,36 @@ async fn bench_velero_queue_at_a_tiny_size() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bench_velero_restore_at_a_tiny_size() {
     let j = smoke("velero_restore", None).await;
+    assert_eq!(j["restore"]["phase"], "Completed", "{}", j["restore"]);
     assert!(
         j["restore"]["items_restored"]
             .as_u64()
-            .is_some_and(|n| n >= SIZE as u64)
+            .is_some_and(|n| n >= SIZE as u64),
+        "{}",
+        j["restore"]
+    );
+    // The same objects, half ConfigMaps and half Secrets, each created once by the peer.
+    assert_eq!(j["workload"]["objects"], SIZE);
+    assert_eq!(j["workload"]["secrets"], SIZE / 2);
+    assert_eq!(
+        j["bare_creates"]["failed_creates"], 0,
+        "{}",
+        j["bare_creates"]
+    );
+    assert!(j["bare_creates"]["seconds"].as_f64().is_some());
+    assert!(j["restore"]["peak_rss_growth_mib"].as_f64().is_some());
+    let rows = j["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    assert!(
+        rows[0]["peer"]
+            .as_str()
+            .is_some_and(|p| p.starts_with("bare creates")),
+        "{}",
+        rows[0]
+    );
+    assert_eq!(
+        rows[1]["peer"], "kubectl apply --server-side",
+        "{}",
+        rows[1]
     );
 }

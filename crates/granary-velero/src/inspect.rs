@@ -193,7 +193,25 @@ where
     R: Read + Send,
     F: FnMut(&ItemEntry<'_>) -> Result<(), ArchiveError>,
 {
-    verify_scan(input, stored.as_ref(), limits, visit).map(|(report, _)| report)
+    let budget = RetainedBudget::for_limits(limits);
+    verify_scan(input, stored.as_ref(), limits, &budget, visit).map(|(report, _)| report)
+}
+
+/// [`verify_reader_with`] charging what the pass keeps to `budget`, which `visit` charges
+/// what it keeps to as well (a restore's per-item heads), so that both together stay
+/// within one total.
+pub fn verify_reader_within<R, F>(
+    input: R,
+    stored: Option<ItemDigests>,
+    limits: &ArchiveLimits,
+    budget: &RetainedBudget,
+    visit: F,
+) -> Result<VerifyReport, ArchiveError>
+where
+    R: Read + Send,
+    F: FnMut(&ItemEntry<'_>) -> Result<(), ArchiveError>,
+{
+    verify_scan(input, stored.as_ref(), limits, budget, visit).map(|(report, _)| report)
 }
 
 /// [`verify_reader`] without a stored manifest, also returning the fingerprints of the
@@ -203,7 +221,8 @@ pub fn verify_reader_rebuilt<R: Read + Send>(
     input: R,
     limits: &ArchiveLimits,
 ) -> Result<(VerifyReport, ItemDigests), ArchiveError> {
-    verify_scan(input, None, limits, |_| Ok(()))
+    let budget = RetainedBudget::for_limits(limits);
+    verify_scan(input, None, limits, &budget, |_| Ok(()))
 }
 
 /// The problem when a stored manifest does not hold what the tarball holds.
@@ -221,18 +240,18 @@ fn verify_scan<R, F>(
     input: R,
     stored: Option<&ItemDigests>,
     limits: &ArchiveLimits,
+    budget: &RetainedBudget,
     mut visit: F,
 ) -> Result<(VerifyReport, ItemDigests), ArchiveError>
 where
     R: Read + Send,
     F: FnMut(&ItemEntry<'_>) -> Result<(), ArchiveError>,
 {
-    let budget = RetainedBudget::for_limits(limits);
     if let Some(m) = stored {
         budget.charge(m.heap_bytes())?;
     }
-    let mut scan = Scan::new(&budget, true);
-    let stats = read_archive_within(input, limits, &budget, |e| {
+    let mut scan = Scan::new(budget, true);
+    let stats = read_archive_within(input, limits, budget, |e| {
         if let ArchiveEntry::Item(item) = &e {
             visit(item)?;
         }
@@ -247,7 +266,7 @@ where
         )),
         Some(_) => {}
     }
-    std::mem::take(&mut scan.copies).finish(&budget, &mut problems, &mut notes)?;
+    std::mem::take(&mut scan.copies).finish(budget, &mut problems, &mut notes)?;
     for (gr, preferred) in &scan.preferred_versions {
         if preferred.len() > 1 {
             problems.push(format!(

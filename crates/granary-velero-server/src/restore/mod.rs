@@ -1,5 +1,7 @@
 //! Restores (docs/architecture.md#restores): the runner that brings a backup's items back
 //! into a cluster, and the pure decisions it uses, each beside its tests:
+//! - [`contents`]: what a restore keeps of a backup's items (heads in memory, bodies in
+//!   a spill file);
 //! - [`plan`]: which items, into which namespaces, in which order;
 //! - [`order`]: Velero's priorities with owners before dependents;
 //! - [`transform`]: the object created from a backed-up one, and the existing-resource
@@ -11,6 +13,12 @@
 
 pub mod actions;
 pub mod builtin_actions;
+pub mod contents;
+// A counting global allocator measures what a restore keeps: the crate's only unsafe
+// code, in its tests.
+#[cfg(test)]
+#[allow(unsafe_code)]
+mod memory_tests;
 pub mod order;
 pub mod plan;
 pub mod queue;

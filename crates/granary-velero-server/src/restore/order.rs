@@ -11,7 +11,8 @@
 //! broken by taking the item that ranks first.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::hash::Hash;
 
 /// Velero 1.18's default high-priority list (`pkg/cmd/server/config/config.go`).
 pub const VELERO_HIGH: &[&str] = &[
@@ -105,90 +106,149 @@ impl Priorities {
 
     /// Where resource `group_resource` (`pods`, `replicasets.apps`) stands: the high list
     /// in its order, then the rest alphabetically, then the low list in its order.
-    pub fn rank(&self, group_resource: &str) -> (u8, usize, String) {
+    pub fn rank<'g>(&self, group_resource: &'g str) -> (u8, usize, &'g str) {
         if let Some(i) = self.high.iter().position(|h| h == group_resource) {
-            return (0, i, String::new());
+            return (0, i, "");
         }
         if let Some(i) = self.low.iter().position(|l| l == group_resource) {
-            return (2, i, String::new());
+            return (2, i, "");
         }
-        (1, 0, group_resource.to_string())
+        (1, 0, group_resource)
     }
 }
 
-/// One item of a backup, as the order needs it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RestoreItem {
+/// One item of a backup, as the order needs it (borrowed: the order of a million items
+/// keeps a few integers per item, not their names). `U` is the type of UIDs.
+#[derive(Debug, PartialEq, Eq)]
+pub struct RestoreItem<'a, U> {
     /// `resource` for the core group, else `resource.group`.
-    pub group_resource: String,
-    pub namespace: String,
-    pub name: String,
-    pub uid: String,
+    pub group_resource: &'a str,
+    pub namespace: &'a str,
+    pub name: &'a str,
+    pub uid: &'a U,
     /// The UIDs of its owners (ownerReferences).
-    pub owners: Vec<String>,
+    pub owners: &'a [U],
 }
 
 /// The indices of `items` in the order to create them.
-pub fn restore_order(items: &[RestoreItem], priorities: &Priorities) -> Vec<usize> {
-    let key = |i: usize| {
-        let it = &items[i];
-        (
-            priorities.rank(&it.group_resource),
-            it.namespace.clone(),
-            it.name.clone(),
-            i,
-        )
-    };
-    let by_uid: HashMap<&str, usize> = items
-        .iter()
-        .enumerate()
-        .filter(|(_, it)| !it.uid.is_empty())
-        .map(|(i, it)| (it.uid.as_str(), i))
+pub fn restore_order<U: Eq + Hash>(
+    items: &[RestoreItem<'_, U>],
+    priorities: &Priorities,
+) -> Vec<usize> {
+    restore_order_of(
+        items.len(),
+        |i| {
+            let it = &items[i];
+            RestoreItem {
+                group_resource: it.group_resource,
+                namespace: it.namespace,
+                name: it.name,
+                uid: it.uid,
+                owners: it.owners,
+            }
+        },
+        priorities,
+    )
+}
+
+/// [`restore_order`] of the `n` items `item(0..n)` gives.
+///
+/// Memory: a few integers per item (its resource's rank, its place in the priority
+/// order, the ready heap), plus the edges of the items that own or are owned.
+pub fn restore_order_of<'a, U: Eq + Hash + 'a>(
+    n: usize,
+    item: impl Fn(usize) -> RestoreItem<'a, U>,
+    priorities: &Priorities,
+) -> Vec<usize> {
+    // Each resource's place in the priorities, once per resource.
+    let mut resource_rank: HashMap<&'a str, u32> = HashMap::new();
+    for i in 0..n {
+        resource_rank.entry(item(i).group_resource).or_insert(0);
+    }
+    let mut resources: Vec<&'a str> = resource_rank.keys().copied().collect();
+    resources.sort_unstable_by(|a, b| priorities.rank(a).cmp(&priorities.rank(b)));
+    for (r, name) in resources.iter().enumerate() {
+        resource_rank.insert(name, r as u32);
+    }
+    let rank: Vec<u32> = (0..n)
+        .map(|i| resource_rank[item(i).group_resource])
         .collect();
+    drop(resource_rank);
+    let key = |i: usize| {
+        let it = item(i);
+        (rank[i], it.namespace, it.name, i)
+    };
+    // The priority order alone; `place[i]` is item i's place in it.
+    let mut sorted: Vec<u32> = (0..n as u32).collect();
+    sorted.sort_unstable_by(|&a, &b| key(a as usize).cmp(&key(b as usize)));
+    drop(rank);
     // Edges owner → dependent, for owners that are in the backup.
-    let mut waiting_on = vec![0usize; items.len()];
-    let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); items.len()];
-    for (i, it) in items.iter().enumerate() {
-        let mut owners: Vec<usize> = it
+    let named: HashSet<&'a U> = (0..n).flat_map(|i| item(i).owners.iter()).collect();
+    if named.is_empty() {
+        return sorted.into_iter().map(|i| i as usize).collect();
+    }
+    let by_uid: HashMap<&'a U, usize> = (0..n)
+        .filter_map(|i| {
+            let uid = item(i).uid;
+            named.contains(uid).then_some((uid, i))
+        })
+        .collect();
+    let mut waiting_on: HashMap<usize, usize> = HashMap::new();
+    let mut dependents: HashMap<usize, Vec<usize>> = HashMap::new();
+    for i in 0..n {
+        let mut owners: Vec<usize> = item(i)
             .owners
             .iter()
-            .filter_map(|u| by_uid.get(u.as_str()).copied())
+            .filter_map(|u| by_uid.get(u).copied())
             .filter(|&o| o != i)
             .collect();
+        if owners.is_empty() {
+            continue;
+        }
         owners.sort_unstable();
         owners.dedup();
-        waiting_on[i] = owners.len();
+        waiting_on.insert(i, owners.len());
         for o in owners {
-            dependents[o].push(i);
+            dependents.entry(o).or_default().push(i);
         }
     }
-    let mut ready: BinaryHeap<Reverse<_>> = (0..items.len())
-        .filter(|&i| waiting_on[i] == 0)
-        .map(|i| Reverse(key(i)))
+    let mut place = vec![0u32; n];
+    for (p, &i) in sorted.iter().enumerate() {
+        place[i as usize] = p as u32;
+    }
+    let mut ready: BinaryHeap<Reverse<u32>> = (0..n)
+        .filter(|i| !waiting_on.contains_key(i))
+        .map(|i| Reverse(place[i]))
         .collect();
-    let mut done = vec![false; items.len()];
-    let mut out = Vec::with_capacity(items.len());
-    while out.len() < items.len() {
+    let mut done = vec![false; n];
+    // Where to look for the first-ranked item left, when only cycles are left.
+    let mut first_left = 0;
+    let mut out = Vec::with_capacity(n);
+    while out.len() < n {
         let next = match ready.pop() {
-            Some(Reverse((_, _, _, i))) => i,
+            Some(Reverse(p)) => sorted[p as usize] as usize,
             // Only a cycle is left: take the first-ranked item of it.
-            None => (0..items.len())
-                .filter(|&i| !done[i])
-                .min_by_key(|&i| key(i))
-                .expect("an item is left while the order is short"),
+            None => {
+                while done[sorted[first_left] as usize] {
+                    first_left += 1;
+                }
+                sorted[first_left] as usize
+            }
         };
         if done[next] {
             continue;
         }
         done[next] = true;
         out.push(next);
-        for &d in &dependents[next] {
+        for &d in dependents.get(&next).map(Vec::as_slice).unwrap_or_default() {
             if done[d] {
                 continue;
             }
-            waiting_on[d] = waiting_on[d].saturating_sub(1);
-            if waiting_on[d] == 0 {
-                ready.push(Reverse(key(d)));
+            if let Some(w) = waiting_on.get_mut(&d) {
+                *w = w.saturating_sub(1);
+                if *w == 0 {
+                    ready.push(Reverse(place[d]));
+                }
             }
         }
     }
@@ -200,17 +260,39 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn item(gr: &str, name: &str, uid: &str, owners: &[&str]) -> RestoreItem {
-        RestoreItem {
+    /// An item as the tests write it (owned).
+    #[derive(Clone)]
+    struct Item {
+        group_resource: String,
+        name: String,
+        uid: String,
+        owners: Vec<String>,
+    }
+
+    fn item(gr: &str, name: &str, uid: &str, owners: &[&str]) -> Item {
+        Item {
             group_resource: gr.into(),
-            namespace: "ns".into(),
             name: name.into(),
             uid: uid.into(),
             owners: owners.iter().map(|s| s.to_string()).collect(),
         }
     }
 
-    fn names(items: &[RestoreItem], order: &[usize]) -> Vec<String> {
+    fn restore_order(items: &[Item], p: &Priorities) -> Vec<usize> {
+        let borrowed: Vec<RestoreItem<'_, String>> = items
+            .iter()
+            .map(|it| RestoreItem {
+                group_resource: &it.group_resource,
+                namespace: "ns",
+                name: &it.name,
+                uid: &it.uid,
+                owners: &it.owners,
+            })
+            .collect();
+        super::restore_order(&borrowed, p)
+    }
+
+    fn names(items: &[Item], order: &[usize]) -> Vec<String> {
         order.iter().map(|&i| items[i].name.clone()).collect()
     }
 
@@ -270,7 +352,7 @@ mod tests {
         let p = Priorities::parse("pods,configmaps-secrets").unwrap();
         assert_eq!(p.high, ["pods", "configmaps"]);
         assert_eq!(p.low, ["secrets"]);
-        assert_eq!(p.rank("namespaces"), (1, 0, "namespaces".into()));
+        assert_eq!(p.rank("namespaces"), (1, 0, "namespaces"));
         assert!(Priorities::parse("a-b-c").is_err());
     }
 
@@ -293,7 +375,7 @@ mod tests {
         ) {
             const GRS: [&str; 6] = ["pods", "replicasets.apps", "deployments.apps", "configmaps", "widgets.x.io", "namespaces"];
             let n = resources.len();
-            let mut items: Vec<RestoreItem> = resources
+            let mut items: Vec<Item> = resources
                 .iter()
                 .enumerate()
                 .map(|(i, &r)| item(GRS[r], &format!("i{i}"), &format!("u{i}"), &[]))

@@ -7,62 +7,30 @@
 //! rest ([`super::order`]: Velero's priorities, owners before dependents).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::order::{Priorities, RestoreItem, restore_order};
+use super::contents::BackupContents;
+use super::order::{Priorities, RestoreItem, restore_order_of};
 use crate::backup::catalog::{Catalog, DiscoveredResource};
 use crate::backup::filters::IncludesExcludes;
-use crate::backup::selectors;
 use granary_api::velero::{NON_RESTORABLE_RESOURCES, RestoreSpec};
 use granary_velero::resource::GroupResource;
 
 /// `customresourcedefinitions.apiextensions.k8s.io`, restored in a pass of their own.
 pub const CRDS: &str = "customresourcedefinitions.apiextensions.k8s.io";
 
-/// One item of the backup, as read from its unversioned path.
-#[derive(Clone, Debug, PartialEq)]
-pub struct BackupItem {
-    pub group_resource: GroupResource,
-    /// `""` for cluster-scoped items.
-    pub namespace: String,
-    pub name: String,
-    pub object: Value,
-}
-
-impl BackupItem {
-    pub fn uid(&self) -> &str {
-        self.object
-            .pointer("/metadata/uid")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-    }
-
-    /// The UIDs of the item's owners (its ownerReferences).
-    pub fn owner_uids(&self) -> Vec<String> {
-        self.object
-            .pointer("/metadata/ownerReferences")
-            .and_then(Value::as_array)
-            .map(|refs| {
-                refs.iter()
-                    .filter_map(|r| r.get("uid").and_then(Value::as_str))
-                    .filter(|u| !u.is_empty())
-                    .map(String::from)
-                    .collect()
-            })
-            .unwrap_or_default()
-    }
-}
-
 /// An item the restore creates.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Selected {
     /// Index into the backup's items.
     pub index: usize,
-    /// Where it goes (`""` for cluster-scoped items).
-    pub target_namespace: String,
-    /// The cluster's resource it is created as.
-    pub resource: DiscoveredResource,
+    /// Where it goes (`""` for cluster-scoped items); shared by the items of a
+    /// namespace.
+    pub target_namespace: Arc<str>,
+    /// The cluster's resource it is created as (shared by the items of a resource).
+    pub resource: Arc<DiscoveredResource>,
     /// Whether its status is restored too (`restoreStatus`).
     pub restore_status: bool,
 }
@@ -98,12 +66,7 @@ pub struct Refused {
 /// is not the kind discovery gives that resource (a ClusterRoleBinding filed under
 /// `configmaps`). A resource has one kind at every version, so an item written at
 /// another version than the cluster's is not refused.
-pub fn kind_contradiction(item: &BackupItem, resource: &DiscoveredResource) -> Option<String> {
-    let kind = item
-        .object
-        .get("kind")
-        .and_then(Value::as_str)
-        .unwrap_or("");
+pub fn kind_contradiction(kind: &str, resource: &DiscoveredResource) -> Option<String> {
     (kind != resource.kind).then(|| {
         format!(
             "not restored: the object's kind {kind:?} is not {:?}, the kind of {}",
@@ -182,19 +145,6 @@ impl<'a> Filters<'a> {
             .unwrap_or(ns)
     }
 
-    fn labels_match(&self, object: &Value) -> bool {
-        let labels = selectors::labels_of(object);
-        if let Some(sel) = &self.spec.label_selector
-            && !selectors::matches(sel, &labels)
-        {
-            return false;
-        }
-        match &self.spec.or_label_selectors {
-            Some(any) if !any.is_empty() => any.iter().any(|s| selectors::matches(s, &labels)),
-            _ => true,
-        }
-    }
-
     /// Why an additional item an action names (a Pod's PriorityClass, …) is not
     /// restored, as Velero decides for one: never a resource Velero never restores,
     /// never outside the restore's namespaces, and never cluster-scoped when
@@ -232,7 +182,7 @@ impl<'a> Filters<'a> {
         gr_name: &str,
         namespaced: bool,
         ns: &str,
-        object: &Value,
+        labels_match: bool,
     ) -> Option<&'static str> {
         if NON_RESTORABLE_RESOURCES.contains(&gr_name) {
             return Some("non-restorable resource");
@@ -247,7 +197,7 @@ impl<'a> Filters<'a> {
         } else if !self.cluster_scoped_allowed() {
             return Some("cluster-scoped resources excluded");
         }
-        if !self.labels_match(object) {
+        if !labels_match {
             return Some("label selector");
         }
         None
@@ -292,7 +242,7 @@ pub fn resources_of_crd(crd: &Value) -> Option<DiscoveredResource> {
 
 /// The plan of `pass` over `items` against what `catalog` serves.
 pub fn plan(
-    items: &[BackupItem],
+    items: &BackupContents,
     spec: &RestoreSpec,
     catalog: &Catalog,
     priorities: &Priorities,
@@ -304,39 +254,55 @@ pub fn plan(
     let mut refused: Vec<Refused> = Vec::new();
     // Target namespace → the backup's Namespace item for it.
     let mut namespaces: BTreeMap<String, Option<usize>> = BTreeMap::new();
-    let namespace_resource = catalog.get(&GroupResource::new("", "namespaces"));
+    let namespace_resource = catalog
+        .get(&GroupResource::new("", "namespaces"))
+        .cloned()
+        .map(Arc::new);
     // The backup's Namespace items whose kind is Namespace; the others are refused.
-    let namespace_contradiction = |it: &BackupItem| {
-        namespace_resource.and_then(|r| kind_contradiction(it, r).map(|why| (r, why)))
+    let namespace_contradiction = |i: usize| {
+        namespace_resource
+            .as_ref()
+            .and_then(|r| kind_contradiction(items.kind(i), r).map(|why| (r, why)))
     };
+    let is_namespace = |gr: &GroupResource| gr.group.is_empty() && gr.resource == "namespaces";
     let mut namespace_items: BTreeMap<&str, usize> = BTreeMap::new();
-    for (i, it) in items.iter().enumerate() {
-        if it.group_resource.group.is_empty()
-            && it.group_resource.resource == "namespaces"
-            && namespace_contradiction(it).is_none()
-        {
-            namespace_items.insert(it.name.as_str(), i);
+    for i in 0..items.len() {
+        if is_namespace(items.group_resource(i)) && namespace_contradiction(i).is_none() {
+            namespace_items.insert(items.name(i), i);
         }
     }
-    for (i, it) in items.iter().enumerate() {
-        let gr_name = it.group_resource.to_string();
+    // Shared per resource and per target namespace, not per item.
+    let mut resources: BTreeMap<&GroupResource, Arc<DiscoveredResource>> = BTreeMap::new();
+    let mut targets: BTreeMap<&str, Arc<str>> = BTreeMap::new();
+    let no_namespace: Arc<str> = Arc::from("");
+    let mut last: Option<(&GroupResource, String)> = None;
+    for i in 0..items.len() {
+        let gr = items.group_resource(i);
+        let gr_name = match &last {
+            Some((g, name)) if *g == gr => name.as_str(),
+            _ => {
+                last = Some((gr, gr.to_string()));
+                last.as_ref().map(|(_, n)| n.as_str()).unwrap_or_default()
+            }
+        };
         let is_crd = gr_name == CRDS;
         if (pass == Pass::Crds) != is_crd {
             continue;
         }
+        let (ns, name) = (items.namespace(i), items.name(i));
         if gr_name == "namespaces" {
             // A Namespace of the backup is restored when its namespace is.
             if pass == Pass::Rest
-                && filters.namespaces.should_include(&it.name)
+                && filters.namespaces.should_include(name)
                 && filters.resources.should_include("namespaces")
-                && filters.labels_match(&it.object)
+                && items.labels_match(i)
             {
-                let target = filters.target_namespace(&it.name).to_owned();
-                match namespace_contradiction(it) {
+                let target = filters.target_namespace(name).to_owned();
+                match namespace_contradiction(i) {
                     Some((resource, reason)) => refused.push(Refused {
                         selected: Selected {
                             index: i,
-                            target_namespace: String::new(),
+                            target_namespace: no_namespace.clone(),
                             resource: resource.clone(),
                             restore_status: false,
                         },
@@ -349,18 +315,26 @@ pub fn plan(
             }
             continue;
         }
-        let namespaced = !it.namespace.is_empty();
+        let namespaced = !ns.is_empty();
         if filters
-            .refusal(&gr_name, namespaced, &it.namespace, &it.object)
+            .refusal(gr_name, namespaced, ns, items.labels_match(i))
             .is_some()
         {
             continue;
         }
-        let Some(resource) = catalog.get(&it.group_resource) else {
-            warnings.insert(format!(
-                "Skipping restore of resource {gr_name}: the cluster does not serve it"
-            ));
-            continue;
+        let resource = match resources.get(gr) {
+            Some(r) => r.clone(),
+            None => {
+                let Some(r) = catalog.get(gr) else {
+                    warnings.insert(format!(
+                        "Skipping restore of resource {gr_name}: the cluster does not serve it"
+                    ));
+                    continue;
+                };
+                let r = Arc::new(r.clone());
+                resources.insert(gr, r.clone());
+                r
+            }
         };
         if resource.namespaced != namespaced {
             warnings.insert(format!(
@@ -369,18 +343,21 @@ pub fn plan(
             continue;
         }
         let target_namespace = if namespaced {
-            filters.target_namespace(&it.namespace).to_owned()
+            targets
+                .entry(ns)
+                .or_insert_with(|| Arc::from(filters.target_namespace(ns)))
+                .clone()
         } else {
-            String::new()
+            no_namespace.clone()
         };
-        let restore_status = filters.status_set && filters.status.should_include(&gr_name);
+        let restore_status = filters.status_set && filters.status.should_include(gr_name);
         let s = Selected {
             index: i,
             target_namespace,
-            resource: resource.clone(),
+            resource,
             restore_status,
         };
-        if let Some(reason) = kind_contradiction(it, resource) {
+        if let Some(reason) = kind_contradiction(items.kind(i), &s.resource) {
             // Refused items make no namespace.
             refused.push(Refused {
                 selected: s,
@@ -388,29 +365,38 @@ pub fn plan(
             });
             continue;
         }
-        if namespaced {
-            namespaces
-                .entry(s.target_namespace.clone())
-                .or_insert_with(|| namespace_items.get(it.namespace.as_str()).copied());
+        if namespaced && !namespaces.contains_key(&*s.target_namespace) {
+            namespaces.insert(
+                s.target_namespace.to_string(),
+                namespace_items.get(ns).copied(),
+            );
         }
         selected.push(s);
     }
-    let order_items: Vec<RestoreItem> = selected
-        .iter()
-        .map(|s| {
-            let it = &items[s.index];
-            RestoreItem {
-                group_resource: it.group_resource.to_string(),
-                namespace: it.namespace.clone(),
-                name: it.name.clone(),
-                uid: it.uid().to_owned(),
-                owners: it.owner_uids(),
-            }
-        })
-        .collect();
     let priorities = priorities.resolved(|e| catalog.resolve(e));
-    let order = restore_order(&order_items, &priorities);
-    let items_in_order = order.into_iter().map(|i| selected[i].clone()).collect();
+    let mut names: BTreeMap<&GroupResource, String> = BTreeMap::new();
+    for s in &selected {
+        let gr = items.group_resource(s.index);
+        if !names.contains_key(gr) {
+            names.insert(gr, gr.to_string());
+        }
+    }
+    let order = restore_order_of(
+        selected.len(),
+        |k| {
+            let i = selected[k].index;
+            RestoreItem {
+                group_resource: names[items.group_resource(i)].as_str(),
+                namespace: items.namespace(i),
+                name: items.name(i),
+                uid: items.uid(i),
+                owners: items.owners(i),
+            }
+        },
+        &priorities,
+    );
+    let mut slots: Vec<Option<Selected>> = selected.into_iter().map(Some).collect();
+    let items_in_order = order.into_iter().filter_map(|i| slots[i].take()).collect();
     Plan {
         namespaces: namespaces
             .into_iter()
@@ -429,7 +415,41 @@ pub fn plan(
 mod tests {
     use super::*;
     use crate::backup::catalog::tests::res;
+    use granary_velero::archive::RetainedBudget;
     use serde_json::json;
+
+    /// An item as the tests write it: the whole object (a restore keeps its head).
+    #[derive(Clone)]
+    struct BackupItem {
+        group_resource: GroupResource,
+        namespace: String,
+        name: String,
+        object: Value,
+    }
+
+    /// The plan of the items' heads, as a restore reads them with `spec`.
+    fn plan(
+        items: &[BackupItem],
+        spec: &RestoreSpec,
+        catalog: &Catalog,
+        priorities: &Priorities,
+        pass: Pass,
+    ) -> Plan {
+        let budget = RetainedBudget::new(u64::MAX);
+        let mut b =
+            super::super::contents::ContentsBuilder::new(spec, &budget, None).expect("builder");
+        for it in items {
+            b.push(&it.group_resource, &it.namespace, &it.name, &it.object, b"")
+                .expect("head");
+        }
+        super::plan(
+            &b.finish().expect("contents"),
+            spec,
+            catalog,
+            priorities,
+            pass,
+        )
+    }
 
     fn catalog() -> Catalog {
         Catalog::new(vec![
@@ -803,7 +823,7 @@ mod tests {
                 ),
             ]
         );
-        assert_eq!(p.refused[1].selected.target_namespace, "ns3");
+        assert_eq!(&*p.refused[1].selected.target_namespace, "ns3");
         assert!(
             !names(&items, &p).iter().any(|n| n.contains("escalate")),
             "{:?}",

@@ -1,5 +1,10 @@
-//! Running one restore against a cluster: the backup's tarball read with the archive
-//! reader's limits and verified as `granary archive verify` does, in the same pass (a
+//! Running one restore against a cluster: the backup's tarball downloaded into the
+//! restore's temporary directory while its integrity digest is computed (checked against
+//! the backup's integrity record before the file is read, so a swapped tarball is
+//! refused before anything is written, and the bytes read are the bytes checked), then
+//! read with the archive reader's limits and verified as `granary archive verify` does,
+//! in the same pass, into [`super::contents`]: a compact head per item in memory, its
+//! body in a spill file read back when the item is restored (a
 //! hostile archive, or one with format problems such as an item whose object is not
 //! what its path says, fails the restore and nothing is written anywhere; the refused
 //! items are named in its results), CustomResourceDefinitions first and waited on until
@@ -12,8 +17,17 @@
 //!
 //! A dry run does every read and decision and no write: each item is reported as what
 //! it would become (`create`, `update`, `skip`).
+//!
+//! Memory per item, besides its head: a bit each for "planned" and "done", its place
+//! in the plan (a [`Selected`]: index, shared target namespace and resource), its entry
+//! in the resource list ([`HandledList`]: two small integers and its name), and its log
+//! line only until it is compressed into the restore's log (every few thousand lines).
+//! The new UID of a created item is kept only when some item names it as an owner. The
+//! temporary directory is removed when the run ends, however it ends.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
+use std::io::Write as _;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
@@ -25,17 +39,17 @@ use serde_json::{Value, json};
 use super::actions::{
     ResourceIdentifier, RestoreActionContext, RestoreActionInput, RestoreItemAction,
 };
+pub use super::contents::{BackupContents, RefusedItem, read_backup};
 use super::order::Priorities;
-use super::plan::{BackupItem, Pass, Plan, Refused, Selected, kind_contradiction, plan};
+use super::plan::{Pass, Plan, Refused, Selected, kind_contradiction, plan};
 use super::transform::{self, OwnerUids};
 use crate::backup::catalog::{Catalog, DiscoveredResource};
 use crate::backup::cluster;
 use crate::backup::logbook::{Logbook, Subject};
 use granary_api::velero::{Backup, PolicyType, Restore, RestoreProgress};
 use granary_providers::ObjectStore;
-use granary_velero::archive::{ArchiveLimits, Scope, VersionDir};
-use granary_velero::files::{Results, encode_logs};
-use granary_velero::inspect::{check_item_path, verify_reader_with};
+use granary_velero::archive::ArchiveLimits;
+use granary_velero::files::Results;
 use granary_velero::layout::StorageLayout;
 use granary_velero::resource::{GroupResource, split_api_version};
 
@@ -127,9 +141,89 @@ pub struct RestoreOutcome {
     pub total_items: u64,
     pub items_restored: u64,
     pub completion_timestamp: DateTime<Utc>,
-    pub handled: Vec<Handled>,
-    pub log_lines: Vec<String>,
+    pub handled: HandledList,
+    /// The restore's log, gzip'd (`restore-<name>-logs.gz`).
+    pub logs_gz: Vec<u8>,
     pub results: Results,
+}
+
+/// The items a restore handled, in order, kept compactly (a million of them in a few
+/// tens of MiB): each its resource key and namespace as indices into tables of the
+/// distinct ones, its name in one text arena, and its action. Iterating yields
+/// [`Handled`] values.
+#[derive(Clone, Debug, Default)]
+pub struct HandledList {
+    keys: Vec<String>,
+    key_ids: HashMap<String, u32>,
+    namespaces: Vec<String>,
+    namespace_ids: HashMap<String, u32>,
+    names: String,
+    entries: Vec<HandledEntry>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct HandledEntry {
+    name_start: usize,
+    name_len: u32,
+    key: u32,
+    namespace: u32,
+    action: ItemAction,
+}
+
+fn intern(ids: &mut HashMap<String, u32>, table: &mut Vec<String>, s: &str) -> u32 {
+    if let Some(&id) = ids.get(s) {
+        return id;
+    }
+    let id = table.len() as u32;
+    ids.insert(s.to_owned(), id);
+    table.push(s.to_owned());
+    id
+}
+
+impl HandledList {
+    pub fn push(&mut self, resource_key: &str, namespace: &str, name: &str, action: ItemAction) {
+        let key = intern(&mut self.key_ids, &mut self.keys, resource_key);
+        let namespace = intern(&mut self.namespace_ids, &mut self.namespaces, namespace);
+        let name_start = self.names.len();
+        self.names.push_str(name);
+        self.entries.push(HandledEntry {
+            name_start,
+            name_len: name.len() as u32,
+            key,
+            namespace,
+            action,
+        });
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    fn entry(&self, e: &HandledEntry) -> Handled {
+        Handled {
+            resource_key: self.keys[e.key as usize].clone(),
+            namespace: self.namespaces[e.namespace as usize].clone(),
+            name: self.names[e.name_start..e.name_start + e.name_len as usize].to_owned(),
+            action: e.action,
+        }
+    }
+
+    /// The items in the order they were handled.
+    pub fn iter(&self) -> impl Iterator<Item = Handled> + '_ {
+        self.entries.iter().map(|e| self.entry(e))
+    }
+}
+
+impl<'a> IntoIterator for &'a HandledList {
+    type Item = Handled;
+    type IntoIter = Box<dyn Iterator<Item = Handled> + 'a>;
+    fn into_iter(self) -> Self::IntoIter {
+        Box::new(self.iter())
+    }
 }
 
 impl RestoreOutcome {
@@ -144,86 +238,6 @@ impl RestoreOutcome {
         }
         out
     }
-}
-
-/// What a restore reads from a backup's tarball.
-#[derive(Debug, Default)]
-pub struct BackupContents {
-    /// The items (their unversioned copies, which Velero's restore reads) that are what
-    /// their path says.
-    pub items: Vec<BackupItem>,
-    /// Item files whose object contradicts their path: never restored.
-    pub refused: Vec<RefusedItem>,
-    /// What `granary archive verify` reports as the archive's format problems (the
-    /// refused items among them); any of them fails the restore before it writes.
-    pub problems: Vec<String>,
-}
-
-/// An item file refused because its object is not what its path says.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RefusedItem {
-    /// Resource, namespace (`""` under `cluster/`) and name as the path gives them: the
-    /// backup's own, before any namespace mapping.
-    pub group_resource: GroupResource,
-    pub namespace: String,
-    pub name: String,
-    /// The entry path and what contradicts it.
-    pub reason: String,
-}
-
-/// Most format problems a failure reason quotes; the results hold the refused items.
-const PROBLEMS_QUOTED: usize = 3;
-
-impl BackupContents {
-    /// The restore's failure reason when the archive has format problems.
-    pub fn failure(&self) -> Option<String> {
-        if self.problems.is_empty() {
-            return None;
-        }
-        let quoted = self.problems[..self.problems.len().min(PROBLEMS_QUOTED)].join("; ");
-        let more = match self.problems.len().saturating_sub(PROBLEMS_QUOTED) {
-            0 => String::new(),
-            n => format!(" (and {n} more)"),
-        };
-        Some(format!(
-            "the backup's tarball is not a valid backup archive, nothing was restored: {quoted}{more}"
-        ))
-    }
-}
-
-/// Reads the items of a tarball, refusing what the archive reader refuses, and verifies
-/// the archive in the same pass as `granary archive verify` does: an item file whose
-/// object contradicts its path is refused (its path's namespace is the backup's, the
-/// namespace mapping comes later), and every format problem is reported.
-pub fn read_items(tarball: &[u8], limits: &ArchiveLimits) -> Result<BackupContents, String> {
-    let mut out = BackupContents::default();
-    let report = verify_reader_with(tarball, None, limits, |item| {
-        if item.path.version_dir != VersionDir::Unversioned {
-            return Ok(());
-        }
-        let namespace = match &item.path.scope {
-            Scope::Cluster => String::new(),
-            Scope::Namespaced(ns) => ns.clone(),
-        };
-        match check_item_path(item.path, item.object) {
-            Ok(_) => out.items.push(BackupItem {
-                group_resource: item.path.group_resource.clone(),
-                namespace,
-                name: item.path.name.clone(),
-                object: item.object.clone(),
-            }),
-            Err(e) => out.refused.push(RefusedItem {
-                group_resource: item.path.group_resource.clone(),
-                namespace,
-                name: item.path.name.clone(),
-                reason: format!("{}: {e}", item.entry_path),
-            }),
-        }
-        Ok(())
-    })
-    .map_err(|e| format!("the backup's tarball is refused: {e}"))?;
-    out.problems = report.problems;
-    Ok(out)
 }
 
 /// Runs the restore.
@@ -241,13 +255,15 @@ pub async fn run(req: RestoreRequest<'_>) -> RestoreOutcome {
     let (req_client, req_restore) = (req.client.clone(), req.restore.clone());
     let mut run = Run {
         log,
+        logs: LogSink::default(),
         req,
-        items: Vec::new(),
-        by_key: HashMap::new(),
-        planned: HashSet::new(),
+        items: BackupContents::default(),
+        scratch: None,
+        planned: Vec::new(),
         uid_map: HashMap::new(),
-        done: HashSet::new(),
-        handled: Vec::new(),
+        done: Vec::new(),
+        handled: HandledList::default(),
+        since_drain: 0,
         total: 0,
         restored: 0,
         catalog: Catalog::default(),
@@ -263,8 +279,16 @@ pub async fn run(req: RestoreRequest<'_>) -> RestoreOutcome {
     if let Some(f) = &failure {
         run.log.error(Subject::Backup, f);
     }
-    let (errors, warnings) = run.log.counts();
-    let (log_lines, results) = run.log.take();
+    run.drain_log();
+    let LogSink { gz, results } = std::mem::take(&mut run.logs);
+    let errors = results.errors.count() as u32;
+    let warnings = results.warnings.count() as u32;
+    let logs_gz = gz
+        .finish()
+        .expect("finishing a gzip stream into a Vec cannot fail");
+    // The scratch directory (tarball and spill file) goes now, not when `run` does.
+    run.items = BackupContents::default();
+    run.scratch = None;
     let phase = match (&failure, errors) {
         (Some(_), _) => RestoreResultPhase::Failed,
         (None, 0) => RestoreResultPhase::Completed,
@@ -278,33 +302,57 @@ pub async fn run(req: RestoreRequest<'_>) -> RestoreOutcome {
         total_items: run.total,
         items_restored: run.restored,
         completion_timestamp: Utc::now(),
-        handled: run.handled,
-        log_lines,
+        handled: std::mem::take(&mut run.handled),
+        logs_gz,
         results,
     }
 }
 
 /// The gzip'd files of a finished restore: (logs, results, resource list).
 pub fn encode_files(outcome: &RestoreOutcome) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
-    let logs = encode_logs(outcome.log_lines.iter());
+    let logs = outcome.logs_gz.clone();
     let results = outcome.results.to_gz_bytes();
     let list = granary_velero::files::encode_json_gz(&outcome.resource_list());
     (logs, results, list)
 }
 
+/// The restore's log as it is written: its lines gzip'd, its warnings and errors.
+struct LogSink {
+    gz: flate2::write::GzEncoder<Vec<u8>>,
+    results: Results,
+}
+
+impl Default for LogSink {
+    fn default() -> Self {
+        LogSink {
+            gz: flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default()),
+            results: Results::default(),
+        }
+    }
+}
+
+/// Log lines kept uncompressed at most (then compressed into the restore's log).
+const LOG_LINES_HELD: usize = 4096;
+
 struct Run<'a> {
     req: RestoreRequest<'a>,
     log: Logbook,
-    items: Vec<BackupItem>,
-    /// (resource.group, namespace, name) → index.
-    by_key: HashMap<(String, String, String), usize>,
+    /// What was taken out of `log` so far.
+    logs: LogSink,
+    /// Items recorded since the log was last drained.
+    since_drain: usize,
+    items: BackupContents,
+    /// The restore's temporary directory (the tarball and the items' bodies), removed
+    /// when it is dropped: at the end of the run, or when a panic unwinds it.
+    scratch: Option<tempfile::TempDir>,
     /// Items the current pass's plan counts in `total`.
-    planned: HashSet<usize>,
-    /// Backed-up UID → the UID in the cluster (restored or found).
+    planned: Vec<bool>,
+    /// Backed-up UID → the UID in the cluster (restored or found), for UIDs some item
+    /// names as an owner.
     uid_map: HashMap<String, Option<String>>,
     /// Items handled (or being handled: additional items never loop).
-    done: HashSet<usize>,
-    handled: Vec<Handled>,
+    done: Vec<bool>,
+    handled: HandledList,
     total: u64,
     restored: u64,
     catalog: Catalog,
@@ -319,13 +367,12 @@ struct Run<'a> {
 /// An item ready to be created.
 struct Prepared {
     selected: Selected,
-    item: BackupItem,
     obj: Value,
     resource_key: String,
 }
 
 /// How many independent items are created at once.
-const WAVE: usize = 16;
+pub const WAVE: usize = 16;
 
 fn api_resource(r: &DiscoveredResource) -> ApiResource {
     ApiResource::from_gvk_with_plural(
@@ -384,24 +431,44 @@ impl<'a> Run<'a> {
             .backup(&self.req.backup.stored_name())
             .map_err(|e| format!("the backup's name cannot be stored: {e}"))?;
         let bucket = self.req.layout.bucket().to_owned();
-        let tarball = granary_providers::get_bytes(self.req.store, &bucket, &keys.contents())
-            .await
-            .map_err(|e| format!("error downloading the backup's tarball: {e}"))?;
+        let scratch = tempfile::Builder::new()
+            .prefix("granary-restore-")
+            .tempdir()
+            .map_err(|e| format!("creating the restore's temporary directory: {e}"))?;
+        let tarball_path = scratch.path().join("backup.tar.gz");
+        let spill_path = scratch.path().join("items.json");
+        self.scratch = Some(scratch);
+        let digest = download(
+            self.req.store,
+            &bucket,
+            &keys.contents(),
+            &tarball_path,
+            self.req.limits.max_total_bytes,
+        )
+        .await?;
         if let Some(record) = self.req.integrity {
             let name = crate::integrity::name_in(keys.dir(), &keys.contents()).to_owned();
-            record
-                .check_object(
-                    &name,
-                    &granary_velero::integrity::ObjectDigest::of(&tarball),
-                )
-                .map_err(|v| {
-                    format!("the backup failed its integrity check, nothing was restored: {v}")
-                })?;
+            record.check_object(&name, &digest).map_err(|v| {
+                format!("the backup failed its integrity check, nothing was restored: {v}")
+            })?;
         }
         let limits = self.req.limits.clone();
-        let contents = tokio::task::spawn_blocking(move || read_items(&tarball, &limits))
-            .await
-            .map_err(|e| format!("reading the backup's tarball stopped: {e}"))??;
+        let spec = self.req.restore.spec.clone();
+        let contents = tokio::task::spawn_blocking(move || {
+            let file = std::fs::File::open(&tarball_path)
+                .map_err(|e| format!("opening the downloaded tarball: {e}"))?;
+            let read = read_backup(
+                std::io::BufReader::with_capacity(1 << 20, file),
+                &limits,
+                &spec,
+                Some(&spill_path),
+            );
+            // Its bytes are in the spill file now (or refused).
+            let _ = std::fs::remove_file(&tarball_path);
+            read
+        })
+        .await
+        .map_err(|e| format!("reading the backup's tarball stopped: {e}"))??;
         for r in &contents.refused {
             self.log.error(
                 Subject::Item(&r.group_resource.to_string(), &r.namespace, &r.name),
@@ -411,19 +478,11 @@ impl<'a> Run<'a> {
         if let Some(failure) = contents.failure() {
             return Err(failure);
         }
-        self.items = contents.items;
+        self.items = contents;
+        self.done = vec![false; self.items.len()];
+        self.planned = vec![false; self.items.len()];
         if self.items.is_empty() {
             self.log.warn(Subject::Backup, "zero items to be restored");
-        }
-        for (i, it) in self.items.iter().enumerate() {
-            self.by_key.insert(
-                (
-                    it.group_resource.to_string(),
-                    it.namespace.clone(),
-                    it.name.clone(),
-                ),
-                i,
-            );
         }
         let catalog = self.discover().await?;
         self.set_catalog(catalog);
@@ -437,7 +496,7 @@ impl<'a> Run<'a> {
             Pass::Crds,
         );
         self.total = (crds.items.len() + crds.refused.len()) as u64;
-        self.planned = crds.items.iter().map(|s| s.index).collect();
+        self.set_planned(&crds);
         self.report();
         for r in &crds.refused {
             self.refuse(r);
@@ -453,7 +512,13 @@ impl<'a> Run<'a> {
                 // Nothing was created: serve the backup's CRDs in the plan only.
                 let mut all = self.catalog.all().to_vec();
                 for s in &crds.items {
-                    all.extend(super::plan::resources_of_crd(&self.items[s.index].object));
+                    match self.items.object(s.index) {
+                        Ok(crd) => all.extend(super::plan::resources_of_crd(&crd)),
+                        Err(e) => self.log.error(
+                            Subject::Item(super::plan::CRDS, "", self.items.name(s.index)),
+                            &e,
+                        ),
+                    }
                 }
                 self.set_catalog(Catalog::new(all));
             } else {
@@ -464,7 +529,7 @@ impl<'a> Run<'a> {
         }
 
         // Pass 2: namespaces, then everything else.
-        let rest = plan(
+        let mut rest = plan(
             &self.items,
             &self.req.restore.spec,
             &self.catalog,
@@ -475,7 +540,7 @@ impl<'a> Run<'a> {
             self.log.warn(Subject::Backup, w);
         }
         self.total += (rest.namespaces.len() + rest.items.len() + rest.refused.len()) as u64;
-        self.planned = rest.items.iter().map(|s| s.index).collect();
+        self.set_planned(&rest);
         self.report();
         for r in &rest.refused {
             self.refuse(r);
@@ -484,8 +549,8 @@ impl<'a> Run<'a> {
         // Independent items are created WAVE at a time (a dry run writes nothing and
         // reads one at a time).
         self.batching = !self.req.dry_run;
-        for s in rest.items.clone() {
-            if self.done.contains(&s.index) {
+        for s in std::mem::take(&mut rest.items) {
+            if self.done[s.index] {
                 continue;
             }
             self.restore_selected(&s).await;
@@ -497,6 +562,38 @@ impl<'a> Run<'a> {
         }
         self.log.info(Subject::Backup, "restore completed");
         Ok(())
+    }
+
+    /// Marks the items of `plan` as the ones `total` counts.
+    fn set_planned(&mut self, plan: &Plan) {
+        self.planned.iter_mut().for_each(|p| *p = false);
+        for s in &plan.items {
+            self.planned[s.index] = true;
+        }
+    }
+
+    /// Moves the log's lines so far into the compressed log, and its warnings and
+    /// errors into the results.
+    fn drain_log(&mut self) {
+        let (lines, results) = self.log.take();
+        for line in lines {
+            // Writes into a Vec cannot fail.
+            let _ = self.logs.gz.write_all(line.as_bytes());
+            if !line.ends_with('\n') {
+                let _ = self.logs.gz.write_all(b"\n");
+            }
+        }
+        self.logs.results.errors.merge(results.errors);
+        self.logs.results.warnings.merge(results.warnings);
+        self.since_drain = 0;
+    }
+
+    /// Records the new UID of the item at `index` when some item names it as an owner.
+    fn note_uid(&mut self, index: usize, new_uid: Option<String>) {
+        let old = self.items.uid(index);
+        if self.items.is_owner(old) {
+            self.uid_map.insert(old.to_string(), new_uid);
+        }
     }
 
     fn set_catalog(&mut self, catalog: Catalog) {
@@ -521,13 +618,9 @@ impl<'a> Run<'a> {
         });
         let results = futures::future::join_all(posts).await;
         for (p, result) in wave.into_iter().zip(results) {
-            let action = self.settle(&p.selected, &p.item, p.obj, result).await;
-            self.record(
-                &p.resource_key,
-                &p.selected.target_namespace,
-                &p.item.name,
-                action,
-            );
+            let action = self.settle(&p.selected, p.obj, result).await;
+            let name = self.items.name(p.selected.index).to_owned();
+            self.record(&p.resource_key, &p.selected.target_namespace, &name, action);
         }
     }
 
@@ -608,10 +701,16 @@ impl<'a> Run<'a> {
                     }
                     Ok(Some(_)) => break,
                     Ok(None) => {
-                        let source = ns
-                            .from_backup
-                            .map(|i| self.items[i].object.clone())
-                            .unwrap_or_else(|| json!({"apiVersion": "v1", "kind": "Namespace"}));
+                        let source = match ns.from_backup.map(|i| self.items.object(i)) {
+                            None => json!({"apiVersion": "v1", "kind": "Namespace"}),
+                            Some(Ok(o)) => o,
+                            Some(Err(e)) => {
+                                self.log
+                                    .error(Subject::Item("namespaces", "", &subject_name), &e);
+                                action = ItemAction::Failed;
+                                break;
+                            }
+                        };
                         let (mut obj, _) = transform::prepare(
                             &source,
                             "",
@@ -665,7 +764,7 @@ impl<'a> Run<'a> {
                 }
             }
             if let Some(i) = ns.from_backup {
-                self.done.insert(i);
+                self.done[i] = true;
             }
             self.record("v1/Namespace", "", &subject_name, action);
         }
@@ -674,9 +773,11 @@ impl<'a> Run<'a> {
     /// An item the plan refuses: an error naming it, never created.
     fn refuse(&mut self, r: &Refused) {
         let s = &r.selected;
-        self.done.insert(s.index);
-        let item = &self.items[s.index];
-        let (gr_name, name) = (item.group_resource.to_string(), item.name.clone());
+        self.done[s.index] = true;
+        let (gr_name, name) = (
+            self.items.group_resource(s.index).to_string(),
+            self.items.name(s.index).to_owned(),
+        );
         self.log.error(
             Subject::Item(&gr_name, &s.target_namespace, &name),
             &r.reason,
@@ -694,13 +795,12 @@ impl<'a> Run<'a> {
         if action != ItemAction::Failed {
             self.restored += 1;
         }
-        self.handled.push(Handled {
-            resource_key: resource_key.to_owned(),
-            namespace: namespace.to_owned(),
-            name: name.to_owned(),
-            action,
-        });
+        self.handled.push(resource_key, namespace, name, action);
         self.report();
+        self.since_drain += 1;
+        if self.since_drain >= LOG_LINES_HELD {
+            self.drain_log();
+        }
     }
 
     /// The new UIDs of the owners of `obj` (restored ones, else live ones found by
@@ -748,51 +848,57 @@ impl<'a> Run<'a> {
 
     fn restore_selected<'s>(&'s mut self, s: &'s Selected) -> LocalBoxFuture<'s, Option<String>> {
         Box::pin(async move {
-            if self.stopped() || !self.done.insert(s.index) {
+            if self.stopped() || self.done[s.index] {
                 return None;
             }
-            let item = self.items[s.index].clone();
+            self.done[s.index] = true;
+            let index = s.index;
             // Its owners must exist (with their new UIDs) before it is prepared.
-            let owners_pending = item
-                .owner_uids()
-                .iter()
-                .any(|o| self.wave.iter().any(|p| p.item.uid() == o));
+            let owners_pending = self.items.owners(index).iter().any(|o| {
+                self.wave
+                    .iter()
+                    .any(|p| self.items.uid(p.selected.index) == o)
+            });
             if owners_pending {
                 self.flush().await;
             }
-            let gr_name = item.group_resource.to_string();
+            let group_resource = self.items.group_resource(index).clone();
+            let gr_name = group_resource.to_string();
             let ns = s.target_namespace.clone();
+            let item_name = self.items.name(index).to_owned();
+            let resource_key = format!("{}/{}", s.resource.api_version(), s.resource.kind);
+            let object = match self.items.object(index) {
+                Ok(o) => o,
+                Err(e) => {
+                    self.log.error(Subject::Item(&gr_name, &ns, &item_name), &e);
+                    self.record(&resource_key, &ns, &item_name, ItemAction::Failed);
+                    return None;
+                }
+            };
             let backup = self.req.backup.metadata.name.clone().unwrap_or_default();
             let restore = self.req.restore.metadata.name.clone().unwrap_or_default();
-            let owners = self.owner_uids(&item.object, &ns).await;
-            let (mut obj, warnings) = transform::prepare(
-                &item.object,
-                &ns,
-                &backup,
-                &restore,
-                s.restore_status,
-                &owners,
-            );
+            let owners = self.owner_uids(&object, &ns).await;
+            let (mut obj, warnings) =
+                transform::prepare(&object, &ns, &backup, &restore, s.restore_status, &owners);
             for w in warnings {
-                self.log.warn(Subject::Item(&gr_name, &ns, &item.name), &w);
+                self.log.warn(Subject::Item(&gr_name, &ns, &item_name), &w);
             }
             obj["apiVersion"] = json!(s.resource.api_version());
             obj["kind"] = json!(s.resource.kind);
-            let resource_key = format!("{}/{}", s.resource.api_version(), s.resource.kind);
 
             // Restore item actions.
             let ctx = self.action_ctx.clone();
             for action in self.req.actions {
-                if !action.applies_to(&item.group_resource) {
+                if !action.applies_to(&group_resource) {
                     continue;
                 }
                 let out = match action
                     .execute(
                         &ctx,
                         RestoreActionInput {
-                            group_resource: &item.group_resource,
+                            group_resource: &group_resource,
                             item: &obj,
-                            item_from_backup: &item.object,
+                            item_from_backup: &object,
                         },
                     )
                     .await
@@ -800,19 +906,19 @@ impl<'a> Run<'a> {
                     Ok(o) => o,
                     Err(e) => {
                         self.log.error(
-                            Subject::Item(&gr_name, &ns, &item.name),
+                            Subject::Item(&gr_name, &ns, &item_name),
                             &format!("restore item action {} failed: {e}", action.name()),
                         );
-                        self.record(&resource_key, &ns, &item.name, ItemAction::Failed);
+                        self.record(&resource_key, &ns, &item_name, ItemAction::Failed);
                         return None;
                     }
                 };
                 if out.skip {
                     self.log.info(
-                        Subject::Item(&gr_name, &ns, &item.name),
+                        Subject::Item(&gr_name, &ns, &item_name),
                         &format!("skipped by restore item action {}", action.name()),
                     );
-                    self.record(&resource_key, &ns, &item.name, ItemAction::Skipped);
+                    self.record(&resource_key, &ns, &item_name, ItemAction::Skipped);
                     return None;
                 }
                 if let Some(u) = out.updated {
@@ -840,7 +946,7 @@ impl<'a> Run<'a> {
                                 Ok(true) => break,
                                 Ok(false) => {}
                                 Err(e) => self.log.warn(
-                                    Subject::Item(&gr_name, &ns, &item.name),
+                                    Subject::Item(&gr_name, &ns, &item_name),
                                     &format!(
                                         "restore item action {}: checking additional items: {e}",
                                         action.name()
@@ -849,7 +955,7 @@ impl<'a> Run<'a> {
                             }
                             if Instant::now() >= deadline {
                                 self.log.warn(
-                                    Subject::Item(&gr_name, &ns, &item.name),
+                                    Subject::Item(&gr_name, &ns, &item_name),
                                     &format!(
                                         "additional items of restore item action {} were not ready within {}s; restoring the item anyway",
                                         action.name(),
@@ -864,9 +970,9 @@ impl<'a> Run<'a> {
                 }
             }
             if self.batching {
+                drop(object);
                 self.wave.push(Prepared {
                     selected: s.clone(),
-                    item: item.clone(),
                     obj,
                     resource_key,
                 });
@@ -875,9 +981,9 @@ impl<'a> Run<'a> {
                 }
                 return None;
             }
-            let action = self.create(s, &item, obj).await;
-            self.record(&resource_key, &ns, &item.name, action);
-            (action != ItemAction::Failed).then(|| item.name.clone())
+            let action = self.create(s, obj).await;
+            self.record(&resource_key, &ns, &item_name, action);
+            (action != ItemAction::Failed).then_some(item_name)
         })
     }
 
@@ -898,10 +1004,10 @@ impl<'a> Run<'a> {
                 id.namespace.clone(),
                 id.name.clone(),
             );
-            let Some(&index) = self.by_key.get(&key) else {
+            let Some(index) = self.items.find(&id.group_resource, &id.namespace, &id.name) else {
                 continue;
             };
-            if self.done.contains(&index) {
+            if self.done[index] {
                 continue;
             }
             let Some(resource) = self.catalog.get(&id.group_resource).cloned() else {
@@ -917,22 +1023,25 @@ impl<'a> Run<'a> {
                 );
                 continue;
             }
-            let target_namespace = if resource.namespaced {
-                super::actions::map_namespace(self.req.restore, &id.namespace).to_owned()
+            let target_namespace: Arc<str> = if resource.namespaced {
+                Arc::from(super::actions::map_namespace(
+                    self.req.restore,
+                    &id.namespace,
+                ))
             } else {
-                String::new()
+                Arc::from("")
             };
             let s = Selected {
                 index,
                 target_namespace,
-                resource,
+                resource: Arc::new(resource),
                 restore_status: false,
             };
             // Counted once: an additional item the plan holds anyway is in `total`.
-            if !self.planned.contains(&index) {
+            if !self.planned[index] {
                 self.total += 1;
             }
-            if let Some(reason) = kind_contradiction(&self.items[index], &s.resource) {
+            if let Some(reason) = kind_contradiction(self.items.kind(index), &s.resource) {
                 self.refuse(&Refused {
                     selected: s,
                     reason,
@@ -944,22 +1053,22 @@ impl<'a> Run<'a> {
     }
 
     /// Creates the object; an existing one is kept or updated.
-    async fn create(&mut self, s: &Selected, item: &BackupItem, obj: Value) -> ItemAction {
-        let gr_name = item.group_resource.to_string();
+    async fn create(&mut self, s: &Selected, obj: Value) -> ItemAction {
+        let gr_name = self.items.group_resource(s.index).to_string();
+        let item_name = self.items.name(s.index).to_owned();
         let ns = &s.target_namespace;
-        let subject = Subject::Item(&gr_name, ns, &item.name);
+        let subject = Subject::Item(&gr_name, ns, &item_name);
         let api = self.api(&s.resource, ns);
-        let old_uid = item.uid().to_owned();
         let name = obj
             .pointer("/metadata/name")
             .and_then(Value::as_str)
-            .unwrap_or(&item.name)
+            .unwrap_or(&item_name)
             .to_owned();
         if self.req.dry_run {
             return match api.get_opt(&name).await {
                 Ok(None) => ItemAction::Created,
                 Ok(Some(live)) => {
-                    self.uid_map.insert(old_uid, live.metadata.uid.clone());
+                    self.note_uid(s.index, live.metadata.uid.clone());
                     self.existing(
                         &api,
                         &name,
@@ -979,7 +1088,7 @@ impl<'a> Run<'a> {
             };
         }
         let result = post(&api, obj.clone()).await;
-        self.settle(s, item, obj, result).await
+        self.settle(s, obj, result).await
     }
 
     /// What a create's answer means: the new UID recorded (status restored on
@@ -987,19 +1096,18 @@ impl<'a> Run<'a> {
     async fn settle(
         &mut self,
         s: &Selected,
-        item: &BackupItem,
         obj: Value,
         result: Result<DynamicObject, PostError>,
     ) -> ItemAction {
-        let gr_name = item.group_resource.to_string();
+        let gr_name = self.items.group_resource(s.index).to_string();
+        let item_name = self.items.name(s.index).to_owned();
         let ns = &s.target_namespace;
-        let subject = Subject::Item(&gr_name, ns, &item.name);
+        let subject = Subject::Item(&gr_name, ns, &item_name);
         let api = self.api(&s.resource, ns);
-        let old_uid = item.uid().to_owned();
         let name = obj
             .pointer("/metadata/name")
             .and_then(Value::as_str)
-            .unwrap_or(&item.name)
+            .unwrap_or(&item_name)
             .to_owned();
         let status = obj.get("status").cloned();
         let result = match result {
@@ -1015,7 +1123,7 @@ impl<'a> Run<'a> {
         };
         match result {
             Ok(created) => {
-                self.uid_map.insert(old_uid, created.metadata.uid.clone());
+                self.note_uid(s.index, created.metadata.uid.clone());
                 if let (true, Some(status)) = (s.restore_status, status) {
                     let body = json!({"status": status});
                     if let Err(e) = api
@@ -1034,7 +1142,7 @@ impl<'a> Run<'a> {
             }
             Err(e) if is_already_exists(&e) => match api.get_opt(&name).await {
                 Ok(Some(live)) => {
-                    self.uid_map.insert(old_uid, live.metadata.uid.clone());
+                    self.note_uid(s.index, live.metadata.uid.clone());
                     let live = serde_json::to_value(&live).unwrap_or_default();
                     self.existing(&api, &name, &live, &obj, subject).await
                 }
@@ -1121,6 +1229,49 @@ impl<'a> Run<'a> {
     }
 }
 
+/// Downloads object `key` into a new file at `path` as it streams in, computing its
+/// integrity digest over exactly the bytes written (the file is read afterwards, never
+/// downloaded again). An object larger than `max_bytes` (the archive's limit on its
+/// uncompressed size, which no valid tarball's compressed size reaches) is refused.
+async fn download(
+    store: &dyn ObjectStore,
+    bucket: &str,
+    key: &str,
+    path: &std::path::Path,
+    max_bytes: u64,
+) -> Result<granary_velero::integrity::ObjectDigest, String> {
+    use futures::StreamExt as _;
+    use tokio::io::AsyncWriteExt as _;
+    let failed = |e: &dyn std::fmt::Display| format!("error downloading the backup's tarball: {e}");
+    let mut stream = store.get(bucket, key).await.map_err(|e| failed(&e))?;
+    let file = tokio::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .await
+        .map_err(|e| failed(&format!("creating {}: {e}", path.display())))?;
+    let mut file = tokio::io::BufWriter::with_capacity(1 << 20, file);
+    let mut digester = granary_velero::integrity::Digester::default();
+    let mut size = 0u64;
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| failed(&e))?;
+        size += chunk.len() as u64;
+        if size > max_bytes {
+            return Err(format!(
+                "the backup's tarball is refused: it is larger than {max_bytes} bytes (the limit on a tarball's uncompressed size)"
+            ));
+        }
+        digester.update(&chunk);
+        file.write_all(&chunk)
+            .await
+            .map_err(|e| failed(&format!("writing {}: {e}", path.display())))?;
+    }
+    file.flush()
+        .await
+        .map_err(|e| failed(&format!("writing {}: {e}", path.display())))?;
+    Ok(digester.finish())
+}
+
 /// Why a create did not happen.
 enum PostError {
     /// The object does not decode as a Kubernetes object.
@@ -1154,6 +1305,17 @@ mod tests {
     use super::*;
     use granary_velero::archive::ArchiveWriter;
 
+    /// The heads of a tarball's items, bodies spilled into a temporary directory.
+    fn read_items(tarball: &[u8], limits: &ArchiveLimits) -> Result<BackupContents, String> {
+        let dir = tempfile::tempdir().expect("temp dir");
+        read_backup(
+            tarball,
+            limits,
+            &granary_api::velero::RestoreSpec::default(),
+            Some(&dir.path().join("spill")),
+        )
+    }
+
     #[test]
     fn reads_unversioned_items_only() {
         let mut w = ArchiveWriter::new(Vec::new(), Utc::now()).expect("writer");
@@ -1164,10 +1326,10 @@ mod tests {
         let read = read_items(&bytes, &ArchiveLimits::default()).expect("read");
         assert!(read.problems.is_empty(), "{:?}", read.problems);
         assert!(read.failure().is_none());
-        let items = read.items;
-        assert_eq!(items.len(), 1);
-        assert_eq!(items[0].namespace, "n");
-        assert_eq!(items[0].uid(), "u");
+        assert_eq!(read.len(), 1);
+        assert_eq!(read.namespace(0), "n");
+        assert_eq!(read.uid(0).to_string(), "u");
+        assert_eq!(read.object(0).expect("body"), cm);
     }
 
     /// A gzip'd tar of `files`, `metadata/version` first.
@@ -1215,10 +1377,7 @@ mod tests {
         ]);
         let read = read_items(&bytes, &ArchiveLimits::default()).expect("read");
         assert_eq!(
-            read.items
-                .iter()
-                .map(|i| i.name.as_str())
-                .collect::<Vec<_>>(),
+            (0..read.len()).map(|i| read.name(i)).collect::<Vec<_>>(),
             vec!["ok"]
         );
         assert_eq!(
@@ -1268,7 +1427,7 @@ mod tests {
         }
         let read = read_items(&tarball(&files), &ArchiveLimits::default()).expect("read");
         assert!(read.refused.is_empty());
-        assert_eq!(read.items.len(), 5);
+        assert_eq!(read.len(), 5);
         assert_eq!(read.problems.len(), 5);
         let failure = read.failure().expect("invalid");
         assert!(

@@ -1,0 +1,159 @@
+//! What a restore keeps in memory while it reads a backup: the heads of its items, not
+//! their bodies (docs/architecture.md#restores), measured in heap bytes actually held
+//! (a counting allocator for this thread), not RSS.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
+use serde_json::json;
+
+use super::contents::read_backup;
+use granary_api::velero::RestoreSpec;
+use granary_velero::archive::{ArchiveLimits, ArchiveWriter};
+use granary_velero::resource::GroupResource;
+
+/// The system allocator, counting the live bytes and their peak of the thread that
+/// asked for it ([`peak_heap`]); other threads (parallel tests) are not counted.
+struct Counting;
+
+thread_local! {
+    static TRACKING: Cell<bool> = const { Cell::new(false) };
+    static LIVE: Cell<isize> = const { Cell::new(0) };
+    static PEAK: Cell<isize> = const { Cell::new(0) };
+}
+
+fn track(delta: isize) {
+    // `try_with`: the allocator also runs while thread-locals are torn down.
+    let _ = TRACKING.try_with(|on| {
+        if on.get() {
+            let _ = LIVE.try_with(|live| {
+                let now = live.get() + delta;
+                live.set(now);
+                let _ = PEAK.try_with(|peak| peak.set(peak.get().max(now)));
+            });
+        }
+    });
+}
+
+// SAFETY: every call is forwarded unchanged to `System`; only counters are added, and
+// counting allocates nothing.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: the caller's contract, passed on.
+        let p = unsafe { System.alloc(layout) };
+        if !p.is_null() {
+            track(layout.size() as isize);
+        }
+        p
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: the caller's contract, passed on.
+        let p = unsafe { System.alloc_zeroed(layout) };
+        if !p.is_null() {
+            track(layout.size() as isize);
+        }
+        p
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { System.dealloc(ptr, layout) };
+        track(-(layout.size() as isize));
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: the caller's contract, passed on.
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        if !p.is_null() {
+            track(new_size as isize - layout.size() as isize);
+        }
+        p
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+/// Runs `f` and returns the most heap bytes this thread held at once above the start.
+fn peak_heap<R>(f: impl FnOnce() -> R) -> (R, usize) {
+    LIVE.with(|l| l.set(0));
+    PEAK.with(|p| p.set(0));
+    TRACKING.with(|t| t.set(true));
+    let out = f();
+    TRACKING.with(|t| t.set(false));
+    (out, PEAK.with(|p| p.get()).max(0) as usize)
+}
+
+const ITEMS: usize = 3_000;
+const PAYLOAD: usize = 4 << 10;
+
+/// A tarball of ITEMS ConfigMaps of PAYLOAD bytes of poorly compressible data each.
+fn tarball() -> Vec<u8> {
+    let mut w = ArchiveWriter::new(Vec::new(), chrono::Utc::now()).expect("writer");
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    for i in 0..ITEMS {
+        let payload: String = (0..PAYLOAD / 16)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                format!("{x:016x}")
+            })
+            .collect();
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": format!("cm-{i:05}"), "namespace": format!("ns-{}", i % 10),
+                "uid": format!("00000000-0000-4000-8000-{i:012}"),
+                "labels": {"app": "memory", "shard": (i % 7).to_string()}},
+            "data": {"payload": payload}});
+        w.add_item(&GroupResource::new("", "configmaps"), "v1", &cm)
+            .expect("add");
+    }
+    w.finish().expect("finish").0
+}
+
+#[test]
+fn reading_a_backup_keeps_the_heads_in_memory_and_the_bodies_on_disk() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("backup.tar.gz");
+    let gz = tarball();
+    std::fs::write(&path, &gz).expect("tarball written");
+    let bodies = ITEMS * PAYLOAD;
+    // A memory cap below the bodies (and below the tarball) but above the heads: the
+    // whole backup is read within it.
+    let limits = ArchiveLimits {
+        max_retained_bytes: (bodies / 8) as u64,
+        ..ArchiveLimits::default()
+    };
+    assert!(
+        gz.len() as u64 > limits.max_retained_bytes,
+        "{} bytes",
+        gz.len()
+    );
+    let (read, peak) = peak_heap(|| {
+        let file = std::fs::File::open(&path).expect("open");
+        read_backup(
+            std::io::BufReader::new(file),
+            &limits,
+            &RestoreSpec::default(),
+            Some(&dir.path().join("spill")),
+        )
+    });
+    let read = read.expect("read within the cap");
+    assert!(read.problems.is_empty(), "{:?}", read.problems);
+    assert_eq!(read.len(), ITEMS);
+    // Heads (about a hundred bytes an item) and the reader's buffers, not the bodies.
+    assert!(
+        peak < bodies / 4,
+        "reading held {peak} bytes at once for {bodies} bytes of item bodies"
+    );
+    // Each body reads back whole, one at a time.
+    let (objects, peak) = peak_heap(|| {
+        (0..ITEMS)
+            .map(|i| read.object(i).expect("body"))
+            .filter(|o| o["data"]["payload"].as_str().map(str::len) == Some(PAYLOAD))
+            .count()
+    });
+    assert_eq!(objects, ITEMS);
+    assert!(peak < 64 << 10, "reading bodies back held {peak} bytes");
+}
