@@ -132,8 +132,9 @@ struct Head {
     kind: u32,
 }
 
-/// Bytes charged per head: the head itself and its slot.
-const HEAD_BYTES: u64 = std::mem::size_of::<Head>() as u64;
+/// Bytes charged per head: the head itself, its slot, and its place in the lookup
+/// index ([`BackupContents::find`]).
+const HEAD_BYTES: u64 = (std::mem::size_of::<Head>() + std::mem::size_of::<u32>()) as u64;
 
 /// An item file refused because its object is not what its path says.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -162,6 +163,9 @@ pub struct BackupContents {
     kinds: Vec<String>,
     /// UIDs some item names as an owner.
     owners: HashSet<Uid>,
+    /// Every item's index, sorted by (resource, namespace, name): what
+    /// [`BackupContents::find`] searches (4 bytes an item).
+    by_key: Vec<u32>,
     /// The bodies, when they were spilled (plans over heads alone have none).
     spill: Option<File>,
     /// Item files whose object contradicts their path: never restored.
@@ -219,8 +223,9 @@ impl BackupContents {
         self.heads[i].labels_match
     }
 
-    /// The index of the item of `group_resource` in `namespace` named `name`, if any
-    /// (a scan: only additional items an action names look items up).
+    /// The index of the item of `group_resource` in `namespace` named `name`, if any: a
+    /// binary search of the sorted index (actions name additional items per item, so a
+    /// scan of every item per lookup would make a restore of many pods quadratic).
     pub fn find(
         &self,
         group_resource: &GroupResource,
@@ -229,10 +234,16 @@ impl BackupContents {
     ) -> Option<usize> {
         let resource = self.resources.iter().position(|r| r == group_resource)? as u32;
         let ns = self.namespaces.iter().position(|n| n == namespace)? as u32;
-        (0..self.heads.len()).find(|&i| {
-            let h = &self.heads[i];
-            h.resource == resource && h.namespace == ns && self.name(i) == name
-        })
+        self.by_key
+            .binary_search_by(|&j| self.key(j as usize).cmp(&(resource, ns, name)))
+            .ok()
+            .map(|at| self.by_key[at] as usize)
+    }
+
+    /// What [`Self::by_key`] is sorted by.
+    fn key(&self, i: usize) -> (u32, u32, &str) {
+        let h = &self.heads[i];
+        (h.resource, h.namespace, self.name(i))
     }
 
     /// The item's object, read back from the spill file.
@@ -435,6 +446,11 @@ impl<'b> ContentsBuilder<'b> {
         }
         self.contents.heads.shrink_to_fit();
         self.contents.names.shrink_to_fit();
+        let c = &mut self.contents;
+        // Item counts are bounded by the archive's entry limit, far below u32::MAX.
+        let mut by_key: Vec<u32> = (0..c.heads.len() as u32).collect();
+        by_key.sort_unstable_by(|&a, &b| c.key(a as usize).cmp(&c.key(b as usize)));
+        c.by_key = by_key;
         Ok(self.contents)
     }
 }
@@ -500,6 +516,36 @@ pub fn read_backup<R: Read + Send>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn items_are_found_by_resource_namespace_and_name() {
+        let budget = RetainedBudget::for_limits(&ArchiveLimits::default());
+        let spec = RestoreSpec::default();
+        let mut b = ContentsBuilder::new(&spec, &budget, None).expect("builder");
+        let cm = GroupResource::new("", "configmaps");
+        let sa = GroupResource::new("", "serviceaccounts");
+        let items = [
+            (&sa, "b", "z"),
+            (&cm, "a", "x"),
+            (&cm, "b", "x"),
+            (&sa, "a", "default"),
+            (&cm, "a", "w"),
+        ];
+        for (gr, ns, name) in items {
+            let obj = serde_json::json!({"kind": "K", "metadata": {"name": name, "namespace": ns}});
+            b.push(gr, ns, name, &obj, b"{}").expect("pushed");
+        }
+        let c = b.finish().expect("finished");
+        for (i, (gr, ns, name)) in items.iter().enumerate() {
+            assert_eq!(c.find(gr, ns, name), Some(i), "{gr} {ns}/{name}");
+        }
+        assert_eq!(c.find(&cm, "a", "y"), None);
+        assert_eq!(c.find(&cm, "c", "x"), None);
+        assert_eq!(
+            c.find(&GroupResource::new("apps", "deployments"), "a", "x"),
+            None
+        );
+    }
 
     #[test]
     fn uuids_are_kept_in_16_bytes_and_print_back() {

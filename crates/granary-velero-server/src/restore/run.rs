@@ -31,6 +31,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
+use futures::StreamExt;
 use futures::future::LocalBoxFuture;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
@@ -680,93 +681,95 @@ impl<'a> Run<'a> {
             return;
         };
         let api = self.api(&res, "");
-        let backup = self.req.backup.metadata.name.clone().unwrap_or_default();
-        let restore = self.req.restore.metadata.name.clone().unwrap_or_default();
-        for ns in &p.namespaces {
-            let subject_name = ns.target.clone();
-            let mut action = ItemAction::Skipped;
-            let deadline = Instant::now() + self.req.resource_timeout;
-            loop {
-                match api.get_opt(&ns.target).await {
-                    Ok(Some(live)) if live.metadata.deletion_timestamp.is_some() => {
-                        if self.req.dry_run || Instant::now() >= deadline {
-                            self.log.error(
-                                Subject::Item("namespaces", "", &subject_name),
-                                "the namespace is terminating",
-                            );
-                            action = ItemAction::Failed;
-                            break;
-                        }
-                        tokio::time::sleep(POLL).await;
-                    }
-                    Ok(Some(_)) => break,
-                    Ok(None) => {
-                        let source = match ns.from_backup.map(|i| self.items.object(i)) {
-                            None => json!({"apiVersion": "v1", "kind": "Namespace"}),
-                            Some(Ok(o)) => o,
-                            Some(Err(e)) => {
-                                self.log
-                                    .error(Subject::Item("namespaces", "", &subject_name), &e);
-                                action = ItemAction::Failed;
-                                break;
-                            }
-                        };
-                        let (mut obj, _) = transform::prepare(
-                            &source,
-                            "",
-                            &backup,
-                            &restore,
-                            false,
-                            &OwnerUids::new(),
-                        );
-                        obj["metadata"]["name"] = json!(ns.target);
-                        obj["apiVersion"] = json!("v1");
-                        obj["kind"] = json!("Namespace");
-                        if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
-                            spec.remove("finalizers");
-                        }
-                        action = ItemAction::Created;
-                        if !self.req.dry_run {
-                            match serde_json::from_value::<DynamicObject>(obj) {
-                                Ok(o) => {
-                                    if let Err(e) = api.create(&PostParams::default(), &o).await
-                                        && !is_already_exists(&e)
-                                    {
-                                        self.log.error(
-                                            Subject::Item("namespaces", "", &subject_name),
-                                            &format!(
-                                                "error creating the namespace: {}",
-                                                kube_message(&e)
-                                            ),
-                                        );
-                                        action = ItemAction::Failed;
-                                    }
-                                }
-                                Err(e) => {
-                                    self.log.error(
-                                        Subject::Item("namespaces", "", &subject_name),
-                                        &format!("the backed-up namespace cannot be decoded: {e}"),
-                                    );
-                                    action = ItemAction::Failed;
-                                }
-                            }
-                        }
-                        break;
-                    }
-                    Err(e) => {
-                        self.log.error(
-                            Subject::Item("namespaces", "", &subject_name),
-                            &format!("error reading the namespace: {}", kube_message(&e)),
-                        );
-                        action = ItemAction::Failed;
-                        break;
-                    }
-                }
+        // WAVE namespaces at a time (a restore of many small namespaces waited on each
+        // one's read and create in turn); logged and recorded in the plan's order.
+        let this = &*self;
+        let results: Vec<(ItemAction, Option<String>)> = futures::stream::iter(&p.namespaces)
+            .map(|ns| this.ensure_namespace(&api, ns))
+            .buffered(WAVE)
+            .collect()
+            .await;
+        for (ns, (action, error)) in p.namespaces.iter().zip(results) {
+            if let Some(e) = error {
+                self.log
+                    .error(Subject::Item("namespaces", "", &ns.target), &e);
             }
             if let Some(i) = ns.from_backup {
                 self.done[i] = true;
             }
-            self.record("v1/Namespace", "", &subject_name, action);
+            self.record("v1/Namespace", "", &ns.target, action);
+        }
+    }
+
+    /// Makes sure the target namespace of `ns` exists (waiting out one that is
+    /// terminating, up to the resource timeout): what was done, and the error to log.
+    async fn ensure_namespace(
+        &self,
+        api: &Api<DynamicObject>,
+        ns: &super::plan::NamespacePlan,
+    ) -> (ItemAction, Option<String>) {
+        let backup = self.req.backup.metadata.name.clone().unwrap_or_default();
+        let restore = self.req.restore.metadata.name.clone().unwrap_or_default();
+        let deadline = Instant::now() + self.req.resource_timeout;
+        loop {
+            match api.get_opt(&ns.target).await {
+                Ok(Some(live)) if live.metadata.deletion_timestamp.is_some() => {
+                    if self.req.dry_run || Instant::now() >= deadline {
+                        return (
+                            ItemAction::Failed,
+                            Some("the namespace is terminating".into()),
+                        );
+                    }
+                    tokio::time::sleep(POLL).await;
+                }
+                Ok(Some(_)) => return (ItemAction::Skipped, None),
+                Ok(None) => {
+                    let source = match ns.from_backup.map(|i| self.items.object(i)) {
+                        None => json!({"apiVersion": "v1", "kind": "Namespace"}),
+                        Some(Ok(o)) => o,
+                        Some(Err(e)) => return (ItemAction::Failed, Some(e)),
+                    };
+                    let (mut obj, _) = transform::prepare(
+                        &source,
+                        "",
+                        &backup,
+                        &restore,
+                        false,
+                        &OwnerUids::new(),
+                    );
+                    obj["metadata"]["name"] = json!(ns.target);
+                    obj["apiVersion"] = json!("v1");
+                    obj["kind"] = json!("Namespace");
+                    if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
+                        spec.remove("finalizers");
+                    }
+                    if self.req.dry_run {
+                        return (ItemAction::Created, None);
+                    }
+                    return match serde_json::from_value::<DynamicObject>(obj) {
+                        Ok(o) => match api.create(&PostParams::default(), &o).await {
+                            Err(e) if !is_already_exists(&e) => (
+                                ItemAction::Failed,
+                                Some(format!(
+                                    "error creating the namespace: {}",
+                                    kube_message(&e)
+                                )),
+                            ),
+                            _ => (ItemAction::Created, None),
+                        },
+                        Err(e) => (
+                            ItemAction::Failed,
+                            Some(format!("the backed-up namespace cannot be decoded: {e}")),
+                        ),
+                    };
+                }
+                Err(e) => {
+                    return (
+                        ItemAction::Failed,
+                        Some(format!("error reading the namespace: {}", kube_message(&e))),
+                    );
+                }
+            }
         }
     }
 
