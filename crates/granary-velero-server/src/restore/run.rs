@@ -273,7 +273,8 @@ pub async fn run(req: RestoreRequest<'_>) -> RestoreOutcome {
             catalog: Catalog::default(),
             restore: req_restore,
         }),
-        wave: Vec::new(),
+        wave: Default::default(),
+        posts: Default::default(),
         batching: false,
     };
     let failure = run.run_all().await.err();
@@ -359,9 +360,13 @@ struct Run<'a> {
     catalog: Catalog,
     /// What actions see; rebuilt when discovery is read again.
     action_ctx: std::sync::Arc<RestoreActionContext>,
-    /// Items prepared and waiting to be created together (see [`Run::flush`]); only
+    /// Items being created, oldest first, at most [`WAVE`] (see [`Run::flush`]); only
     /// used while `batching`.
-    wave: Vec<Prepared>,
+    wave: std::collections::VecDeque<Prepared>,
+    /// Their creates, in the same order, each running on a task of its own.
+    posts: futures::stream::FuturesOrdered<
+        tokio::task::JoinHandle<Result<DynamicObject, PostError>>,
+    >,
     batching: bool,
 }
 
@@ -606,23 +611,38 @@ impl<'a> Run<'a> {
         });
     }
 
-    /// Creates the items of the wave together, then settles each in order.
+    /// Settles every item being created, in order: the point past which an item may
+    /// depend on what came before it (an owner, an additional item).
     async fn flush(&mut self) {
-        let wave = std::mem::take(&mut self.wave);
-        if wave.is_empty() {
+        while !self.wave.is_empty() {
+            self.settle_oldest().await;
+        }
+    }
+
+    /// Starts creating an independent item; with [`WAVE`] creates running, waits for
+    /// the oldest and settles it first. A window, not waves of [`WAVE`]: a wave waited
+    /// for its slowest create before starting the next.
+    async fn start_create(&mut self, p: Prepared) {
+        let api = self.api(&p.selected.resource, &p.selected.target_namespace);
+        let obj = p.obj.clone();
+        self.posts
+            .push_back(tokio::spawn(async move { post(&api, obj).await }));
+        self.wave.push_back(p);
+        while self.wave.len() >= WAVE {
+            self.settle_oldest().await;
+        }
+    }
+
+    /// Waits for the oldest create and settles its item.
+    async fn settle_oldest(&mut self) {
+        let (Some(p), Some(joined)) = (self.wave.pop_front(), self.posts.next().await) else {
             return;
-        }
-        let posts = wave.iter().map(|p| {
-            let api = self.api(&p.selected.resource, &p.selected.target_namespace);
-            let obj = p.obj.clone();
-            async move { post(&api, obj).await }
-        });
-        let results = futures::future::join_all(posts).await;
-        for (p, result) in wave.into_iter().zip(results) {
-            let action = self.settle(&p.selected, p.obj, result).await;
-            let name = self.items.name(p.selected.index).to_owned();
-            self.record(&p.resource_key, &p.selected.target_namespace, &name, action);
-        }
+        };
+        let result = joined
+            .unwrap_or_else(|e| Err(PostError::Decode(format!("the create stopped: {e}"))));
+        let action = self.settle(&p.selected, p.obj, result).await;
+        let name = self.items.name(p.selected.index).to_owned();
+        self.record(&p.resource_key, &p.selected.target_namespace, &name, action);
     }
 
     async fn discover(&self) -> Result<Catalog, String> {
@@ -974,14 +994,12 @@ impl<'a> Run<'a> {
             }
             if self.batching {
                 drop(object);
-                self.wave.push(Prepared {
+                self.start_create(Prepared {
                     selected: s.clone(),
                     obj,
                     resource_key,
-                });
-                if self.wave.len() >= WAVE {
-                    self.flush().await;
-                }
+                })
+                .await;
                 return None;
             }
             let action = self.create(s, obj).await;
