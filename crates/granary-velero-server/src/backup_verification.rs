@@ -115,7 +115,9 @@ pub async fn run(ctx: Arc<VeleroContext>) {
     .await
 }
 
-async fn pass(ctx: &Arc<VeleroContext>, round: bool) -> Result<(), kube::Error> {
+/// One pass: the due rehearsals, then, when `round`, a scrubbing round (public for the
+/// benchmarks).
+pub async fn pass(ctx: &Arc<VeleroContext>, round: bool) -> Result<(), kube::Error> {
     if ctx.keys.current().is_empty() {
         return Ok(());
     }

@@ -108,8 +108,8 @@ fn queue_phase(b: &Backup) -> Option<QueuePhase> {
     }
 }
 
-/// One pass: read every backup, decide, write what changed.
-async fn pass(ctx: &VeleroContext) -> Result<(), kube::Error> {
+/// One pass: read every backup, decide, write what changed (public for the benchmarks).
+pub async fn pass(ctx: &VeleroContext) -> Result<(), kube::Error> {
     let api = ctx.api::<Backup>();
     let backups = api.list(&ListParams::default()).await?.items;
     // Velero's `velero_backup_total`: every Backup of the namespace, whatever its phase.
