@@ -23,7 +23,7 @@ mod velero_archive;
 mod velero_backup;
 mod velero_queue;
 mod velero_restore;
-mod velero_scale;
+pub mod velero_scale;
 mod velero_verify;
 
 use std::path::PathBuf;

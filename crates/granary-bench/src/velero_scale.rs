@@ -7,7 +7,7 @@
 //!   signed integrity record, `velero-backup.json` last), into an empty namespace: one
 //!   `backup_sync::round`, until all N Backups exist. Peer: a bare client on a server
 //!   prepared the same way that lists the bucket's backup prefixes with the same store
-//!   API, reads each `velero-backup.json` and creates the same Backups, one at a time as
+//!   API, reads each `velero-backup.json` and creates the same Backups, as many at a time as
 //!   the sync does (what Velero's own sync does; Granary's also checks every object of
 //!   each backup against its integrity record);
 //! - **idle sync**: the same round again when all N exist. Goal: no Backup written, the
@@ -20,7 +20,7 @@
 //! - **scrubbing round** (`backup_verification`'s round with every backup due): every
 //!   object of every stored backup read and hashed against its record, the verdict
 //!   written onto each Backup. Peer: a bare reader listing each backup's directory and
-//!   reading every object with the same store API.
+//!   reading every object with the same store API, as many backups at a time.
 //!
 //! The API server runs in this process: it serves Granary and its peers alike.
 
@@ -65,8 +65,10 @@ use super::support::{Scratch, create, local_bench_store};
 use super::table::{Peer, Row, Unit};
 use super::{BenchOptions, Outcome};
 
-const NS: &str = "velero";
-const LOCATION: &str = "default";
+/// The Velero namespace of every server here.
+pub const NS: &str = "velero";
+/// The location, on the `local` store of [`local_bench_store`].
+pub const LOCATION: &str = "default";
 /// The goal on every time ratio.
 const GOAL_RATIO: f64 = 1.5;
 /// Concurrent writes while preparing (never measured).
@@ -77,7 +79,8 @@ const PAGE: u32 = 500;
 /// Requests by `verb resource[/subresource]` (`verb /path` for non-resource URLs).
 type Requests = BTreeMap<String, usize>;
 
-fn tally(calls: Vec<ApiCall>) -> Requests {
+/// The recorded requests by `verb resource[/subresource]`.
+pub fn tally(calls: Vec<ApiCall>) -> Requests {
     let mut by_kind = Requests::new();
     for c in calls {
         let key = if !c.non_resource_path.is_empty() {
@@ -139,8 +142,8 @@ async fn measured<T>(
     })
 }
 
-/// An API server with the seed's kinds served and the Velero namespace.
-async fn server() -> anyhow::Result<(EmbeddedServer, Client)> {
+/// An API server (in this process) with the seed's kinds served and the Velero namespace.
+pub async fn server() -> anyhow::Result<(EmbeddedServer, Client)> {
     let server = EmbeddedServer::start(EmbeddedOptions::default())
         .await
         .context("embedded server starts")?;
@@ -163,7 +166,7 @@ async fn server() -> anyhow::Result<(EmbeddedServer, Client)> {
 }
 
 /// The `local` location of the bench store, Available (as its controller would say).
-async fn location(client: &Client) -> anyhow::Result<()> {
+pub async fn location(client: &Client) -> anyhow::Result<()> {
     let mut l = BackupStorageLocation::new(
         LOCATION,
         BackupStorageLocationSpec {
@@ -184,7 +187,7 @@ async fn location(client: &Client) -> anyhow::Result<()> {
 }
 
 /// Marks the location Available and never synced (so a sync round is due at once).
-async fn available(client: &Client) -> anyhow::Result<()> {
+pub async fn available(client: &Client) -> anyhow::Result<()> {
     let api: Api<BackupStorageLocation> = Api::namespaced(client.clone(), NS);
     api.patch(
         LOCATION,
@@ -197,7 +200,7 @@ async fn available(client: &Client) -> anyhow::Result<()> {
 
 /// Writes backup `name` (one ConfigMap) as the backup runner does: the tarball, the
 /// manifest, the resource list and the results, the signed record, `velero-backup.json`.
-async fn write_backup(
+pub async fn write_backup(
     store: &dyn ObjectStore,
     layout: &StorageLayout,
     name: &str,
@@ -277,7 +280,7 @@ async fn bucket_backups(
 }
 
 /// The sync's peer: the bucket's backups listed, the namespace's Backups listed, each
-/// missing one's `velero-backup.json` read and the same Backup created, one at a time.
+/// missing one's `velero-backup.json` read and the same Backup created, as many at a time as the sync.
 /// Returns how many it created.
 async fn bare_sync(
     client: &Client,
@@ -294,22 +297,26 @@ async fn bare_sync(
         .map(ResourceExt::name_any)
         .collect();
     let schedules = BTreeMap::new();
-    let mut made = 0;
-    for name in names.iter().filter(|n| !present.contains(*n)) {
-        let bytes =
-            granary_providers::get_bytes(store, layout.bucket(), &layout.backup(name)?.metadata())
-                .await?;
-        let stored = decode_backup_json(&bytes)?;
-        let origin = Origin::Admin {
-            schedules: &schedules,
-        };
-        if let Import::Create { backup, .. } =
-            backup_sync::imported(stored, NS, LOCATION, origin, Utc::now())
-        {
-            api.create(&PostParams::default(), &backup).await?;
-            made += 1;
-        }
-    }
+    let api = &api;
+    let schedules = &schedules;
+    let made: Vec<bool> = futures::stream::iter(names.iter().filter(|n| !present.contains(*n)))
+        .map(|name| async move {
+            let key = layout.backup(name)?.metadata();
+            let bytes = granary_providers::get_bytes(store, layout.bucket(), &key).await?;
+            let stored = decode_backup_json(&bytes)?;
+            let origin = Origin::Admin { schedules };
+            match backup_sync::imported(stored, NS, LOCATION, origin, Utc::now()) {
+                Import::Create { backup, .. } => {
+                    api.create(&PostParams::default(), &backup).await?;
+                    Ok::<_, anyhow::Error>(true)
+                }
+                _ => Ok(false),
+            }
+        })
+        .buffer_unordered(backup_sync::IMPORT_CONCURRENCY)
+        .try_collect()
+        .await?;
+    let made = made.into_iter().filter(|m| *m).count();
     Ok(made)
 }
 
@@ -335,28 +342,34 @@ async fn bare_read(
     layout: &StorageLayout,
     names: &[String],
 ) -> anyhow::Result<(usize, u64, usize)> {
-    let (mut objects, mut bytes, mut requests) = (0, 0, 0);
-    for name in names {
-        let dir = layout.backup(name)?.dir().to_string();
-        let keys: Vec<String> = store
-            .list(layout.bucket(), &dir, None)
-            .try_filter_map(|e| async move {
-                Ok(match e {
-                    ListEntry::Object(o) => Some(o.key),
-                    ListEntry::Prefix(_) => None,
+    let read: Vec<(usize, u64)> = futures::stream::iter(names)
+        .map(|name| async move {
+            let dir = layout.backup(name)?.dir().to_string();
+            let keys: Vec<String> = store
+                .list(layout.bucket(), &dir, None)
+                .try_filter_map(|e| async move {
+                    Ok(match e {
+                        ListEntry::Object(o) => Some(o.key),
+                        ListEntry::Prefix(_) => None,
+                    })
                 })
-            })
-            .try_collect()
-            .await?;
-        requests += 1;
-        for k in keys {
-            bytes += granary_providers::get_bytes(store, layout.bucket(), &k)
-                .await?
-                .len() as u64;
-            objects += 1;
-            requests += 1;
-        }
-    }
+                .try_collect()
+                .await?;
+            let mut bytes = 0;
+            for k in &keys {
+                bytes += granary_providers::get_bytes(store, layout.bucket(), k)
+                    .await?
+                    .len() as u64;
+            }
+            Ok::<_, anyhow::Error>((keys.len(), bytes))
+        })
+        .buffer_unordered(backup_verification::SCRUB_CONCURRENCY)
+        .try_collect()
+        .await?;
+    let objects: usize = read.iter().map(|r| r.0).sum();
+    let bytes: u64 = read.iter().map(|r| r.1).sum();
+    // A listing and a read per object.
+    let requests = names.len() + objects;
     Ok((objects, bytes, requests))
 }
 
@@ -720,7 +733,8 @@ pub(crate) async fn run(opts: &BenchOptions) -> anyhow::Result<Outcome> {
     let details = json!({
         "workload": {"backups": n, "new_backups": fresh, "items_per_backup": 1,
                      "provider": "local", "prepare_seconds": prepare_seconds,
-                     "sync_concurrency": 1},
+                     "sync_concurrency": backup_sync::IMPORT_CONCURRENCY,
+                     "scrub_concurrency": backup_verification::SCRUB_CONCURRENCY},
         "sync": sync.json(),
         "sync_peer": peer_sync.json(),
         "idle_sync": idle.json(),
