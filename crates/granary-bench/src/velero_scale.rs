@@ -392,7 +392,8 @@ async fn run_command(mut cmd: tokio::process::Command) -> Result<f64, String> {
     Ok(start.elapsed().as_secs_f64())
 }
 
-fn context(
+/// A Velero context of `client` on the store.
+pub fn context(
     client: &Client,
     store_options: &StoreOptions,
     settings: VeleroSettings,

@@ -507,7 +507,7 @@ async fn sync(ctx: &VeleroContext, location: &BackupStorageLocation) -> Result<(
             let (mut backup, warning) = match imported(
                 stored,
                 ctx.namespace(),
-                &name,
+                name,
                 origin,
                 ctx.clock.now(),
             ) {
@@ -532,7 +532,7 @@ async fn sync(ctx: &VeleroContext, location: &BackupStorageLocation) -> Result<(
                 open.store.as_ref(),
                 layout,
                 backup_name,
-                &keyring,
+                keyring,
                 tenant.as_deref(),
                 crate::integrity::Hash::AllBut(&skip),
             )
@@ -580,7 +580,7 @@ async fn sync(ctx: &VeleroContext, location: &BackupStorageLocation) -> Result<(
         })
         .await;
     let in_bucket: BTreeSet<String> = in_bucket.into_iter().collect();
-    for orphan in orphans(&cluster, &name, &in_bucket) {
+    for orphan in orphans(&cluster, name, &in_bucket) {
         match backups.delete(&orphan, &DeleteParams::default()).await {
             Ok(_) => {
                 tracing::info!(location = %name, backup = %orphan, "deleted orphaned backup: not in object storage")
@@ -593,7 +593,7 @@ async fn sync(ctx: &VeleroContext, location: &BackupStorageLocation) -> Result<(
     }
     let patch = json!({"status": {"lastSyncedTime": k8s_time(ctx.clock.now())}});
     ctx.api::<BackupStorageLocation>()
-        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await?;
     Ok(())
 }
