@@ -88,6 +88,7 @@ async fn every_benchmark_has_a_smoke_test() {
         "velero_restore",
         "velero_verify",
         "seed_failover",
+        "velero_scale",
     ];
     assert_eq!(NAMES, covered);
     let dir = tempfile::tempdir().expect("temp dir");
@@ -293,5 +294,54 @@ async fn bench_velero_restore_at_a_tiny_size() {
         rows[1]["peer"], "kubectl apply --server-side",
         "{}",
         rows[1]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_velero_scale_at_a_tiny_size() {
+    let j = smoke("velero_scale", None).await;
+    assert_eq!(j["sizes"]["backups"], SIZE);
+    // A row per measure and one for its requests.
+    let rows = j["rows"].as_array().expect("rows");
+    for (measure, requests) in [
+        ("sync of a location", "sync: API requests"),
+        ("idle sync", "idle sync: API requests"),
+        ("queue pass", "queue pass: API requests"),
+        ("granary backup get", "granary backup get: API requests"),
+        ("scrubbing round", "scrubbing round: API requests"),
+    ] {
+        let of = |what: &str, unit: &str| {
+            rows.iter().any(|r| {
+                r["measure"].as_str().is_some_and(|m| m.contains(what)) && r["unit"] == unit
+            })
+        };
+        assert!(of(measure, "s"), "{measure}: no time row");
+        assert!(of(requests, "requests"), "{measure}: no requests row");
+    }
+    // Each step's requests by kind add up to its total.
+    for step in [
+        "sync",
+        "idle_sync",
+        "queue_pass",
+        "queue_pass_steady",
+        "backup_get",
+        "scrub",
+    ] {
+        let total = j[step]["requests_total"].as_u64().expect("requests_total");
+        assert!(total > 0, "{step}: {}", j[step]);
+        let by_kind: u64 = j[step]["requests"]
+            .as_object()
+            .expect("requests by kind")
+            .values()
+            .filter_map(serde_json::Value::as_u64)
+            .sum();
+        assert_eq!(by_kind, total, "{step}");
+    }
+    // The sync created every Backup; the idle sync wrote none.
+    assert_eq!(j["goal"]["sync_backup_creates"], SIZE, "{}", j["sync"]);
+    assert_eq!(
+        j["goal"]["idle_sync_backup_writes"], 0,
+        "{}",
+        j["idle_sync"]
     );
 }

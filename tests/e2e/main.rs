@@ -56,5 +56,6 @@ mod velero_download;
 mod velero_lifecycle;
 mod velero_parity;
 mod velero_restore;
+mod velero_scale;
 mod velero_schedules;
 mod velero_server;

@@ -23,6 +23,7 @@ mod velero_archive;
 mod velero_backup;
 mod velero_queue;
 mod velero_restore;
+pub mod velero_scale;
 mod velero_verify;
 
 use std::path::PathBuf;
@@ -45,6 +46,7 @@ pub const NAMES: &[&str] = &[
     "velero_restore",
     "velero_verify",
     "seed_failover",
+    "velero_scale",
 ];
 
 /// Live heap readings from a counting global allocator (only a benchmark binary that
@@ -147,6 +149,7 @@ pub async fn run(name: &str, opts: &BenchOptions) -> anyhow::Result<Report> {
         "velero_restore" => velero_restore::run(opts).await?,
         "velero_verify" => velero_verify::run(opts).await?,
         "seed_failover" => seed_failover::run(opts).await?,
+        "velero_scale" => velero_scale::run(opts).await?,
         other => anyhow::bail!(
             "no benchmark named {other:?}; the benchmarks are: {}",
             NAMES.join(", ")

@@ -34,7 +34,7 @@
 
 use super::context::{VeleroContext, k8s_time};
 use chrono::{DateTime, Utc};
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 use granary_api::oadp::{
     MANAGED_BY_LABEL, NAB_ORIGIN_NACUUID_LABEL, NAB_ORIGIN_NAME_ANNOTATION,
     NAB_ORIGIN_NAMESPACE_ANNOTATION, OADP_LABEL, nac_name_prefix,
@@ -47,7 +47,7 @@ use granary_api::velero::{
 };
 use granary_providers::ListEntry;
 use granary_velero::files::decode_backup_json;
-use granary_velero::integrity::Verdict;
+use granary_velero::integrity::{ObjectDigest, Verdict};
 use granary_velero::label::valid_label_value;
 use kube::ResourceExt;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -56,6 +56,9 @@ use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
+
+/// How many backups a sync imports at a time (reads from the bucket and a create each).
+pub const IMPORT_CONCURRENCY: usize = 8;
 
 /// The sync period of `location`: its own, else the server's; `None` when 0 (disabled).
 pub fn sync_period(location: &BackupStorageLocation, server: Duration) -> Option<Duration> {
@@ -468,103 +471,116 @@ async fn sync(ctx: &VeleroContext, location: &BackupStorageLocation) -> Result<(
             .collect();
     }
     let origin = Origin::of(location, tenant.as_deref(), &schedules);
-    for backup_name in &to_import {
-        let Ok(keys) = layout.backup(backup_name) else {
-            continue;
-        };
-        // Only a backup whose metadata exists is one (Velero's BackupExists).
-        let bytes = match granary_providers::get_bytes(
-            open.store.as_ref(),
-            bucket,
-            &keys.metadata(),
-        )
-        .await
-        {
-            Ok(b) => b,
-            Err(granary_providers::Error::NotFound(_)) => continue,
-            Err(e) => {
-                tracing::warn!(location = %name, backup = %backup_name, error = %e, "reading velero-backup.json");
-                continue;
-            }
-        };
-        let stored = match decode_backup_json(&bytes) {
-            Ok(b) => b,
-            Err(e) => {
-                tracing::warn!(location = %name, backup = %backup_name, error = %e, "velero-backup.json cannot be read; not synced");
-                continue;
-            }
-        };
-        if stored.name_any() != *backup_name {
-            tracing::warn!(location = %name, backup = %backup_name, named = %stored.name_any(), "velero-backup.json names another backup; not synced");
-            continue;
-        }
-        let (mut backup, warning) = match imported(
-            stored,
-            ctx.namespace(),
-            &name,
-            origin,
-            ctx.clock.now(),
-        ) {
-            Import::Create { backup, warning } => (backup, warning),
-            Import::Later => {
-                tracing::debug!(location = %name, backup = %backup_name, "skipping non-expired incomplete backup");
-                continue;
-            }
-            Import::Refuse(reason) => {
-                tracing::warn!(location = %name, backup = %backup_name, reason = %reason, "backup not synced");
-                ctx.event(location, EventType::Warning, "BackupNotSynced", reason)
-                    .await;
-                continue;
-            }
-        };
-        // Every import is checked against its integrity record, all objects read.
-        let verdict = match crate::integrity::check_backup(
-            open.store.as_ref(),
-            layout,
-            backup_name,
-            &keyring,
-            tenant.as_deref(),
-            crate::integrity::Hash::AllBut(&[]),
-        )
-        .await
-        {
-            Ok(c) => c.verdict,
-            Err(e) => {
-                tracing::warn!(location = %name, backup = %backup_name, error = %e, "not synced this round");
-                continue;
-            }
-        };
-        // Set here, never from the bucket: what it says of itself is dropped first.
-        let annotations = backup
-            .metadata
-            .annotations
-            .get_or_insert_with(Default::default);
-        annotations.remove(INTEGRITY_REASON_ANNOTATION);
-        annotations.extend(integrity_annotations(&verdict, ctx.clock.now()));
-        ctx.metrics
-            .integrity
-            .with_label_values(&["sync", verdict.as_str()])
-            .inc();
-        match backups.create(&PostParams::default(), &backup).await {
-            Ok(created) => {
-                tracing::info!(location = %name, backup = %backup_name, integrity = verdict.as_str(), "backup synced from object storage");
-                if let Some(warning) = warning {
-                    ctx.event(&created, EventType::Warning, "SyncedUnfinished", warning)
-                        .await;
+    // Imports run IMPORT_CONCURRENCY at a time: each is a few reads and one create.
+    let (name, keyring, tenant, backups, open) = (&name, &keyring, &tenant, &backups, &open);
+    futures::stream::iter(&to_import)
+        .for_each_concurrent(IMPORT_CONCURRENCY, |backup_name| async move {
+            let Ok(keys) = layout.backup(backup_name) else {
+                return;
+            };
+            // Only a backup whose metadata exists is one (Velero's BackupExists).
+            let bytes = match granary_providers::get_bytes(
+                open.store.as_ref(),
+                bucket,
+                &keys.metadata(),
+            )
+            .await
+            {
+                Ok(b) => b,
+                Err(granary_providers::Error::NotFound(_)) => return,
+                Err(e) => {
+                    tracing::warn!(location = %name, backup = %backup_name, error = %e, "reading velero-backup.json");
+                    return;
                 }
-                if let Some((reason, message)) = integrity_event(&verdict) {
-                    ctx.event(&created, EventType::Warning, reason, message)
+            };
+            let stored = match decode_backup_json(&bytes) {
+                Ok(b) => b,
+                Err(e) => {
+                    tracing::warn!(location = %name, backup = %backup_name, error = %e, "velero-backup.json cannot be read; not synced");
+                    return;
+                }
+            };
+            if stored.name_any() != *backup_name {
+                tracing::warn!(location = %name, backup = %backup_name, named = %stored.name_any(), "velero-backup.json names another backup; not synced");
+                return;
+            }
+            let (mut backup, warning) = match imported(
+                stored,
+                ctx.namespace(),
+                name,
+                origin,
+                ctx.clock.now(),
+            ) {
+                Import::Create { backup, warning } => (backup, warning),
+                Import::Later => {
+                    tracing::debug!(location = %name, backup = %backup_name, "skipping non-expired incomplete backup");
+                    return;
+                }
+                Import::Refuse(reason) => {
+                    tracing::warn!(location = %name, backup = %backup_name, reason = %reason, "backup not synced");
+                    ctx.event(location, EventType::Warning, "BackupNotSynced", reason)
                         .await;
+                    return;
+                }
+            };
+            // Every import is checked against its integrity record, all objects read: the
+            // `velero-backup.json` imported is the one read above (checked as read, never
+            // read twice), the others read by the check.
+            let metadata = keys.metadata();
+            let skip = [crate::integrity::name_in(keys.dir(), &metadata)];
+            let verdict = match crate::integrity::check_backup(
+                open.store.as_ref(),
+                layout,
+                backup_name,
+                keyring,
+                tenant.as_deref(),
+                crate::integrity::Hash::AllBut(&skip),
+            )
+            .await
+            {
+                Ok(c) => match (&c.verdict, &c.record) {
+                    (Verdict::Verified { .. }, Some(record)) => record
+                        .check_object(skip[0], &ObjectDigest::of(&bytes))
+                        .map_or_else(|mismatch| mismatch, |()| c.verdict),
+                    _ => c.verdict,
+                },
+                Err(e) => {
+                    tracing::warn!(location = %name, backup = %backup_name, error = %e, "not synced this round");
+                    return;
+                }
+            };
+            // Set here, never from the bucket: what it says of itself is dropped first.
+            let annotations = backup
+                .metadata
+                .annotations
+                .get_or_insert_with(Default::default);
+            annotations.remove(INTEGRITY_REASON_ANNOTATION);
+            annotations.extend(integrity_annotations(&verdict, ctx.clock.now()));
+            ctx.metrics
+                .integrity
+                .with_label_values(&["sync", verdict.as_str()])
+                .inc();
+            match backups.create(&PostParams::default(), &backup).await {
+                Ok(created) => {
+                    tracing::info!(location = %name, backup = %backup_name, integrity = verdict.as_str(), "backup synced from object storage");
+                    if let Some(warning) = warning {
+                        ctx.event(&created, EventType::Warning, "SyncedUnfinished", warning)
+                            .await;
+                    }
+                    if let Some((reason, message)) = integrity_event(&verdict) {
+                        ctx.event(&created, EventType::Warning, reason, message)
+                            .await;
+                    }
+                }
+                Err(kube::Error::Api(s)) if s.code == 409 => {}
+                Err(e) => {
+                    tracing::warn!(location = %name, backup = %backup_name, error = %e, "creating synced backup")
                 }
             }
-            Err(kube::Error::Api(s)) if s.code == 409 => {}
-            Err(e) => {
-                tracing::warn!(location = %name, backup = %backup_name, error = %e, "creating synced backup")
-            }
-        }
-    }
+        })
+        .await;
     let in_bucket: BTreeSet<String> = in_bucket.into_iter().collect();
-    for orphan in orphans(&cluster, &name, &in_bucket) {
+    for orphan in orphans(&cluster, name, &in_bucket) {
         match backups.delete(&orphan, &DeleteParams::default()).await {
             Ok(_) => {
                 tracing::info!(location = %name, backup = %orphan, "deleted orphaned backup: not in object storage")
@@ -577,7 +593,7 @@ async fn sync(ctx: &VeleroContext, location: &BackupStorageLocation) -> Result<(
     }
     let patch = json!({"status": {"lastSyncedTime": k8s_time(ctx.clock.now())}});
     ctx.api::<BackupStorageLocation>()
-        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await?;
     Ok(())
 }

@@ -19,6 +19,8 @@
 //! ([`REHEARSAL_ANNOTATION`]). `granary restore create --rehearse` does the same on
 //! demand.
 
+use futures::{StreamExt, TryStreamExt};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,18 +31,20 @@ use granary_api::velero::{
     SCHEDULE_NAME_LABEL, Schedule, is_synced,
 };
 use granary_runtime::passes::run_passes;
-use granary_velero::integrity::Verdict;
+use granary_velero::integrity::Keyring;
 use kube::ResourceExt;
 use kube::api::{ListParams, Patch, PatchParams};
 use kube::runtime::events::EventType;
 use serde_json::json;
 
 use super::backup_sync::{integrity_annotations, integrity_event};
-use super::context::{VeleroContext, k8s_time};
+use super::context::{OpenLocation, VeleroContext, k8s_time};
 use super::integrity::{self, Hash};
 
 /// Annotation on a Schedule (value `true`): rehearse the restore of each of its backups.
 pub const REHEARSE_ANNOTATION: &str = "granary.gardener.cloud/rehearse";
+/// How many backups a scrubbing round checks at a time (reads and a verdict write each).
+pub const SCRUB_CONCURRENCY: usize = 8;
 /// How often the controller looks for rehearsals to run (rounds of the scrubber come
 /// every `verifyFrequency`).
 const PASS_EVERY: Duration = Duration::from_secs(30);
@@ -115,7 +119,9 @@ pub async fn run(ctx: Arc<VeleroContext>) {
     .await
 }
 
-async fn pass(ctx: &Arc<VeleroContext>, round: bool) -> Result<(), kube::Error> {
+/// One pass: the due rehearsals, then, when `round`, a scrubbing round (public for the
+/// benchmarks).
+pub async fn pass(ctx: &Arc<VeleroContext>, round: bool) -> Result<(), kube::Error> {
     if ctx.keys.current().is_empty() {
         return Ok(());
     }
@@ -168,19 +174,64 @@ async fn pass(ctx: &Arc<VeleroContext>, round: bool) -> Result<(), kube::Error> 
         checking = picked.len(),
         "backup verification round"
     );
-    for name in picked {
-        let Some(b) = backups.iter().find(|b| b.name_any() == name) else {
-            continue;
-        };
-        scrub(ctx, b).await?;
+    let by_name: HashMap<String, &Backup> = backups.iter().map(|b| (b.name_any(), b)).collect();
+    let picked: Vec<&Backup> = picked
+        .iter()
+        .filter_map(|n| by_name.get(n).copied())
+        .collect();
+    // Each location of the round is looked up and opened once (its credential Secret
+    // read with it), not once per backup; one that cannot be keeps its reason.
+    let mut opened = Opened::new();
+    for b in &picked {
+        if let Ok(name) = location_name(b)
+            && !opened.contains_key(&name)
+        {
+            let o = open_location(ctx, &name).await;
+            opened.insert(name, o);
+        }
     }
-    Ok(())
+    let keyring = ctx.keys.current();
+    let (opened, keyring) = (&opened, &keyring);
+    futures::stream::iter(picked)
+        .map(Ok)
+        .try_for_each_concurrent(SCRUB_CONCURRENCY, |b| async move {
+            scrub(ctx, b, opened, keyring).await
+        })
+        .await
 }
 
+/// The locations of a round, opened, by name: the namespace owner each belongs to and
+/// its store, or why it could not be opened.
+type Opened = HashMap<String, Result<(Option<String>, OpenLocation), String>>;
+
 /// Checks one backup and records the verdict.
-async fn scrub(ctx: &VeleroContext, b: &Backup) -> Result<(), kube::Error> {
+async fn scrub(
+    ctx: &VeleroContext,
+    b: &Backup,
+    opened: &Opened,
+    keyring: &Keyring,
+) -> Result<(), kube::Error> {
     let name = b.name_any();
-    let verdict = match check(ctx, b).await {
+    let location = location_name(b).and_then(|l| match opened.get(&l) {
+        Some(Ok(o)) => Ok(o),
+        Some(Err(e)) => Err(e.clone()),
+        None => Err(format!("its storage location {l:?} was not opened")),
+    });
+    let checked = match location {
+        Ok((tenant, open)) => {
+            integrity::check_backup(
+                open.store.as_ref(),
+                &open.access.layout,
+                &b.stored_name(),
+                keyring,
+                tenant.as_deref(),
+                Hash::AllBut(&[]),
+            )
+            .await
+        }
+        Err(e) => Err(e),
+    };
+    let verdict = match checked.map(|c| c.verdict) {
         Ok(v) => v,
         Err(e) => {
             tracing::warn!(backup = %name, error = %e, "backup verification: not checked this round");
@@ -221,44 +272,38 @@ async fn scrub(ctx: &VeleroContext, b: &Backup) -> Result<(), kube::Error> {
     Ok(())
 }
 
-/// The location of `b` and the namespace owner it belongs to, if any.
-async fn location_of(ctx: &VeleroContext, b: &Backup) -> Result<BackupStorageLocation, String> {
-    let name = b
-        .spec
+/// The name of `b`'s location.
+fn location_name(b: &Backup) -> Result<String, String> {
+    b.spec
         .storage_location
         .clone()
         .filter(|l| !l.is_empty())
-        .ok_or_else(|| "the backup names no storage location".to_owned())?;
+        .ok_or_else(|| "the backup names no storage location".to_owned())
+}
+
+/// The location `name`.
+async fn location_named(ctx: &VeleroContext, name: &str) -> Result<BackupStorageLocation, String> {
     ctx.api::<BackupStorageLocation>()
-        .get_opt(&name)
+        .get_opt(name)
         .await
         .map_err(|e| e.to_string())?
         .ok_or_else(|| format!("its storage location {name:?} does not exist"))
 }
 
-/// The verdict of `b` at its location, every object read, and the opened location.
-async fn check_at(
-    ctx: &VeleroContext,
-    b: &Backup,
-) -> Result<(Verdict, super::context::OpenLocation), String> {
-    let location = location_of(ctx, b).await?;
-    let tenant = super::location::tenant_namespace(&location);
-    let open = ctx.open(location).await.map_err(|e| e.to_string())?;
-    let checked = integrity::check_backup(
-        open.store.as_ref(),
-        &open.access.layout,
-        &b.stored_name(),
-        &ctx.keys.current(),
-        tenant.as_deref(),
-        Hash::AllBut(&[]),
-    )
-    .await?;
-    Ok((checked.verdict, open))
+/// The location of `b`.
+async fn location_of(ctx: &VeleroContext, b: &Backup) -> Result<BackupStorageLocation, String> {
+    location_named(ctx, &location_name(b)?).await
 }
 
-/// The verdict of `b` at its location, every object read.
-async fn check(ctx: &VeleroContext, b: &Backup) -> Result<Verdict, String> {
-    Ok(check_at(ctx, b).await?.0)
+/// Location `name` opened, and the namespace owner it belongs to, if any.
+async fn open_location(
+    ctx: &VeleroContext,
+    name: &str,
+) -> Result<(Option<String>, OpenLocation), String> {
+    let location = location_named(ctx, name).await?;
+    let tenant = super::location::tenant_namespace(&location);
+    let open = ctx.open(location).await.map_err(|e| e.to_string())?;
+    Ok((tenant, open))
 }
 
 /// What a rehearsal found.

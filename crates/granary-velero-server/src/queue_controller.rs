@@ -17,6 +17,7 @@ use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::runtime::watcher::Event;
 use serde_json::{Value, json};
+use std::collections::HashMap;
 use std::sync::Arc;
 use tokio::sync::Notify;
 
@@ -108,8 +109,8 @@ fn queue_phase(b: &Backup) -> Option<QueuePhase> {
     }
 }
 
-/// One pass: read every backup, decide, write what changed.
-async fn pass(ctx: &VeleroContext) -> Result<(), kube::Error> {
+/// One pass: read every backup, decide, write what changed (public for the benchmarks).
+pub async fn pass(ctx: &VeleroContext) -> Result<(), kube::Error> {
     let api = ctx.api::<Backup>();
     let backups = api.list(&ListParams::default()).await?.items;
     // Velero's `velero_backup_total`: every Backup of the namespace, whatever its phase.
@@ -152,9 +153,10 @@ async fn pass(ctx: &VeleroContext) -> Result<(), kube::Error> {
         })
         .collect();
     let decisions = plan(&items, ctx.settings.concurrent_backups as usize);
+    let by_name: HashMap<String, &Backup> = backups.iter().map(|b| (b.name_any(), b)).collect();
     let mut queued = 0i64;
     for (name, decision) in decisions {
-        let Some(b) = backups.iter().find(|b| b.name_any() == name) else {
+        let Some(b) = by_name.get(&name) else {
             continue;
         };
         let current_position = b.status.as_ref().and_then(|s| s.queue_position);
