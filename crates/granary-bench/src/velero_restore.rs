@@ -379,11 +379,14 @@ pub(crate) async fn run(opts: &BenchOptions) -> anyhow::Result<Outcome> {
             "kubectl apply --server-side",
             kubectl_row,
         ),
-        Row::alone(
+        Row::versus(
             "restore: peak RSS growth of the restoring process",
             Unit::MiB,
             growth_mib,
-        ),
+            "goal",
+            Peer::Reference(GOAL_RSS_MIB),
+        )
+        .goal(1.0),
     ];
     Ok(Outcome {
         title: format!(

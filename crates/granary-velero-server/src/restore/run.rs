@@ -364,9 +364,8 @@ struct Run<'a> {
     /// used while `batching`.
     wave: std::collections::VecDeque<Prepared>,
     /// Their creates, in the same order, each running on a task of its own.
-    posts: futures::stream::FuturesOrdered<
-        tokio::task::JoinHandle<Result<DynamicObject, PostError>>,
-    >,
+    posts:
+        futures::stream::FuturesOrdered<tokio::task::JoinHandle<Result<DynamicObject, PostError>>>,
     batching: bool,
 }
 
@@ -638,8 +637,8 @@ impl<'a> Run<'a> {
         let (Some(p), Some(joined)) = (self.wave.pop_front(), self.posts.next().await) else {
             return;
         };
-        let result = joined
-            .unwrap_or_else(|e| Err(PostError::Decode(format!("the create stopped: {e}"))));
+        let result =
+            joined.unwrap_or_else(|e| Err(PostError::Decode(format!("the create stopped: {e}"))));
         let action = self.settle(&p.selected, p.obj, result).await;
         let name = self.items.name(p.selected.index).to_owned();
         self.record(&p.resource_key, &p.selected.target_namespace, &name, action);
