@@ -12,7 +12,7 @@ use kube::ResourceExt;
 use kube::api::ObjectMeta;
 use serde_json::{Value, json};
 
-use crate::pools::PoolKey;
+use crate::pools::{PoolKey, PoolKind};
 use granary_api::bucket_name::shard_bucket_name;
 use granary_api::common::ObjectReference;
 use granary_api::core::{
@@ -103,8 +103,9 @@ fn record_value(key: &PoolKey, shard: Option<u32>) -> String {
     )
 }
 
-/// The pool and shard the garden recorded for the bucket.
-fn recorded_place(bucket: &BackupBucket) -> Option<(PoolKey, Option<u32>)> {
+/// The garden's record of a bucket's place, borrowed from the annotation: kind, owner,
+/// region and shard.
+fn record_parts(bucket: &BackupBucket) -> Option<(PoolKind, &str, &str, Option<u32>)> {
     let value = bucket.annotations().get(ANNOTATION_POOL_RECORD)?;
     let mut parts = value.split('/');
     let (kind, owner, region, shard) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
@@ -115,8 +116,14 @@ fn recorded_place(bucket: &BackupBucket) -> Option<(PoolKey, Option<u32>)> {
         "-" => None,
         s => Some(s.parse().ok()?),
     };
+    Some((kind.parse().ok()?, owner, region, shard))
+}
+
+/// The pool and shard the garden recorded for the bucket.
+fn recorded_place(bucket: &BackupBucket) -> Option<(PoolKey, Option<u32>)> {
+    let (kind, owner, region, shard) = record_parts(bucket)?;
     let key = PoolKey {
-        kind: kind.parse().ok()?,
+        kind,
         owner: owner.to_string(),
         region: region.to_string(),
     };
@@ -143,6 +150,20 @@ pub fn pool_of(bucket: &BackupBucket) -> Option<PoolKey> {
 /// The pool and shard of a bucket, read once: the garden's record, else its labels.
 pub fn place_of(bucket: &BackupBucket) -> Option<(PoolKey, Option<u32>)> {
     recorded_place(bucket).or_else(|| labelled_place(bucket))
+}
+
+/// The shard of `bucket` when it is in pool `key` (`Some(None)`: in it, without a
+/// number), read as [`place_of`] reads it but without allocating for a recorded bucket:
+/// placement asks this of every bucket for every entry it places.
+pub fn shard_in(bucket: &BackupBucket, key: &PoolKey) -> Option<Option<u32>> {
+    match record_parts(bucket) {
+        Some((kind, owner, region, shard)) => {
+            (kind == key.kind && owner == key.owner && region == key.region).then_some(shard)
+        }
+        None => labelled_place(bucket)
+            .filter(|(k, _)| k == key)
+            .map(|(_, shard)| shard),
+    }
 }
 
 /// The shard number of a bucket: the garden's record, else its label.
@@ -548,6 +569,50 @@ mod tests {
         plain.metadata.labels = None;
         assert_eq!(pool_label_repair(&plain), None);
         assert_eq!(pool_of(&plain), None);
+    }
+
+    /// Placement's allocation-free reading agrees with `place_of` for a recorded
+    /// bucket, a labelled one, one whose record is broken, and one of another pool.
+    #[test]
+    fn shard_in_reads_the_place_as_place_of_does() {
+        let key = source().key;
+        let recorded = new_shard_bucket(&source(), 3, None, &ObjectSelector::default());
+        let mut labelled = recorded.clone();
+        labelled.metadata.annotations = None;
+        let mut broken = recorded.clone();
+        broken
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(
+                ANNOTATION_POOL_RECORD.into(),
+                "cloudprofile/aws/eu-west-1/x".into(),
+            );
+        let mut other = recorded.clone();
+        other
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(ANNOTATION_POOL_RECORD.into(), "seed/aws/eu-west-1/3".into());
+        let mut unnumbered = recorded.clone();
+        unnumbered
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(
+                ANNOTATION_POOL_RECORD.into(),
+                "cloudprofile/aws/eu-west-1/-".into(),
+            );
+        let mut plain = labelled.clone();
+        plain.metadata.labels = None;
+        for b in [&recorded, &labelled, &broken, &other, &unnumbered, &plain] {
+            let expected = place_of(b).filter(|(k, _)| *k == key).map(|(_, s)| s);
+            assert_eq!(shard_in(b, &key), expected, "{:?}", b.metadata.annotations);
+        }
+        assert_eq!(shard_in(&recorded, &key), Some(Some(3)));
+        assert_eq!(shard_in(&broken, &key), Some(Some(3)), "the labels decide");
+        assert_eq!(shard_in(&other, &key), None);
+        assert_eq!(shard_in(&unnumbered, &key), Some(None));
     }
 
     #[test]

@@ -9,7 +9,7 @@
 //! process has placed but the cache has not shown yet. A moving entry's place in its
 //! migration target is held the same way ([`Ledger::reserve`], [`crate::moves`]).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
@@ -20,7 +20,7 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use crate::assignment::{Assignment, SeedCandidate, assign_bucket};
-use crate::buckets::{PoolSource, new_shard_bucket, place_of, pool_of, recorded_count, shard_of};
+use crate::buckets::{PoolSource, new_shard_bucket, pool_of, recorded_count, shard_in, shard_of};
 use crate::context::{Context, GardenError};
 use crate::placement::{Placement, ShardFill, place_entry};
 use crate::pools::{PoolKey, PoolKind};
@@ -172,24 +172,30 @@ impl Ledger {
     }
 
     /// The pool's shards with their numbers: the cache overlaid with this process'
-    /// newer copies, in shard order (then name). Each bucket's place is read once.
+    /// newer copies, in shard order (then name). Called for every placement, over every
+    /// bucket in the cache: nothing is allocated per bucket outside the pool, and names
+    /// are compared only between buckets of the same shard number.
     fn shards(ctx: &Context, key: &PoolKey, book: &Book) -> Vec<(Option<u32>, Arc<BackupBucket>)> {
-        let mut by_name: BTreeMap<String, (Option<u32>, Arc<BackupBucket>)> = ctx
+        let latest = &book.latest;
+        let mut shards: Vec<(Option<u32>, Arc<BackupBucket>)> = ctx
             .stores
             .buckets
             .state()
             .into_iter()
-            .filter_map(|b| match place_of(&b) {
-                Some((pool, shard)) if pool == *key => Some((b.name_any(), (shard, b))),
-                _ => None,
+            .filter(|b| {
+                b.metadata
+                    .name
+                    .as_deref()
+                    .is_none_or(|n| !latest.contains_key(n))
             })
+            .filter_map(|b| shard_in(&b, key).map(|shard| (shard, b)))
+            .chain(latest.values().map(|b| (shard_of(b), b.clone())))
             .collect();
-        for (name, bucket) in &book.latest {
-            by_name.insert(name.clone(), (shard_of(bucket), bucket.clone()));
-        }
-        // In name order already: a stable sort by shard keeps names as the tie-break.
-        let mut shards: Vec<(Option<u32>, Arc<BackupBucket>)> = by_name.into_values().collect();
-        shards.sort_by_key(|(shard, _)| shard.unwrap_or(u32::MAX));
+        shards.sort_by(|(sa, a), (sb, b)| {
+            sa.unwrap_or(u32::MAX)
+                .cmp(&sb.unwrap_or(u32::MAX))
+                .then_with(|| a.metadata.name.cmp(&b.metadata.name))
+        });
         shards
     }
 
