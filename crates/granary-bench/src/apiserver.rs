@@ -27,11 +27,7 @@ pub(crate) const CHILD_ENV: &str = "GRANARY_BENCH_APISERVER_DIR";
 /// The child's side: an embedded API server on 127.0.0.1 that writes its kubeconfig
 /// into `dir` and answers the parent's lines until its stdin closes.
 pub(crate) fn serve(dir: &Path) -> anyhow::Result<()> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
+    let runtime = super::support::runtime()?;
     runtime.block_on(async {
         let server = EmbeddedServer::start(EmbeddedOptions::default())
             .await

@@ -869,11 +869,7 @@ pub(crate) const BARE_LIST_ENV: &str = "GRANARY_BENCH_BARE_LIST";
 /// The restart peer's process: a client of the server of `kubeconfig`, the shoots and
 /// entries listed at once and decoded whole, and "<shoots> <entries>" on stdout.
 pub(crate) fn bare_list_process(kubeconfig: &Path) -> anyhow::Result<()> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
+    let runtime = super::support::runtime()?;
     runtime.block_on(async {
         let client = super::apiserver::new_client(kubeconfig).await?;
         let all = ListParams::default();

@@ -213,11 +213,7 @@ pub fn main_blocking(names: &[String], opts: &BenchOptions, json: bool) -> anyho
         );
     }
     for name in names {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .context("starting the async runtime")?;
+        let runtime = support::runtime()?;
         let report = runtime
             .block_on(run(name, opts))
             .with_context(|| format!("benchmark {name}"))?;

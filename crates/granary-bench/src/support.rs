@@ -135,3 +135,14 @@ pub fn garden_secret(name: &str) -> granary_api::common::ObjectReference {
         ..Default::default()
     }
 }
+
+/// The async runtime every benchmark process runs on: two workers, as this machine has
+/// (the benchmark itself, its API server child and the garden's restart peer alike).
+pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    use anyhow::Context;
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
