@@ -261,7 +261,9 @@ async fn from_flags(target: &Target, f: &VerifyFlags) -> anyhow::Result<(Vec<Sub
     .await
     .context("opening the location's store")?;
     let names = if f.all {
-        backups_at(store.as_ref(), &access.layout).await?
+        granary_velero_server::backup_sync::backup_names(store.as_ref(), &access.layout)
+            .await
+            .context("listing the location's backups")?
     } else {
         f.names.clone()
     };
@@ -279,26 +281,6 @@ async fn from_flags(target: &Target, f: &VerifyFlags) -> anyhow::Result<(Vec<Sub
             .collect(),
         keyring,
     ))
-}
-
-/// The names of the backups at a location (those with a `velero-backup.json`).
-async fn backups_at(
-    store: &dyn ObjectStore,
-    layout: &StorageLayout,
-) -> anyhow::Result<Vec<String>> {
-    use futures::TryStreamExt;
-    let prefixes: Vec<String> = store
-        .list(layout.bucket(), &layout.backups_dir(), Some("/"))
-        .try_filter_map(|e| async move {
-            Ok(match e {
-                ListEntry::Prefix(p) => Some(p),
-                ListEntry::Object(_) => None,
-            })
-        })
-        .try_collect()
-        .await
-        .context("listing the location's backups")?;
-    Ok(layout.backup_names_from_prefixes(&prefixes))
 }
 
 async fn from_cluster(target: &Target, f: &VerifyFlags) -> anyhow::Result<(Vec<Subject>, Keyring)> {

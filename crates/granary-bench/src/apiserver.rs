@@ -52,17 +52,7 @@ pub(crate) fn serve(dir: &Path) -> anyhow::Result<()> {
                     say("ok".into()).await?;
                 }
                 "requests" => {
-                    let mut by_kind = BTreeMap::<String, usize>::new();
-                    for c in server.take_recorded_requests() {
-                        let key = if !c.non_resource_path.is_empty() {
-                            format!("{} {}", c.verb, c.non_resource_path)
-                        } else if c.subresource.is_empty() {
-                            format!("{} {}", c.verb, c.resource)
-                        } else {
-                            format!("{} {}/{}", c.verb, c.resource, c.subresource)
-                        };
-                        *by_kind.entry(key).or_default() += 1;
-                    }
+                    let by_kind = super::velero_scale::tally(server.take_recorded_requests());
                     say(serde_json::to_string(&by_kind)?).await?;
                 }
                 other => bail!("the benchmark's API server got an unknown line {other:?}"),

@@ -261,24 +261,6 @@ pub async fn write_backup(
     Ok(())
 }
 
-/// The backup names under the location's `backups/` (one delimited listing).
-async fn bucket_backups(
-    store: &dyn ObjectStore,
-    layout: &StorageLayout,
-) -> anyhow::Result<Vec<String>> {
-    let prefixes: Vec<String> = store
-        .list(layout.bucket(), &layout.backups_dir(), Some("/"))
-        .try_filter_map(|e| async move {
-            Ok(match e {
-                ListEntry::Prefix(p) => Some(p),
-                ListEntry::Object(_) => None,
-            })
-        })
-        .try_collect()
-        .await?;
-    Ok(layout.backup_names_from_prefixes(&prefixes))
-}
-
 /// The sync's peer: the bucket's backups listed, the namespace's Backups listed, each
 /// missing one's `velero-backup.json` read and the same Backup created, as many at a time as the sync.
 /// Returns how many it created.
@@ -287,7 +269,7 @@ async fn bare_sync(
     store: &dyn ObjectStore,
     layout: &StorageLayout,
 ) -> anyhow::Result<usize> {
-    let names = bucket_backups(store, layout).await?;
+    let names = granary_velero_server::backup_sync::backup_names(store, layout).await?;
     let api: Api<Backup> = Api::namespaced(client.clone(), NS);
     let present: BTreeSet<String> = api
         .list(&ListParams::default())

@@ -234,12 +234,12 @@ impl Collector for LandscapeGauges {
             .iter()
             .chain([&stores.shoots_ready])
             .all(|r| *r.borrow());
-        let (Ok(unprotected), Ok(entries)) = (Self::unprotected_vec(), Self::entries_vec()) else {
-            return Vec::new();
-        };
         if !filled {
             return Vec::new();
         }
+        let (Ok(unprotected), Ok(entries)) = (Self::unprotected_vec(), Self::entries_vec()) else {
+            return Vec::new();
+        };
         for shoot in stores.shoots.state() {
             let namespace = shoot.namespace().unwrap_or_default();
             let name = shoot.backup_entry_name();

@@ -60,6 +60,26 @@ use std::time::Duration;
 /// How many backups a sync imports at a time (reads from the bucket and a create each).
 pub const IMPORT_CONCURRENCY: usize = 8;
 
+/// The names of the backups under a location's `backups/`: one delimited listing of
+/// its prefixes (what sync imports from, `backup verify --all` checks and the scale
+/// benchmark's peer reads).
+pub async fn backup_names(
+    store: &dyn granary_providers::ObjectStore,
+    layout: &granary_velero::layout::StorageLayout,
+) -> Result<Vec<String>, granary_providers::Error> {
+    let prefixes: Vec<String> = store
+        .list(layout.bucket(), &layout.backups_dir(), Some("/"))
+        .try_filter_map(|e| async move {
+            Ok(match e {
+                ListEntry::Prefix(p) => Some(p),
+                ListEntry::Object(_) => None,
+            })
+        })
+        .try_collect()
+        .await?;
+    Ok(layout.backup_names_from_prefixes(&prefixes))
+}
+
 /// The sync period of `location`: its own, else the server's; `None` when 0 (disabled).
 pub fn sync_period(location: &BackupStorageLocation, server: Duration) -> Option<Duration> {
     let period = location
@@ -438,18 +458,7 @@ async fn sync(ctx: &VeleroContext, location: &BackupStorageLocation) -> Result<(
     let open = ctx.open(location.clone()).await?;
     let layout = &open.access.layout;
     let bucket = layout.bucket();
-    let prefixes: Vec<String> = open
-        .store
-        .list(bucket, &layout.backups_dir(), Some("/"))
-        .try_filter_map(|e| async move {
-            Ok(match e {
-                ListEntry::Prefix(p) => Some(p),
-                ListEntry::Object(_) => None,
-            })
-        })
-        .try_collect()
-        .await?;
-    let in_bucket = layout.backup_names_from_prefixes(&prefixes);
+    let in_bucket = backup_names(open.store.as_ref(), layout).await?;
     let backups = ctx.api::<Backup>();
     let cluster = backups.list(&ListParams::default()).await?.items;
     let tenant = super::location::tenant_namespace(location);
