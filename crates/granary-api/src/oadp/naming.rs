@@ -9,6 +9,8 @@ use super::MAXIMUM_NAC_OBJECT_NAME_LENGTH;
 /// name is shortened first (to `25 - len(namespace)` characters); a namespace longer
 /// than 25 characters is itself cut to 25 and the name dropped. Empty parts are left
 /// out. The uuid is a parameter so the function stays pure; callers pass a v4 uuid.
+/// `name` is the NAC object's own name, so never empty: [`nac_name_prefix`] holds for
+/// every such name.
 pub fn nac_object_name(namespace: &str, name: &str, uuid: &Uuid) -> String {
     let suffix = uuid.hyphenated().to_string();
     let join = |ns: &str, n: &str| {
@@ -51,11 +53,13 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// Every name made for a namespace starts with its prefix.
+        /// Every name made for a namespace's object starts with its prefix. An object's
+        /// name is never empty; with an empty one, a namespace of exactly 26 characters
+        /// would be kept whole (it fits in 63 with the uuid), as NAC keeps it.
         #[test]
         fn names_start_with_the_namespace_prefix(
             ns in "[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?",
-            name in "[a-z0-9-]{0,80}",
+            name in "[a-z0-9][a-z0-9-]{0,79}",
         ) {
             let n = nac_object_name(&ns, &name, &uuid());
             proptest::prop_assert!(n.starts_with(&nac_name_prefix(&ns)), "{n} / {ns}");
