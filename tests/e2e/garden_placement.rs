@@ -278,6 +278,8 @@ async fn a_run_aborted_between_commit_and_entry_resumes_with_the_invariants_inta
     }
     // The binary serves its health, readiness and metrics endpoints.
     let addr: std::net::SocketAddr = metrics_address.parse().expect("socket address");
+    // A deadline of its own: settling may have used most of the first under load.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     let mut endpoints_ok = false;
     while !endpoints_ok && tokio::time::Instant::now() < deadline {
         endpoints_ok = granary_test_support::try_http_get(addr, "/healthz")
@@ -317,7 +319,8 @@ async fn a_run_aborted_between_commit_and_entry_resumes_with_the_invariants_inta
     );
     assert!(
         endpoints_ok,
-        "/healthz, /readyz and /metrics answer on {addr}"
+        "/healthz, /readyz and /metrics answer on {addr}; its log:\n{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
     );
     assert!(
         settled,
