@@ -89,7 +89,7 @@ fn write_backup(path: &std::path::Path) -> granary_velero::manifest::Manifest {
     writer
         .add_item(&GroupResource::new("apps", "deployments"), "v1", &deploy)
         .expect("add deployment");
-    writer.finish().expect("finish").1
+    writer.finish_with_manifest().expect("finish").1
 }
 
 /// A tarball read straight from a `local` bucket (`b.tar.gz%f`) is compared with the

@@ -41,7 +41,7 @@ use granary_runtime::config::ConfigDuration;
 use granary_runtime::metrics::Metrics;
 use granary_runtime::selector::ObjectSelector;
 use granary_velero::archive::ArchiveWriter;
-use granary_velero::files::{ResourceList, Results, encode_backup_json};
+use granary_velero::files::{Results, encode_backup_json};
 use granary_velero::integrity::{Keyring, ObjectDigest, RecordKind};
 use granary_velero::layout::StorageLayout;
 use granary_velero::resource::GroupResource;
@@ -91,7 +91,7 @@ async fn write_backup(
         });
         w.add_item(&cms, "v1", &item)?;
     }
-    let (_, manifest) = w.finish()?;
+    let (_, mut manifest) = w.finish()?;
     let mut backup = Backup::new(name, BackupSpec::default());
     backup.metadata.namespace = Some(VELERO.into());
     backup.spec.included_namespaces = Some(vec!["app".into()]);
@@ -103,10 +103,10 @@ async fn write_backup(
     });
     let files: Vec<(String, Vec<u8>)> = vec![
         (format!("{name}.tar.gz"), tarball),
-        ("manifest.json.gz".into(), manifest.to_gz_bytes()),
+        ("manifest.json.gz".into(), manifest.write_gz(Vec::new())?),
         (
             format!("{name}-resource-list.json.gz"),
-            ResourceList::from_manifest(&manifest).to_gz_bytes(),
+            manifest.write_resource_list_gz(Vec::new())?,
         ),
         (
             format!("{name}-results.gz"),

@@ -44,7 +44,7 @@ use granary_runtime::config::ConfigDuration;
 use granary_runtime::metrics::Metrics;
 use granary_runtime::selector::ObjectSelector;
 use granary_velero::archive::ArchiveWriter;
-use granary_velero::files::{ResourceList, Results, decode_backup_json, encode_backup_json};
+use granary_velero::files::{Results, decode_backup_json, encode_backup_json};
 use granary_velero::integrity::{Keyring, ObjectDigest, RecordKind};
 use granary_velero::layout::StorageLayout;
 use granary_velero::resource::GroupResource;
@@ -216,7 +216,7 @@ pub async fn write_backup(
         "data": {"value": name},
     });
     w.add_item(&GroupResource::new("", "configmaps"), "v1", &item)?;
-    let (_, manifest) = w.finish()?;
+    let (_, mut manifest) = w.finish()?;
     let mut backup = Backup::new(name, BackupSpec::default());
     backup.metadata.namespace = Some(NS.into());
     backup.spec.included_namespaces = Some(vec!["app".into()]);
@@ -230,10 +230,10 @@ pub async fn write_backup(
     let dir = keys.dir().to_string();
     let files = [
         (keys.contents(), tarball),
-        (keys.manifest(), manifest.to_gz_bytes()),
+        (keys.manifest(), manifest.write_gz(Vec::new())?),
         (
             keys.resource_list(),
-            ResourceList::from_manifest(&manifest).to_gz_bytes(),
+            manifest.write_resource_list_gz(Vec::new())?,
         ),
         (keys.results(), Results::default().to_gz_bytes()),
     ];

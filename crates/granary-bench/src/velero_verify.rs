@@ -20,7 +20,7 @@ use bytes::Bytes;
 use chrono::{TimeZone, Utc};
 use granary_api::velero::{Backup, BackupSpec};
 use granary_velero::archive::ArchiveWriter;
-use granary_velero::files::{ResourceList, encode_backup_json};
+use granary_velero::files::encode_backup_json;
 use granary_velero::integrity::{IntegrityRecord, Keyring, ObjectDigest, RecordKind};
 use granary_velero::resource::GroupResource;
 use serde_json::{Value, json};
@@ -93,7 +93,7 @@ pub(crate) async fn run(opts: &BenchOptions) -> anyhow::Result<Outcome> {
     for i in 0..items {
         w.add_item(&cms, "v1", &object(i)).context("add item")?;
     }
-    let (_, manifest) = w.finish().context("finish archive")?;
+    let (_, mut manifest) = w.finish().context("finish archive")?;
     let write_secs = start.elapsed().as_secs_f64();
     let tarball = std::fs::read(&tar_path).context("read tarball")?;
 
@@ -101,10 +101,10 @@ pub(crate) async fn run(opts: &BenchOptions) -> anyhow::Result<Outcome> {
     backup.metadata.namespace = Some("velero".into());
     let files: Vec<(&str, Vec<u8>)> = vec![
         ("bench.tar.gz", tarball.clone()),
-        ("manifest.json.gz", manifest.to_gz_bytes()),
+        ("manifest.json.gz", manifest.write_gz(Vec::new())?),
         (
             "bench-resource-list.json.gz",
-            ResourceList::from_manifest(&manifest).to_gz_bytes(),
+            manifest.write_resource_list_gz(Vec::new())?,
         ),
         (
             "bench-results.gz",

@@ -71,7 +71,7 @@ fn written_backup(long_names: bool) -> (Vec<u8>, Manifest) {
     ] {
         w.add_item(&gr(g), preferred, &o).expect("adds");
     }
-    w.finish().expect("finishes")
+    w.finish_with_manifest().expect("finishes")
 }
 
 /// A tarball with tar features our writer never emits: a PAX path, a directory, and a

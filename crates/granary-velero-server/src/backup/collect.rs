@@ -4,8 +4,8 @@
 //! de-duplication, actions, additional items), ending in a job for the tarball writer.
 
 use std::collections::{BTreeSet, HashSet};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
 use futures::future::BoxFuture;
@@ -21,6 +21,7 @@ use super::logbook::{Logbook, Subject};
 use super::order::{OrderedItem, ordered_items};
 use super::selectors;
 use granary_api::velero::BackupSpec;
+use granary_velero::manifest::KeySet;
 use granary_velero::resource::GroupResource;
 
 /// One item for the tarball writer.
@@ -42,7 +43,9 @@ pub(super) struct Collection<'a> {
     /// The Namespace objects, written at the end for the tracked namespaces.
     pub namespace_objects: Vec<Value>,
     pub tracked: Mutex<BTreeSet<String>>,
-    pub seen: Mutex<HashSet<(String, String, String)>>,
+    /// The items backed up so far (Velero's `backedUpItems`), compact for backups of a
+    /// million items.
+    pub seen: Mutex<KeySet>,
     pub log: &'a Logbook,
     pub jobs: mpsc::Sender<WriteJob>,
     pub total: &'a AtomicU64,
@@ -54,7 +57,9 @@ pub(super) struct Collection<'a> {
 
 /// An item listed, waiting for a worker.
 struct Candidate {
-    res: DiscoveredResource,
+    /// Shared by every item of the resource: cloning it per item cost a dozen
+    /// allocations.
+    res: Arc<DiscoveredResource>,
     object: Value,
 }
 
@@ -106,7 +111,12 @@ impl Collection<'_> {
     }
 
     async fn list_all(&self, tx: &mpsc::Sender<Candidate>) {
-        let resources: Vec<DiscoveredResource> = self.ctx.catalog.collectable().cloned().collect();
+        let resources: Vec<Arc<DiscoveredResource>> = self
+            .ctx
+            .catalog
+            .collectable()
+            .map(|r| Arc::new(r.clone()))
+            .collect();
         for res in resources {
             if self.stopped.load(Ordering::SeqCst) {
                 return;
@@ -150,7 +160,7 @@ impl Collection<'_> {
     /// `false` when collection must stop.
     async fn list_one(
         &self,
-        res: &DiscoveredResource,
+        res: &Arc<DiscoveredResource>,
         ns: Option<&str>,
         selector: &str,
         done: &HashSet<String>,
@@ -173,13 +183,16 @@ impl Collection<'_> {
             };
             for object in items {
                 let item_ns = meta_str(&object, "namespace");
-                let id = if item_ns.is_empty() {
-                    meta_str(&object, "name").to_owned()
-                } else {
-                    format!("{item_ns}/{}", meta_str(&object, "name"))
-                };
-                if done.contains(&id) {
-                    continue;
+                if !done.is_empty() {
+                    let name = meta_str(&object, "name");
+                    let id = if item_ns.is_empty() {
+                        name.to_owned()
+                    } else {
+                        format!("{item_ns}/{name}")
+                    };
+                    if done.contains(&id) {
+                        continue;
+                    }
                 }
                 if res.namespaced && !self.namespaces.should_include(item_ns) {
                     continue;
@@ -187,7 +200,7 @@ impl Collection<'_> {
                 self.track(item_ns);
                 self.total.fetch_add(1, Ordering::Relaxed);
                 let candidate = Candidate {
-                    res: res.clone(),
+                    res: Arc::clone(res),
                     object,
                 };
                 if tx.send(candidate).await.is_err() || self.stopped.load(Ordering::SeqCst) {
@@ -206,7 +219,7 @@ impl Collection<'_> {
     /// not found or not selected is a warning, as in Velero ("Cannot find resource").
     async fn ordered_first(
         &self,
-        res: &DiscoveredResource,
+        res: &Arc<DiscoveredResource>,
         lists: &[Option<String>],
         tx: &mpsc::Sender<Candidate>,
     ) -> HashSet<String> {
@@ -244,7 +257,7 @@ impl Collection<'_> {
                     self.total.fetch_add(1, Ordering::Relaxed);
                     if tx
                         .send(Candidate {
-                            res: res.clone(),
+                            res: Arc::clone(res),
                             object,
                         })
                         .await
@@ -328,14 +341,20 @@ impl Collection<'_> {
                 self.log.info(subject, &format!("Skipping item: {skip:?}"));
                 return;
             }
-            let key = (name.clone(), ns.clone(), item.clone());
-            if !self
-                .seen
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(key)
-            {
-                return;
+            let first = self.seen.lock().unwrap_or_else(|p| p.into_inner()).insert((
+                &res.group,
+                &res.resource,
+                &ns,
+                &item,
+            ));
+            match first {
+                Ok(Some(_)) => {}
+                Ok(None) => return,
+                Err(e) => {
+                    self.log
+                        .error(subject, &format!("Error backing up item: {e}"));
+                    return;
+                }
             }
             let mut object = object;
             let mut additional = Vec::new();

@@ -58,8 +58,9 @@ pub(super) async fn collect(req: CollectRequest<'_>) -> Result<Collected, Backup
         tokio::task::spawn_blocking(move || {
             let mut order: Vec<ItemKey> = Vec::new();
             let written = Arc::new(AtomicU64::new(0));
-            let (_, manifest) =
+            let (_, mut spool) =
                 write_tarball(std::io::sink(), job_rx, now, log, written, Some(&mut order))?;
+            let manifest = spool.to_manifest()?;
             // Objects at a version other than the preferred one are written but are
             // not manifest items (the writer's rule); they are left out here too.
             let mut listed = std::collections::HashSet::new();

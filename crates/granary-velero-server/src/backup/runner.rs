@@ -17,9 +17,9 @@ use super::{BackupError, BackupOutcome, BackupProgress, BackupRequest, BackupRes
 use granary_api::velero::{BACKUP_VERSION, Backup};
 use granary_velero::FORMAT_VERSION_WITH_MANIFEST;
 use granary_velero::archive::{ArchiveError, ArchiveWriter};
-use granary_velero::files::{ResourceList, encode_backup_json, encode_logs};
+use granary_velero::files::{encode_backup_json, encode_logs};
 use granary_velero::integrity::DigestingWriter;
-use granary_velero::manifest::{ItemKey, Manifest};
+use granary_velero::manifest::{ItemKey, ManifestSpool};
 
 /// Bytes of tarball in flight between the writer and the upload.
 const PIPE_CAPACITY: usize = 1 << 20;
@@ -69,7 +69,7 @@ pub(super) fn write_tarball<W: std::io::Write>(
     log: Arc<Logbook>,
     written: Arc<AtomicU64>,
     mut order: Option<&mut Vec<ItemKey>>,
-) -> Result<(W, Manifest), ArchiveError> {
+) -> Result<(W, ManifestSpool), ArchiveError> {
     let mut archive = ArchiveWriter::new(out, now)?;
     while let Some(job) = jobs.blocking_recv() {
         match archive.add_item(&job.group_resource, &job.preferred_version, &job.object) {
@@ -134,10 +134,14 @@ pub(super) async fn run(req: BackupRequest<'_>) -> Result<BackupOutcome, BackupE
         tokio::task::spawn_blocking(move || {
             // The tarball is hashed as it is written, for the integrity record.
             let out = DigestingWriter::new(pipe_w);
-            let (out, manifest) = write_tarball(out, job_rx, now, log, written, None)?;
+            let (out, mut spool) = write_tarball(out, job_rx, now, log, written, None)?;
             let (pipe, digest) = out.into_parts();
             pipe.finish()?;
-            Ok::<_, ArchiveError>((manifest, digest))
+            // Written from the spool while the tarball's last bytes are uploaded: the
+            // manifest is never whole in memory (docs/architecture.md#backups).
+            let manifest = spool.write_gz(Vec::new())?;
+            let resource_list = spool.write_resource_list_gz(Vec::new())?;
+            Ok::<_, ArchiveError>(((manifest, resource_list), digest))
         })
     };
     let collection = setup.collection(spec, &log, job_tx, &total, req.page_size, req.workers);
@@ -177,7 +181,7 @@ pub(super) async fn run(req: BackupRequest<'_>) -> Result<BackupOutcome, BackupE
         (Err(e), _) => Err(format!("error uploading {tar_key} to object storage: {e}")),
         (Ok(_), Err(e)) => Err(format!("error writing the backup tarball: {e}")),
     };
-    let (manifest, tarball) = match failure {
+    let ((manifest, resource_list), tarball) = match failure {
         Ok(m) => m,
         Err(reason) => return Ok(fail(&req, &keys, &log, reason, items).await),
     };
@@ -208,8 +212,8 @@ pub(super) async fn run(req: BackupRequest<'_>) -> Result<BackupOutcome, BackupE
         name: name.clone(),
         tenant: req.tenant.map(str::to_owned),
         tarball,
-        manifest: manifest.to_gz_bytes(),
-        resource_list: ResourceList::from_manifest(&manifest).to_gz_bytes(),
+        manifest,
+        resource_list,
         results: results.to_gz_bytes(),
         logs: encode_logs(&lines),
         backup_json: encode_backup_json(&stored),

@@ -21,6 +21,7 @@ use super::filters::{
 use super::logbook::{Logbook, Subject};
 use super::selectors::labels_of;
 use granary_api::velero::BackupSpec;
+use granary_velero::manifest::KeySet;
 use granary_velero::resource::GroupResource;
 
 /// The cluster as one backup sees it, with its filters resolved.
@@ -151,7 +152,7 @@ impl Setup {
             live_namespaces: self.live_namespaces,
             namespace_objects: self.namespace_objects,
             tracked: Mutex::new(self.tracked),
-            seen: Mutex::new(HashSet::new()),
+            seen: Mutex::new(KeySet::new()),
             log,
             jobs,
             total,

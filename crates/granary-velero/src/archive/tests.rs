@@ -10,6 +10,7 @@ use proptest::prelude::*;
 use serde_json::{Value, json};
 
 use super::*;
+use crate::files::ResourceList;
 use crate::manifest::Manifest;
 use crate::resource::GroupResource;
 
@@ -89,7 +90,7 @@ fn write_sample() -> (Vec<u8>, Manifest) {
     for (g, pv, o) in sample() {
         w.add_item(&g, pv, &o).expect("adds");
     }
-    w.finish().expect("finishes")
+    w.finish_with_manifest().expect("finishes")
 }
 
 /// (path, entry type, mode, mtime, contents) of every raw tar entry.
@@ -367,6 +368,12 @@ fn objects(specs: &[Spec]) -> Vec<(GroupResource, Value)> {
     out
 }
 
+fn gunzip(gz: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    MultiGzDecoder::new(gz).read_to_end(&mut out).expect("gzip");
+    out
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
@@ -377,7 +384,8 @@ proptest! {
         for (g, o) in &objs {
             w.add_item(g, "v1", o).expect("adds");
         }
-        let (gz, written) = w.finish().expect("finishes");
+        let (gz, mut spool) = w.finish().expect("finishes");
+        let written = spool.to_manifest().expect("read back");
         let parsed = parse_archive(&gz[..], &ArchiveLimits::default()).expect("parses");
         prop_assert_eq!(parsed.unversioned().count(), objs.len());
         for (g, o) in &objs {
@@ -387,7 +395,12 @@ proptest! {
         }
         let rebuilt = Manifest::from_archive(&gz[..], &ArchiveLimits::default()).expect("manifest");
         prop_assert_eq!(&rebuilt, &written);
-        let stored = Manifest::read_gz(&written.to_gz_bytes()[..], 1 << 30).expect("stored manifest");
+        // What the spool stores is byte for byte what the manifest would.
+        let spooled = spool.write_gz(Vec::new()).expect("spooled manifest");
+        let stored = Manifest::read_gz(&spooled[..], 1 << 30).expect("stored manifest");
         prop_assert_eq!(&stored, &written);
+        prop_assert_eq!(gunzip(&spooled), gunzip(&written.to_gz_bytes()));
+        let list = spool.write_resource_list_gz(Vec::new()).expect("spooled list");
+        prop_assert_eq!(gunzip(&list), gunzip(&ResourceList::from_manifest(&written).to_gz_bytes()));
     }
 }

@@ -12,18 +12,20 @@ use super::gzip::MemberWriter;
 use super::json::write_compact;
 use super::path::{ItemPath, Scope, VersionDir, check_segment};
 use super::{ENTRY_MODE, VERSION_FILE_CONTENTS, VERSION_PATH};
-use crate::manifest::{ItemKey, Manifest, item_from_object};
+use crate::manifest::{ItemKey, Manifest, ManifestError, ManifestSpool, item_from_object};
 use crate::resource::GroupResource;
 
 /// Writes a backup tarball to any `Write`, one item at a time.
 ///
 /// Memory is bounded by one item body, one gzip member (see [`super::gzip`]) and the
-/// manifest (a few hundred bytes per item), never by the archive size. Entries are regular files with mode 0755 and the given
-/// modification time; `metadata/version` is written first.
+/// manifest's compact index (about 100 bytes and the name per item: the records go to a
+/// spill file, see [`ManifestSpool`]), never by the archive size. Entries are regular
+/// files with mode 0755 and the given modification time; `metadata/version` is written
+/// first.
 pub struct ArchiveWriter<W: Write> {
     tar: tar::Builder<MemberWriter<W>>,
     mtime: u64,
-    manifest: Manifest,
+    manifest: ManifestSpool,
     /// Paths of non-preferred-version copies, which the manifest does not track.
     versioned_paths: HashSet<String>,
     body: Vec<u8>,
@@ -32,13 +34,14 @@ pub struct ArchiveWriter<W: Write> {
 
 impl<W: Write> ArchiveWriter<W> {
     /// Starts an archive on `out`, writing `metadata/version`. `now` becomes every
-    /// entry's modification time (from the caller's clock).
+    /// entry's modification time (from the caller's clock). The manifest's records
+    /// spill to an anonymous temporary file.
     pub fn new(out: W, now: DateTime<Utc>) -> Result<Self, ArchiveError> {
         let tar = tar::Builder::new(MemberWriter::new(out, Compression::default()));
         let mut writer = Self {
             tar,
             mtime: u64::try_from(now.timestamp()).unwrap_or(0),
-            manifest: Manifest::new(),
+            manifest: ManifestSpool::new().map_err(spool_error)?,
             versioned_paths: HashSet::new(),
             body: Vec::new(),
             entries: 0,
@@ -95,7 +98,7 @@ impl<W: Write> ArchiveWriter<W> {
             let unversioned = path(VersionDir::Unversioned).to_string();
             let preferred = path(VersionDir::Preferred(item.version.clone())).to_string();
             // The manifest refuses duplicates before any byte is written.
-            self.manifest.add(item)?;
+            self.manifest.add(&item).map_err(spool_error)?;
             append_file(&mut self.tar, self.mtime, &unversioned, &self.body)?;
             append_file(&mut self.tar, self.mtime, &preferred, &self.body)?;
             self.entries += 2;
@@ -110,21 +113,32 @@ impl<W: Write> ArchiveWriter<W> {
         Ok(key)
     }
 
-    /// The manifest of the items added so far.
-    pub fn manifest(&self) -> &Manifest {
-        &self.manifest
-    }
-
     /// Number of entries written (including `metadata/version`).
     pub fn entries(&self) -> u64 {
         self.entries
     }
 
     /// Ends the tar stream and the gzip stream, returning the output and the manifest.
-    pub fn finish(self) -> Result<(W, Manifest), ArchiveError> {
+    pub fn finish(self) -> Result<(W, ManifestSpool), ArchiveError> {
         let gz = self.tar.into_inner()?;
         let out = gz.finish()?;
         Ok((out, self.manifest))
+    }
+
+    /// [`ArchiveWriter::finish`] with the whole manifest read back into memory, for
+    /// tools and tests over small archives.
+    pub fn finish_with_manifest(self) -> Result<(W, Manifest), ArchiveError> {
+        let (out, mut spool) = self.finish()?;
+        let manifest = spool.to_manifest().map_err(spool_error)?;
+        Ok((out, manifest))
+    }
+}
+
+/// The spill file's I/O errors are the archive's: the backup cannot go on without it.
+fn spool_error(e: ManifestError) -> ArchiveError {
+    match e {
+        ManifestError::Io(e) => ArchiveError::Io(e),
+        other => ArchiveError::Manifest(other),
     }
 }
 

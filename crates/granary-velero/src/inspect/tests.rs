@@ -31,7 +31,7 @@ fn backup() -> (Vec<u8>, Manifest) {
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a", "uid": "u-ns"}});
     w.add_item(&GroupResource::new("", "namespaces"), "v1", &ns)
         .expect("adds");
-    w.finish().expect("finishes")
+    w.finish_with_manifest().expect("finishes")
 }
 
 #[test]

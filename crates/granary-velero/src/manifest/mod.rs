@@ -11,8 +11,11 @@
 
 mod digest;
 mod item;
+mod keys;
 mod order;
+mod spool;
 mod store;
+mod uid;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -23,8 +26,11 @@ use thiserror::Error;
 
 pub use digest::ItemDigests;
 pub use item::item_from_object;
+pub use keys::{KeySet, KeySetFull};
 pub use order::{BrokenCycle, DependencyOrder};
+pub use spool::ManifestSpool;
 pub use store::MANIFEST_SCHEMA_VERSION;
+pub use uid::Uid;
 
 use crate::resource::GroupResource;
 
