@@ -66,7 +66,7 @@ fn convert(group: &str, version: &str, list: &APIResourceList) -> Vec<Discovered
 }
 
 /// The collection URL of a resource, in one namespace or across all.
-fn url(res: &DiscoveredResource, namespace: Option<&str>) -> String {
+pub(crate) fn url(res: &DiscoveredResource, namespace: Option<&str>) -> String {
     let base = if res.group.is_empty() {
         format!("/api/{}", res.version)
     } else {
@@ -150,11 +150,14 @@ pub async fn get(
 }
 
 fn typed(mut item: Value, res: &DiscoveredResource) -> Value {
+    // `contains_key` first: `Map::entry` makes an owned key even when it is there.
     if let Some(obj) = item.as_object_mut() {
-        obj.entry("apiVersion")
-            .or_insert_with(|| Value::String(res.api_version()));
-        obj.entry("kind")
-            .or_insert_with(|| Value::String(res.kind.clone()));
+        if !obj.contains_key("apiVersion") {
+            obj.insert("apiVersion".into(), Value::String(res.api_version()));
+        }
+        if !obj.contains_key("kind") {
+            obj.insert("kind".into(), Value::String(res.kind.clone()));
+        }
     }
     item
 }

@@ -250,12 +250,8 @@ pub fn check_item(
         .unwrap_or("");
     if !must_include {
         let excluded_by_label = meta
-            .and_then(|m| {
-                m.pointer(&format!(
-                    "/labels/{}",
-                    EXCLUDE_FROM_BACKUP_LABEL.replace('/', "~1")
-                ))
-            })
+            .and_then(|m| m.get("labels"))
+            .and_then(|l| l.get(EXCLUDE_FROM_BACKUP_LABEL))
             .and_then(Value::as_str)
             == Some("true");
         if excluded_by_label {

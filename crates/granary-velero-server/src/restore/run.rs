@@ -364,8 +364,7 @@ struct Run<'a> {
     /// used while `batching`.
     wave: std::collections::VecDeque<Prepared>,
     /// Their creates, in the same order, each running on a task of its own.
-    posts:
-        futures::stream::FuturesOrdered<tokio::task::JoinHandle<Result<DynamicObject, PostError>>>,
+    posts: futures::stream::FuturesOrdered<tokio::task::JoinHandle<Result<Created, PostError>>>,
     batching: bool,
 }
 
@@ -622,10 +621,11 @@ impl<'a> Run<'a> {
     /// the oldest and settles it first. A window, not waves of [`WAVE`]: a wave waited
     /// for its slowest create before starting the next.
     async fn start_create(&mut self, p: Prepared) {
-        let api = self.api(&p.selected.resource, &p.selected.target_namespace);
-        let obj = p.obj.clone();
+        // The body is made here, from the item kept for settling: no copy of the item.
+        let request = create_request(&p.selected, &p.obj);
+        let client = self.req.client.clone();
         self.posts
-            .push_back(tokio::spawn(async move { post(&api, obj).await }));
+            .push_back(tokio::spawn(async move { post(client, request).await }));
         self.wave.push_back(p);
         while self.wave.len() >= WAVE {
             self.settle_oldest().await;
@@ -1107,7 +1107,7 @@ impl<'a> Run<'a> {
                 }
             };
         }
-        let result = post(&api, obj.clone()).await;
+        let result = post(self.req.client.clone(), create_request(s, &obj)).await;
         self.settle(s, obj, result).await
     }
 
@@ -1117,13 +1117,12 @@ impl<'a> Run<'a> {
         &mut self,
         s: &Selected,
         obj: Value,
-        result: Result<DynamicObject, PostError>,
+        result: Result<Created, PostError>,
     ) -> ItemAction {
         let gr_name = self.items.group_resource(s.index).to_string();
         let item_name = self.items.name(s.index).to_owned();
         let ns = &s.target_namespace;
         let subject = Subject::Item(&gr_name, ns, &item_name);
-        let api = self.api(&s.resource, ns);
         let name = obj
             .pointer("/metadata/name")
             .and_then(Value::as_str)
@@ -1143,10 +1142,11 @@ impl<'a> Run<'a> {
         };
         match result {
             Ok(created) => {
-                self.note_uid(s.index, created.metadata.uid.clone());
+                self.note_uid(s.index, created.metadata.uid);
                 if let (true, Some(status)) = (s.restore_status, status) {
                     let body = json!({"status": status});
-                    if let Err(e) = api
+                    if let Err(e) = self
+                        .api(&s.resource, ns)
                         .patch_status(&name, &PatchParams::default(), &Patch::Merge(&body))
                         .await
                         && !is_not_found(&e)
@@ -1160,27 +1160,30 @@ impl<'a> Run<'a> {
                 self.log.info(subject, "restored");
                 ItemAction::Created
             }
-            Err(e) if is_already_exists(&e) => match api.get_opt(&name).await {
-                Ok(Some(live)) => {
-                    self.note_uid(s.index, live.metadata.uid.clone());
-                    let live = serde_json::to_value(&live).unwrap_or_default();
-                    self.existing(&api, &name, &live, &obj, subject).await
+            Err(e) if is_already_exists(&e) => {
+                let api = self.api(&s.resource, ns);
+                match api.get_opt(&name).await {
+                    Ok(Some(live)) => {
+                        self.note_uid(s.index, live.metadata.uid.clone());
+                        let live = serde_json::to_value(&live).unwrap_or_default();
+                        self.existing(&api, &name, &live, &obj, subject).await
+                    }
+                    Ok(None) => {
+                        self.log.error(
+                            subject,
+                            "the object exists and vanished while being compared",
+                        );
+                        ItemAction::Failed
+                    }
+                    Err(e) => {
+                        self.log.error(
+                            subject,
+                            &format!("error reading the existing object: {}", kube_message(&e)),
+                        );
+                        ItemAction::Failed
+                    }
                 }
-                Ok(None) => {
-                    self.log.error(
-                        subject,
-                        "the object exists and vanished while being compared",
-                    );
-                    ItemAction::Failed
-                }
-                Err(e) => {
-                    self.log.error(
-                        subject,
-                        &format!("error reading the existing object: {}", kube_message(&e)),
-                    );
-                    ItemAction::Failed
-                }
-            },
+            }
             Err(e) => {
                 self.log
                     .error(subject, &format!("error restoring: {}", kube_message(&e)));
@@ -1299,13 +1302,47 @@ enum PostError {
     Kube(kube::Error),
 }
 
-/// Creates `obj` (the HTTP request only).
-async fn post(api: &Api<DynamicObject>, obj: Value) -> Result<DynamicObject, PostError> {
-    let dynamic: DynamicObject =
-        serde_json::from_value(obj).map_err(|e| PostError::Decode(e.to_string()))?;
-    api.create(&PostParams::default(), &dynamic)
-        .await
-        .map_err(PostError::Kube)
+/// What a create's answer is read for: the new object's UID. The rest of the answer
+/// is skipped, not decoded.
+#[derive(serde::Deserialize)]
+struct Created {
+    #[serde(default)]
+    metadata: CreatedMeta,
+}
+
+#[derive(serde::Deserialize, Default)]
+struct CreatedMeta {
+    #[serde(default)]
+    uid: Option<String>,
+}
+
+/// A create's URL and body: what `Api::create` sends, serialized from the item as it
+/// is (kube's typed call needs an owned `DynamicObject`, a copy of the item). Whether
+/// its metadata is valid is the API server's to say.
+struct CreateRequest {
+    url: String,
+    body: Vec<u8>,
+}
+
+fn create_request(s: &Selected, obj: &Value) -> Result<CreateRequest, PostError> {
+    let url = crate::backup::cluster::url(
+        &s.resource,
+        s.resource.namespaced.then_some(&*s.target_namespace),
+    );
+    let body = serde_json::to_vec(obj).map_err(|e| PostError::Decode(e.to_string()))?;
+    Ok(CreateRequest { url, body })
+}
+
+/// Sends a create (the HTTP request only).
+async fn post(
+    client: kube::Client,
+    request: Result<CreateRequest, PostError>,
+) -> Result<Created, PostError> {
+    let CreateRequest { url, body } = request?;
+    let request = kube::core::Request::new(url)
+        .create(&PostParams::default(), body)
+        .map_err(|e| PostError::Decode(e.to_string()))?;
+    client.request(request).await.map_err(PostError::Kube)
 }
 
 /// Whether a CustomResourceDefinition (as JSON data) has `Established=True`.
