@@ -24,6 +24,10 @@ use granary_api::velero::BackupSpec;
 use granary_velero::manifest::KeySet;
 use granary_velero::resource::GroupResource;
 
+/// Items handed to the tarball writer at once: one wake-up of its thread per batch, not
+/// per item (at a wake-up per item, the two threads spent their time waking each other).
+pub(super) const WRITE_BATCH: usize = 64;
+
 /// One item for the tarball writer.
 pub(super) struct WriteJob {
     pub group_resource: GroupResource,
@@ -47,7 +51,9 @@ pub(super) struct Collection<'a> {
     /// million items.
     pub seen: Mutex<KeySet>,
     pub log: &'a Logbook,
-    pub jobs: mpsc::Sender<WriteJob>,
+    pub jobs: mpsc::Sender<Vec<WriteJob>>,
+    /// Items waiting to be sent to `jobs` as one batch.
+    pub batch: Mutex<Vec<WriteJob>>,
     pub total: &'a AtomicU64,
     /// Set when the writer is gone (the upload failed): collection stops.
     pub stopped: AtomicBool,
@@ -86,6 +92,28 @@ impl Collection<'_> {
             });
         tokio::join!(lister, pool);
         self.namespaces_last().await;
+        let rest = std::mem::take(&mut *self.batch.lock().unwrap_or_else(|p| p.into_inner()));
+        self.send_batch(rest).await;
+    }
+
+    /// Adds an item to the batch for the writer, sending the batch once it is full.
+    async fn emit(&self, job: WriteJob) {
+        let full = {
+            let mut batch = self.batch.lock().unwrap_or_else(|p| p.into_inner());
+            batch.push(job);
+            (batch.len() >= WRITE_BATCH)
+                .then(|| std::mem::replace(&mut *batch, Vec::with_capacity(WRITE_BATCH)))
+        };
+        if let Some(full) = full {
+            self.send_batch(full).await;
+        }
+    }
+
+    async fn send_batch(&self, batch: Vec<WriteJob>) {
+        if !batch.is_empty() && self.jobs.send(batch).await.is_err() {
+            // The writer is gone (the upload failed): collection stops.
+            self.stopped.store(true, Ordering::SeqCst);
+        }
     }
 
     fn selectors(&self) -> Vec<String> {
@@ -156,8 +184,10 @@ impl Collection<'_> {
         }
     }
 
-    /// Lists one resource in one namespace (or all) with one selector, page by page.
-    /// `false` when collection must stop.
+    /// Lists one resource in one namespace (or all) with one selector, page by page,
+    /// asking for the next page while the items of this one are handed on (the list
+    /// and the backup's own work overlap, as they do in a bare client that reads the
+    /// next page while it writes). `false` when collection must stop.
     async fn list_one(
         &self,
         res: &Arc<DiscoveredResource>,
@@ -166,11 +196,11 @@ impl Collection<'_> {
         done: &HashSet<String>,
         tx: &mpsc::Sender<Candidate>,
     ) -> bool {
-        let mut token = None;
+        let fetch = |token: Option<String>| {
+            cluster::list_page(&self.ctx.client, res, ns, selector, self.page_size, token)
+        };
+        let mut page = fetch(None).await;
         loop {
-            let page =
-                cluster::list_page(&self.ctx.client, res, ns, selector, self.page_size, token)
-                    .await;
             let (items, next) = match page {
                 Ok(p) => p,
                 Err(e) => {
@@ -181,37 +211,58 @@ impl Collection<'_> {
                     return true;
                 }
             };
-            for object in items {
-                let item_ns = meta_str(&object, "namespace");
-                if !done.is_empty() {
-                    let name = meta_str(&object, "name");
-                    let id = if item_ns.is_empty() {
-                        name.to_owned()
-                    } else {
-                        format!("{item_ns}/{name}")
-                    };
-                    if done.contains(&id) {
-                        continue;
-                    }
+            let following = async {
+                match next {
+                    Some(token) => Some(fetch(Some(token)).await),
+                    None => None,
                 }
-                if res.namespaced && !self.namespaces.should_include(item_ns) {
-                    continue;
-                }
-                self.track(item_ns);
-                self.total.fetch_add(1, Ordering::Relaxed);
-                let candidate = Candidate {
-                    res: Arc::clone(res),
-                    object,
-                };
-                if tx.send(candidate).await.is_err() || self.stopped.load(Ordering::SeqCst) {
-                    return false;
-                }
+            };
+            let (following, go_on) = tokio::join!(following, self.hand_on(res, items, done, tx));
+            if !go_on {
+                return false;
             }
-            match next {
-                Some(t) => token = Some(t),
+            match following {
+                Some(p) => page = p,
                 None => return true,
             }
         }
+    }
+
+    /// Hands the listed items on to the workers; `false` when collection must stop.
+    async fn hand_on(
+        &self,
+        res: &Arc<DiscoveredResource>,
+        items: Vec<Value>,
+        done: &HashSet<String>,
+        tx: &mpsc::Sender<Candidate>,
+    ) -> bool {
+        for object in items {
+            let item_ns = meta_str(&object, "namespace");
+            if !done.is_empty() {
+                let name = meta_str(&object, "name");
+                let id = if item_ns.is_empty() {
+                    name.to_owned()
+                } else {
+                    format!("{item_ns}/{name}")
+                };
+                if done.contains(&id) {
+                    continue;
+                }
+            }
+            if res.namespaced && !self.namespaces.should_include(item_ns) {
+                continue;
+            }
+            self.track(item_ns);
+            self.total.fetch_add(1, Ordering::Relaxed);
+            let candidate = Candidate {
+                res: Arc::clone(res),
+                object,
+            };
+            if tx.send(candidate).await.is_err() || self.stopped.load(Ordering::SeqCst) {
+                return false;
+            }
+        }
+        true
     }
 
     /// Backs up the items `orderedResources` names for this resource first, in that
@@ -277,10 +328,10 @@ impl Collection<'_> {
 
     fn track(&self, ns: &str) {
         if !ns.is_empty() {
-            self.tracked
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(ns.to_owned());
+            let mut tracked = self.tracked.lock().unwrap_or_else(|p| p.into_inner());
+            if !tracked.contains(ns) {
+                tracked.insert(ns.to_owned());
+            }
         }
     }
 
@@ -382,8 +433,8 @@ impl Collection<'_> {
                 preferred_version: res.version.clone(),
                 object,
             };
-            if self.jobs.send(job).await.is_err() {
-                self.stopped.store(true, Ordering::SeqCst);
+            self.emit(job).await;
+            if self.stopped.load(Ordering::SeqCst) {
                 return;
             }
             for id in additional {

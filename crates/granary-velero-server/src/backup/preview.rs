@@ -52,7 +52,7 @@ pub(super) async fn collect(req: CollectRequest<'_>) -> Result<Collected, Backup
         .await
         .map_err(BackupError::Kube)?;
     let total = AtomicU64::new(0);
-    let (job_tx, job_rx) = mpsc::channel::<WriteJob>(16);
+    let (job_tx, job_rx) = mpsc::channel::<Vec<WriteJob>>(2);
     let writer = {
         let (log, now) = (Arc::clone(&log), req.now);
         tokio::task::spawn_blocking(move || {

@@ -23,8 +23,8 @@ use granary_velero::manifest::{ItemKey, ManifestSpool};
 
 /// Bytes of tarball in flight between the writer and the upload.
 const PIPE_CAPACITY: usize = 1 << 20;
-/// Items waiting for the tarball writer.
-const WRITE_QUEUE: usize = 64;
+/// Batches of items waiting for the tarball writer (each [`super::collect::WRITE_BATCH`]).
+const WRITE_QUEUE: usize = 2;
 
 /// The phase of a backup whose files were all stored: `PartiallyFailed` when any error
 /// was counted (Velero: any error-level log line), else `Completed`.
@@ -64,40 +64,42 @@ pub(super) fn stored_backup(
 /// written and, when asked, recording their keys in the order they were written.
 pub(super) fn write_tarball<W: std::io::Write>(
     out: W,
-    mut jobs: mpsc::Receiver<WriteJob>,
+    mut jobs: mpsc::Receiver<Vec<WriteJob>>,
     now: DateTime<Utc>,
     log: Arc<Logbook>,
     written: Arc<AtomicU64>,
     mut order: Option<&mut Vec<ItemKey>>,
 ) -> Result<(W, ManifestSpool), ArchiveError> {
     let mut archive = ArchiveWriter::new(out, now)?;
-    while let Some(job) = jobs.blocking_recv() {
-        match archive.add_item(&job.group_resource, &job.preferred_version, &job.object) {
-            Ok(key) => {
-                written.fetch_add(1, Ordering::Relaxed);
-                if let Some(order) = order.as_deref_mut() {
-                    order.push(key);
+    while let Some(batch) = jobs.blocking_recv() {
+        for job in batch {
+            match archive.add_item(&job.group_resource, &job.preferred_version, &job.object) {
+                Ok(key) => {
+                    written.fetch_add(1, Ordering::Relaxed);
+                    if let Some(order) = order.as_deref_mut() {
+                        order.push(key);
+                    }
                 }
-            }
-            // The output broke (the upload failed): stop.
-            Err(ArchiveError::Io(e)) => return Err(ArchiveError::Io(e)),
-            Err(e) => {
-                let meta = |f: &str| {
-                    job.object
-                        .pointer(&format!("/metadata/{f}"))
-                        .and_then(serde_json::Value::as_str)
-                        .unwrap_or("")
-                        .to_owned()
-                };
-                let (ns, name, gr) = (
-                    meta("namespace"),
-                    meta("name"),
-                    job.group_resource.to_string(),
-                );
-                log.error(
-                    Subject::Item(&gr, &ns, &name),
-                    &format!("error writing item to the backup: {e}"),
-                );
+                // The output broke (the upload failed): stop.
+                Err(ArchiveError::Io(e)) => return Err(ArchiveError::Io(e)),
+                Err(e) => {
+                    let meta = |f: &str| {
+                        job.object
+                            .pointer(&format!("/metadata/{f}"))
+                            .and_then(serde_json::Value::as_str)
+                            .unwrap_or("")
+                            .to_owned()
+                    };
+                    let (ns, name, gr) = (
+                        meta("namespace"),
+                        meta("name"),
+                        job.group_resource.to_string(),
+                    );
+                    log.error(
+                        Subject::Item(&gr, &ns, &name),
+                        &format!("error writing item to the backup: {e}"),
+                    );
+                }
             }
         }
     }
@@ -127,7 +129,7 @@ pub(super) async fn run(req: BackupRequest<'_>) -> Result<BackupOutcome, BackupE
 
     let total = AtomicU64::new(0);
     let written = Arc::new(AtomicU64::new(0));
-    let (job_tx, job_rx) = mpsc::channel::<WriteJob>(WRITE_QUEUE);
+    let (job_tx, job_rx) = mpsc::channel::<Vec<WriteJob>>(WRITE_QUEUE);
     let (pipe_w, pipe_r) = pipe(PIPE_CAPACITY);
     let writer = {
         let (log, written, now) = (Arc::clone(&log), Arc::clone(&written), req.now);
