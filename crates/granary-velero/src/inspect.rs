@@ -194,7 +194,9 @@ where
     F: FnMut(&ItemEntry<'_>) -> Result<(), ArchiveError>,
 {
     let budget = RetainedBudget::for_limits(limits);
-    verify_scan(input, stored.as_ref(), limits, &budget, visit).map(|(report, _)| report)
+    let fingerprints = stored.is_some();
+    verify_scan(input, stored.as_ref(), fingerprints, limits, &budget, visit)
+        .map(|(report, _)| report)
 }
 
 /// [`verify_reader_with`] charging what the pass keeps to `budget`, which `visit` charges
@@ -211,7 +213,9 @@ where
     R: Read + Send,
     F: FnMut(&ItemEntry<'_>) -> Result<(), ArchiveError>,
 {
-    verify_scan(input, stored.as_ref(), limits, budget, visit).map(|(report, _)| report)
+    let fingerprints = stored.is_some();
+    verify_scan(input, stored.as_ref(), fingerprints, limits, budget, visit)
+        .map(|(report, _)| report)
 }
 
 /// [`verify_reader`] without a stored manifest, also returning the fingerprints of the
@@ -222,7 +226,7 @@ pub fn verify_reader_rebuilt<R: Read + Send>(
     limits: &ArchiveLimits,
 ) -> Result<(VerifyReport, ItemDigests), ArchiveError> {
     let budget = RetainedBudget::for_limits(limits);
-    verify_scan(input, None, limits, &budget, |_| Ok(()))
+    verify_scan(input, None, true, limits, &budget, |_| Ok(()))
 }
 
 /// The problem when a stored manifest does not hold what the tarball holds.
@@ -236,9 +240,12 @@ pub fn manifest_mismatch(stored: &ItemDigests, rebuilt: &ItemDigests) -> Option<
     })
 }
 
+/// `fingerprints`: whether to keep the rebuilt manifest's fingerprints (32 bytes and a
+/// SHA-256 per item), needed only to compare with a stored manifest.
 fn verify_scan<R, F>(
     input: R,
     stored: Option<&ItemDigests>,
+    fingerprints: bool,
     limits: &ArchiveLimits,
     budget: &RetainedBudget,
     mut visit: F,
@@ -251,6 +258,7 @@ where
         budget.charge(m.heap_bytes())?;
     }
     let mut scan = Scan::new(budget, true);
+    scan.fingerprints = fingerprints;
     let stats = read_archive_within(input, limits, budget, |e| {
         if let ArchiveEntry::Item(item) = &e {
             visit(item)?;
@@ -572,8 +580,10 @@ struct Scan<'b> {
     version: Option<String>,
     /// Inspect: the manifest rebuilt from the tarball.
     manifest: Manifest,
-    /// Verify: the rebuilt manifest's fingerprints, all a comparison needs.
+    /// Verify: the rebuilt manifest's fingerprints, all a comparison needs, when
+    /// `fingerprints` (there is a stored manifest to compare).
     digests: Vec<[u8; 32]>,
+    fingerprints: bool,
     /// Objects (unversioned item files) seen.
     objects: usize,
     /// The last item's group resource and its name in `resources`.
@@ -595,6 +605,7 @@ impl<'b> Scan<'b> {
             version: None,
             manifest: Manifest::default(),
             digests: Vec::new(),
+            fingerprints: false,
             objects: 0,
             group_resource: (GroupResource::new("", ""), String::new()),
             resources: BTreeMap::new(),
@@ -651,8 +662,10 @@ impl<'b> Scan<'b> {
                         self.objects += 1;
                         match checked {
                             Ok(d) if self.verify => {
-                                budget.charge(32)?;
-                                self.digests.push(d.digest());
+                                if self.fingerprints {
+                                    budget.charge(32)?;
+                                    self.digests.push(d.digest());
+                                }
                             }
                             Ok(d) => {
                                 budget.charge(d.heap_bytes())?;
