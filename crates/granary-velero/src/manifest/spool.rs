@@ -196,31 +196,42 @@ impl ManifestSpool {
             });
         }
 
+        // Everything that can refuse comes before anything is kept: a head's record
+        // ends where the next one's starts, so no record may be written without its
+        // head, nor a key kept without both.
         self.record.clear();
         serde_json::to_writer(&mut self.record, &ItemRecord::of_owned(item))?;
-        let record_at = self.spilled;
-        if let Err(e) = self.records.write_all(&self.record) {
-            self.broken = true;
-            return Err(e.into());
-        }
-        self.spilled += self.record.len() as u64;
-
+        let text_uid = match &uid {
+            Uid::Text(t) if !t.is_empty() => {
+                let at = u32::try_from(self.arena.len()).map_err(|_| too_large())?;
+                let len = u32::try_from(t.len()).map_err(|_| too_large())?;
+                at.checked_add(len).ok_or_else(too_large)?;
+                Some(Slot::Text { at, len })
+            }
+            _ => None,
+        };
         let index = self
             .keys
             .insert(key)
             .map_err(|e| ManifestError::Io(std::io::Error::other(e)))?
             .expect("checked absent above");
+        let record_at = self.spilled;
+        if let Err(e) = self.records.write_all(&self.record) {
+            // The key is kept without a head: nothing may use the spool any more.
+            self.broken = true;
+            return Err(e.into());
+        }
+        self.spilled += self.record.len() as u64;
         let list_key = self.list_key_of(item);
         let uid = match uid {
             Uid::Uuid(b) => Slot::Uuid(b),
-            Uid::Text(t) if t.is_empty() => Slot::Empty,
-            Uid::Text(t) => {
-                let at = u32::try_from(self.arena.len()).map_err(|_| too_large())?;
-                let len = u32::try_from(t.len()).map_err(|_| too_large())?;
-                at.checked_add(len).ok_or_else(too_large)?;
-                self.arena.extend_from_slice(t.as_bytes());
-                Slot::Text { at, len }
-            }
+            Uid::Text(t) => match text_uid {
+                Some(slot) => {
+                    self.arena.extend_from_slice(t.as_bytes());
+                    slot
+                }
+                None => Slot::Empty,
+            },
         };
         self.heads.push(Head {
             record_at,
