@@ -579,30 +579,17 @@ mod tests {
         let recorded = new_shard_bucket(&source(), 3, None, &ObjectSelector::default());
         let mut labelled = recorded.clone();
         labelled.metadata.annotations = None;
-        let mut broken = recorded.clone();
-        broken
-            .metadata
-            .annotations
-            .get_or_insert_with(Default::default)
-            .insert(
-                ANNOTATION_POOL_RECORD.into(),
-                "cloudprofile/aws/eu-west-1/x".into(),
-            );
-        let mut other = recorded.clone();
-        other
-            .metadata
-            .annotations
-            .get_or_insert_with(Default::default)
-            .insert(ANNOTATION_POOL_RECORD.into(), "seed/aws/eu-west-1/3".into());
-        let mut unnumbered = recorded.clone();
-        unnumbered
-            .metadata
-            .annotations
-            .get_or_insert_with(Default::default)
-            .insert(
-                ANNOTATION_POOL_RECORD.into(),
-                "cloudprofile/aws/eu-west-1/-".into(),
-            );
+        let with_record = |record: &str| {
+            let mut b = recorded.clone();
+            b.metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .insert(ANNOTATION_POOL_RECORD.into(), record.into());
+            b
+        };
+        let broken = with_record("cloudprofile/aws/eu-west-1/x");
+        let other = with_record("seed/aws/eu-west-1/3");
+        let unnumbered = with_record("cloudprofile/aws/eu-west-1/-");
         let mut plain = labelled.clone();
         plain.metadata.labels = None;
         for b in [&recorded, &labelled, &broken, &other, &unnumbered, &plain] {

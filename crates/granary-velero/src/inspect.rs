@@ -105,7 +105,7 @@ pub fn inspect_reader<R: Read + Send>(
     if let Some(m) = &stored {
         budget.charge(m.heap_bytes())?;
     }
-    let mut scan = Scan::new(&budget, false);
+    let mut scan = Scan::new(&budget, false, false);
     let stats = read_archive_within(input, limits, &budget, |e| scan.entry(e))?;
     let rebuilt = scan.manifest;
     let (source, matches_tarball, content) = match stored {
@@ -193,10 +193,13 @@ where
     R: Read + Send,
     F: FnMut(&ItemEntry<'_>) -> Result<(), ArchiveError>,
 {
-    let budget = RetainedBudget::for_limits(limits);
-    let fingerprints = stored.is_some();
-    verify_scan(input, stored.as_ref(), fingerprints, limits, &budget, visit)
-        .map(|(report, _)| report)
+    verify_reader_within(
+        input,
+        stored,
+        limits,
+        &RetainedBudget::for_limits(limits),
+        visit,
+    )
 }
 
 /// [`verify_reader_with`] charging what the pass keeps to `budget`, which `visit` charges
@@ -257,8 +260,7 @@ where
     if let Some(m) = stored {
         budget.charge(m.heap_bytes())?;
     }
-    let mut scan = Scan::new(budget, true);
-    scan.fingerprints = fingerprints;
+    let mut scan = Scan::new(budget, true, fingerprints);
     let stats = read_archive_within(input, limits, budget, |e| {
         if let ArchiveEntry::Item(item) = &e {
             visit(item)?;
@@ -596,7 +598,7 @@ struct Scan<'b> {
 }
 
 impl<'b> Scan<'b> {
-    fn new(budget: &'b RetainedBudget, verify: bool) -> Self {
+    fn new(budget: &'b RetainedBudget, verify: bool, fingerprints: bool) -> Self {
         Scan {
             budget,
             verify,
@@ -605,7 +607,7 @@ impl<'b> Scan<'b> {
             version: None,
             manifest: Manifest::default(),
             digests: Vec::new(),
-            fingerprints: false,
+            fingerprints,
             objects: 0,
             group_resource: (GroupResource::new("", ""), String::new()),
             resources: BTreeMap::new(),

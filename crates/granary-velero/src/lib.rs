@@ -20,6 +20,11 @@ pub mod archive;
 pub mod files;
 #[cfg(test)]
 mod fuzz_seeds;
+// The counting allocator of the memory tests, here and (feature `heap-counter`) in the
+// restore's: the workspace's only unsafe code besides the benchmarks'.
+#[cfg(any(test, feature = "heap-counter"))]
+#[allow(unsafe_code)]
+pub mod heap_counter;
 pub mod inspect;
 pub mod integrity;
 pub mod label;

@@ -2,88 +2,16 @@
 //! their bodies (docs/architecture.md#restores), measured in heap bytes actually held
 //! (a counting allocator for this thread), not RSS.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-
 use serde_json::json;
 
 use super::contents::read_backup;
 use granary_api::velero::RestoreSpec;
 use granary_velero::archive::{ArchiveLimits, ArchiveWriter};
+use granary_velero::heap_counter::{HeapCounter, peak_heap};
 use granary_velero::resource::GroupResource;
 
-/// The system allocator, counting the live bytes and their peak of the thread that
-/// asked for it ([`peak_heap`]); other threads (parallel tests) are not counted.
-struct Counting;
-
-thread_local! {
-    static TRACKING: Cell<bool> = const { Cell::new(false) };
-    static LIVE: Cell<isize> = const { Cell::new(0) };
-    static PEAK: Cell<isize> = const { Cell::new(0) };
-}
-
-fn track(delta: isize) {
-    // `try_with`: the allocator also runs while thread-locals are torn down.
-    let _ = TRACKING.try_with(|on| {
-        if on.get() {
-            let _ = LIVE.try_with(|live| {
-                let now = live.get() + delta;
-                live.set(now);
-                let _ = PEAK.try_with(|peak| peak.set(peak.get().max(now)));
-            });
-        }
-    });
-}
-
-// SAFETY: every call is forwarded unchanged to `System`; only counters are added, and
-// counting allocates nothing.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: the caller's contract, passed on.
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            track(layout.size() as isize);
-        }
-        p
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: the caller's contract, passed on.
-        let p = unsafe { System.alloc_zeroed(layout) };
-        if !p.is_null() {
-            track(layout.size() as isize);
-        }
-        p
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: the caller's contract, passed on.
-        unsafe { System.dealloc(ptr, layout) };
-        track(-(layout.size() as isize));
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: the caller's contract, passed on.
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
-        if !p.is_null() {
-            track(new_size as isize - layout.size() as isize);
-        }
-        p
-    }
-}
-
 #[global_allocator]
-static ALLOC: Counting = Counting;
-
-/// Runs `f` and returns the most heap bytes this thread held at once above the start.
-fn peak_heap<R>(f: impl FnOnce() -> R) -> (R, usize) {
-    LIVE.with(|l| l.set(0));
-    PEAK.with(|p| p.set(0));
-    TRACKING.with(|t| t.set(true));
-    let out = f();
-    TRACKING.with(|t| t.set(false));
-    (out, PEAK.with(|p| p.get()).max(0) as usize)
-}
+static ALLOC: HeapCounter = HeapCounter;
 
 const ITEMS: usize = 3_000;
 const PAYLOAD: usize = 4 << 10;

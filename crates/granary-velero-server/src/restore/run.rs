@@ -638,7 +638,7 @@ impl<'a> Run<'a> {
             return;
         };
         let result =
-            joined.unwrap_or_else(|e| Err(PostError::Decode(format!("the create stopped: {e}"))));
+            joined.unwrap_or_else(|e| Err(PostError::NotSent(format!("the create stopped: {e}"))));
         let action = self.settle(&p.selected, p.obj, result).await;
         let name = self.items.name(p.selected.index).to_owned();
         self.record(&p.resource_key, &p.selected.target_namespace, &name, action);
@@ -1131,11 +1131,9 @@ impl<'a> Run<'a> {
         let status = obj.get("status").cloned();
         let result = match result {
             Ok(created) => Ok(created),
-            Err(PostError::Decode(e)) => {
-                self.log.error(
-                    subject,
-                    &format!("the backed-up object cannot be decoded: {e}"),
-                );
+            Err(PostError::NotSent(e)) => {
+                self.log
+                    .error(subject, &format!("the create was not sent: {e}"));
                 return ItemAction::Failed;
             }
             Err(PostError::Kube(e)) => Err(e),
@@ -1297,8 +1295,9 @@ async fn download(
 
 /// Why a create did not happen.
 enum PostError {
-    /// The object does not decode as a Kubernetes object.
-    Decode(String),
+    /// The create was never sent: its request could not be made (the body is the
+    /// item's own JSON, so this is not expected) or its task stopped.
+    NotSent(String),
     Kube(kube::Error),
 }
 
@@ -1329,7 +1328,7 @@ fn create_request(s: &Selected, obj: &Value) -> Result<CreateRequest, PostError>
         &s.resource,
         s.resource.namespaced.then_some(&*s.target_namespace),
     );
-    let body = serde_json::to_vec(obj).map_err(|e| PostError::Decode(e.to_string()))?;
+    let body = serde_json::to_vec(obj).map_err(|e| PostError::NotSent(e.to_string()))?;
     Ok(CreateRequest { url, body })
 }
 
@@ -1341,7 +1340,7 @@ async fn post(
     let CreateRequest { url, body } = request?;
     let request = kube::core::Request::new(url)
         .create(&PostParams::default(), body)
-        .map_err(|e| PostError::Decode(e.to_string()))?;
+        .map_err(|e| PostError::NotSent(e.to_string()))?;
     client.request(request).await.map_err(PostError::Kube)
 }
 

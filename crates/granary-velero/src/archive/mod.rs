@@ -25,10 +25,9 @@ mod path;
 mod reader;
 mod writer;
 
-// A counting global allocator measures the reader's memory: the workspace's only
-// unsafe code besides the benchmarks'.
+// Installs the counting global allocator (`crate::heap_counter`), which measures the
+// reader's memory.
 #[cfg(test)]
-#[allow(unsafe_code)]
 mod budget_tests;
 #[cfg(test)]
 mod hostile_tests;
