@@ -462,6 +462,9 @@ async fn rbac_of_deploy_covers_every_recorded_call_and_grants_nothing_more() {
             Override::new("seedName", seed_name.clone()),
             // Renew the liveness Lease within the run (an update after the create).
             Override::new("seedLiveness.renewInterval", "500ms"),
+            // Renew the Velero namespace's Lease within the run too: with the shipped 2s
+            // a quick run could end before the first renewal.
+            Override::new("leaderElection.retryPeriod", "200ms"),
         ],
     )
     .expect("the seed ConfigMap loads");
@@ -520,6 +523,23 @@ async fn rbac_of_deploy_covers_every_recorded_call_and_grants_nothing_more() {
     poll_until("liveness lease renewed", || async {
         leases
             .get(&lease_name)
+            .await
+            .expect("lease")
+            .resource_version()
+            != first
+    })
+    .await;
+
+    // The Velero namespace's Lease has been renewed too (granted `update`).
+    let velero_leases: Api<Lease> = Api::namespaced(l.seed.clone(), "velero");
+    let first = velero_leases
+        .get(granary_velero_server::server::VELERO_LEASE)
+        .await
+        .expect("velero lease")
+        .resource_version();
+    poll_until("velero lease renewed", || async {
+        velero_leases
+            .get(granary_velero_server::server::VELERO_LEASE)
             .await
             .expect("lease")
             .resource_version()
