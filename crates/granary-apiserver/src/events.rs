@@ -126,11 +126,12 @@ pub(crate) fn fold_separate_events_v1(store: &Store) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::history::Limits;
     use serde_json::json;
 
     #[test]
     fn events_kept_apart_by_an_older_data_directory_are_folded_in() {
-        let store = Store::new(10, 10);
+        let store = Store::new(Limits::count(10), 10);
         let old_gr = GroupResource::new("events.k8s.io", "events");
         let core_gr = GroupResource::new("", "events");
         for (gr, name, obj) in [

@@ -41,6 +41,7 @@ mod field_validation;
 mod fieldset;
 mod gc;
 mod gc_index;
+mod history;
 mod identity;
 mod kubeconfig;
 mod list;
@@ -151,8 +152,6 @@ impl std::fmt::Debug for EmbeddedServer {
     }
 }
 
-/// Events kept for watches to resume from (older resourceVersions answer 410 Gone).
-const HISTORY: usize = 20_000;
 /// Events buffered per watcher before it is considered too slow and closed.
 const WATCH_BUFFER: usize = 8_192;
 
@@ -252,7 +251,7 @@ impl EmbeddedServer {
         let addr = listener
             .local_addr()
             .map_err(|source| EmbeddedError::Bind { port, source })?;
-        let mut store = store::Store::new(HISTORY, WATCH_BUFFER);
+        let mut store = store::Store::new(history::Limits::SERVER, WATCH_BUFFER);
         let identity = match &opts.data_dir {
             Some(dir) => {
                 let data_err = |source| EmbeddedError::DataDir {

@@ -1,13 +1,14 @@
 //! The object store: every object of every resource, kept as its JSON bytes, with one
-//! global, monotonically increasing resourceVersion and a bounded history of changes
-//! that watches replay from.
+//! global, monotonically increasing resourceVersion and each resource's recent changes
+//! ([`History`]) that watches replay from.
 //!
 //! All writes go through [`Store::mutate`], which runs a caller's decision on the current
 //! object under the write lock, so read-modify-write is atomic (optimistic concurrency is
 //! checked inside the decision). Watchers get events through a bounded broadcast channel:
 //! a watcher that falls too far behind is dropped and must re-watch or re-list.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::ops::Bound;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use bytes::Bytes;
@@ -16,6 +17,7 @@ use tokio::sync::{Notify, broadcast};
 
 use super::errors::ApiError;
 use super::gc_index::{GcIndex, Place};
+use super::history::{History, Limits};
 
 /// A resource across its versions, e.g. `("apps", "deployments")`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
@@ -174,7 +176,7 @@ pub(crate) struct Inner {
     /// The resourceVersion of the last write to each resource, so the built-in
     /// controllers can tell whether what they read changed since their last pass.
     last_write: HashMap<GroupResource, u64>,
-    history: VecDeque<Arc<StoreEvent>>,
+    history: History,
 }
 
 impl Inner {
@@ -212,7 +214,6 @@ pub(crate) struct Store {
     /// server: about 0.3 MiB per watched resource).
     watchers: std::sync::Mutex<HashMap<GroupResource, broadcast::Sender<Arc<StoreEvent>>>>,
     channel_cap: usize,
-    history_cap: usize,
     journal: Option<Box<dyn Journal>>,
     /// Woken after writes that background controllers care about.
     pub kick: Notify,
@@ -316,19 +317,35 @@ fn dry_outcome(
     Ok(Outcome { object })
 }
 
+/// The entries of `map` in namespace `ns` (all when `None`) strictly after `after`, in
+/// key order: a range of the map, never a scan from its start.
+fn in_range<'a, V>(
+    map: &'a BTreeMap<ObjectKey, V>,
+    ns: Option<&'a str>,
+    after: Option<&ObjectKey>,
+) -> impl Iterator<Item = (&'a ObjectKey, &'a V)> {
+    let start = match (after, ns) {
+        (Some(a), _) => Bound::Excluded(a.clone()),
+        (None, Some(ns)) => Bound::Included((ns.to_string(), String::new())),
+        (None, None) => Bound::Unbounded,
+    };
+    map.range((start, Bound::Unbounded))
+        .skip_while(move |(k, _)| ns.is_some_and(|ns| k.0.as_str() < ns))
+        .take_while(move |(k, _)| ns.is_none_or(|ns| k.0 == ns))
+}
+
 impl Store {
-    pub(crate) fn new(history_cap: usize, channel_cap: usize) -> Self {
+    pub(crate) fn new(history: Limits, channel_cap: usize) -> Self {
         Store {
             inner: RwLock::new(Inner {
                 rv: 1,
                 objects: HashMap::new(),
                 gc: GcIndex::default(),
                 last_write: HashMap::new(),
-                history: VecDeque::new(),
+                history: History::new(history),
             }),
             watchers: std::sync::Mutex::new(HashMap::new()),
             channel_cap,
-            history_cap,
             journal: None,
             kick: Notify::new(),
         }
@@ -337,7 +354,9 @@ impl Store {
     /// Forgets the change history (after bootstrap, so that resourceVersions from before
     /// are "too old" for watches, as after an etcd compaction).
     pub(crate) fn compact_history(&self) {
-        self.write().history.clear();
+        let mut inner = self.write();
+        let rv = inner.rv;
+        inner.history.compact(rv);
     }
 
     pub(crate) fn set_journal(&mut self, journal: Box<dyn Journal>) {
@@ -466,15 +485,7 @@ impl Store {
         let mut out = Vec::new();
         let mut rest = 0;
         if let Some(map) = inner.objects.get(gr) {
-            let start = match (after, ns) {
-                (Some(a), _) => std::ops::Bound::Excluded(a.clone()),
-                (None, Some(ns)) => std::ops::Bound::Included((ns.to_string(), String::new())),
-                (None, None) => std::ops::Bound::Unbounded,
-            };
-            let mut keys = map
-                .range((start, std::ops::Bound::Unbounded))
-                .skip_while(|(k, _)| ns.is_some_and(|ns| k.0.as_str() < ns))
-                .take_while(|(k, _)| ns.is_none_or(|ns| k.0 == ns));
+            let mut keys = in_range(map, ns, after);
             for (k, rec) in keys.by_ref().take(take) {
                 out.push((k.clone(), rec.data.clone()));
             }
@@ -493,6 +504,9 @@ impl Store {
     /// list's first page): the current objects with the changes made since undone from
     /// the history (an object created since left out, one changed or deleted since as
     /// it was). `Err(oldest)` when the history no longer reaches back to `at`.
+    ///
+    /// A page costs the changes since `at` and the page itself: the objects before
+    /// `after` are skipped by the map's order, and those after the page only counted.
     pub(crate) fn list_page_at(
         &self,
         gr: &GroupResource,
@@ -506,16 +520,12 @@ impl Store {
             drop(inner);
             return Ok(self.list_page(gr, ns, after, take));
         }
-        let oldest_known = inner.history.front().map_or(inner.rv + 1, |e| e.rv);
-        if at + 1 < oldest_known {
-            return Err(oldest_known.saturating_sub(1));
-        }
         // Each key's state at `at`: before the first change after it (`None`: absent).
         let mut then: BTreeMap<ObjectKey, Option<Bytes>> = BTreeMap::new();
         for e in inner
             .history
-            .iter()
-            .filter(|e| e.rv > at && e.gr == *gr && ns.is_none_or(|ns| ns == e.namespace))
+            .since(gr, at)?
+            .filter(|e| ns.is_none_or(|ns| ns == e.namespace))
         {
             let key = (e.namespace.clone(), e.name.clone());
             then.entry(key).or_insert_with(|| match e.kind {
@@ -526,26 +536,26 @@ impl Store {
         }
         let empty = BTreeMap::new();
         let map = inner.objects.get(gr).unwrap_or(&empty);
-        let in_range = |k: &ObjectKey| after.is_none_or(|a| k > a) && ns.is_none_or(|ns| k.0 == ns);
-        let mut keys: Vec<&ObjectKey> = map
-            .keys()
-            .filter(|k| in_range(k) && !then.contains_key(*k))
-            .chain(
-                then.iter()
-                    .filter(|(k, v)| in_range(k) && v.is_some())
-                    .map(|(k, _)| k),
-            )
+        // Two runs in key order with no key in both: the objects untouched since `at`,
+        // and the touched ones as they were then.
+        let mut untouched = in_range(map, ns, after)
+            .filter(|(k, _)| !then.contains_key(*k))
+            .map(|(k, rec)| (k, &rec.data))
+            .peekable();
+        let mut touched = in_range(&then, ns, after)
+            .filter_map(|(k, data)| Some((k, data.as_ref()?)))
+            .peekable();
+        let mut merged = std::iter::from_fn(|| match (untouched.peek(), touched.peek()) {
+            (Some((a, _)), Some((b, _))) if b < a => touched.next(),
+            (Some(_), _) => untouched.next(),
+            (None, _) => touched.next(),
+        });
+        let out: Vec<(ObjectKey, Bytes)> = merged
+            .by_ref()
+            .take(take)
+            .map(|(k, data)| (k.clone(), data.clone()))
             .collect();
-        keys.sort();
-        let mut out = Vec::new();
-        for k in keys.iter().take(take) {
-            let data = match then.get(*k) {
-                Some(Some(data)) => data.clone(),
-                _ => map.get(*k).map(|r| r.data.clone()).unwrap_or_default(),
-            };
-            out.push(((*k).clone(), data));
-        }
-        let rest = keys.len() - out.len();
+        let rest = merged.count();
         Ok((out, rest, inner.rv))
     }
 
@@ -640,10 +650,7 @@ impl Store {
             object: data,
             old: old.map(|r| r.data),
         });
-        if inner.history.len() >= self.history_cap {
-            inner.history.pop_front();
-        }
-        inner.history.push_back(event.clone());
+        inner.history.push(std::time::Instant::now(), event.clone());
         // Sent under the write lock, so a watch started under the read lock sees each
         // event either in its start or on its channel. No receivers is fine.
         if let Some(tx) = self.watchers().get(gr) {
@@ -690,19 +697,13 @@ impl Store {
                 if rv > inner.rv {
                     return Err(ApiError::too_large_resource_version(rv, inner.rv));
                 }
-                let oldest_known = inner.history.front().map(|e| e.rv).unwrap_or(inner.rv + 1);
-                // Events after `rv` are all retained iff rv+1 >= oldest retained, or
-                // nothing happened after rv at all.
-                if rv < inner.rv && rv + 1 < oldest_known {
-                    return Err(ApiError::expired(format!(
-                        "too old resource version: {rv} ({})",
-                        oldest_known.saturating_sub(1)
-                    )));
-                }
                 let replay = inner
                     .history
-                    .iter()
-                    .filter(|e| e.rv > rv && e.gr == *gr && ns.is_none_or(|ns| ns == e.namespace))
+                    .since(gr, rv)
+                    .map_err(|oldest| {
+                        ApiError::expired(format!("too old resource version: {rv} ({oldest})"))
+                    })?
+                    .filter(|e| ns.is_none_or(|ns| ns == e.namespace))
                     .cloned()
                     .collect();
                 Ok(WatchStart {
@@ -758,7 +759,7 @@ mod tests {
 
     #[test]
     fn restore_drops_malformed_metadata_written_by_older_servers() {
-        let store = Store::new(10, 10);
+        let store = Store::new(Limits::count(10), 10);
         let gr = GroupResource::new("", "configmaps");
         let data = Bytes::from_static(
             br#"{"metadata":{"name":"a","namespace":"ns","labels":{"x":1},"finalizers":{},"annotations":{"k":"v"}}}"#,
@@ -773,7 +774,7 @@ mod tests {
 
     #[test]
     fn writes_over_etcds_request_limit_fail_and_change_nothing() {
-        let store = Store::new(10, 10);
+        let store = Store::new(Limits::count(10), 10);
         let gr = GroupResource::new("", "configmaps");
         let write = |n: usize| {
             store.mutate(&gr, "ns", "big", |_, _| {
@@ -799,7 +800,7 @@ mod tests {
 
     #[test]
     fn resource_versions_increase_globally() {
-        let store = Store::new(10, 10);
+        let store = Store::new(Limits::count(10), 10);
         let a = put(&store, "a");
         let b = put(&store, "b");
         assert!(b > a);
@@ -808,7 +809,7 @@ mod tests {
 
     #[test]
     fn a_page_at_an_older_version_undoes_what_changed_since() {
-        let store = Store::new(100, 10);
+        let store = Store::new(Limits::count(100), 10);
         let gr = GroupResource::new("", "configmaps");
         let set = |name: &str, v: &str| {
             store
@@ -844,16 +845,63 @@ mod tests {
             .list_page_at(&gr, None, None, usize::MAX, store.current_rv())
             .unwrap();
         assert_eq!(names(&now), ["a", "b", "d"]);
-        let small = Store::new(1, 10);
+        let small = Store::new(Limits::count(1), 10);
         let first = put(&small, "x");
         put(&small, "y");
         put(&small, "z");
         assert!(small.list_page_at(&gr, None, None, 10, first).is_err());
     }
 
+    proptest::proptest! {
+        /// Paging through the collection as it was at `at`, however it changed since
+        /// (creates, updates, deletes, in two namespaces and in another resource), gives
+        /// exactly what a list at `at` gave, with the right count of the rest.
+        #[test]
+        fn pages_of_a_past_version_are_that_version(
+            before in proptest::collection::vec((0u8..3, 0u8..2, 0u8..12, 0u8..3), 0..40),
+            after in proptest::collection::vec((0u8..3, 0u8..2, 0u8..12, 0u8..3), 0..40),
+            take in 1usize..5,
+            only_ns in proptest::option::of(0u8..2),
+        ) {
+            let store = Store::new(Limits::count(1000), 10);
+            let apply = |ops: &[(u8, u8, u8, u8)]| {
+                for &(op, ns, name, resource) in ops {
+                    let gr = GroupResource::new("", if resource == 0 { "secrets" } else { "configmaps" });
+                    let (ns, name) = (format!("ns{ns}"), format!("o{name:02}"));
+                    let _ = store.mutate(&gr, &ns, &name, |cur, rv| match (op, cur) {
+                        (0, Some(cur)) => Ok(Mutation::Remove(cur)),
+                        (0, None) => Ok(Mutation::Unchanged(Value::Null)),
+                        (_, _) => Ok(Mutation::Put(json!({"metadata": {"name": name}, "v": rv}))),
+                    });
+                }
+            };
+            apply(&before);
+            let gr = GroupResource::new("", "configmaps");
+            let ns = only_ns.map(|n| format!("ns{n}"));
+            let at = store.current_rv();
+            let (expected, _) = store.list(&gr, ns.as_deref(), None);
+            apply(&after);
+            let mut seen = Vec::new();
+            let mut last: Option<ObjectKey> = None;
+            loop {
+                let (page, rest, _) = store
+                    .list_page_at(&gr, ns.as_deref(), last.as_ref(), take, at)
+                    .expect("the history reaches back");
+                proptest::prop_assert!(page.len() <= take);
+                seen.extend(page.iter().cloned());
+                proptest::prop_assert_eq!(rest, expected.len() - seen.len());
+                match page.last() {
+                    Some((k, _)) if rest > 0 => last = Some(k.clone()),
+                    _ => break,
+                }
+            }
+            proptest::prop_assert_eq!(seen, expected);
+        }
+    }
+
     #[test]
     fn watch_from_compacted_version_is_gone() {
-        let store = Store::new(2, 10);
+        let store = Store::new(Limits::count(2), 10);
         let first = put(&store, "a");
         put(&store, "b");
         put(&store, "c");
@@ -869,7 +917,7 @@ mod tests {
 
     #[test]
     fn a_write_reaches_the_watchers_of_its_resource_only() {
-        let store = Store::new(10, 10);
+        let store = Store::new(Limits::count(10), 10);
         let configmaps = GroupResource::new("", "configmaps");
         let secrets = GroupResource::new("", "secrets");
         let mut on_configmaps = store
@@ -894,7 +942,7 @@ mod tests {
 
     #[test]
     fn last_write_is_kept_per_resource() {
-        let store = Store::new(10, 10);
+        let store = Store::new(Limits::count(10), 10);
         let configmaps = GroupResource::new("", "configmaps");
         let secrets = GroupResource::new("", "secrets");
         assert_eq!(store.last_write(&configmaps), 0);
@@ -907,7 +955,7 @@ mod tests {
 
     #[test]
     fn list_in_namespace_after_key() {
-        let store = Store::new(10, 10);
+        let store = Store::new(Limits::count(10), 10);
         put(&store, "a");
         put(&store, "b");
         let gr = GroupResource::new("", "configmaps");

@@ -227,9 +227,15 @@ pub(crate) fn start(
                             return;
                         }
                     }
-                    // Fell behind the bounded buffer, or the store is gone: close the
-                    // stream; the client re-watches from its last resourceVersion.
-                    Err(broadcast::error::RecvError::Lagged(_)) | Err(broadcast::error::RecvError::Closed) => return,
+                    // Fell behind the bounded buffer: close the stream, as kube-apiserver
+                    // closes an unresponsive watcher; the client re-watches from its last
+                    // resourceVersion, which the history still holds for a while.
+                    Err(broadcast::error::RecvError::Lagged(missed)) => {
+                        tracing::debug!(resource = %filter.gr.resource, missed, last_rv, "closing a watcher that fell behind");
+                        return;
+                    }
+                    // The store is gone.
+                    Err(broadcast::error::RecvError::Closed) => return,
                 },
             }
         }
