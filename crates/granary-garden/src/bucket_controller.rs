@@ -152,7 +152,6 @@ pub async fn reconcile(
     let mut requeue = RESYNC;
     if let Some(key) = &key {
         let count = ctx.ledger.recount(&ctx, key, &name).await?;
-        record_fill(&ctx, &bucket, count);
         // The limit the garden enforces, where tools read it (a migration's dry run).
         let limit = ctx.config.quota_for(&bucket.spec.provider.type_);
         if key.kind != PoolKind::Legacy
@@ -178,14 +177,6 @@ pub async fn reconcile(
         merge(&ctx, &name, &patch).await?;
     }
     Ok(Action::requeue(requeue))
-}
-
-fn record_fill(ctx: &Context, bucket: &BackupBucket, count: u32) {
-    ctx.garden_metrics.record_bucket(
-        &bucket.name_any(),
-        count,
-        ctx.config.quota_for(&bucket.spec.provider.type_),
-    );
 }
 
 /// The deletion guard: keep the finalizer while entries reference the bucket.
@@ -251,14 +242,10 @@ async fn guard(
             if let Some(key) = key {
                 ctx.ledger.forget(key, &name).await;
             }
-            ctx.garden_metrics.forget_bucket(&name);
             tracing::info!(bucket = %name, "no entry references the bucket any more: deletion released");
             Ok(Action::await_change())
         }
-        DeletionGuard::Done => {
-            ctx.garden_metrics.forget_bucket(&name);
-            Ok(Action::await_change())
-        }
+        DeletionGuard::Done => Ok(Action::await_change()),
     }
 }
 

@@ -152,24 +152,11 @@ pub fn place_of(bucket: &BackupBucket) -> Option<(PoolKey, Option<u32>)> {
     recorded_place(bucket).or_else(|| labelled_place(bucket))
 }
 
-/// The shard of `bucket` when it is in pool `key` (`Some(None)`: in it, without a
-/// number), read as [`place_of`] reads it but without allocating for a recorded bucket:
-/// placement asks this of every bucket for every entry it places.
-pub fn shard_in(bucket: &BackupBucket, key: &PoolKey) -> Option<Option<u32>> {
-    match record_parts(bucket) {
-        Some((kind, owner, region, shard)) => {
-            (kind == key.kind && owner == key.owner && region == key.region).then_some(shard)
-        }
-        None => labelled_place(bucket)
-            .filter(|(k, _)| k == key)
-            .map(|(_, shard)| shard),
-    }
-}
-
-/// The shard number of a bucket: the garden's record, else its label.
+/// The shard number of a bucket: the garden's record, else its label. Reads the record
+/// without allocating: placement asks this of its overlay of newer copies.
 pub fn shard_of(bucket: &BackupBucket) -> Option<u32> {
-    match recorded_place(bucket) {
-        Some((_, shard)) => shard,
+    match record_parts(bucket) {
+        Some((_, _, _, shard)) => shard,
         None => bucket.labels().get(LABEL_SHARD)?.parse().ok(),
     }
 }
@@ -574,7 +561,7 @@ mod tests {
     /// Placement's allocation-free reading agrees with `place_of` for a recorded
     /// bucket, a labelled one, one whose record is broken, and one of another pool.
     #[test]
-    fn shard_in_reads_the_place_as_place_of_does() {
+    fn shard_of_reads_the_shard_as_place_of_does() {
         let key = source().key;
         let recorded = new_shard_bucket(&source(), 3, None, &ObjectSelector::default());
         let mut labelled = recorded.clone();
@@ -593,13 +580,14 @@ mod tests {
         let mut plain = labelled.clone();
         plain.metadata.labels = None;
         for b in [&recorded, &labelled, &broken, &other, &unnumbered, &plain] {
-            let expected = place_of(b).filter(|(k, _)| *k == key).map(|(_, s)| s);
-            assert_eq!(shard_in(b, &key), expected, "{:?}", b.metadata.annotations);
+            let expected = place_of(b).and_then(|(_, s)| s);
+            assert_eq!(shard_of(b), expected, "{:?}", b.metadata.annotations);
         }
-        assert_eq!(shard_in(&recorded, &key), Some(Some(3)));
-        assert_eq!(shard_in(&broken, &key), Some(Some(3)), "the labels decide");
-        assert_eq!(shard_in(&other, &key), None);
-        assert_eq!(shard_in(&unnumbered, &key), Some(None));
+        assert_eq!(place_of(&recorded).map(|(k, _)| k), Some(key));
+        assert_eq!(shard_of(&recorded), Some(3));
+        assert_eq!(shard_of(&broken), Some(3), "the labels decide");
+        assert_eq!(shard_of(&other), Some(3));
+        assert_eq!(shard_of(&unnumbered), None);
     }
 
     #[test]

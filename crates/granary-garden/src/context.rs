@@ -68,6 +68,8 @@ pub struct Stores {
     pub entries: Store<BackupEntry>,
     /// Which entries count in which bucket, from the same watch as `entries`.
     pub entry_index: Arc<crate::entry_index::EntryIndex>,
+    /// Every pool's buckets in shard order, from the same watch as `buckets`.
+    pub pools: Arc<crate::pool_index::PoolIndex>,
     pub leases: Store<Lease>,
     /// Set when the initial lists are complete: every store's but the shoots'.
     pub ready: Vec<tokio::sync::watch::Receiver<bool>>,

@@ -20,7 +20,7 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use crate::assignment::{Assignment, SeedCandidate, assign_bucket};
-use crate::buckets::{PoolSource, new_shard_bucket, pool_of, recorded_count, shard_in, shard_of};
+use crate::buckets::{PoolSource, new_shard_bucket, pool_of, recorded_count, shard_of};
 use crate::context::{Context, GardenError};
 use crate::placement::{Placement, ShardFill, place_entry};
 use crate::pools::{PoolKey, PoolKind};
@@ -171,31 +171,47 @@ impl Ledger {
         Api::all(ctx.client.clone())
     }
 
-    /// The pool's shards with their numbers: the cache overlaid with this process'
-    /// newer copies, in shard order (then name). Called for every placement, over every
-    /// bucket in the cache: nothing is allocated per bucket outside the pool, and names
-    /// are compared only between buckets of the same shard number.
-    fn shards(ctx: &Context, key: &PoolKey, book: &Book) -> Vec<(Option<u32>, Arc<BackupBucket>)> {
-        let latest = &book.latest;
-        let mut shards: Vec<(Option<u32>, Arc<BackupBucket>)> = ctx
-            .stores
-            .buckets
-            .state()
-            .into_iter()
-            .filter(|b| {
-                b.metadata
-                    .name
-                    .as_deref()
-                    .is_none_or(|n| !latest.contains_key(n))
-            })
-            .filter_map(|b| shard_in(&b, key).map(|shard| (shard, b)))
-            .chain(latest.values().map(|b| (shard_of(b), b.clone())))
-            .collect();
-        shards.sort_by(|(sa, a), (sb, b)| {
-            sa.unwrap_or(u32::MAX)
-                .cmp(&sb.unwrap_or(u32::MAX))
-                .then_with(|| a.metadata.name.cmp(&b.metadata.name))
+    /// The pool's shards with their numbers: the cache's pool index overlaid with this
+    /// process' newer copies, in shard order (then name). Called for every placement
+    /// that finds no spare place: it costs the pool's buckets, read from the index in
+    /// order, never a scan of every bucket nor a parse of each one's record.
+    ///
+    /// First forgets the newer copies the cache has caught up with (it shows the same
+    /// resourceVersion): the overlay holds only what the cache does not show yet. It
+    /// used to keep every bucket this process ever wrote, so each call re-sorted them all.
+    fn shards(
+        ctx: &Context,
+        key: &PoolKey,
+        book: &mut Book,
+    ) -> Vec<(Option<u32>, Arc<BackupBucket>)> {
+        book.latest.retain(|name, b| {
+            ctx.stores
+                .buckets
+                .get(&ObjectRef::new(name))
+                .is_none_or(|cached| cached.resource_version() != b.resource_version())
         });
+        let latest = &book.latest;
+        let mut shards: Vec<(Option<u32>, Arc<BackupBucket>)> = ctx.stores.pools.read(|pools| {
+            pools
+                .shards(key)
+                .filter(|(_, b)| {
+                    latest.is_empty()
+                        || b.metadata
+                            .name
+                            .as_deref()
+                            .is_none_or(|n| !latest.contains_key(n))
+                })
+                .cloned()
+                .collect()
+        });
+        if !latest.is_empty() {
+            shards.extend(latest.values().map(|b| (shard_of(b), b.clone())));
+            shards.sort_by(|(sa, a), (sb, b)| {
+                sa.unwrap_or(u32::MAX)
+                    .cmp(&sb.unwrap_or(u32::MAX))
+                    .then_with(|| a.metadata.name.cmp(&b.metadata.name))
+            });
+        }
         shards
     }
 
@@ -284,7 +300,7 @@ impl Ledger {
             return Ok(name);
         }
         for _ in 0..MAX_ATTEMPTS {
-            let shards = Self::shards(ctx, &source.key, &book);
+            let shards = Self::shards(ctx, &source.key, &mut book);
             let fills: Vec<ShardFill> = shards
                 .iter()
                 .filter_map(|(shard, b)| {
@@ -523,7 +539,7 @@ impl Ledger {
     ) -> Result<(), GardenError> {
         let book = self.book(&source.key);
         let mut book = book.lock().await;
-        if Self::shards(ctx, &source.key, &book).is_empty() {
+        if Self::shards(ctx, &source.key, &mut book).is_empty() {
             Self::create_shard(ctx, &mut book, source, 0).await?;
         }
         Ok(())
@@ -549,8 +565,8 @@ impl Ledger {
     /// The number of shards the pool has now.
     pub async fn shard_count(&self, ctx: &Context, key: &PoolKey) -> usize {
         let book = self.book(key);
-        let book = book.lock().await;
-        Self::shards(ctx, key, &book).len()
+        let mut book = book.lock().await;
+        Self::shards(ctx, key, &mut book).len()
     }
 
     /// Re-derives `bucket`'s entry count (cached entries plus this process' pending

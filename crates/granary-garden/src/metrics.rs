@@ -1,33 +1,27 @@
 //! The garden's own metrics (docs/operations.md#health-and-metrics), registered into the
 //! process registry next to the shared `granary_reconcile_*`: pool sizes, shard fill,
 //! placements and conflicts, and bucket hand-overs. The per-bucket and per-pool gauges
-//! follow the objects: a bucket's label set goes with the bucket, a pool's with its last
-//! bucket, so the registry does not grow with objects that no longer exist.
+//! are read from the caches at each scrape ([`LandscapeGauges`]), so a gauge goes with
+//! its object and the controllers keep no books for them.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
-use prometheus::core::{Collector, Desc, MetricVec, MetricVecBuilder};
+use prometheus::core::{Collector, Desc};
 use prometheus::proto::MetricFamily;
 use prometheus::{GaugeVec, IntCounterVec, IntGaugeVec, Opts};
 
+use crate::buckets::recorded_count;
+use crate::config::GardenConfiguration;
 use crate::context::Stores;
 use crate::health::{Protection, protection};
-use crate::pools::PoolKey;
+use crate::pool_index::Pools;
 use granary_runtime::metrics::Metrics;
 
 /// Handles to the garden metrics. Cheap to clone.
 #[derive(Clone)]
 pub struct GardenMetrics {
-    /// `granary_garden_pool_shards{pool_kind, owner, region}`: buckets per pool (the
-    /// pool-kind label is named as in every other metric).
-    pub pool_shards: IntGaugeVec,
-    /// `granary_garden_bucket_entries{bucket}`: entries placed in a bucket.
-    pub bucket_entries: IntGaugeVec,
-    /// `granary_garden_bucket_fill_ratio{bucket}`: entries / limit (only with a limit).
-    pub bucket_fill: GaugeVec,
     /// `granary_garden_placements_total{outcome}`: entries placed (`existing` shard or
     /// `new_shard`).
     pub placements: IntCounterVec,
@@ -44,27 +38,6 @@ impl GardenMetrics {
     /// Creates the metrics and registers them into `metrics`' registry.
     pub fn register(metrics: &Metrics) -> Result<Self, prometheus::Error> {
         let m = GardenMetrics {
-            pool_shards: IntGaugeVec::new(
-                Opts::new(
-                    "granary_garden_pool_shards",
-                    "BackupBuckets per bucket pool.",
-                ),
-                &["pool_kind", "owner", "region"],
-            )?,
-            bucket_entries: IntGaugeVec::new(
-                Opts::new(
-                    "granary_garden_bucket_entries",
-                    "BackupEntries placed in a BackupBucket (status.entryCount).",
-                ),
-                &["bucket"],
-            )?,
-            bucket_fill: GaugeVec::new(
-                Opts::new(
-                    "granary_garden_bucket_fill_ratio",
-                    "Entries of a BackupBucket divided by its provider's quota limit.",
-                ),
-                &["bucket"],
-            )?,
             placements: IntCounterVec::new(
                 Opts::new(
                     "granary_garden_placements_total",
@@ -88,9 +61,6 @@ impl GardenMetrics {
             )?,
             landscape: Landscape::default(),
         };
-        metrics.register(Box::new(m.pool_shards.clone()))?;
-        metrics.register(Box::new(m.bucket_entries.clone()))?;
-        metrics.register(Box::new(m.bucket_fill.clone()))?;
         metrics.register(Box::new(m.placements.clone()))?;
         metrics.register(Box::new(m.placement_conflicts.clone()))?;
         metrics.register(Box::new(m.assignments.clone()))?;
@@ -98,64 +68,22 @@ impl GardenMetrics {
         Ok(m)
     }
 
-    /// Reads the scrape-time gauges from `stores` (the term holding leadership) until
-    /// the returned guard is dropped; a replica standing by reports none of them.
-    pub(crate) fn watch(&self, stores: Stores) -> WatchGuard {
-        *self.landscape.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(stores);
+    /// Reads the scrape-time gauges from `stores` (the term holding leadership, with
+    /// its configuration's quotas) until the returned guard is dropped; a replica
+    /// standing by reports none of them.
+    pub(crate) fn watch(&self, stores: Stores, config: GardenConfiguration) -> WatchGuard {
+        *self.landscape.0.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some((stores, Arc::new(config)));
         WatchGuard(self.landscape.clone())
-    }
-
-    /// Sets the entry count of `bucket`, and its fill ratio when its provider has a
-    /// quota `limit` (removing a ratio left from a limit since dropped).
-    pub(crate) fn record_bucket(&self, bucket: &str, entries: u32, limit: Option<u32>) {
-        self.bucket_entries
-            .with_label_values(&[bucket])
-            .set(i64::from(entries));
-        match limit {
-            Some(limit) => self
-                .bucket_fill
-                .with_label_values(&[bucket])
-                .set(f64::from(entries) / f64::from(limit)),
-            None => {
-                let _ = self.bucket_fill.remove_label_values(&[bucket]);
-            }
-        }
-    }
-
-    /// Removes the gauges of a bucket that is gone.
-    pub(crate) fn forget_bucket(&self, bucket: &str) {
-        let _ = self.bucket_entries.remove_label_values(&[bucket]);
-        let _ = self.bucket_fill.remove_label_values(&[bucket]);
-    }
-
-    /// Sets the shard count of every pool that has buckets (`sizes`, all pools of all
-    /// owners) and removes the gauges of every other pool, and of every bucket not in
-    /// `live` (gone while no reconcile of it saw the deletion).
-    pub(crate) fn record_pools(&self, sizes: &BTreeMap<PoolKey, i64>, live: &HashSet<String>) {
-        for (key, size) in sizes {
-            self.pool_shards
-                .with_label_values(&[key.kind.as_str(), key.owner.as_str(), key.region.as_str()])
-                .set(*size);
-        }
-        retain(&self.pool_shards, |labels| {
-            sizes.keys().any(|k| {
-                labels.get("pool_kind") == Some(&k.kind.as_str())
-                    && labels.get("owner") == Some(&k.owner.as_str())
-                    && labels.get("region") == Some(&k.region.as_str())
-            })
-        });
-        retain(&self.bucket_entries, |labels| {
-            labels.get("bucket").is_some_and(|b| live.contains(*b))
-        });
-        retain(&self.bucket_fill, |labels| {
-            labels.get("bucket").is_some_and(|b| live.contains(*b))
-        });
     }
 }
 
 /// The caches of the term holding leadership, if any.
 #[derive(Clone, Default)]
-struct Landscape(Arc<Mutex<Option<Stores>>>);
+struct Landscape(Arc<Mutex<Option<Watched>>>);
+
+/// What the scrape-time gauges read: the leading term's caches and configuration.
+type Watched = (Stores, Arc<GardenConfiguration>);
 
 /// Stops the scrape-time gauges when the term that set them ends.
 pub(crate) struct WatchGuard(Landscape);
@@ -173,6 +101,7 @@ impl Drop for WatchGuard {
 ///   is not a label, so an alert's `for` runs on across Processing → Error.
 /// - `granary_garden_backupentries{state}`: entries by their last operation's state
 ///   (`None` before any).
+/// - the pools and their buckets ([`PoolGauges`]).
 ///
 /// Nothing is reported until the caches hold their initial lists: a half-filled cache
 /// would show every shoot unprotected.
@@ -180,6 +109,85 @@ struct LandscapeGauges {
     landscape: Landscape,
     unprotected: IntGaugeVec,
     entries: IntGaugeVec,
+    pools: PoolGauges,
+}
+
+/// The pool gauges, from the pool index:
+/// - `granary_garden_pool_shards{pool_kind, owner, region}`: buckets per pool;
+/// - `granary_garden_bucket_entries{bucket}`: each pool bucket's `status.entryCount`
+///   (entries placed and places reserved);
+/// - `granary_garden_bucket_fill_ratio{bucket}`: that count over its provider's quota
+///   limit, for providers with one.
+struct PoolGauges {
+    shards: IntGaugeVec,
+    entries: IntGaugeVec,
+    fill: GaugeVec,
+}
+
+impl PoolGauges {
+    fn new() -> Result<Self, prometheus::Error> {
+        Ok(PoolGauges {
+            shards: IntGaugeVec::new(
+                Opts::new(
+                    "granary_garden_pool_shards",
+                    "BackupBuckets per bucket pool.",
+                ),
+                &["pool_kind", "owner", "region"],
+            )?,
+            entries: IntGaugeVec::new(
+                Opts::new(
+                    "granary_garden_bucket_entries",
+                    "BackupEntries placed in a BackupBucket (status.entryCount).",
+                ),
+                &["bucket"],
+            )?,
+            fill: GaugeVec::new(
+                Opts::new(
+                    "granary_garden_bucket_fill_ratio",
+                    "Entries of a BackupBucket divided by its provider's quota limit.",
+                ),
+                &["bucket"],
+            )?,
+        })
+    }
+
+    fn desc(&self) -> Vec<&Desc> {
+        let mut d = self.shards.desc();
+        d.extend(self.entries.desc());
+        d.extend(self.fill.desc());
+        d
+    }
+
+    /// The gauges of `pools`, each provider's limit from `quota`.
+    fn read(pools: &Pools, quota: impl Fn(&str) -> Option<u32>) -> Vec<MetricFamily> {
+        let Ok(gauges) = PoolGauges::new() else {
+            return Vec::new();
+        };
+        for (key, size) in pools.sizes() {
+            gauges
+                .shards
+                .with_label_values(&[key.kind.as_str(), key.owner.as_str(), key.region.as_str()])
+                .set(i64::try_from(size).unwrap_or(i64::MAX));
+            for (_, bucket) in pools.shards(key) {
+                let name = bucket.metadata.name.as_deref().unwrap_or_default();
+                let count = recorded_count(bucket);
+                gauges
+                    .entries
+                    .with_label_values(&[name])
+                    .set(i64::from(count));
+                if let Some(limit) = quota(&bucket.spec.provider.type_) {
+                    gauges
+                        .fill
+                        .with_label_values(&[name])
+                        .set(f64::from(count) / f64::from(limit));
+                }
+            }
+        }
+        let mut out = gauges.shards.collect();
+        out.extend(gauges.entries.collect());
+        out.extend(gauges.fill.collect());
+        out
+    }
 }
 
 impl LandscapeGauges {
@@ -208,6 +216,7 @@ impl LandscapeGauges {
             landscape,
             unprotected: Self::unprotected_vec()?,
             entries: Self::entries_vec()?,
+            pools: PoolGauges::new()?,
         })
     }
 }
@@ -216,6 +225,7 @@ impl Collector for LandscapeGauges {
     fn desc(&self) -> Vec<&Desc> {
         let mut d = self.unprotected.desc();
         d.extend(self.entries.desc());
+        d.extend(self.pools.desc());
         d
     }
 
@@ -226,7 +236,7 @@ impl Collector for LandscapeGauges {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        let Some(stores) = stores else {
+        let Some((stores, config)) = stores else {
             return Vec::new();
         };
         let filled = stores
@@ -267,51 +277,20 @@ impl Collector for LandscapeGauges {
         }
         let mut out = unprotected.collect();
         out.extend(entries.collect());
+        out.extend(
+            stores
+                .pools
+                .read(|pools| PoolGauges::read(pools, |provider| config.quota_for(provider))),
+        );
         out
     }
-}
-
-/// Removes every label set of `vec` that `keep` rejects.
-fn retain<T: MetricVecBuilder>(vec: &MetricVec<T>, keep: impl Fn(&HashMap<&str, &str>) -> bool) {
-    for family in vec.collect() {
-        for metric in family.get_metric() {
-            let labels: HashMap<&str, &str> = metric
-                .get_label()
-                .iter()
-                .map(|pair| (pair.name(), pair.value()))
-                .collect();
-            if !keep(&labels) {
-                let _ = vec.remove(&labels);
-            }
-        }
-    }
-}
-
-/// Label sets of `vec`, each as its values in label-name order, sorted.
-#[cfg(test)]
-fn label_sets<T: MetricVecBuilder>(vec: &MetricVec<T>) -> Vec<Vec<String>> {
-    let mut out: Vec<Vec<String>> = vec
-        .collect()
-        .iter()
-        .flat_map(|f| f.get_metric().iter())
-        .map(|m| {
-            let mut pairs: Vec<(&str, &str)> = m
-                .get_label()
-                .iter()
-                .map(|p| (p.name(), p.value()))
-                .collect();
-            pairs.sort();
-            pairs.into_iter().map(|(_, v)| v.to_string()).collect()
-        })
-        .collect();
-    out.sort();
-    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pools::PoolKind;
+    use crate::pools::{PoolKey, PoolKind};
+    use granary_api::core::BackupBucket;
 
     fn pool(owner: &str, region: &str) -> PoolKey {
         PoolKey {
@@ -321,41 +300,83 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_gone_bucket_leaves_no_gauges() {
-        let m = GardenMetrics::register(&Metrics::new()).unwrap();
-        m.record_bucket("a", 3, Some(10));
-        m.record_bucket("b", 1, Some(10));
-        assert_eq!(label_sets(&m.bucket_entries), [["a"], ["b"]]);
-        m.forget_bucket("a");
-        assert_eq!(label_sets(&m.bucket_entries), [["b"]]);
-        assert_eq!(label_sets(&m.bucket_fill), [["b"]]);
-        // A quota that is dropped takes the ratio with it.
-        m.record_bucket("b", 1, None);
-        assert_eq!(label_sets(&m.bucket_entries), [["b"]]);
-        assert!(label_sets(&m.bucket_fill).is_empty());
+    fn bucket(owner: &str, region: &str, shard: u32, count: u32) -> BackupBucket {
+        let source = crate::buckets::PoolSource {
+            key: pool(owner, region),
+            owner_uid: format!("{owner}-uid"),
+            provider: if region == "us" { "gcp" } else { "aws" }.into(),
+            credentials: None,
+            provider_config: None,
+        };
+        let mut b = crate::buckets::new_shard_bucket(&source, shard, None, &Default::default());
+        b.status = Some(granary_api::core::BackupBucketStatus {
+            entry_count: Some(count),
+            ..Default::default()
+        });
+        b
+    }
+
+    fn values(families: &[MetricFamily], name: &str) -> Vec<(Vec<String>, f64)> {
+        let mut out: Vec<(Vec<String>, f64)> = families
+            .iter()
+            .filter(|f| f.name() == name)
+            .flat_map(|f| f.get_metric().iter())
+            .map(|m| {
+                let labels = m
+                    .get_label()
+                    .iter()
+                    .map(|p| p.value().to_string())
+                    .collect();
+                let value = m.get_gauge().get_value();
+                (labels, value)
+            })
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
     }
 
     #[test]
-    fn pools_and_buckets_that_are_gone_are_dropped_by_the_recount() {
-        let m = GardenMetrics::register(&Metrics::new()).unwrap();
-        for b in ["a", "b", "c"] {
-            m.record_bucket(b, 1, Some(10));
+    fn pool_gauges_follow_the_index_and_the_quota() {
+        let mut pools = Pools::default();
+        let eu0 = bucket("p", "eu", 0, 100);
+        let eu1 = bucket("p", "eu", 1, 25);
+        let us0 = bucket("p", "us", 0, 7);
+        for b in [&eu0, &eu1, &us0] {
+            pools.apply(b);
         }
-        let live: HashSet<String> = ["a", "b", "c"].map(String::from).into();
-        let sizes = BTreeMap::from([(pool("p", "eu"), 2), (pool("p", "us"), 1)]);
-        m.record_pools(&sizes, &live);
-        assert_eq!(label_sets(&m.pool_shards).len(), 2);
-
-        // The US pool's only bucket and bucket "b" are gone.
-        let live: HashSet<String> = ["a"].map(String::from).into();
-        m.record_pools(&BTreeMap::from([(pool("p", "eu"), 1)]), &live);
+        let name = |b: &BackupBucket| b.metadata.name.clone().unwrap();
+        let quota = |provider: &str| (provider == "aws").then_some(100);
+        let families = PoolGauges::read(&pools, quota);
         assert_eq!(
-            label_sets(&m.pool_shards),
-            [["p", "cloudprofile", "eu"]],
+            values(&families, "granary_garden_pool_shards"),
+            [
+                (vec!["p".into(), "cloudprofile".into(), "eu".into()], 2.0),
+                (vec!["p".into(), "cloudprofile".into(), "us".into()], 1.0),
+            ],
             "owner, pool_kind, region (label names in sorted order)"
         );
-        assert_eq!(label_sets(&m.bucket_entries), [["a"]]);
-        assert_eq!(label_sets(&m.bucket_fill), [["a"]]);
+        let mut entries = vec![
+            (vec![name(&eu0)], 100.0),
+            (vec![name(&eu1)], 25.0),
+            (vec![name(&us0)], 7.0),
+        ];
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(values(&families, "granary_garden_bucket_entries"), entries);
+        let mut fill = vec![(vec![name(&eu0)], 1.0), (vec![name(&eu1)], 0.25)];
+        fill.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(
+            values(&families, "granary_garden_bucket_fill_ratio"),
+            fill,
+            "no ratio for a provider without a limit"
+        );
+        // A bucket gone takes its gauges with it, and a pool gone its size.
+        pools.remove(&name(&eu1));
+        pools.remove(&name(&us0));
+        let families = PoolGauges::read(&pools, quota);
+        assert_eq!(values(&families, "granary_garden_pool_shards").len(), 1);
+        assert_eq!(
+            values(&families, "granary_garden_bucket_entries"),
+            [(vec![name(&eu0)], 100.0)]
+        );
     }
 }

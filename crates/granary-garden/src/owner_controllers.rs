@@ -7,7 +7,6 @@
 //! Both keep the garden's deletion guard ([`crate::guards`]): a finalizer removed
 //! only once no shoot uses the profile, no entry or bucket is on the seed.
 
-use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,7 +16,7 @@ use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
-use crate::buckets::{PoolSource, pool_of, spec_drift};
+use crate::buckets::{PoolSource, spec_drift};
 use crate::conditions::{backup_buckets_ready, backup_configuration_valid, seed_lost};
 use crate::context::{Context, GardenError};
 use crate::guards::{
@@ -38,8 +37,9 @@ pub const SEED_CONTROLLER: &str = "garden-seed";
 const RESYNC: Duration = Duration::from_secs(300);
 
 /// Passes the owner's credentials and providerConfig to every bucket of its pools of
-/// `kind`, and records the sizes of all pools (dropping the gauges of pools and buckets
-/// that are gone, whoever owned them).
+/// `kind`. Reads the owner's pools from the pool index: an owner's reconcile follows
+/// every bucket change, so a scan of every bucket here made the cost grow with the
+/// square of the number of buckets.
 async fn propagate(
     ctx: &Context,
     kind: PoolKind,
@@ -47,17 +47,14 @@ async fn propagate(
     source_for: impl Fn(PoolKey) -> Option<PoolSource>,
 ) -> Result<(), GardenError> {
     let api: Api<BackupBucket> = Api::all(ctx.client.clone());
-    let mut sizes: BTreeMap<PoolKey, i64> = BTreeMap::new();
-    let mut live: HashSet<String> = HashSet::new();
-    for bucket in ctx.stores.buckets.state() {
-        live.insert(bucket.name_any());
-        let Some(key) = pool_of(&bucket) else {
-            continue;
-        };
-        *sizes.entry(key.clone()).or_default() += 1;
-        if key.kind != kind || key.owner != owner || bucket.meta().deletion_timestamp.is_some() {
-            continue;
-        }
+    let buckets: Vec<(PoolKey, Arc<BackupBucket>)> = ctx.stores.pools.read(|pools| {
+        pools
+            .of_owner(kind, owner)
+            .filter(|(_, b)| b.meta().deletion_timestamp.is_none())
+            .map(|(key, b)| (key.clone(), b.clone()))
+            .collect()
+    });
+    for (key, bucket) in buckets {
         let Some(source) = source_for(key) else {
             continue;
         };
@@ -71,7 +68,6 @@ async fn propagate(
             tracing::info!(bucket = %bucket.name_any(), owner, "credentials/providerConfig passed on to bucket");
         }
     }
-    ctx.garden_metrics.record_pools(&sizes, &live);
     Ok(())
 }
 

@@ -35,6 +35,7 @@ use crate::metrics::GardenMetrics;
 use crate::owner_controllers::{
     PROFILE_CONTROLLER, SEED_CONTROLLER, reconcile_profile, reconcile_seed,
 };
+use crate::pool_index::PoolIndex;
 use crate::pools::PoolKind;
 use crate::seed_authz::{RunningWebhook, WebhookError};
 use crate::triggers::{BucketViews, SeedLeases, entry_needs_reconcile, shoot_needs_reconcile};
@@ -403,6 +404,7 @@ async fn term(shared: Arc<Shared>, token: CancellationToken) {
     let key = tokio::spawn(crate::integrity_key::run(client.clone()));
     let wc = || watch_config(&shared.selector);
     let entry_index = Arc::new(EntryIndex::default());
+    let pool_index = Arc::new(PoolIndex::default());
     // One watch and one store per kind ([`informers`]): the reconciles read them, each
     // kind's controller is driven by its own informer, and the triggers between kinds
     // come from the same watches, sent only after the store has the change.
@@ -411,7 +413,12 @@ async fn term(shared: Arc<Shared>, token: CancellationToken) {
     // A shoot is placed as soon as its page of the list is read: placement reads no other
     // shoot (a burst of shoots at a cold start need not wait for the whole list).
     let shoots = informer::<Shoot, 1>(Api::all(client.clone()), wc(), AsItComes, |_| {});
-    let buckets = informer::<BackupBucket, 2>(Api::all(client.clone()), wc(), Whole, |_| {});
+    let buckets = {
+        let index = pool_index.clone();
+        informer::<BackupBucket, 2>(Api::all(client.clone()), wc(), Whole, move |b| {
+            index.observe(b)
+        })
+    };
     let entries = {
         let index = entry_index.clone();
         informer::<BackupEntry, 3>(Api::all(client.clone()), wc(), Whole, move |e| {
@@ -439,6 +446,7 @@ async fn term(shared: Arc<Shared>, token: CancellationToken) {
         buckets: buckets.store.clone(),
         entries: entries.store.clone(),
         entry_index,
+        pools: pool_index,
         leases: leases.store.clone(),
         ready: vec![
             profiles.ready.clone(),
@@ -450,7 +458,9 @@ async fn term(shared: Arc<Shared>, token: CancellationToken) {
         shoots_ready: shoots.ready.clone(),
     };
     // The scrape-time gauges read this term's caches while it lasts.
-    let _gauges = shared.garden_metrics.watch(stores.clone());
+    let _gauges = shared
+        .garden_metrics
+        .watch(stores.clone(), shared.config.clone());
     let (counts_tx, counts_rx) = tokio::sync::watch::channel(false);
     let ctx = Arc::new(Context {
         client: client.clone(),
