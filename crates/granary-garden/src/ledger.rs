@@ -176,22 +176,22 @@ impl Ledger {
     /// that finds no spare place: it costs the pool's buckets, read from the index in
     /// order, never a scan of every bucket nor a parse of each one's record.
     ///
-    /// First forgets the newer copies the cache has caught up with (it shows the same
-    /// resourceVersion): the overlay holds only what the cache does not show yet. It
-    /// used to keep every bucket this process ever wrote, so each call re-sorted them all.
+    /// First forgets the newer copies the index has caught up with (it shows the same
+    /// resourceVersion), in the same view: the overlay holds only what the cache does
+    /// not show yet. It used to keep every bucket this process ever wrote, so each call
+    /// re-sorted them all.
     fn shards(
         ctx: &Context,
         key: &PoolKey,
         book: &mut Book,
     ) -> Vec<(Option<u32>, Arc<BackupBucket>)> {
-        book.latest.retain(|name, b| {
-            ctx.stores
-                .buckets
-                .get(&ObjectRef::new(name))
-                .is_none_or(|cached| cached.resource_version() != b.resource_version())
-        });
-        let latest = &book.latest;
+        let latest = &mut book.latest;
         let mut shards: Vec<(Option<u32>, Arc<BackupBucket>)> = ctx.stores.pools.read(|pools| {
+            latest.retain(|name, b| {
+                pools
+                    .get(name)
+                    .is_none_or(|cached| cached.resource_version() != b.resource_version())
+            });
             pools
                 .shards(key)
                 .filter(|(_, b)| {

@@ -63,6 +63,12 @@ impl Pools {
         }
     }
 
+    /// Bucket `name`, if it is in a pool.
+    pub fn get(&self, name: &str) -> Option<&Arc<BackupBucket>> {
+        let (key, slot) = self.where_is.get(name)?;
+        self.by_pool.get(key)?.get(slot).map(|(_, b)| b)
+    }
+
     /// The buckets of pool `key` with their shard numbers, in shard order (then name).
     pub fn shards(&self, key: &PoolKey) -> impl Iterator<Item = &(Option<u32>, Arc<BackupBucket>)> {
         self.by_pool.get(key).into_iter().flat_map(BTreeMap::values)
@@ -179,6 +185,8 @@ mod tests {
         index.observe(&Event::Delete(b0.clone()));
         assert!(index.read(|p| p.shards(&key("a")).next().unwrap().1.status.is_some()));
         assert!(names(&index, "b").is_empty());
+        assert!(index.read(|p| p.get(&name(&b0)).is_none()));
+        assert!(index.read(|p| p.get(&name(&a10)).is_some()));
         assert_eq!(
             index.read(|p| p
                 .sizes()
