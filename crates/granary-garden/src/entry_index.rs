@@ -4,14 +4,11 @@
 //! [`crate::moves::counts_in`]: the bucket an entry names, and the one holding a place
 //! for its move.
 //!
-//! The index follows the watcher's events as the reflector store does: a relist
-//! (`Init` … `InitApply` … `InitDone`) builds a fresh index that replaces the old one at
-//! `InitDone`; `Apply` and `Delete` change the live one.
+//! The index follows the watcher's events as the reflector store does ([`Following`]).
 
 use std::collections::{HashMap, HashSet};
 
-use kube::runtime::watcher::Event;
-
+use crate::informers::{Following, Follows};
 use crate::ledger::EntryKey;
 use crate::moves::reserved_bucket;
 use granary_api::core::BackupEntry;
@@ -107,11 +104,8 @@ impl Index {
     }
 }
 
-/// The live index and, during a relist, the one being built.
-#[derive(Default)]
-pub struct EntryIndex {
-    inner: std::sync::Mutex<(Index, Option<Index>)>,
-}
+/// Every entry's places, following the entry watch.
+pub type EntryIndex = Following<Index>;
 
 fn key_of(entry: &BackupEntry) -> EntryKey {
     (
@@ -120,32 +114,13 @@ fn key_of(entry: &BackupEntry) -> EntryKey {
     )
 }
 
-impl EntryIndex {
-    /// Follows one watcher event (called after the reflector store has applied it).
-    pub fn observe(&self, event: &Event<BackupEntry>) {
-        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        let (live, next) = &mut *inner;
-        match event {
-            Event::Init => *next = Some(Index::default()),
-            Event::InitApply(e) => {
-                if let Some(next) = next.as_mut() {
-                    next.apply(key_of(e), Places::of(e));
-                }
-            }
-            Event::InitDone => {
-                if let Some(fresh) = next.take() {
-                    *live = fresh;
-                }
-            }
-            Event::Apply(e) => live.apply(key_of(e), Places::of(e)),
-            Event::Delete(e) => live.remove(&key_of(e)),
-        }
+impl Follows<BackupEntry> for Index {
+    fn follow_apply(&mut self, entry: &BackupEntry) {
+        self.apply(key_of(entry), Places::of(entry));
     }
 
-    /// Runs `f` on one consistent view of the live index.
-    pub fn read<T>(&self, f: impl FnOnce(&Index) -> T) -> T {
-        let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        f(&inner.0)
+    fn follow_delete(&mut self, entry: &BackupEntry) {
+        self.remove(&key_of(entry));
     }
 }
 
@@ -153,6 +128,7 @@ impl EntryIndex {
 mod tests {
     use super::*;
     use granary_api::core::{ANNOTATION_MIGRATION_RESERVED, BackupEntrySpec};
+    use kube::runtime::watcher::Event;
 
     fn entry(name: &str, bucket: &str, reserved: Option<&str>) -> BackupEntry {
         let mut e = BackupEntry::new(

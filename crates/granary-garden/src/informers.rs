@@ -185,6 +185,62 @@ pub fn informer<K: Watched, const N: usize>(
     }
 }
 
+/// An index kept from one kind's watcher events ([`Following`]).
+pub trait Follows<K>: Default {
+    /// Records the object's current version.
+    fn follow_apply(&mut self, object: &K);
+    /// Forgets the object.
+    fn follow_delete(&mut self, object: &K);
+}
+
+/// An index that follows the watcher's events as the reflector store does: a relist
+/// (`Init` … `InitApply` … `InitDone`) builds a fresh index that replaces the live one
+/// at `InitDone`; `Apply` and `Delete` change the live one. Fed from an informer's
+/// `observe` callback, right after the store applied the event.
+pub struct Following<I> {
+    inner: std::sync::RwLock<(I, Option<I>)>,
+}
+
+impl<I: Default> Default for Following<I> {
+    fn default() -> Self {
+        Following {
+            inner: std::sync::RwLock::new((I::default(), None)),
+        }
+    }
+}
+
+impl<I: Default> Following<I> {
+    /// Follows one watcher event.
+    pub fn observe<K>(&self, event: &watcher::Event<K>)
+    where
+        I: Follows<K>,
+    {
+        let mut inner = self.inner.write().unwrap_or_else(|p| p.into_inner());
+        let (live, next) = &mut *inner;
+        match event {
+            watcher::Event::Init => *next = Some(I::default()),
+            watcher::Event::InitApply(o) => {
+                if let Some(next) = next.as_mut() {
+                    next.follow_apply(o);
+                }
+            }
+            watcher::Event::InitDone => {
+                if let Some(fresh) = next.take() {
+                    *live = fresh;
+                }
+            }
+            watcher::Event::Apply(o) => live.follow_apply(o),
+            watcher::Event::Delete(o) => live.follow_delete(o),
+        }
+    }
+
+    /// Runs `f` on one consistent view of the live index.
+    pub fn read<T>(&self, f: impl FnOnce(&I) -> T) -> T {
+        let inner = self.inner.read().unwrap_or_else(|p| p.into_inner());
+        f(&inner.0)
+    }
+}
+
 /// Where an informer taking its first list in as it comes ([`FirstList::AsItComes`]) is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Incremental {

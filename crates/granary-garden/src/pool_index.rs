@@ -4,17 +4,14 @@
 //! scan every bucket in the cache and parse each one's pool record: at 100,000 shoots
 //! (1,000 buckets) that was a tenth of the garden's CPU in a cold start.
 //!
-//! The index follows the watcher's events as the reflector store does (as
-//! [`crate::entry_index`] does): a relist builds a fresh index that replaces the old one
-//! at `InitDone`; `Apply` and `Delete` change the live one. A bucket's place is read
-//! once per event with [`place_of`].
+//! The index follows the watcher's events as the reflector store does ([`Following`]).
+//! A bucket's place is read once per event with [`place_of`].
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use kube::runtime::watcher::Event;
-
 use crate::buckets::place_of;
+use crate::informers::{Following, Follows};
 use crate::pools::PoolKey;
 use granary_api::core::BackupBucket;
 
@@ -92,42 +89,18 @@ impl Pools {
     }
 }
 
-/// The live index and, during a relist, the one being built.
-#[derive(Default)]
-pub struct PoolIndex {
-    inner: std::sync::RwLock<(Pools, Option<Pools>)>,
-}
+/// Every pool's buckets, following the bucket watch.
+pub type PoolIndex = Following<Pools>;
 
-impl PoolIndex {
-    /// Follows one watcher event (called after the reflector store has applied it).
-    pub fn observe(&self, event: &Event<BackupBucket>) {
-        let mut inner = self.inner.write().unwrap_or_else(|p| p.into_inner());
-        let (live, next) = &mut *inner;
-        match event {
-            Event::Init => *next = Some(Pools::default()),
-            Event::InitApply(b) => {
-                if let Some(next) = next.as_mut() {
-                    next.apply(b);
-                }
-            }
-            Event::InitDone => {
-                if let Some(fresh) = next.take() {
-                    *live = fresh;
-                }
-            }
-            Event::Apply(b) => live.apply(b),
-            Event::Delete(b) => {
-                if let Some(name) = &b.metadata.name {
-                    live.remove(name);
-                }
-            }
-        }
+impl Follows<BackupBucket> for Pools {
+    fn follow_apply(&mut self, bucket: &BackupBucket) {
+        self.apply(bucket);
     }
 
-    /// Runs `f` on the live index.
-    pub fn read<T>(&self, f: impl FnOnce(&Pools) -> T) -> T {
-        let inner = self.inner.read().unwrap_or_else(|p| p.into_inner());
-        f(&inner.0)
+    fn follow_delete(&mut self, bucket: &BackupBucket) {
+        if let Some(name) = &bucket.metadata.name {
+            self.remove(name);
+        }
     }
 }
 
@@ -136,6 +109,7 @@ mod tests {
     use super::*;
     use crate::buckets::{PoolSource, new_shard_bucket};
     use crate::pools::PoolKind;
+    use kube::runtime::watcher::Event;
 
     fn key(owner: &str) -> PoolKey {
         PoolKey {
