@@ -23,8 +23,8 @@ use crate::assignment::{Assignment, SeedCandidate, assign_bucket};
 use crate::buckets::{PoolSource, new_shard_bucket, pool_of, recorded_count, shard_of};
 use crate::context::{Context, GardenError};
 use crate::placement::{Placement, ShardFill, place_entry};
-use crate::pools::{PoolKey, PoolKind};
-use granary_api::core::BackupBucket;
+use crate::pools::{PoolKey, PoolKind, pool_readers};
+use granary_api::core::{BackupBucket, velero_reader_label};
 
 /// An entry by namespace and name.
 pub type EntryKey = (String, String);
@@ -229,14 +229,21 @@ impl Ledger {
     }
 
     /// Compare-and-swap of `status.entryCount`: succeeds only on `bucket`'s version.
+    /// A shard's `status.entryLimit` goes with it: written by the bucket's reconcile
+    /// alone, it came right after a new shard's first count and made the next swap
+    /// conflict (about one conflict per shard in a cold start).
     async fn swap_count(
         ctx: &Context,
         bucket: &BackupBucket,
         count: u32,
     ) -> Result<BackupBucket, kube::Error> {
+        let mut status = json!({ "entryCount": count });
+        if pool_of(bucket).is_some_and(|k| k.kind != PoolKind::Legacy) {
+            status["entryLimit"] = json!(ctx.config.quota_for(&bucket.spec.provider.type_));
+        }
         let patch = json!({
             "metadata": { "resourceVersion": bucket.resource_version() },
-            "status": { "entryCount": count },
+            "status": status,
         });
         Self::api(ctx)
             .patch_status(
@@ -255,7 +262,15 @@ impl Ledger {
         shard: u32,
     ) -> Result<(), GardenError> {
         let seed = choose_seed(ctx, &source.key);
-        let bucket = new_shard_bucket(source, shard, seed.as_deref(), &ctx.selector);
+        let mut bucket = new_shard_bucket(source, shard, seed.as_deref(), &ctx.selector);
+        // The seeds reading the pool's Velero prefixes are labelled now, not by the
+        // bucket's first reconcile: that write made the next count swap conflict.
+        let (seeds, profiles) = ctx.stores.pool_views();
+        for reader in pool_readers(&source.key, &seeds, &profiles) {
+            bucket
+                .labels_mut()
+                .insert(velero_reader_label(&reader), "true".to_string());
+        }
         let name = bucket.name_any();
         match Self::api(ctx).create(&PostParams::default(), &bucket).await {
             Ok(created) => {
