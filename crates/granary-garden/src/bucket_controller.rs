@@ -20,7 +20,7 @@ use crate::buckets::{
 };
 use crate::context::{Context, GardenError};
 use crate::ledger::pool_candidates;
-use crate::pools::{PoolKey, PoolKind, pool_readers};
+use crate::pools::{PoolKey, PoolKind};
 use granary_api::common::LastOperationType;
 use granary_api::core::{ANNOTATION_EMPTY_SINCE, BackupBucket, FINALIZER_GARDEN_BUCKET_GUARD};
 use granary_runtime::status;
@@ -142,8 +142,7 @@ pub async fn reconcile(
     }
     if let Some(key) = &key {
         // The seeds of the pool read each other's Velero prefixes in its buckets.
-        let (seeds, profiles) = ctx.stores.pool_views();
-        let readers = pool_readers(key, &seeds, &profiles);
+        let readers = ctx.stores.pool_readers(key);
         if let Some(patch) = reader_labels_patch(&bucket, &readers) {
             bucket = merge(&ctx, &name, &patch).await?;
             tracing::info!(bucket = %name, ?readers, "Velero reader labels written");
@@ -153,8 +152,7 @@ pub async fn reconcile(
     if let Some(key) = &key {
         let count = ctx.ledger.recount(&ctx, key, &name).await?;
         // The limit the garden enforces, where tools read it (a migration's dry run).
-        let limit = ctx.config.quota_for(&bucket.spec.provider.type_);
-        if key.kind != PoolKind::Legacy
+        if let Some(limit) = ctx.entry_limit(key, &bucket)
             && bucket.status.as_ref().and_then(|s| s.entry_limit) != limit
         {
             bucket =

@@ -97,6 +97,13 @@ impl Stores {
         (seeds, profiles)
     }
 
+    /// The seeds that read the Velero prefixes in the buckets of pool `key`: what the
+    /// `granary.gardener.cloud/velero-reader-<seed>` labels of its buckets say.
+    pub fn pool_readers(&self, key: &crate::pools::PoolKey) -> std::collections::BTreeSet<String> {
+        let (seeds, profiles) = self.pool_views();
+        crate::pools::pool_readers(key, &seeds, &profiles)
+    }
+
     /// Waits until every store has its initial list.
     pub async fn wait_ready(&self) -> Result<(), GardenError> {
         self.wait_ready_but_shoots().await?;
@@ -181,6 +188,17 @@ pub struct Context {
 }
 
 impl Context {
+    /// The `status.entryLimit` a bucket of pool `key` records: its provider's quota
+    /// (`Some(None)`: no limit); `None` for a legacy bucket, which records none.
+    pub fn entry_limit(
+        &self,
+        key: &crate::pools::PoolKey,
+        bucket: &BackupBucket,
+    ) -> Option<Option<u32>> {
+        (key.kind != crate::pools::PoolKind::Legacy)
+            .then(|| self.config.quota_for(&bucket.spec.provider.type_))
+    }
+
     pub fn timings(&self) -> AssignmentTimings {
         let to_chrono =
             |d: std::time::Duration| chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX);

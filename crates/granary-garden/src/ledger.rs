@@ -23,7 +23,7 @@ use crate::assignment::{Assignment, SeedCandidate, assign_bucket};
 use crate::buckets::{PoolSource, new_shard_bucket, pool_of, recorded_count, shard_of};
 use crate::context::{Context, GardenError};
 use crate::placement::{Placement, ShardFill, place_entry};
-use crate::pools::{PoolKey, PoolKind, pool_readers};
+use crate::pools::{PoolKey, PoolKind};
 use granary_api::core::{BackupBucket, velero_reader_label};
 
 /// An entry by namespace and name.
@@ -238,8 +238,8 @@ impl Ledger {
         count: u32,
     ) -> Result<BackupBucket, kube::Error> {
         let mut status = json!({ "entryCount": count });
-        if pool_of(bucket).is_some_and(|k| k.kind != PoolKind::Legacy) {
-            status["entryLimit"] = json!(ctx.config.quota_for(&bucket.spec.provider.type_));
+        if let Some(limit) = pool_of(bucket).and_then(|key| ctx.entry_limit(&key, bucket)) {
+            status["entryLimit"] = json!(limit);
         }
         let patch = json!({
             "metadata": { "resourceVersion": bucket.resource_version() },
@@ -265,8 +265,7 @@ impl Ledger {
         let mut bucket = new_shard_bucket(source, shard, seed.as_deref(), &ctx.selector);
         // The seeds reading the pool's Velero prefixes are labelled now, not by the
         // bucket's first reconcile: that write made the next count swap conflict.
-        let (seeds, profiles) = ctx.stores.pool_views();
-        for reader in pool_readers(&source.key, &seeds, &profiles) {
+        for reader in ctx.stores.pool_readers(&source.key) {
             bucket
                 .labels_mut()
                 .insert(velero_reader_label(&reader), "true".to_string());

@@ -47,25 +47,30 @@ async fn propagate(
     source_for: impl Fn(PoolKey) -> Option<PoolSource>,
 ) -> Result<(), GardenError> {
     let api: Api<BackupBucket> = Api::all(ctx.client.clone());
-    let buckets: Vec<(PoolKey, Arc<BackupBucket>)> = ctx.stores.pools.read(|pools| {
+    let pools: Vec<(PoolKey, Vec<Arc<BackupBucket>>)> = ctx.stores.pools.read(|pools| {
         pools
             .of_owner(kind, owner)
-            .filter(|(_, b)| b.meta().deletion_timestamp.is_none())
-            .map(|(key, b)| (key.clone(), b.clone()))
+            .map(|(key, buckets)| {
+                let live = buckets.filter(|b| b.meta().deletion_timestamp.is_none());
+                (key.clone(), live.cloned().collect())
+            })
             .collect()
     });
-    for (key, bucket) in buckets {
+    for (key, buckets) in pools {
+        // One source per pool: it clones the owner's credentials and providerConfig.
         let Some(source) = source_for(key) else {
             continue;
         };
-        if let Some(patch) = spec_drift(&bucket, &source) {
-            api.patch(
-                &bucket.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await?;
-            tracing::info!(bucket = %bucket.name_any(), owner, "credentials/providerConfig passed on to bucket");
+        for bucket in buckets {
+            if let Some(patch) = spec_drift(&bucket, &source) {
+                api.patch(
+                    &bucket.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                )
+                .await?;
+                tracing::info!(bucket = %bucket.name_any(), owner, "credentials/providerConfig passed on to bucket");
+            }
         }
     }
     Ok(())

@@ -71,16 +71,16 @@ impl Pools {
         self.by_pool.get(key).into_iter().flat_map(BTreeMap::values)
     }
 
-    /// The buckets of every pool of `kind` owned by `owner`, with their pool.
+    /// Every pool of `kind` owned by `owner`, with its buckets.
     pub fn of_owner<'a>(
         &'a self,
         kind: crate::pools::PoolKind,
         owner: &'a str,
-    ) -> impl Iterator<Item = (&'a PoolKey, &'a Arc<BackupBucket>)> {
+    ) -> impl Iterator<Item = (&'a PoolKey, impl Iterator<Item = &'a Arc<BackupBucket>>)> {
         self.by_pool
             .iter()
             .filter(move |(key, _)| key.kind == kind && key.owner == owner)
-            .flat_map(|(key, pool)| pool.values().map(move |(_, b)| (key, b)))
+            .map(|(key, pool)| (key, pool.values().map(|(_, b)| b)))
     }
 
     /// Every pool with its number of buckets.
