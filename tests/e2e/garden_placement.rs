@@ -173,6 +173,16 @@ async fn concurrent_shoots_fill_exactly_the_needed_shards_and_freed_room_is_refi
         "{text}"
     );
     assert!(text.contains("granary_garden_bucket_entries{bucket="));
+    // The 35 shoots were placed by the placer, in batches, not by a reconcile each:
+    // the shoot controller only hears of a shoot the placer cannot place.
+    let shoot_reconciles: f64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("granary_reconcile_total{controller=\"garden-shoot\"} "))
+        .map_or(0.0, |v| v.trim().parse().expect("a number"));
+    assert!(
+        shoot_reconciles < 5.0,
+        "{shoot_reconciles} shoot reconciles for 35 placements"
+    );
     garden.stop().await;
 }
 

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
@@ -21,24 +21,21 @@ use serde_json::json;
 use crate::assignment::{
     EntryHandOver, SeedCandidate, cleanup_hand_over, entry_hand_over, missing_seed, next_check,
 };
-use crate::buckets::{PoolSource, seed_label_patch};
+use crate::buckets::seed_label_patch;
 use crate::context::{Context, GardenError};
-use crate::entries::{entry_update, new_entry};
+use crate::entries::entry_update;
 use crate::ledger::Reservation;
 use crate::moves::{MoveStep, move_step};
-use crate::pools::{PoolKind, ProfileView, SeedView, pool_for_shoot};
+use crate::placer::{self, Outcome};
 use granary_api::common::{LastOperationState, LastOperationType};
 use granary_api::core::{
     ANNOTATION_MIGRATION_REFUSED, ANNOTATION_MIGRATION_RESERVED, BackupEntry, Shoot,
-    validate_cloud_profile, validate_seed,
 };
-use granary_runtime::{failpoints, status};
+use granary_runtime::status;
 
 /// Controller names in metrics and events.
 pub const SHOOT_CONTROLLER: &str = "garden-shoot";
 pub const ENTRY_CONTROLLER: &str = "garden-backupentry";
-/// Failpoint between committing a placement (count raised) and creating the entry.
-pub const FAILPOINT_PLACED: &str = "garden.placement.committed";
 
 const RESYNC: Duration = Duration::from_secs(600);
 const WAIT_FOR_DEPENDENCY: Duration = Duration::from_secs(30);
@@ -67,22 +64,13 @@ pub async fn reconcile_shoot(shoot: Arc<Shoot>, ctx: Arc<Context>) -> Result<Act
         // Garbage collection removes the entry through its owner reference.
         return Ok(Action::await_change());
     }
-    let Some(seed_name) = shoot.spec.seed_name.clone().filter(|s| !s.is_empty()) else {
+    if shoot.spec.seed_name.as_deref().is_none_or(str::is_empty) {
         return Ok(Action::await_change());
-    };
-    let (Some(entry_name), Some(namespace)) = (shoot.backup_entry_name(), shoot.namespace()) else {
-        return Ok(pending(
-            &ctx,
-            &shoot,
-            "BackupEntryPending",
-            "the shoot has no uid yet".to_string(),
-        )
-        .await);
-    };
-    let cached = ctx
-        .stores
-        .entries
-        .get(&ObjectRef::new(&entry_name).within(&namespace));
+    }
+    let cached = shoot
+        .backup_entry_name()
+        .zip(shoot.namespace())
+        .and_then(|(name, ns)| ctx.stores.entries.get(&ObjectRef::new(&name).within(&ns)));
     if let Some(entry) = cached {
         // An entry on its way out is no longer steered by its shoot (its cleanup may
         // have been handed to another seed).
@@ -90,139 +78,35 @@ pub async fn reconcile_shoot(shoot: Arc<Shoot>, ctx: Arc<Context>) -> Result<Act
             return Ok(Action::await_change());
         }
         if let Some(patch) = entry_update(&entry, &shoot) {
-            Api::<BackupEntry>::namespaced(ctx.client.clone(), &namespace)
-                .patch(&entry_name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await?;
-        }
-        return Ok(Action::requeue(RESYNC));
-    }
-
-    // No entry yet: find its pool.
-    let Some(seed) = ctx.stores.seed(&seed_name) else {
-        return Ok(pending(
-            &ctx,
-            &shoot,
-            "BackupEntryPending",
-            format!("seed {seed_name} is not registered"),
-        )
-        .await);
-    };
-    let Some(profile_name) = shoot.cloud_profile_name() else {
-        return Ok(pending(
-            &ctx,
-            &shoot,
-            "BackupEntryPending",
-            "the shoot names no cloud profile (spec.cloudProfile.name)".to_string(),
-        )
-        .await);
-    };
-    if shoot.cloud_profile_kind() != "CloudProfile" {
-        return Ok(pending(
-            &ctx,
-            &shoot,
-            "BackupEntryPending",
-            format!(
-                "cloud profiles of kind {} are not supported for backups",
-                shoot.cloud_profile_kind()
-            ),
-        )
-        .await);
-    }
-    let Some(profile) = ctx.stores.profile(profile_name) else {
-        return Ok(pending(
-            &ctx,
-            &shoot,
-            "BackupEntryPending",
-            format!("cloud profile {profile_name} does not exist"),
-        )
-        .await);
-    };
-    let Some(key) = pool_for_shoot(&ProfileView::of(&profile), &SeedView::of(&seed)) else {
-        if profile.spec.backup.is_some() {
-            return Ok(pending(
-                &ctx,
-                &shoot,
-                "BackupEntryPending",
-                format!("cloud profile {profile_name} has an unusable spec.backup"),
+            Api::<BackupEntry>::namespaced(
+                ctx.client.clone(),
+                &entry.namespace().unwrap_or_default(),
             )
-            .await);
+            .patch(
+                &entry.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await?;
         }
-        // Neither the profile nor the seed configures backups.
+        // Every change of the shoot or of its entry wakes this reconcile: no resync.
         return Ok(Action::await_change());
-    };
-    let (source, problems) = match key.kind {
-        PoolKind::Seed => (
-            PoolSource::from_seed(&seed, key.clone()),
-            validate_seed(&seed),
-        ),
-        _ => (
-            PoolSource::from_profile(&profile, key.clone()),
-            validate_cloud_profile(&profile),
-        ),
-    };
-    let Some(source) = source.filter(|_| problems.is_empty()) else {
-        let owner = if key.kind == PoolKind::Seed {
-            format!("seed {seed_name}")
-        } else {
-            format!("cloud profile {profile_name}")
-        };
-        return Ok(pending(
-            &ctx,
-            &shoot,
-            "BackupEntryPending",
-            format!(
-                "the backup configuration of {owner} is invalid: {}",
-                granary_api::common::describe_field_errors(&problems)
-            ),
-        )
-        .await);
-    };
-    let entry_key = (namespace.clone(), entry_name.clone());
-    if ctx.ledger.is_pending(&key, &entry_key).await {
-        // Created a moment ago; the cache will show it.
-        return Ok(Action::requeue(Duration::from_secs(1)));
     }
-    ctx.wait_counts_ready().await?;
-    let bucket = ctx.ledger.place(&ctx, &source, &entry_key).await?;
-    let created = match failpoints::hit(FAILPOINT_PLACED) {
-        Err(e) => Err(GardenError::from(e)),
-        Ok(()) => match new_entry(&shoot, &bucket, &ctx.selector) {
-            Ok(entry) => create_entry(&ctx.client, &namespace, &entry)
-                .await
-                .map_err(GardenError::from),
-            Err(e) => Err(GardenError::from(e)),
-        },
+    // No entry yet: the placer's path, for this one shoot.
+    let step = placer::plan(&ctx, vec![shoot.clone()]).await?.pop();
+    let outcome = match step {
+        Some(step) => placer::carry_out(&ctx, step).await.1,
+        None => Outcome::Nothing,
     };
-    match created {
-        Ok(_) => {
-            tracing::debug!(entry = %entry_name, %bucket, "BackupEntry placed");
-            Ok(Action::requeue(RESYNC))
+    match outcome {
+        Outcome::Created | Outcome::Nothing => Ok(Action::await_change()),
+        // Its entry is being created, or exists after all: the cache will show it.
+        Outcome::InFlight | Outcome::Exists | Outcome::NotTried => {
+            Ok(Action::requeue(Duration::from_secs(1)))
         }
-        Err(e) => {
-            ctx.ledger.release(&ctx, &key, &entry_key, &bucket).await?;
-            if matches!(&e, GardenError::Kube(kube::Error::Api(s)) if s.code == 409) {
-                // It exists after all (made by an earlier run): it keeps its bucket.
-                return Ok(Action::requeue(Duration::from_secs(1)));
-            }
-            Err(e)
-        }
+        Outcome::Waits(note) => Ok(pending(&ctx, &shoot, "BackupEntryPending", note).await),
+        Outcome::Failed(e) => Err(e),
     }
-}
-
-/// Creates `entry`, reading the server's answer for its status only: the new entry
-/// reaches the garden through its entry cache anyway, so decoding the answer would be
-/// work done twice per placement.
-async fn create_entry(
-    client: &kube::Client,
-    namespace: &str,
-    entry: &BackupEntry,
-) -> Result<(), kube::Error> {
-    let body = serde_json::to_vec(entry).map_err(kube::Error::SerdeError)?;
-    let mut request = kube::core::Request::new(BackupEntry::url_path(&(), Some(namespace)))
-        .create(&PostParams::default(), body)
-        .map_err(kube::Error::BuildRequest)?;
-    request.extensions_mut().insert("create");
-    client.request_text(request).await.map(drop)
 }
 
 /// Keeps an entry's seed label on its responsible seed.

@@ -282,30 +282,67 @@ impl Ledger {
         }
     }
 
-    /// Places `entry` in the source's pool: first fit, a new shard when the pool is full,
-    /// committed by raising the chosen bucket's count. Returns the bucket name. The
-    /// caller must then create the entry, or call [`Ledger::release`].
-    pub async fn place(
+    /// Places each of `entries` in the source's pool, in order and under one hold of the
+    /// pool's lock: first fit, a new shard when the pool is full, committed by raising
+    /// the chosen bucket's count (one write for a batch of places, see [`batch_size`]).
+    /// Returns, per entry placed, its bucket, or `None` for an entry placed here a moment
+    /// ago and not yet shown by the cache (whoever placed it creates it). Stops at the
+    /// first error and returns it with what was placed before it. The caller must then
+    /// create each entry placed, or call [`Ledger::release`].
+    pub async fn place_all(
         &self,
         ctx: &Context,
         source: &PoolSource,
-        entry: &EntryKey,
-    ) -> Result<String, GardenError> {
-        let limit = ctx.config.quota_for(&source.provider);
+        entries: &[EntryKey],
+    ) -> (Vec<Option<String>>, Option<GardenError>) {
         let book = self.book(&source.key);
         let waiting = self.waiting(&source.key);
         let mut book = book.lock().await;
         drop(waiting);
+        let mut placed = Vec::with_capacity(entries.len());
         // Expired places still raise their buckets' counts: give them back first, so
         // first fit sees the room they leave.
         for name in book.drop_expired_spares() {
-            Self::recount_locked(ctx, &mut book, &name).await?;
+            if let Err(e) = Self::recount_locked(ctx, &mut book, &name).await {
+                return (placed, Some(e));
+            }
         }
+        for (i, entry) in entries.iter().enumerate() {
+            // Two callers may be asked for the same entry (the placer and a retry): the
+            // second finds it placed and leaves it to the first.
+            if book
+                .pending
+                .get(entry)
+                .is_some_and(|p| p.since.elapsed() < PENDING_TTL)
+            {
+                placed.push(None);
+                continue;
+            }
+            let behind = u32::try_from(entries.len() - i - 1).unwrap_or(u32::MAX);
+            match self.place_one(ctx, &mut book, source, entry, behind).await {
+                Ok(bucket) => placed.push(Some(bucket)),
+                Err(e) => return (placed, Some(e)),
+            }
+        }
+        (placed, None)
+    }
+
+    /// Places one entry with the pool's book held; `behind` more entries of the same
+    /// batch follow it (a count write reserves places for them too).
+    async fn place_one(
+        &self,
+        ctx: &Context,
+        book: &mut Book,
+        source: &PoolSource,
+        entry: &EntryKey,
+        behind: u32,
+    ) -> Result<String, GardenError> {
+        let limit = ctx.config.quota_for(&source.provider);
         let pending = |name: &str| Pending {
             bucket: name.to_string(),
             since: Instant::now(),
         };
-        if let Some(name) = Self::take_spare(ctx, &mut book) {
+        if let Some(name) = Self::take_spare(ctx, book) {
             book.pending.insert(entry.clone(), pending(&name));
             ctx.garden_metrics
                 .placements
@@ -314,7 +351,7 @@ impl Ledger {
             return Ok(name);
         }
         for _ in 0..MAX_ATTEMPTS {
-            let shards = Self::shards(ctx, &source.key, &mut book);
+            let shards = Self::shards(ctx, &source.key, book);
             let fills: Vec<ShardFill> = shards
                 .iter()
                 .filter_map(|(shard, b)| {
@@ -327,7 +364,7 @@ impl Ledger {
                 .collect();
             match place_entry(&fills, limit) {
                 Placement::NewShard(shard) => {
-                    Self::create_shard(ctx, &mut book, source, shard).await?;
+                    Self::create_shard(ctx, book, source, shard).await?;
                     ctx.garden_metrics
                         .placements
                         .with_label_values(&["new_shard"])
@@ -346,7 +383,7 @@ impl Ledger {
                         .unwrap_or_else(|p| p.into_inner())
                         .get(&source.key)
                         .map_or(0, |w| w.load(Ordering::SeqCst));
-                    let wanted = batch_wanted(waiters, book.used_up);
+                    let wanted = batch_wanted(waiters.saturating_add(behind), book.used_up);
                     let places = batch_size(count, limit, wanted);
                     match Self::swap_count(ctx, bucket, count + places).await {
                         Ok(updated) => {
@@ -377,7 +414,7 @@ impl Ledger {
                                 .placement_conflicts
                                 .with_label_values(&[source.key.kind.as_str()])
                                 .inc();
-                            Self::refresh(ctx, &mut book, &name).await?;
+                            Self::refresh(ctx, book, &name).await?;
                         }
                         Err(e) => return Err(e.into()),
                     }
@@ -485,15 +522,6 @@ impl Ledger {
             entry: format!("{}/{} (move into {bucket})", entry.0, entry.1),
             attempts: MAX_ATTEMPTS,
         })
-    }
-
-    /// True while `entry` was placed here and the cache has not shown it yet.
-    pub async fn is_pending(&self, key: &PoolKey, entry: &EntryKey) -> bool {
-        let book = self.book(key);
-        let book = book.lock().await;
-        book.pending
-            .get(entry)
-            .is_some_and(|p| p.since.elapsed() < PENDING_TTL)
     }
 
     /// Gives a placement back when the entry could not be created: forgets it and

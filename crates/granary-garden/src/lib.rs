@@ -33,6 +33,7 @@ pub mod metrics;
 pub mod moves;
 pub mod owner_controllers;
 pub mod placement;
+pub mod placer;
 pub mod pool_index;
 pub mod pools;
 pub mod runner;

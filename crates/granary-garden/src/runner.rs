@@ -38,7 +38,7 @@ use crate::owner_controllers::{
 use crate::pool_index::PoolIndex;
 use crate::pools::PoolKind;
 use crate::seed_authz::{RunningWebhook, WebhookError};
-use crate::triggers::{BucketViews, SeedLeases, entry_needs_reconcile, shoot_needs_reconcile};
+use crate::triggers::{BucketViews, SeedLeases, ShootWork, entry_needs_reconcile, shoot_work};
 use granary_api::core::{BackupBucket, BackupEntry, CloudProfile, GARDEN_NAMESPACE, Seed, Shoot};
 use granary_runtime::clock::Clock;
 use granary_runtime::config::{self, ConfigError, Override};
@@ -559,17 +559,22 @@ async fn term(shared: Arc<Shared>, token: CancellationToken) {
         .with_config(ControllerConfig::default().concurrency(5));
     let syncs =
         u16::try_from(shared.config.controllers.backup_entry.concurrent_syncs).unwrap_or(u16::MAX);
-    // A shoot is reconciled when its entry is missing or out of line, judged on the entry
-    // cache once it is filled (a restart has no reconcile per shoot to go through before
-    // the first new placement).
+    // A shoot without an entry goes to the placer ([`crate::placer`]), which hands what
+    // it cannot place to the shoot controller; a shoot whose entry is out of line goes
+    // to the controller. Judged on the entry cache once it is filled (a restart has no
+    // reconcile per shoot to go through before the first new placement).
+    let (to_placer, for_placer) = tokio::sync::mpsc::unbounded_channel::<Arc<Shoot>>();
+    let (placer_gives_up, given_up) = tokio::sync::mpsc::unbounded_channel::<ObjectRef<Shoot>>();
     let shoots_to_reconcile = shoots
         .applied
         .then({
             let entry_store = stores.entries.clone();
             let entries_ready = entries.ready.clone();
+            let to_placer = to_placer.clone();
             move |shoot| {
                 let entry_store = entry_store.clone();
                 let mut entries_ready = entries_ready.clone();
+                let to_placer = to_placer.clone();
                 async move {
                     // Stopped caches: let the reconcile see for itself.
                     let _ = entries_ready.wait_for(|r| *r).await;
@@ -577,56 +582,76 @@ async fn term(shared: Arc<Shared>, token: CancellationToken) {
                         .backup_entry_name()
                         .zip(shoot.namespace())
                         .and_then(|(name, ns)| entry_store.get(&ObjectRef::new(&name).within(&ns)));
-                    shoot_needs_reconcile(&shoot, entry.as_deref()).then_some(shoot)
+                    match shoot_work(&shoot, entry.as_deref()) {
+                        ShootWork::None => None,
+                        ShootWork::Update => Some(shoot),
+                        ShootWork::Place => to_placer.send(shoot).err().map(|e| e.0),
+                    }
                 }
             }
         })
         .filter_map(ready);
     let shoot_controller = Controller::for_shared_stream(shoots_to_reconcile, shoots.store)
+        // What the placer could not place: the controller says why and retries.
+        .reconcile_on(tokio_stream::wrappers::UnboundedReceiverStream::new(
+            given_up,
+        ))
         // A shoot waiting on its CloudProfile (broken, or not there yet) is placed as
         // soon as the profile changes, not at its next retry.
         .reconcile_on(profiles_for_shoots.flat_map({
             let shoot_store = stores.shoots.clone();
             let entry_store = stores.entries.clone();
+            let to_placer = to_placer.clone();
             move |change| {
                 let profile = change.object.name_any();
                 let shoots = shoot_store.state();
-                let refs: Vec<ObjectRef<Shoot>> = crate::triggers::shoots_waiting_on_profile(
-                    &profile,
-                    shoots.iter().map(AsRef::as_ref),
-                    |shoot| {
+                let refs: Vec<ObjectRef<Shoot>> =
+                    crate::triggers::shoots_waiting_on_profile(&profile, &shoots, |shoot| {
                         let name = shoot.backup_entry_name()?;
                         let ns = shoot.namespace()?;
                         entry_store.get(&ObjectRef::new(&name).within(&ns))
-                    },
-                )
-                .into_iter()
-                .map(ObjectRef::from_obj)
-                .collect();
+                    })
+                    .into_iter()
+                    .filter(|(shoot, work)| {
+                        *work == ShootWork::Update || to_placer.send(Arc::clone(shoot)).is_err()
+                    })
+                    .map(|(shoot, _)| ObjectRef::from_obj(shoot.as_ref()))
+                    .collect();
                 futures::stream::iter(refs)
             }
         }))
         .reconcile_on(entries_for_shoots.flat_map({
             let shoot_store = stores.shoots.clone();
+            let to_placer = to_placer.clone();
             move |change| {
                 let entry = change.object;
                 let namespace = entry.namespace().unwrap_or_default();
                 let current = (!change.deleted).then_some(entry.as_ref());
-                let refs: Vec<ObjectRef<Shoot>> = entry
+                let mut refs: Vec<ObjectRef<Shoot>> = Vec::new();
+                for owner in entry
                     .owner_references()
                     .iter()
                     .filter(|o| o.kind == "Shoot")
-                    .map(|o| ObjectRef::new(&o.name).within(&namespace))
-                    .filter(|r| {
-                        shoot_store
-                            .get(r)
-                            .is_some_and(|shoot| shoot_needs_reconcile(&shoot, current))
-                    })
-                    .collect();
+                {
+                    let r = ObjectRef::new(&owner.name).within(&namespace);
+                    let Some(shoot) = shoot_store.get(&r) else {
+                        continue;
+                    };
+                    match shoot_work(&shoot, current) {
+                        ShootWork::None => {}
+                        ShootWork::Update => refs.push(r),
+                        ShootWork::Place => {
+                            if to_placer.send(shoot).is_err() {
+                                refs.push(r);
+                            }
+                        }
+                    }
+                }
                 futures::stream::iter(refs)
             }
         }))
         .with_config(ControllerConfig::default().concurrency(syncs));
+    drop(to_placer);
     let entry_store = stores.entries.clone();
     let entry_controller = Controller::for_shared_stream(
         entries
@@ -675,6 +700,13 @@ async fn term(shared: Arc<Shared>, token: CancellationToken) {
         .graceful_shutdown_on(stop())
         .run(reconcile_shoot, error_policy(SHOOT_CONTROLLER), ctx.clone())
         .for_each(drain(SHOOT_CONTROLLER));
+    // The placer stops taking shoots on the token and lets the creates in flight end.
+    let placer_run = crate::placer::run(
+        ctx.clone(),
+        tokio_stream::wrappers::UnboundedReceiverStream::new(for_placer).take_until(stop()),
+        placer_gives_up,
+        usize::from(syncs),
+    );
     let entry_run = entry_controller
         .graceful_shutdown_on(stop())
         .run(reconcile_entry, error_policy(ENTRY_CONTROLLER), ctx.clone())
@@ -701,6 +733,7 @@ async fn term(shared: Arc<Shared>, token: CancellationToken) {
         seed_run,
         bucket_run,
         shoot_run,
+        placer_run,
         entry_run,
         recount,
         caches

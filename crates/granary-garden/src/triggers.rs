@@ -6,8 +6,9 @@
 //! only the wake-ups whose reconcile would do something:
 //!
 //! - a Shoot or BackupEntry is reconciled only when its reconcile would not be a no-op
-//!   ([`shoot_needs_reconcile`], [`entry_needs_reconcile`]); this also spares a restart
-//!   one reconcile per shoot and per entry before the first new placement;
+//!   ([`shoot_work`], [`entry_needs_reconcile`]); this also spares a restart one
+//!   reconcile per shoot and per entry before the first new placement. A shoot without
+//!   an entry goes to the placer ([`crate::placer`]), not to its controller;
 //! - a BackupBucket change wakes its profile or its seeds only when what they read of it
 //!   changed ([`BucketView`]: the spec they pass on, its pool, its seeds, its error,
 //!   its deletion), not on every `status.entryCount` write; and it wakes the seeds it
@@ -32,35 +33,48 @@ use crate::pools::{PoolKey, PoolKind};
 use granary_api::common::ObjectReference;
 use granary_api::core::{BackupBucket, BackupEntry, Shoot};
 
-/// Whether reconciling `shoot` would do anything, given its entry as the cache shows it
-/// (`None`: no entry cached). Mirrors [`crate::entry_controllers::reconcile_shoot`]:
-/// a shoot being deleted or without a seed waits for a change; an entry being deleted is
-/// no longer steered by its shoot; an entry in line with its shoot needs nothing.
-pub fn shoot_needs_reconcile(shoot: &Shoot, entry: Option<&BackupEntry>) -> bool {
+/// What a shoot needs, given its entry as the cache shows it (`None`: no entry cached).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShootWork {
+    /// Nothing: it is being deleted or has no seed, its entry is being deleted (no
+    /// longer steered by its shoot), or its entry is in line with it.
+    None,
+    /// An entry: the placer's work ([`crate::placer`]).
+    Place,
+    /// Its entry brought in line with it: the shoot controller's work.
+    Update,
+}
+
+/// What `shoot` needs. Mirrors [`crate::entry_controllers::reconcile_shoot`], which does
+/// both kinds of work (the placer hands it the shoots it cannot place).
+pub fn shoot_work(shoot: &Shoot, entry: Option<&BackupEntry>) -> ShootWork {
     if shoot.meta().deletion_timestamp.is_some()
         || shoot.spec.seed_name.as_deref().is_none_or(str::is_empty)
     {
-        return false;
+        return ShootWork::None;
     }
     match entry {
-        None => true,
-        Some(e) if e.meta().deletion_timestamp.is_some() => false,
-        Some(e) => entry_update(e, shoot).is_some(),
+        None => ShootWork::Place,
+        Some(e) if e.meta().deletion_timestamp.is_some() => ShootWork::None,
+        Some(e) if entry_update(e, shoot).is_some() => ShootWork::Update,
+        Some(_) => ShootWork::None,
     }
 }
 
-/// The shoots a change of CloudProfile `profile` may unblock: those using it that have
-/// no entry yet or whose entry is not what they need ([`shoot_needs_reconcile`]), e.g.
-/// shoots waiting for a broken profile to be fixed. `entry_of` finds a shoot's entry.
+/// The shoots a change of CloudProfile `profile` may unblock, with what each needs:
+/// those using it that have no entry yet or whose entry is not what they need
+/// ([`shoot_work`]), e.g. shoots waiting for a broken profile to be fixed. `entry_of`
+/// finds a shoot's entry.
 pub fn shoots_waiting_on_profile<'a>(
     profile: &str,
-    shoots: impl IntoIterator<Item = &'a Shoot>,
+    shoots: &'a [std::sync::Arc<Shoot>],
     entry_of: impl Fn(&Shoot) -> Option<std::sync::Arc<BackupEntry>>,
-) -> Vec<&'a Shoot> {
+) -> Vec<(&'a std::sync::Arc<Shoot>, ShootWork)> {
     shoots
-        .into_iter()
+        .iter()
         .filter(|s| s.cloud_profile_name() == Some(profile))
-        .filter(|s| shoot_needs_reconcile(s, entry_of(s).as_deref()))
+        .map(|s| (s, shoot_work(s, entry_of(s).as_deref())))
+        .filter(|(_, work)| *work != ShootWork::None)
         .collect()
 }
 
@@ -243,29 +257,37 @@ mod tests {
     }
 
     #[test]
-    fn a_shoot_is_reconciled_only_when_its_entry_is_missing_or_out_of_line() {
+    fn a_shoot_is_placed_when_its_entry_is_missing_and_reconciled_when_out_of_line() {
         let s = shoot(Some("seed-1"));
-        assert!(shoot_needs_reconcile(&s, None), "no entry: place one");
+        assert_eq!(
+            shoot_work(&s, None),
+            ShootWork::Place,
+            "no entry: place one"
+        );
         let entry = crate::entries::new_entry(
             &s,
             "b-0",
             &granary_runtime::selector::ObjectSelector::default(),
         )
         .expect("entry");
-        assert!(!shoot_needs_reconcile(&s, Some(&entry)), "in line");
+        assert_eq!(shoot_work(&s, Some(&entry)), ShootWork::None, "in line");
         let moved = shoot(Some("seed-2"));
-        assert!(shoot_needs_reconcile(&moved, Some(&entry)), "seed changed");
+        assert_eq!(
+            shoot_work(&moved, Some(&entry)),
+            ShootWork::Update,
+            "seed changed"
+        );
         let mut leaving = entry.clone();
         leaving.metadata.deletion_timestamp = Some(now());
-        assert!(!shoot_needs_reconcile(&moved, Some(&leaving)));
-        assert!(!shoot_needs_reconcile(&shoot(None), None), "no seed");
+        assert_eq!(shoot_work(&moved, Some(&leaving)), ShootWork::None);
+        assert_eq!(shoot_work(&shoot(None), None), ShootWork::None, "no seed");
         let mut deleted = shoot(Some("seed-1"));
         deleted.metadata.deletion_timestamp = Some(now());
-        assert!(!shoot_needs_reconcile(&deleted, None));
+        assert_eq!(shoot_work(&deleted, None), ShootWork::None);
         // The decision agrees with the patch the reconcile would write.
         for (shoot, entry) in [(&s, &entry), (&moved, &entry)] {
             assert_eq!(
-                shoot_needs_reconcile(shoot, Some(entry)),
+                shoot_work(shoot, Some(entry)) == ShootWork::Update,
                 entry_update(entry, shoot).is_some()
             );
         }
