@@ -14,9 +14,10 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::json;
 
+use granary_api::core::CloudProfile;
 use granary_test_support::garden::{
-    backup, buckets, config, create_profile, create_seed, create_shoot, entries, garden_cluster,
-    renew, start,
+    backup, buckets, config, create_profile, create_seed, create_shoot, entries, events_about,
+    garden_cluster, renew, start,
 };
 use granary_test_support::{TestCluster, poll_until};
 
@@ -183,6 +184,50 @@ async fn concurrent_shoots_fill_exactly_the_needed_shards_and_freed_room_is_refi
         shoot_reconciles < 5.0,
         "{shoot_reconciles} shoot reconciles for 35 placements"
     );
+    garden.stop().await;
+}
+
+/// Shoots waiting on a broken profile are heard of twice when it is fixed: the placer
+/// gets them from the profile's change, the shoot controller retries them. Each is
+/// placed once: the counts are exact and every placement was made once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shoots_waiting_on_a_broken_profile_are_placed_once_each_when_it_is_fixed() {
+    let tc = garden_cluster().await;
+    let client = tc.client();
+    let (profile, seed) = (tc.name("cross"), tc.name("s"));
+    renew(&client, &tc.instance_label(), &seed).await;
+    create_seed(&tc, &seed, "aws", "eu-1", None).await;
+    // Cross-provider without a region: invalid (fixed by backing up at aws, quota 4).
+    create_profile(&tc, &profile, "aws", Some(backup("gcp", None, "backup"))).await;
+    let garden = start(&tc, config(Some(4), None));
+    let ns = tc.namespace("garden-w").await;
+    create_shoots(&tc, &ns, 0..18, &profile, &seed).await;
+    poll_until("the shoots say why they wait", || async {
+        let events = events_about(&client, "s17").await;
+        events.iter().any(|(_, reason, note)| {
+            reason == "BackupEntryPending" && note.contains("unusable spec.backup")
+        })
+    })
+    .await;
+    assert!(entries(&tc).await.is_empty());
+    Api::<CloudProfile>::all(client.clone())
+        .patch(
+            &profile,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"backup": {"provider": "aws"}}})),
+        )
+        .await
+        .expect("profile fixed");
+    poll_until("18 entries in exactly 5 shards", || {
+        settled_first_fit(&tc, 4, 18)
+    })
+    .await;
+    let text = garden.metrics().render();
+    let placements: f64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("granary_garden_placements_total{outcome=\"existing\"} "))
+        .map_or(0.0, |v| v.trim().parse().expect("a number"));
+    assert_eq!(placements, 18.0, "one placement per shoot");
     garden.stop().await;
 }
 
