@@ -22,7 +22,7 @@ use serde_json::json;
 use crate::assignment::{Assignment, SeedCandidate, assign_bucket};
 use crate::buckets::{PoolSource, new_shard_bucket, pool_of, recorded_count, shard_of};
 use crate::context::{Context, GardenError};
-use crate::placement::{Placement, ShardFill, place_entry};
+use crate::placement::{Placement, ShardFill, first_fit};
 use crate::pools::{PoolKey, PoolKind};
 use granary_api::core::{BackupBucket, velero_reader_label};
 
@@ -171,48 +171,49 @@ impl Ledger {
         Api::all(ctx.client.clone())
     }
 
-    /// The pool's shards with their numbers: the cache's pool index overlaid with this
-    /// process' newer copies, in shard order (then name). Called for every placement
-    /// that finds no spare place: it costs the pool's buckets, read from the index in
-    /// order, never a scan of every bucket nor a parse of each one's record.
+    /// Runs `read` over the pool's shards with their numbers: the cache's pool index
+    /// overlaid with this process' newer copies, in shard order (then name), inside one
+    /// view of the index. Placement reads them for every count write; `read` may stop
+    /// early (first fit stops at the first shard with room), and nothing is copied:
+    /// copying the pool's 1,000 shards and looking each up in the overlay by name cost a
+    /// tenth of the garden's CPU in a cold start of 100,000 shoots.
     ///
     /// First forgets the newer copies the index has caught up with (it shows the same
-    /// resourceVersion), in the same view: the overlay holds only what the cache does
-    /// not show yet. It used to keep every bucket this process ever wrote, so each call
-    /// re-sorted them all.
-    fn shards(
+    /// resourceVersion): the overlay holds only what the cache does not show yet, a few
+    /// buckets, merged in by position.
+    fn with_shards<R>(
         ctx: &Context,
         key: &PoolKey,
         book: &mut Book,
-    ) -> Vec<(Option<u32>, Arc<BackupBucket>)> {
+        read: impl FnOnce(&mut dyn Iterator<Item = (Option<u32>, &Arc<BackupBucket>)>) -> R,
+    ) -> R {
         let latest = &mut book.latest;
-        let mut shards: Vec<(Option<u32>, Arc<BackupBucket>)> = ctx.stores.pools.read(|pools| {
+        ctx.stores.pools.read(|pools| {
             latest.retain(|name, b| {
                 pools
                     .get(name)
                     .is_none_or(|cached| cached.resource_version() != b.resource_version())
             });
-            pools
-                .shards(key)
-                .filter(|(_, b)| {
-                    latest.is_empty()
-                        || b.metadata
-                            .name
-                            .as_deref()
-                            .is_none_or(|n| !latest.contains_key(n))
+            let position = |shard: Option<u32>, b: &BackupBucket| {
+                (
+                    shard.unwrap_or(u32::MAX),
+                    b.metadata.name.clone().unwrap_or_default(),
+                )
+            };
+            let mut newer: Vec<((u32, String), Option<u32>, &Arc<BackupBucket>)> = latest
+                .values()
+                .map(|b| {
+                    let shard = shard_of(b);
+                    (position(shard, b), shard, b)
                 })
-                .cloned()
-                .collect()
-        });
-        if !latest.is_empty() {
-            shards.extend(latest.values().map(|b| (shard_of(b), b.clone())));
-            shards.sort_by(|(sa, a), (sb, b)| {
-                sa.unwrap_or(u32::MAX)
-                    .cmp(&sb.unwrap_or(u32::MAX))
-                    .then_with(|| a.metadata.name.cmp(&b.metadata.name))
-            });
-        }
-        shards
+                .collect();
+            newer.sort_by(|a, b| a.0.cmp(&b.0));
+            let mut merged = MergeByPosition {
+                cached: pools.shards(key).peekable(),
+                newer: newer.into_iter().peekable(),
+            };
+            read(&mut merged)
+        })
     }
 
     /// Fetches a fresh copy of `name` into the book (or forgets it when gone).
@@ -351,18 +352,21 @@ impl Ledger {
             return Ok(name);
         }
         for _ in 0..MAX_ATTEMPTS {
-            let shards = Self::shards(ctx, &source.key, book);
-            let fills: Vec<ShardFill> = shards
-                .iter()
-                .filter_map(|(shard, b)| {
-                    Some(ShardFill {
-                        shard: (*shard)?,
+            let (placement, chosen) = Self::with_shards(ctx, &source.key, book, |shards| {
+                let mut last = None;
+                let fills = shards.filter_map(|(shard, b)| {
+                    let fill = ShardFill {
+                        shard: shard?,
                         entries: recorded_count(b),
                         accepting: b.meta().deletion_timestamp.is_none(),
-                    })
-                })
-                .collect();
-            match place_entry(&fills, limit) {
+                    };
+                    last = Some(b);
+                    Some(fill)
+                });
+                let placement = first_fit(fills, limit);
+                (placement, last.cloned())
+            });
+            match placement {
                 Placement::NewShard(shard) => {
                     Self::create_shard(ctx, book, source, shard).await?;
                     ctx.garden_metrics
@@ -371,9 +375,11 @@ impl Ledger {
                         .inc();
                 }
                 Placement::Existing(shard) => {
-                    let Some((_, bucket)) = shards.iter().find(|(s, _)| *s == Some(shard)) else {
+                    // First fit stopped at the shard it chose: the last one read.
+                    let Some(bucket) = chosen.filter(|b| shard_of(b) == Some(shard)) else {
                         continue;
                     };
+                    let bucket = &bucket;
                     let name = bucket.name_any();
                     let count = recorded_count(bucket);
                     // Room for this entry and for those waiting behind it, in one write.
@@ -581,7 +587,9 @@ impl Ledger {
     ) -> Result<(), GardenError> {
         let book = self.book(&source.key);
         let mut book = book.lock().await;
-        if Self::shards(ctx, &source.key, &mut book).is_empty() {
+        if Self::with_shards(ctx, &source.key, &mut book, |shards| {
+            shards.next().is_none()
+        }) {
             Self::create_shard(ctx, &mut book, source, 0).await?;
         }
         Ok(())
@@ -608,7 +616,7 @@ impl Ledger {
     pub async fn shard_count(&self, ctx: &Context, key: &PoolKey) -> usize {
         let book = self.book(key);
         let mut book = book.lock().await;
-        Self::shards(ctx, key, &mut book).len()
+        Self::with_shards(ctx, key, &mut book, |shards| shards.count())
     }
 
     /// Re-derives `bucket`'s entry count (cached entries plus this process' pending
@@ -748,6 +756,47 @@ impl Ledger {
     }
 }
 
+/// The index's shards of a pool with the overlay's newer copies merged in, both in
+/// position order (shard number, unnumbered last, then name): a newer copy replaces the
+/// index's bucket at its position.
+struct MergeByPosition<'a, C, N>
+where
+    C: Iterator<Item = &'a (Option<u32>, Arc<BackupBucket>)>,
+    N: Iterator<Item = ((u32, String), Option<u32>, &'a Arc<BackupBucket>)>,
+{
+    cached: std::iter::Peekable<C>,
+    newer: std::iter::Peekable<N>,
+}
+
+impl<'a, C, N> Iterator for MergeByPosition<'a, C, N>
+where
+    C: Iterator<Item = &'a (Option<u32>, Arc<BackupBucket>)>,
+    N: Iterator<Item = ((u32, String), Option<u32>, &'a Arc<BackupBucket>)>,
+{
+    type Item = (Option<u32>, &'a Arc<BackupBucket>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let Some((position, _, _)) = self.newer.peek() else {
+            return self.cached.next().map(|(shard, b)| (*shard, b));
+        };
+        let Some((shard, cached)) = self.cached.peek() else {
+            return self.newer.next().map(|(_, shard, b)| (shard, b));
+        };
+        let cached_position = (
+            shard.unwrap_or(u32::MAX),
+            cached.metadata.name.as_deref().unwrap_or_default(),
+        );
+        match cached_position.cmp(&(position.0, position.1.as_str())) {
+            std::cmp::Ordering::Less => self.cached.next().map(|(shard, b)| (*shard, b)),
+            std::cmp::Ordering::Equal => {
+                self.cached.next();
+                self.newer.next().map(|(_, shard, b)| (shard, b))
+            }
+            std::cmp::Ordering::Greater => self.newer.next().map(|(_, shard, b)| (shard, b)),
+        }
+    }
+}
+
 /// The seeds that may provision a pool's buckets: for a CloudProfile pool every seed of
 /// the profile's provider type (every seed when the profile is gone), for a seed's own
 /// pool that seed alone.
@@ -812,6 +861,55 @@ pub fn batch_size(count: u32, limit: Option<u32>, wanted: u32) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn bucket(name: &str, rv: &str) -> Arc<BackupBucket> {
+        let mut b = BackupBucket::new(name, Default::default());
+        b.metadata.resource_version = Some(rv.to_string());
+        Arc::new(b)
+    }
+
+    #[test]
+    fn newer_copies_replace_the_index_at_their_position_and_new_ones_slot_in() {
+        let cached = vec![
+            (Some(0), bucket("p-0", "1")),
+            (Some(1), bucket("p-1", "1")),
+            (Some(3), bucket("p-3", "1")),
+            (None, bucket("p-x", "1")),
+        ];
+        // A newer copy of shard 1, a shard the index does not show yet (2), and one
+        // after the last (4).
+        let (n1, n2, n4) = (bucket("p-1", "2"), bucket("p-2", "2"), bucket("p-4", "2"));
+        let mut newer = vec![
+            ((4, "p-4".to_string()), Some(4), &n4),
+            ((1, "p-1".to_string()), Some(1), &n1),
+            ((2, "p-2".to_string()), Some(2), &n2),
+        ];
+        newer.sort_by(|a, b| a.0.cmp(&b.0));
+        let merged: Vec<(Option<u32>, String, String)> = MergeByPosition {
+            cached: cached.iter().peekable(),
+            newer: newer.into_iter().peekable(),
+        }
+        .map(|(shard, b)| {
+            (
+                shard,
+                b.name_any(),
+                b.resource_version().unwrap_or_default(),
+            )
+        })
+        .collect();
+        let expected: Vec<(Option<u32>, String, String)> = [
+            (Some(0), "p-0", "1"),
+            (Some(1), "p-1", "2"),
+            (Some(2), "p-2", "2"),
+            (Some(3), "p-3", "1"),
+            (Some(4), "p-4", "2"),
+            (None, "p-x", "1"),
+        ]
+        .into_iter()
+        .map(|(s, n, rv)| (s, n.to_string(), rv.to_string()))
+        .collect();
+        assert_eq!(merged, expected);
+    }
 
     #[test]
     fn a_batch_covers_the_waiters_within_the_room_and_the_cap() {

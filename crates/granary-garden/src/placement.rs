@@ -38,11 +38,20 @@ impl Placement {
 pub fn place_entry(shards: &[ShardFill], limit: Option<u32>) -> Placement {
     let mut ordered: Vec<&ShardFill> = shards.iter().collect();
     ordered.sort_by_key(|s| s.shard);
-    let fits = |s: &&&ShardFill| s.accepting && limit.is_none_or(|l| s.entries < l);
-    match ordered.iter().find(fits) {
-        Some(s) => Placement::Existing(s.shard),
-        None => Placement::NewShard(ordered.last().map_or(0, |s| s.shard + 1)),
+    first_fit(ordered.into_iter().cloned(), limit)
+}
+
+/// [`place_entry`] over shards already in shard order, reading them only up to the first
+/// with room (the ledger reads them from its index in that order).
+pub fn first_fit(shards: impl Iterator<Item = ShardFill>, limit: Option<u32>) -> Placement {
+    let mut last = None;
+    for s in shards {
+        if s.accepting && limit.is_none_or(|l| s.entries < l) {
+            return Placement::Existing(s.shard);
+        }
+        last = Some(s.shard);
     }
+    Placement::NewShard(last.map_or(0, |s| s + 1))
 }
 
 #[cfg(test)]
