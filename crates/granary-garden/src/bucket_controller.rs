@@ -219,7 +219,15 @@ async fn guard(
                 )
                 .await;
             }
-            Ok(Action::requeue(RESYNC))
+            // Places reserved ahead count until they expire; then a recount gives them
+            // back and the refusal may end (no entry change may come to wake this).
+            let mut requeue = RESYNC;
+            if let Some(key) = key
+                && let Some(expiry) = ctx.ledger.spare_expires_in(key, &name).await
+            {
+                requeue = requeue.min(expiry + Duration::from_millis(50));
+            }
+            Ok(Action::requeue(requeue))
         }
         DeletionGuard::Release => {
             let finalizers: Vec<String> = bucket

@@ -200,7 +200,7 @@ impl Ledger {
                     b.metadata.name.clone().unwrap_or_default(),
                 )
             };
-            let mut newer: Vec<((u32, String), Option<u32>, &Arc<BackupBucket>)> = latest
+            let mut newer: Vec<Positioned<'_>> = latest
                 .values()
                 .map(|b| {
                     let shard = shard_of(b);
@@ -308,18 +308,22 @@ impl Ledger {
                 return (placed, Some(e));
             }
         }
-        for (i, entry) in entries.iter().enumerate() {
-            // Two callers may be asked for the same entry (the placer and a retry): the
-            // second finds it placed and leaves it to the first.
-            if book
-                .pending
+        // Two callers may be asked for the same entry (the placer and a retry): the
+        // second finds it placed and leaves it to the first. Those left take no place
+        // ahead either.
+        let placed_here = |book: &Book, entry: &EntryKey| {
+            book.pending
                 .get(entry)
                 .is_some_and(|p| p.since.elapsed() < PENDING_TTL)
-            {
+        };
+        let mut to_place = entries.iter().filter(|e| !placed_here(&book, e)).count();
+        for entry in entries {
+            if placed_here(&book, entry) {
                 placed.push(None);
                 continue;
             }
-            let behind = u32::try_from(entries.len() - i - 1).unwrap_or(u32::MAX);
+            to_place = to_place.saturating_sub(1);
+            let behind = u32::try_from(to_place).unwrap_or(u32::MAX);
             match self.place_one(ctx, &mut book, source, entry, behind).await {
                 Ok(bucket) => placed.push(Some(bucket)),
                 Err(e) => return (placed, Some(e)),
@@ -673,14 +677,18 @@ impl Ledger {
     fn derive_count(ctx: &Context, book: &mut Book, bucket: &str) -> u32 {
         // One view of the entry index for every step: an entry appearing between them
         // would otherwise be counted twice (as pending and as cached). The cost is the
-        // bucket's own entries plus the few pending and released ones, never a scan of
-        // every entry. A pending entry is shown once the index has it
-        // counting in the bucket it was given a place in (a new entry naming it, or a
-        // moving entry marked as holding a place there); a released one once the index
-        // has its mark gone.
-        let (in_bucket, cached_pending, still_marked) = ctx.stores.entry_index.read(|index| {
-            let still_marked: HashSet<EntryKey> = book
-                .released
+        // bucket's own entries plus the few released ones, never a scan of every entry.
+        // A pending entry is shown once the index has it counting in the bucket it was
+        // given a place in (a new entry naming it, or a moving entry marked as holding a
+        // place there); a released one once the index has its mark gone. Only this
+        // bucket's pending entries are looked up: during a burst the pool has hundreds
+        // pending, and looking each up on every recount of every bucket was most of a
+        // recount's cost; the others are forgotten at their own bucket's recount.
+        let Book {
+            pending, released, ..
+        } = book;
+        let in_bucket = ctx.stores.entry_index.read(|index| {
+            let still_marked: HashSet<EntryKey> = released
                 .iter()
                 .filter(|(key, p)| {
                     index
@@ -693,25 +701,17 @@ impl Ledger {
             // the index still shows its mark (unless it names this bucket).
             let given_back = still_marked
                 .iter()
-                .filter(|key| book.released.get(*key).is_some_and(|p| p.bucket == bucket))
+                .filter(|key| released.get(*key).is_some_and(|p| p.bucket == bucket))
                 .filter(|key| index.places(key).is_some_and(|e| e.bucket != bucket))
                 .count();
-            let cached_pending: HashSet<EntryKey> = book
-                .pending
-                .iter()
-                .filter(|(key, p)| index.places(key).is_some_and(|e| e.counts_in(&p.bucket)))
-                .map(|(key, _)| key.clone())
-                .collect();
-            (
-                index.count_in(bucket) - given_back,
-                cached_pending,
-                still_marked,
-            )
+            released.retain(|key, p| still_marked.contains(key) && p.since.elapsed() < PENDING_TTL);
+            pending.retain(|key, p| {
+                let shown =
+                    p.bucket == bucket && index.places(key).is_some_and(|e| e.counts_in(&p.bucket));
+                !shown && p.since.elapsed() < PENDING_TTL
+            });
+            index.count_in(bucket) - given_back
         });
-        book.pending
-            .retain(|key, p| !cached_pending.contains(key) && p.since.elapsed() < PENDING_TTL);
-        book.released
-            .retain(|key, p| still_marked.contains(key) && p.since.elapsed() < PENDING_TTL);
         book.drop_expired_spares();
         let pending = book.pending.values().filter(|p| p.bucket == bucket).count();
         let spare = book.spare.get(bucket).map_or(0, |s| s.places as usize);
@@ -756,13 +756,17 @@ impl Ledger {
     }
 }
 
+/// A bucket with its position in its pool (shard number, unnumbered last, then name) and
+/// its shard number.
+type Positioned<'a> = ((u32, String), Option<u32>, &'a Arc<BackupBucket>);
+
 /// The index's shards of a pool with the overlay's newer copies merged in, both in
 /// position order (shard number, unnumbered last, then name): a newer copy replaces the
 /// index's bucket at its position.
 struct MergeByPosition<'a, C, N>
 where
     C: Iterator<Item = &'a (Option<u32>, Arc<BackupBucket>)>,
-    N: Iterator<Item = ((u32, String), Option<u32>, &'a Arc<BackupBucket>)>,
+    N: Iterator<Item = Positioned<'a>>,
 {
     cached: std::iter::Peekable<C>,
     newer: std::iter::Peekable<N>,
@@ -771,7 +775,7 @@ where
 impl<'a, C, N> Iterator for MergeByPosition<'a, C, N>
 where
     C: Iterator<Item = &'a (Option<u32>, Arc<BackupBucket>)>,
-    N: Iterator<Item = ((u32, String), Option<u32>, &'a Arc<BackupBucket>)>,
+    N: Iterator<Item = Positioned<'a>>,
 {
     type Item = (Option<u32>, &'a Arc<BackupBucket>);
 
@@ -870,7 +874,7 @@ mod tests {
 
     #[test]
     fn newer_copies_replace_the_index_at_their_position_and_new_ones_slot_in() {
-        let cached = vec![
+        let cached = [
             (Some(0), bucket("p-0", "1")),
             (Some(1), bucket("p-1", "1")),
             (Some(3), bucket("p-3", "1")),

@@ -18,7 +18,7 @@
 //! which says why in an event and retries with its backoff: one place for waiting and
 //! errors.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::future::ready;
 use std::sync::Arc;
 
@@ -224,11 +224,18 @@ pub async fn plan(ctx: &Context, shoots: Vec<Arc<Shoot>>) -> Result<Vec<Step>, G
     let mut pairs = HashMap::new();
     let mut groups = Vec::new();
     let mut steps = Vec::with_capacity(shoots.len());
+    let mut seen = HashSet::with_capacity(shoots.len());
     for shoot in shoots {
         // The latest the cache has (it waited in the placer's queue); gone is done.
-        let Some(shoot) = ctx.stores.shoots.get(&ObjectRef::from_obj(shoot.as_ref())) else {
+        let key = ObjectRef::from_obj(shoot.as_ref());
+        let Some(shoot) = ctx.stores.shoots.get(&key) else {
             continue;
         };
+        // A shoot heard of twice (its creation and a change) is placed once, and its
+        // second mention takes no place ahead in the count write.
+        if !seen.insert(key) {
+            continue;
+        }
         steps.extend(sort_in(ctx, shoot, &mut pairs, &mut groups));
     }
     for Group { source, shoots } in groups {
