@@ -38,7 +38,9 @@ use crate::owner_controllers::{
 use crate::pool_index::PoolIndex;
 use crate::pools::PoolKind;
 use crate::seed_authz::{RunningWebhook, WebhookError};
-use crate::triggers::{BucketViews, SeedLeases, ShootWork, entry_needs_reconcile, shoot_work};
+use crate::triggers::{
+    BucketViews, SeedLeases, ShootWork, entry_needs_reconcile, profile_has_work, shoot_work,
+};
 use granary_api::core::{BackupBucket, BackupEntry, CloudProfile, GARDEN_NAMESPACE, Seed, Shoot};
 use granary_runtime::clock::Clock;
 use granary_runtime::config::{self, ConfigError, Override};
@@ -495,11 +497,16 @@ async fn term(shared: Arc<Shared>, token: CancellationToken) {
         // Not on every count written: on what the profile reads of its buckets.
         .reconcile_on(buckets_for_profiles.filter_map({
             let mut views = BucketViews::default();
+            let profile_store = stores.profiles.clone();
             move |change| {
                 let wake = views.changed(&change.object, change.deleted);
                 ready(
                     pool_of(&change.object)
                         .filter(|k| wake && k.kind == PoolKind::CloudProfile)
+                        .filter(|k| {
+                            let profile = profile_store.get(&ObjectRef::new(&k.owner));
+                            profile_has_work(&change.object, change.deleted, k, profile.as_deref())
+                        })
                         .map(|k| ObjectRef::new(&k.owner)),
                 )
             }

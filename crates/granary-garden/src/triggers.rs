@@ -26,12 +26,12 @@ use chrono::{DateTime, Duration, Utc};
 
 use kube::{Resource, ResourceExt};
 
-use crate::buckets::{pool_of, seed_label_patch};
+use crate::buckets::{PoolSource, pool_of, seed_label_patch, spec_drift};
 use crate::entries::entry_update;
 use crate::moves::{MoveStep, move_step};
 use crate::pools::{PoolKey, PoolKind};
 use granary_api::common::ObjectReference;
-use granary_api::core::{BackupBucket, BackupEntry, Shoot};
+use granary_api::core::{BackupBucket, BackupEntry, CloudProfile, Shoot};
 
 /// What a shoot needs, given its entry as the cache shows it (`None`: no entry cached).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,6 +87,30 @@ pub fn entry_needs_reconcile(entry: &BackupEntry) -> bool {
         || entry.responsible_seed() != entry.spec.seed_name.as_deref()
         || move_step(entry.annotations(), &entry.spec.bucket_name, false) != MoveStep::None
         || seed_label_patch(entry.labels(), entry.responsible_seed()).is_some()
+}
+
+/// Whether a change of a bucket of a CloudProfile's pool gives the profile's reconcile
+/// something to do: the bucket is gone (the pool may need its first shard again), or it
+/// does not carry the credentials and providerConfig the profile passes on
+/// ([`spec_drift`]). A new shard the garden made from the profile, its error, its seed
+/// or its deletion starting are nothing to the profile (mirrors
+/// [`crate::owner_controllers::reconcile_profile`]): at 100,000 shoots each of the
+/// 1,000 new shards woke it, and each reconcile compared every bucket of the pool.
+pub fn profile_has_work(
+    bucket: &BackupBucket,
+    deleted: bool,
+    key: &PoolKey,
+    profile: Option<&CloudProfile>,
+) -> bool {
+    if deleted {
+        return true;
+    }
+    if bucket.meta().deletion_timestamp.is_some() {
+        return false;
+    }
+    profile
+        .and_then(|p| PoolSource::from_profile(p, key.clone()))
+        .is_some_and(|source| spec_drift(bucket, &source).is_some())
 }
 
 /// What the owner controllers read of a bucket.
@@ -357,6 +381,54 @@ mod tests {
             ..BackupBucketStatus::default()
         });
         b
+    }
+
+    #[test]
+    fn a_profile_looks_at_a_bucket_only_when_it_drifted_or_went() {
+        let mut profile = CloudProfile::new(
+            "aws",
+            granary_api::core::CloudProfileSpec {
+                type_: "aws".into(),
+                backup: Some(granary_api::core::BackupSpec {
+                    provider: "aws".into(),
+                    credentials_ref: Some(ObjectReference {
+                        api_version: "v1".into(),
+                        kind: "Secret".into(),
+                        name: "backup".into(),
+                        namespace: "garden".into(),
+                        ..ObjectReference::default()
+                    }),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+        );
+        let key = PoolKey {
+            kind: PoolKind::CloudProfile,
+            owner: "aws".into(),
+            region: "eu-1".into(),
+        };
+        let source = PoolSource::from_profile(&profile, key.clone()).expect("a source");
+        let shard = crate::buckets::new_shard_bucket(
+            &source,
+            0,
+            Some("seed-1"),
+            &granary_runtime::selector::ObjectSelector::default(),
+        );
+        assert!(
+            !profile_has_work(&shard, false, &key, Some(&profile)),
+            "a shard made from the profile"
+        );
+        assert!(profile_has_work(&shard, true, &key, Some(&profile)), "gone");
+        let mut deleting = shard.clone();
+        deleting.metadata.deletion_timestamp = Some(now());
+        assert!(!profile_has_work(&deleting, false, &key, Some(&profile)));
+        // The profile's credentials change: its shards drifted.
+        if let Some(b) = profile.spec.backup.as_mut() {
+            b.credentials_ref.as_mut().expect("set above").name = "rotated".into();
+        }
+        assert!(profile_has_work(&shard, false, &key, Some(&profile)));
+        assert!(!profile_has_work(&shard, false, &key, None), "no profile");
     }
 
     #[test]
