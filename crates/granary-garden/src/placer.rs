@@ -1,8 +1,8 @@
 //! Placing the entries of shoots that have none (docs/architecture.md#entry-placement).
 //!
-//! [`plan`] finds each shoot's pool and takes its place in the [`Ledger`]
-//! (crate::ledger::Ledger), a batch of shoots of one pool under one hold of the pool's
-//! lock; [`carry_out`] creates the entry in the place taken, or gives the place back.
+//! [`plan`] finds each shoot's pool and takes its place in the
+//! [`Ledger`](crate::ledger::Ledger), a batch of shoots of one pool under one hold of the
+//! pool's lock; [`carry_out`] creates the entry in the place taken, or gives the place back.
 //! Both paths that place use them: the shoot controller for one shoot
 //! ([`crate::entry_controllers::reconcile_shoot`]), and [`run`] for the shoots the caches
 //! show without an entry, in batches as they come.
