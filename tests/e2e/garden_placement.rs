@@ -65,6 +65,13 @@ async fn settled_first_fit(tc: &TestCluster, limit: u32, total: u32) -> bool {
             .all(|((_, actual, recorded), want)| actual == want && recorded == want)
 }
 
+/// The value of `series` (name and labels, as rendered) in a metrics text; 0 when absent.
+fn counter(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .map_or(0.0, |v| v.trim().parse().expect("a number"))
+}
+
 /// Creates shoots `s<i>` for every `i` in `range`, all at once.
 async fn create_shoots(
     tc: &TestCluster,
@@ -176,10 +183,10 @@ async fn concurrent_shoots_fill_exactly_the_needed_shards_and_freed_room_is_refi
     assert!(text.contains("granary_garden_bucket_entries{bucket="));
     // The 35 shoots were placed by the placer, in batches, not by a reconcile each:
     // the shoot controller only hears of a shoot the placer cannot place.
-    let shoot_reconciles: f64 = text
-        .lines()
-        .find_map(|l| l.strip_prefix("granary_reconcile_total{controller=\"garden-shoot\"} "))
-        .map_or(0.0, |v| v.trim().parse().expect("a number"));
+    let shoot_reconciles = counter(
+        &text,
+        "granary_reconcile_total{controller=\"garden-shoot\"}",
+    );
     assert!(
         shoot_reconciles < 5.0,
         "{shoot_reconciles} shoot reconciles for 35 placements"
@@ -223,10 +230,10 @@ async fn shoots_waiting_on_a_broken_profile_are_placed_once_each_when_it_is_fixe
     })
     .await;
     let text = garden.metrics().render();
-    let placements: f64 = text
-        .lines()
-        .find_map(|l| l.strip_prefix("granary_garden_placements_total{outcome=\"existing\"} "))
-        .map_or(0.0, |v| v.trim().parse().expect("a number"));
+    let placements = counter(
+        &text,
+        "granary_garden_placements_total{outcome=\"existing\"}",
+    );
     assert_eq!(placements, 18.0, "one placement per shoot");
     garden.stop().await;
 }

@@ -127,6 +127,13 @@ impl Stores {
         self.seeds.get(&ObjectRef::new(name))
     }
 
+    /// The shoot's BackupEntry as the cache shows it.
+    pub fn entry_of(&self, shoot: &Shoot) -> Option<Arc<BackupEntry>> {
+        let name = shoot.backup_entry_name()?;
+        self.entries
+            .get(&ObjectRef::new(&name).within(&shoot.namespace()?))
+    }
+
     /// The seed as an assignment candidate, with the renew time of its Lease
     /// `seed-<name>` in the garden namespace.
     pub fn candidate(&self, seed: &Seed) -> SeedCandidate {

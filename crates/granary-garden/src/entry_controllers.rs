@@ -67,11 +67,7 @@ pub async fn reconcile_shoot(shoot: Arc<Shoot>, ctx: Arc<Context>) -> Result<Act
     if shoot.spec.seed_name.as_deref().is_none_or(str::is_empty) {
         return Ok(Action::await_change());
     }
-    let cached = shoot
-        .backup_entry_name()
-        .zip(shoot.namespace())
-        .and_then(|(name, ns)| ctx.stores.entries.get(&ObjectRef::new(&name).within(&ns)));
-    if let Some(entry) = cached {
+    if let Some(entry) = ctx.stores.entry_of(&shoot) {
         // An entry on its way out is no longer steered by its shoot (its cleanup may
         // have been handed to another seed).
         if entry.meta().deletion_timestamp.is_some() {

@@ -39,7 +39,7 @@ use crate::pool_index::PoolIndex;
 use crate::pools::PoolKind;
 use crate::seed_authz::{RunningWebhook, WebhookError};
 use crate::triggers::{
-    BucketViews, SeedLeases, ShootWork, entry_needs_reconcile, profile_has_work, shoot_work,
+    BucketViews, SeedLeases, entry_needs_reconcile, profile_has_work, route, shoot_work,
 };
 use granary_api::core::{BackupBucket, BackupEntry, CloudProfile, GARDEN_NAMESPACE, Seed, Shoot};
 use granary_runtime::clock::Clock;
@@ -575,25 +575,18 @@ async fn term(shared: Arc<Shared>, token: CancellationToken) {
     let shoots_to_reconcile = shoots
         .applied
         .then({
-            let entry_store = stores.entries.clone();
+            let stores = stores.clone();
             let entries_ready = entries.ready.clone();
             let to_placer = to_placer.clone();
             move |shoot| {
-                let entry_store = entry_store.clone();
+                let stores = stores.clone();
                 let mut entries_ready = entries_ready.clone();
                 let to_placer = to_placer.clone();
                 async move {
                     // Stopped caches: let the reconcile see for itself.
                     let _ = entries_ready.wait_for(|r| *r).await;
-                    let entry = shoot
-                        .backup_entry_name()
-                        .zip(shoot.namespace())
-                        .and_then(|(name, ns)| entry_store.get(&ObjectRef::new(&name).within(&ns)));
-                    match shoot_work(&shoot, entry.as_deref()) {
-                        ShootWork::None => None,
-                        ShootWork::Update => Some(shoot),
-                        ShootWork::Place => to_placer.send(shoot).err().map(|e| e.0),
-                    }
+                    let work = shoot_work(&shoot, stores.entry_of(&shoot).as_deref());
+                    route(work, shoot, &to_placer)
                 }
             }
         })
@@ -606,23 +599,18 @@ async fn term(shared: Arc<Shared>, token: CancellationToken) {
         // A shoot waiting on its CloudProfile (broken, or not there yet) is placed as
         // soon as the profile changes, not at its next retry.
         .reconcile_on(profiles_for_shoots.flat_map({
-            let shoot_store = stores.shoots.clone();
-            let entry_store = stores.entries.clone();
+            let stores = stores.clone();
             let to_placer = to_placer.clone();
             move |change| {
                 let profile = change.object.name_any();
-                let shoots = shoot_store.state();
+                let shoots = stores.shoots.state();
                 let refs: Vec<ObjectRef<Shoot>> =
                     crate::triggers::shoots_waiting_on_profile(&profile, &shoots, |shoot| {
-                        let name = shoot.backup_entry_name()?;
-                        let ns = shoot.namespace()?;
-                        entry_store.get(&ObjectRef::new(&name).within(&ns))
+                        stores.entry_of(shoot)
                     })
                     .into_iter()
-                    .filter(|(shoot, work)| {
-                        *work == ShootWork::Update || to_placer.send(Arc::clone(shoot)).is_err()
-                    })
-                    .map(|(shoot, _)| ObjectRef::from_obj(shoot.as_ref()))
+                    .filter_map(|(shoot, work)| route(work, Arc::clone(shoot), &to_placer))
+                    .map(|shoot| ObjectRef::from_obj(shoot.as_ref()))
                     .collect();
                 futures::stream::iter(refs)
             }
@@ -634,26 +622,14 @@ async fn term(shared: Arc<Shared>, token: CancellationToken) {
                 let entry = change.object;
                 let namespace = entry.namespace().unwrap_or_default();
                 let current = (!change.deleted).then_some(entry.as_ref());
-                let mut refs: Vec<ObjectRef<Shoot>> = Vec::new();
-                for owner in entry
+                let refs: Vec<ObjectRef<Shoot>> = entry
                     .owner_references()
                     .iter()
                     .filter(|o| o.kind == "Shoot")
-                {
-                    let r = ObjectRef::new(&owner.name).within(&namespace);
-                    let Some(shoot) = shoot_store.get(&r) else {
-                        continue;
-                    };
-                    match shoot_work(&shoot, current) {
-                        ShootWork::None => {}
-                        ShootWork::Update => refs.push(r),
-                        ShootWork::Place => {
-                            if to_placer.send(shoot).is_err() {
-                                refs.push(r);
-                            }
-                        }
-                    }
-                }
+                    .filter_map(|o| shoot_store.get(&ObjectRef::new(&o.name).within(&namespace)))
+                    .filter_map(|shoot| route(shoot_work(&shoot, current), shoot, &to_placer))
+                    .map(|shoot| ObjectRef::from_obj(shoot.as_ref()))
+                    .collect();
                 futures::stream::iter(refs)
             }
         }))

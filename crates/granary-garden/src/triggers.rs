@@ -61,6 +61,21 @@ pub fn shoot_work(shoot: &Shoot, entry: Option<&BackupEntry>) -> ShootWork {
     }
 }
 
+/// Hands a shoot to who does its `work`: the placer (through `to_placer`) for an entry to
+/// place; the shoot returned for the shoot controller when its entry is out of line, or
+/// when the placer is gone (the controller places too).
+pub fn route(
+    work: ShootWork,
+    shoot: std::sync::Arc<Shoot>,
+    to_placer: &tokio::sync::mpsc::UnboundedSender<std::sync::Arc<Shoot>>,
+) -> Option<std::sync::Arc<Shoot>> {
+    match work {
+        ShootWork::None => None,
+        ShootWork::Update => Some(shoot),
+        ShootWork::Place => to_placer.send(shoot).err().map(|e| e.0),
+    }
+}
+
 /// The shoots a change of CloudProfile `profile` may unblock, with what each needs:
 /// those using it that have no entry yet or whose entry is not what they need
 /// ([`shoot_work`]), e.g. shoots waiting for a broken profile to be fixed. `entry_of`
