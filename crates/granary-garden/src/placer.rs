@@ -41,7 +41,7 @@ pub const FAILPOINT_PLACED: &str = "garden.placement.committed";
 
 /// The most shoots [`run`] plans at once: the ledger reserves at most 64 places per
 /// count write, so a batch of this size costs a handful of writes, and its creates keep
-/// the in-flight slots busy while the next batch is planned.
+/// the in-flight slots busy while the next batch is planned ([`run`]).
 const BATCH: usize = 256;
 
 /// What came of placing one shoot's entry.
@@ -319,21 +319,35 @@ async fn create_entry(
 /// Places the entries of the shoots that come on `shoots` until it ends: batches of
 /// what has come ([`plan`]), `concurrency` creates in flight ([`carry_out`]). A shoot
 /// it cannot place goes to the shoot controller through `controller`.
+///
+/// The next batch is planned while the creates of the last one run. A plan waits on
+/// the server (count writes, new shards: a few round trips per batch); planned only
+/// once the last batch's creates had all started, the in-flight slots drained while it
+/// waited, and at 100,000 shoots the garden sat idle for part of each batch.
 pub async fn run(
     ctx: Arc<Context>,
     shoots: impl Stream<Item = Arc<Shoot>>,
     controller: UnboundedSender<ObjectRef<Shoot>>,
     concurrency: usize,
 ) {
-    shoots
-        .ready_chunks(BATCH)
-        .then(|batch| {
-            let ctx = ctx.clone();
-            async move {
+    // One planned batch waits while the next is planned: the places taken ahead of their
+    // creates stay within two batches.
+    let (planned, steps) = tokio::sync::mpsc::channel::<Vec<Step>>(1);
+    let planner = {
+        let ctx = ctx.clone();
+        async move {
+            let mut batches = std::pin::pin!(shoots.ready_chunks(BATCH));
+            while let Some(batch) = batches.next().await {
                 // Stopped caches: the term is ending.
-                plan(&ctx, batch).await.unwrap_or_default()
+                let steps = plan(&ctx, batch).await.unwrap_or_default();
+                if planned.send(steps).await.is_err() {
+                    break;
+                }
             }
-        })
+            // Dropping `planned` here ends the creates once the last batch is carried out.
+        }
+    };
+    let creates = tokio_stream::wrappers::ReceiverStream::new(steps)
         .flat_map(futures::stream::iter)
         .map(|step| {
             let ctx = ctx.clone();
@@ -348,6 +362,6 @@ pub async fn run(
                 let _ = controller.send(ObjectRef::from_obj(shoot.as_ref()));
             }
             ready(())
-        })
-        .await;
+        });
+    tokio::join!(planner, creates);
 }

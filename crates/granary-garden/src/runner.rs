@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
 use kube::config::KubeConfigOptions;
@@ -18,6 +18,7 @@ use kube::runtime::events::{EventType, Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{Controller, watcher};
 use kube::{Client, Resource, ResourceExt};
+use std::future::Future;
 use tokio_util::sync::CancellationToken;
 
 use crate::bucket_controller::{self, reconcile as reconcile_bucket};
@@ -522,9 +523,12 @@ async fn term(shared: Arc<Shared>, token: CancellationToken) {
     let seed_controller = Controller::for_shared_stream(seeds.applied, seeds.store)
         .reconcile_on(buckets_for_seeds.flat_map({
             let mut views = BucketViews::default();
+            let seed_store = stores.seeds.clone();
             move |change| {
                 let refs: Vec<ObjectRef<Seed>> = views
-                    .seeds_to_wake(&change.object, change.deleted)
+                    .seeds_to_wake(&change.object, change.deleted, |name| {
+                        seed_store.get(&ObjectRef::new(name))
+                    })
                     .iter()
                     .map(|s| ObjectRef::new(s))
                     .collect();
@@ -695,37 +699,37 @@ async fn term(shared: Arc<Shared>, token: CancellationToken) {
         .run(reconcile_entry, error_policy(ENTRY_CONTROLLER), ctx.clone())
         .for_each(drain(ENTRY_CONTROLLER));
     let recount = initial_recount(ctx.clone(), counts_tx, shared.ready.clone(), token.clone());
-    let caches = async {
-        tokio::join!(
-            profiles.fill,
-            seeds.fill,
-            shoots.fill,
-            buckets.fill,
-            entries.fill,
-            leases.fill
-        );
-    };
-    let caches = async {
-        tokio::select! {
-            _ = caches => {}
-            _ = token.cancelled() => {}
+    // Each part of the term is a task of its own. Joined in one task, every wake-up of
+    // any part (a create's answer, a watch event) polled all of them, and the garden's
+    // watches, placing and reconciles shared one thread: at 100,000 shoots that thread
+    // was the garden's limit, with the other core half idle. The set aborts every part
+    // when the term is dropped (lost leadership), as dropping the joined future did.
+    let mut parts = tokio::task::JoinSet::new();
+    // The caches' watches run until the term ends.
+    parts.spawn(until_cancelled(&token, profiles.fill));
+    parts.spawn(until_cancelled(&token, seeds.fill));
+    parts.spawn(until_cancelled(&token, shoots.fill));
+    parts.spawn(until_cancelled(&token, buckets.fill));
+    parts.spawn(until_cancelled(&token, entries.fill));
+    parts.spawn(until_cancelled(&token, leases.fill));
+    parts.spawn(profile_run);
+    parts.spawn(seed_run);
+    parts.spawn(bucket_run);
+    parts.spawn(shoot_run);
+    parts.spawn(placer_run);
+    parts.spawn(entry_run);
+    parts.spawn(recount);
+    while let Some(part) = parts.join_next().await {
+        if let Err(e) = part
+            && e.is_panic()
+        {
+            std::panic::resume_unwind(e.into_panic());
         }
-    };
-    tokio::join!(
-        profile_run,
-        seed_run,
-        bucket_run,
-        shoot_run,
-        placer_run,
-        entry_run,
-        recount,
-        caches
-    );
+    }
     key.abort();
     tracing::info!("garden controllers stopped");
 }
 
-/// The objects of `store` being deleted (their deletion guards wait for other kinds).
 /// The seed whose Lease changed in `change`, when the change matters
 /// ([`SeedLeases::wakes_buckets`]: a Lease new or gone, or a seed renewing after it was
 /// unready); `leases` is the caller's own record of the renewals seen.
@@ -747,6 +751,15 @@ fn seed_woken(
         .then_some(seed)
 }
 
+/// `part` until `token` is cancelled.
+fn until_cancelled(
+    token: &CancellationToken,
+    part: impl Future<Output = ()> + Send + 'static,
+) -> impl Future<Output = ()> + Send + 'static {
+    token.clone().run_until_cancelled_owned(part).map(drop)
+}
+
+/// The objects of `store` being deleted (their deletion guards wait for other kinds).
 fn deleting<K>(store: &reflector::Store<K>) -> Vec<ObjectRef<K>>
 where
     K: kube::Resource<DynamicType = ()> + Clone + 'static,
