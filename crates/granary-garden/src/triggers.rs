@@ -21,6 +21,7 @@
 //! entry change; those wake-ups take the owners being deleted only.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
 
@@ -30,8 +31,11 @@ use crate::buckets::{PoolSource, pool_of, seed_label_patch, spec_drift};
 use crate::entries::entry_update;
 use crate::moves::{MoveStep, move_step};
 use crate::pools::{PoolKey, PoolKind};
+use granary_api::common::ConditionStatus;
 use granary_api::common::ObjectReference;
-use granary_api::core::{BackupBucket, BackupEntry, CloudProfile, Shoot};
+use granary_api::core::{
+    BackupBucket, BackupEntry, CONDITION_BACKUP_BUCKETS_READY, CloudProfile, Seed, Shoot,
+};
 
 /// What a shoot needs, given its entry as the cache shows it (`None`: no entry cached).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -159,6 +163,65 @@ impl BucketView {
             deleting: bucket.meta().deletion_timestamp.is_some(),
         }
     }
+
+    /// The seed responsible for the bucket: its status' seed, else its spec's (as
+    /// [`BackupBucket::responsible_seed`]).
+    fn responsible(&self) -> Option<&str> {
+        [&self.status_seed, &self.spec_seed]
+            .into_iter()
+            .find_map(|s| s.as_deref().filter(|s| !s.is_empty()))
+    }
+}
+
+/// Whether a change of `bucket` (what the owners read of it before and after: `None`
+/// when unseen before, or gone after) gives the reconcile of `seed` something to do.
+/// Mirrors [`crate::owner_controllers::reconcile_seed`], which reads of the buckets:
+/// - while the seed is being deleted, those on it (its deletion guard);
+/// - its own pool's: one is kept, and each carries the spec the seed passes on;
+/// - the names and errors of those it is responsible for (`BackupBucketsReady`).
+///
+/// A new shard without an error joining a seed whose buckets are ready changes none of
+/// these; at 100,000 shoots each of the 1,000 new shards woke the seed, and each of its
+/// reconciles read every bucket. (Had the seed's condition just been written from an
+/// older view of its buckets, that write wakes the seed again, and it reads them anew.)
+pub fn seed_has_work(
+    bucket: &BackupBucket,
+    old: Option<&BucketView>,
+    new: Option<&BucketView>,
+    seed: &Seed,
+) -> bool {
+    let Some(new) = new else {
+        // Gone: the seed's pool may need its first shard again, its condition its list.
+        return true;
+    };
+    if seed.meta().deletion_timestamp.is_some() {
+        return true;
+    }
+    let name = seed.name_any();
+    let own_pool = new
+        .pool
+        .as_ref()
+        .filter(|p| p.kind == PoolKind::Seed && p.owner == name);
+    if let Some(key) = own_pool
+        && !new.deleting
+        && PoolSource::from_seed(seed, key.clone())
+            .is_some_and(|source| spec_drift(bucket, &source).is_some())
+    {
+        return true;
+    }
+    let on_seed = |v: &BucketView| v.responsible() == Some(name.as_str());
+    match (old.filter(|o| on_seed(o)), on_seed(new)) {
+        (None, false) => false,
+        // It left: its error goes from the list, or the seed has no bucket left.
+        (Some(_), false) => true,
+        (Some(old), true) => old.error != new.error,
+        (None, true) => {
+            let ready = seed
+                .condition(CONDITION_BACKUP_BUCKETS_READY)
+                .is_some_and(|c| c.status == ConditionStatus::True);
+            new.error.is_some() || !ready
+        }
+    }
 }
 
 /// The last [`BucketView`] of every bucket seen, to tell a change the owners care about
@@ -175,11 +238,17 @@ impl BucketViews {
         self.change(bucket, deleted).is_some()
     }
 
-    /// Records a bucket change; the seeds that should look, before and after it: those
-    /// the bucket is on (spec and status) and the seed owning its pool. Empty when
-    /// nothing a seed reads changed. (A seed reads the buckets on it and those of its
-    /// own pool only, so waking every seed made each change cost seeds × buckets.)
-    pub fn seeds_to_wake(&mut self, bucket: &BackupBucket, deleted: bool) -> Vec<String> {
+    /// Records a bucket change; the seeds whose reconcile it gives something to do
+    /// ([`seed_has_work`]), of those the bucket was and is on (spec and status) and the
+    /// seed owning its pool; `seed` looks a seed up by name. (A seed reads the buckets on
+    /// it and those of its own pool only, so waking every seed made each change cost
+    /// seeds × buckets.)
+    pub fn seeds_to_wake(
+        &mut self,
+        bucket: &BackupBucket,
+        deleted: bool,
+        seed: impl Fn(&str) -> Option<Arc<Seed>>,
+    ) -> Vec<String> {
         let Some((old, new)) = self.change(bucket, deleted) else {
             return Vec::new();
         };
@@ -200,6 +269,9 @@ impl BucketViews {
             .collect();
         seeds.sort();
         seeds.dedup();
+        seeds.retain(|name| {
+            seed(name).is_some_and(|seed| seed_has_work(bucket, old.as_ref(), new.as_ref(), &seed))
+        });
         seeds
     }
 
@@ -492,28 +564,57 @@ mod tests {
         );
     }
 
+    /// A seed named `name`, its `BackupBucketsReady` condition at `ready`, if any.
+    fn seed(name: &str, ready: Option<ConditionStatus>) -> Arc<Seed> {
+        let mut seed = Seed::new(name, granary_api::core::SeedSpec::default());
+        if let Some(status) = ready {
+            seed.status = Some(granary_api::core::SeedStatus {
+                conditions: vec![granary_api::common::Condition {
+                    type_: CONDITION_BACKUP_BUCKETS_READY.to_string(),
+                    status,
+                    last_transition_time: chrono::Utc::now(),
+                    last_update_time: chrono::Utc::now(),
+                    reason: "Test".into(),
+                    message: String::new(),
+                    codes: Vec::new(),
+                }],
+                ..Default::default()
+            });
+        }
+        Arc::new(seed)
+    }
+
     #[test]
     fn a_bucket_change_wakes_the_seeds_it_was_and_is_on_only() {
         let mut views = BucketViews::default();
+        // Seeds without a BackupBucketsReady condition yet: any bucket joining is news.
+        let fresh = |name: &str| Some(seed(name, None));
         let b = bucket();
-        assert_eq!(views.seeds_to_wake(&b, false), ["seed-1"], "a new bucket");
+        assert_eq!(
+            views.seeds_to_wake(&b, false, fresh),
+            ["seed-1"],
+            "a new bucket"
+        );
         let mut counted = b.clone();
         if let Some(s) = counted.status.as_mut() {
             s.entry_count = Some(35);
         }
-        assert!(views.seeds_to_wake(&counted, false).is_empty(), "a count");
+        assert!(
+            views.seeds_to_wake(&counted, false, fresh).is_empty(),
+            "a count"
+        );
         let mut handed = counted.clone();
         handed.spec.seed_name = Some("seed-2".into());
         if let Some(s) = handed.status.as_mut() {
             s.seed_name = Some("seed-3".into());
         }
         assert_eq!(
-            views.seeds_to_wake(&handed, false),
-            ["seed-1", "seed-2", "seed-3"],
-            "the old seed loses it, the new ones get it"
+            views.seeds_to_wake(&handed, false, fresh),
+            ["seed-1", "seed-3"],
+            "the old seed loses it, the seed now responsible gets it (seed-2 is only named)"
         );
         assert_eq!(
-            views.seeds_to_wake(&handed, true),
+            views.seeds_to_wake(&handed, true, fresh),
             ["seed-2", "seed-3"],
             "gone"
         );
@@ -537,7 +638,50 @@ mod tests {
             .into(),
         );
         assert_eq!(pool_of(&own).map(|p| p.owner), Some("seed-9".to_string()));
-        assert_eq!(views.seeds_to_wake(&own, false), ["seed-1", "seed-9"]);
+        assert_eq!(views.seeds_to_wake(&own, false, fresh), ["seed-1"]);
+        assert_eq!(views.seeds_to_wake(&own, true, fresh), ["seed-1", "seed-9"]);
+        // A seed not (or no longer) in the cache has nothing to reconcile.
+        assert!(views.seeds_to_wake(&b, false, |_| None).is_empty());
+    }
+
+    #[test]
+    fn a_new_shard_wakes_its_seed_only_when_the_seed_condition_would_change() {
+        let ready = |name: &str| Some(seed(name, Some(ConditionStatus::True)));
+        let mut views = BucketViews::default();
+        // The thousandth shard of a seed whose buckets are ready, without an error.
+        assert!(views.seeds_to_wake(&bucket(), false, ready).is_empty());
+        // Its error, and the error going away, change the seed's condition.
+        let mut failing = bucket();
+        if let Some(s) = failing.status.as_mut() {
+            s.last_error = Some(granary_api::common::LastError {
+                description: "access denied".into(),
+                task_id: None,
+                codes: Vec::new(),
+                last_update_time: None,
+            });
+        }
+        assert_eq!(views.seeds_to_wake(&failing, false, ready), ["seed-1"]);
+        assert_eq!(views.seeds_to_wake(&bucket(), false, ready), ["seed-1"]);
+        // A new shard with an error, or one joining a seed whose condition is not True
+        // (no bucket yet, or one failing): news for the seed.
+        let mut other = failing.clone();
+        other.metadata.name = Some("aws-eu-1-0123abcd-1".into());
+        assert_eq!(views.seeds_to_wake(&other, false, ready), ["seed-1"]);
+        for status in [ConditionStatus::Unknown, ConditionStatus::False] {
+            let mut third = bucket();
+            third.metadata.name = Some(format!("aws-eu-1-0123abcd-{status:?}"));
+            let seeds = views.seeds_to_wake(&third, false, |n| Some(seed(n, Some(status))));
+            assert_eq!(seeds, ["seed-1"], "{status:?}");
+        }
+        // A seed being deleted looks at every change of a bucket on it (its guard).
+        let mut deleting = seed("seed-1", Some(ConditionStatus::True));
+        Arc::make_mut(&mut deleting).metadata.deletion_timestamp = Some(now());
+        let mut fourth = bucket();
+        fourth.metadata.name = Some("aws-eu-1-0123abcd-4".into());
+        assert_eq!(
+            views.seeds_to_wake(&fourth, false, |_| Some(deleting.clone())),
+            ["seed-1"]
+        );
     }
 
     #[test]
