@@ -4,6 +4,7 @@
 //! are read from the caches at each scrape ([`LandscapeGauges`]), so a gauge goes with
 //! its object and the controllers keep no books for them.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use kube::ResourceExt;
@@ -267,13 +268,23 @@ impl Collector for LandscapeGauges {
                     .set(1);
             }
         }
+        // Tallied first: one label lookup (a hash and a lock) per state, not per entry.
+        let mut by_state: BTreeMap<String, i64> = BTreeMap::new();
         for entry in stores.entries.state() {
             let state = entry
                 .status
                 .as_ref()
                 .and_then(|s| s.last_operation.as_ref())
                 .map_or("None", |op| op.state.as_str());
-            entries.with_label_values(&[state]).inc();
+            match by_state.get_mut(state) {
+                Some(n) => *n += 1,
+                None => {
+                    by_state.insert(state.to_string(), 1);
+                }
+            }
+        }
+        for (state, n) in &by_state {
+            entries.with_label_values(&[state.as_str()]).set(*n);
         }
         let mut out = unprotected.collect();
         out.extend(entries.collect());
