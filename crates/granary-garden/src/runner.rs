@@ -404,7 +404,16 @@ where
 /// is cancelled (or the future is dropped on lost leadership).
 async fn term(shared: Arc<Shared>, token: CancellationToken) {
     let client = shared.client.clone();
-    let key = tokio::spawn(crate::integrity_key::run(client.clone()));
+    // Each part of the term is a task of its own. Joined in one task, every wake-up of
+    // any part (a create's answer, a watch event) polled all of them, and the garden's
+    // watches, placing and reconciles shared one thread: at 100,000 shoots that thread
+    // was the garden's limit, with the other core half idle. The set aborts every part
+    // when the term is dropped (lost leadership), as dropping the joined future did.
+    let mut parts = tokio::task::JoinSet::new();
+    parts.spawn(until_cancelled(
+        &token,
+        crate::integrity_key::run(client.clone()),
+    ));
     let wc = || watch_config(&shared.selector);
     let entry_index = Arc::new(EntryIndex::default());
     let pool_index = Arc::new(PoolIndex::default());
@@ -699,12 +708,6 @@ async fn term(shared: Arc<Shared>, token: CancellationToken) {
         .run(reconcile_entry, error_policy(ENTRY_CONTROLLER), ctx.clone())
         .for_each(drain(ENTRY_CONTROLLER));
     let recount = initial_recount(ctx.clone(), counts_tx, shared.ready.clone(), token.clone());
-    // Each part of the term is a task of its own. Joined in one task, every wake-up of
-    // any part (a create's answer, a watch event) polled all of them, and the garden's
-    // watches, placing and reconciles shared one thread: at 100,000 shoots that thread
-    // was the garden's limit, with the other core half idle. The set aborts every part
-    // when the term is dropped (lost leadership), as dropping the joined future did.
-    let mut parts = tokio::task::JoinSet::new();
     // The caches' watches run until the term ends.
     parts.spawn(until_cancelled(&token, profiles.fill));
     parts.spawn(until_cancelled(&token, seeds.fill));
@@ -726,7 +729,6 @@ async fn term(shared: Arc<Shared>, token: CancellationToken) {
             std::panic::resume_unwind(e.into_panic());
         }
     }
-    key.abort();
     tracing::info!("garden controllers stopped");
 }
 
