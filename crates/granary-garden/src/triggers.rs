@@ -11,8 +11,10 @@
 //!   an entry goes to the placer ([`crate::placer`]), not to its controller;
 //! - a BackupBucket change wakes its profile or its seeds only when what they read of it
 //!   changed ([`BucketView`]: the spec they pass on, its pool, its seeds, its error,
-//!   its deletion), not on every `status.entryCount` write; and it wakes the seeds it
-//!   was and is on ([`BucketViews::seeds_to_wake`]), not every seed;
+//!   its deletion), not on every `status.entryCount` write; it wakes a profile only
+//!   when the bucket drifted or went ([`profile_has_work`]), and only the seeds it was
+//!   and is on whose reconcile it gives something to do ([`BucketViews::seeds_to_wake`],
+//!   [`seed_has_work`]), not every seed;
 //! - a seed's Lease wakes the buckets only when the seed comes (back) to life
 //!   ([`SeedLeases`]), not on every renewal of a live seed: with S seeds renewing every
 //!   few seconds, each renewal woke all B buckets, S × B reconciles per renewal period.
