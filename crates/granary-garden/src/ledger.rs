@@ -687,6 +687,8 @@ impl Ledger {
         let Book {
             pending, released, ..
         } = book;
+        // This bucket's pending entries not shown yet, counted as they are pruned.
+        let mut pending_here = 0;
         let in_bucket = ctx.stores.entry_index.read(|index| {
             let still_marked: HashSet<EntryKey> = released
                 .iter()
@@ -706,16 +708,17 @@ impl Ledger {
                 .count();
             released.retain(|key, p| still_marked.contains(key) && p.since.elapsed() < PENDING_TTL);
             pending.retain(|key, p| {
-                let shown =
-                    p.bucket == bucket && index.places(key).is_some_and(|e| e.counts_in(&p.bucket));
-                !shown && p.since.elapsed() < PENDING_TTL
+                let here = p.bucket == bucket;
+                let shown = here && index.places(key).is_some_and(|e| e.counts_in(&p.bucket));
+                let keep = !shown && p.since.elapsed() < PENDING_TTL;
+                pending_here += usize::from(keep && here);
+                keep
             });
             index.count_in(bucket) - given_back
         });
         book.drop_expired_spares();
-        let pending = book.pending.values().filter(|p| p.bucket == bucket).count();
         let spare = book.spare.get(bucket).map_or(0, |s| s.places as usize);
-        u32::try_from(in_bucket + pending + spare).unwrap_or(u32::MAX)
+        u32::try_from(in_bucket + pending_here + spare).unwrap_or(u32::MAX)
     }
 
     /// Deletes `bucket` if it still holds no entry, in the version that was counted
